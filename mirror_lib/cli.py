@@ -1,0 +1,62 @@
+"""The ``mirror`` command line (DESIGN.md "Command line"): parse arguments, make one library call.
+
+Exit codes: 0 success; 2 invalid input (config, arguments); 1 runtime failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from mirror_lib.config import load_config
+from mirror_lib.errors import ConfigError, MirrorError
+from mirror_lib.plan import describe_config, format_description
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep one message format
+        self.print_usage(sys.stderr)
+        raise ConfigError("arguments", " ".join(sys.argv[1:]), message)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    description = describe_config(config)
+    if args.json:
+        print(json.dumps(description, indent=2, default=str))
+    else:
+        print(format_description(description))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = _Parser(prog="mirror", description="MirrorMaker-2-compatible replication on Spark.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    validate = sub.add_parser("validate", help="parse and validate a config; print the flows")
+    validate.add_argument("config", help="mm2.properties file")
+    validate.add_argument("--json", action="store_true", help="machine-readable output")
+    validate.set_defaults(func=_cmd_validate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mirror`` console script."""
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"mirror: invalid input: {exc}", file=sys.stderr)
+        return 2
+    except MirrorError as exc:
+        print(f"mirror: failed: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("mirror: interrupted; everything started was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

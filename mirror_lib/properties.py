@@ -1,0 +1,162 @@
+"""Java ``.properties`` parsing, secret references and redaction.
+
+MM2 reads ``mm2.properties`` with ``java.util.Properties``; we accept the same syntax (``=``, ``:``
+or whitespace separators, ``#``/``!`` comments, backslash line continuations and escapes).
+Secret values may be references (``${env:NAME}``, ``${secret:scope/key}``, ``${file:path:key}``)
+that stay unresolved until a Kafka client is built, and every printed form is redacted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from mirror_lib.errors import ConfigError
+
+REDACTED = "<redacted>"
+
+_SENSITIVE = re.compile(
+    r"(password|secret|sasl\.jaas\.config|token|credential|ssl\.key\.pem|"
+    r"ssl\.keystore\.key|ssl\.key$|private)",
+    re.IGNORECASE,
+)
+_REFERENCE = re.compile(r"\$\{(?P<kind>[a-z]+):(?P<body>[^}]*)\}")
+
+SecretLookup = Callable[[str, str], str]
+"""Resolves ``(scope, key)`` of a ``${secret:scope/key}`` reference (e.g. Databricks secrets)."""
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 >= len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    lines: list[tuple[int, str]] = []
+    pending: str | None = None
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.lstrip(" \t\f")
+        if pending is None:
+            if not line or line[0] in "#!":
+                continue
+            start = number
+            pending = ""
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        lines.append((start, pending + line))
+        pending = None
+    if pending:
+        lines.append((start, pending))
+    return lines
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text into an ordered dict; a later duplicate key wins (as in Java)."""
+    result: dict[str, str] = {}
+    for _number, line in _logical_lines(text):
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if ch == "\\":
+                i += 2
+                continue
+            if ch in "=: \t\f":
+                break
+            i += 1
+        key = line[:i]
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":") and (i >= len(line) or line[i] in " \t\f=:"):
+            rest = rest[1:].lstrip(" \t\f")
+        result[_unescape(key)] = _unescape(rest)
+    return result
+
+
+def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a properties file (UTF-8); a missing file is a :class:`ConfigError`."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("CONFIG", str(path), "a readable mm2.properties file")
+    return parse_properties(p.read_text(encoding="utf-8"))
+
+
+def is_sensitive(key: str) -> bool:
+    """True for keys whose values are secrets (passwords, JAAS configs, tokens, private keys)."""
+    return bool(_SENSITIVE.search(key))
+
+
+def has_reference(value: str) -> bool:
+    """True when the value holds a ``${kind:...}`` reference that is resolved late."""
+    return bool(_REFERENCE.search(value))
+
+
+def check_references(key: str, value: str) -> None:
+    """Reject references of unknown kinds before anything starts."""
+    for match in _REFERENCE.finditer(value):
+        kind, body = match["kind"], match["body"]
+        if kind == "env" and body:
+            continue
+        if kind == "secret" and re.fullmatch(r"[^/]+/.+", body):
+            continue
+        if kind == "file" and ":" in body:
+            continue
+        raise ConfigError(
+            key,
+            REDACTED if is_sensitive(key) else value,
+            "references of the form ${env:NAME}, ${secret:scope/key} or ${file:/path:key}",
+        )
+
+
+def redact_value(key: str, value: str) -> str:
+    """The printable form of one setting: secrets hidden, references shown unresolved."""
+    return REDACTED if is_sensitive(key) else value
+
+
+def redact(props: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``props`` safe to print or log."""
+    return {k: redact_value(k, v) for k, v in props.items()}
+
+
+def resolve_references(
+    key: str, value: str, secret_lookup: SecretLookup | None = None
+) -> str:
+    """Replace every reference in ``value`` by its secret; called only when clients are built."""
+
+    def resolve(match: re.Match[str]) -> str:
+        kind, body = match["kind"], match["body"]
+        if kind == "env":
+            if body not in os.environ:
+                raise ConfigError(key, match[0], f"environment variable {body} to be set")
+            return os.environ[body]
+        if kind == "secret":
+            scope, _, name = body.partition("/")
+            if secret_lookup is None:
+                raise ConfigError(
+                    key, match[0], "a secret lookup (pass secret_lookup, e.g. Databricks secrets)"
+                )
+            return secret_lookup(scope, name)
+        path, _, name = body.rpartition(":")
+        props = read_properties_file(path)
+        if name not in props:
+            raise ConfigError(key, match[0], f"key {name} in {path}")
+        return props[name]
+
+    return _REFERENCE.sub(resolve, value)

