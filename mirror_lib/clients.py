@@ -22,7 +22,9 @@ _JAVA_ONLY = {
     "ssl.truststore.location": "ssl.ca.location (a PEM file)",
     "ssl.truststore.password": "ssl.ca.location (a PEM file; no password)",
     "ssl.truststore.type": "ssl.ca.location (a PEM file)",
-    "ssl.keystore.type": "ssl.keystore.location (PKCS#12) or ssl.certificate.location + ssl.key.location",
+    "ssl.keystore.type": (
+        "ssl.keystore.location (PKCS#12) or ssl.certificate.location + ssl.key.location"
+    ),
     "sasl.login.callback.handler.class": "sasl.oauthbearer.* settings",
     "sasl.client.callback.handler.class": "sasl.oauthbearer.* settings",
 }
@@ -37,7 +39,10 @@ def _translate_jaas(value: str) -> dict[str, str]:
     module = match["module"].rsplit(".", 1)[-1]
     opts = {k: (q if q is not None else u) for k, q, u in _JAAS_OPT.findall(match["opts"])}
     if module in ("PlainLoginModule", "ScramLoginModule"):
-        return {"sasl.username": opts.get("username", ""), "sasl.password": opts.get("password", "")}
+        return {
+            "sasl.username": opts.get("username", ""),
+            "sasl.password": opts.get("password", ""),
+        }
     raise ConfigError(
         "sasl.jaas.config",
         module,
@@ -51,14 +56,16 @@ def client_config(
     *,
     client_id: str | None = None,
     secret_lookup: SecretLookup | None = None,
+    defaults: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ready librdkafka config for ``role`` (consumer, producer, admin) of ``cluster``.
 
-    ``extra`` is applied last, except that explicit user settings win for keys we only default.
+    Layers: ``defaults`` (ours, tuning), then the user's settings, then ``extra`` (ours, required
+    for correctness, e.g. ``transactional.id``).
     """
     raw = cluster.role_properties(role)
-    conf: dict[str, Any] = {}
+    conf: dict[str, Any] = dict(defaults or {})
     for key, value in raw.items():
         value = resolve_references(f"{cluster.alias}.{key}", value, secret_lookup)
         if key in _JAVA_ONLY:

@@ -160,6 +160,7 @@ class MirrorConfig:
     state_dir: str
     origin: str = "<dict>"
     unknown_keys: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         """Flows that replicate data (``A->B.enabled=true``)."""
@@ -225,7 +226,10 @@ def _build_cluster(alias: str, props: Mapping[str, str], origin: str) -> Cluster
     bootstrap = sections["client"].pop("bootstrap.servers", "").strip()
     if not bootstrap:
         raise ConfigError(
-            f"{alias}.bootstrap.servers", None, "host:port[,host:port...] of cluster " + alias, origin
+            f"{alias}.bootstrap.servers",
+            None,
+            "host:port[,host:port...] of cluster " + alias,
+            origin,
         )
     for section in sections.values():
         for key, value in section.items():
@@ -261,14 +265,14 @@ def _flow_settings(
     if raw_enabled.strip().lower() not in ("true", "false"):
         raise ConfigError(f"{src}->{tgt}.enabled", raw_enabled, "true or false", origin)
     settings = FlowSettings(**values)
-    if settings.emit_checkpoints or settings.sync_group_offsets:
-        if not settings.emit_offset_syncs and raw_enabled.strip().lower() == "true":
-            raise ConfigError(
-                f"{src}->{tgt}.emit.offset-syncs.enabled",
-                "false",
-                "true while emit.checkpoints.enabled or sync.group.offsets.enabled is true",
-                origin,
-            )
+    needs_syncs = settings.emit_checkpoints or settings.sync_group_offsets
+    if needs_syncs and not settings.emit_offset_syncs and raw_enabled.strip().lower() == "true":
+        raise ConfigError(
+            f"{src}->{tgt}.emit.offset-syncs.enabled",
+            "false",
+            "true while emit.checkpoints.enabled or sync.group.offsets.enabled is true",
+            origin,
+        )
     return raw_enabled.strip().lower() == "true", settings
 
 
@@ -314,6 +318,7 @@ def parse_config(props: Mapping[str, str], origin: str = "<dict>") -> MirrorConf
         state_dir=props.get("mirror.state.dir", "./mirror-state").strip() or "./mirror-state",
         origin=origin,
         unknown_keys=tuple(unknown),
+        properties=_frozen(props),
     )
     for flow in config.flows:
         flow.policy()  # fails early on an unknown policy class
@@ -336,7 +341,7 @@ def _frozen_clusters(clusters: dict[str, ClusterConfig]) -> Mapping[str, Cluster
 
 
 def load_config(path: str | os.PathLike[str], **overrides: str) -> MirrorConfig:
-    """Read and validate an ``mm2.properties`` file; ``overrides`` replace keys (e.g. from widgets)."""
+    """Read and validate an ``mm2.properties`` file; ``overrides`` replace keys (widgets)."""
     props = read_properties_file(path)
     props.update(overrides)
     return parse_config(props, origin=str(path))

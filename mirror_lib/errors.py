@@ -1,6 +1,6 @@
 """The one exception hierarchy of mirror_lib.
 
-Two families: :class:`ConfigError` (bad input, found before anything starts; CLI exit code 2) and
+Two families: :class:`ConfigError` (bad input, found before anything starts; CLI exit 2) and
 :class:`MirrorRuntimeError` (something failed while running; CLI exit code 1). Every error says
 whether retrying the same call may succeed (``transient``).
 """
@@ -16,7 +16,7 @@ class MirrorError(Exception):
 
 
 class ConfigError(MirrorError, ValueError):
-    """Invalid configuration or arguments: names the field, the bad value and what would be valid."""
+    """Invalid configuration or arguments: names the field, the bad value and the valid form."""
 
     exit_code = 2
 
@@ -44,7 +44,7 @@ class MirrorRuntimeError(MirrorError, RuntimeError):
 
 
 class DecodeError(MirrorRuntimeError):
-    """Bytes of an internal record (offset sync, checkpoint, heartbeat, metrics) could not be decoded.
+    """Bytes of an internal record (offset sync, checkpoint, heartbeat, metrics) are undecodable.
 
     Callers count and skip such records; they never stop a query.
     """
@@ -59,7 +59,7 @@ class UnsupportedOperationError(BrokerError):
 
 
 class DataLossError(MirrorRuntimeError):
-    """A source range vanished (retention, truncation, topic re-created): a gap, never a silent reset."""
+    """A source range vanished (retention, truncation, re-created topic): a gap, never a reset."""
 
 
 class RecordTooLargeError(MirrorRuntimeError):

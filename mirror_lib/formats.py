@@ -32,7 +32,7 @@ def _int(fmt: struct.Struct, field: str, value: int) -> bytes:
     bits = _BITS[fmt]
     if isinstance(value, bool) or not isinstance(value, int):
         # ValueError (not TypeError) so callers catch one exception type for every bad field.
-        raise ValueError(f"{field}: expected an INT{bits} integer, got {value!r}")  # noqa: TRY004
+        raise ValueError(f"{field}: expected an INT{bits} integer, got {value!r}")
     if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
         raise ValueError(f"{field}: {value} is out of INT{bits} range")
     return fmt.pack(value)
@@ -41,7 +41,7 @@ def _int(fmt: struct.Struct, field: str, value: int) -> bytes:
 def _string(field: str, value: str) -> bytes:
     """Pack a non-nullable STRING, or raise ValueError naming the field."""
     if not isinstance(value, str):
-        raise ValueError(f"{field}: expected a str (not nullable), got {value!r}")  # noqa: TRY004
+        raise ValueError(f"{field}: expected a str (not nullable), got {value!r}")
     try:
         data = value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -112,7 +112,11 @@ def test_cluster_client_properties_and_roles():
         ({"A->A.enabled": "true"}, "A->A.enabled", "two different clusters"),
         ({"topics": "orders[", "A->B.enabled": "true"}, "topics", "regular expression"),
         ({"A->B.groups.exclude": "(x"}, "A->B.groups.exclude", "regular expression"),
-        ({"emit.checkpoints.interval.seconds": "-5"}, "emit.checkpoints.interval.seconds", "positive"),
+        (
+            {"emit.checkpoints.interval.seconds": "-5"},
+            "emit.checkpoints.interval.seconds",
+            "positive",
+        ),
         ({"offset.lag.max": "-1"}, "offset.lag.max", ">= 0"),
         ({"replication.policy.class": "com.acme.Mine"}, "replication.policy.class", "Default"),
         ({"replication.policy.separator": ""}, "replication.policy.separator", "non-empty"),
@@ -145,7 +149,7 @@ def test_unknown_keys_are_reported_not_fatal():
 
 
 def test_checkpoints_need_offset_syncs():
-    with pytest.raises(ConfigError, match="emit.offset-syncs.enabled"):
+    with pytest.raises(ConfigError, match=r"emit\.offset-syncs\.enabled"):
         cfg(**{"A->B.emit.offset-syncs.enabled": "false"})
     ok = cfg(
         **{
@@ -199,7 +203,7 @@ def test_secret_scope_lookup_is_pluggable():
 
 def test_java_only_client_settings_get_a_librdkafka_hint():
     config = cfg(**{"A.ssl.truststore.location": "/x.jks"})
-    with pytest.raises(ConfigError, match="ssl.ca.location"):
+    with pytest.raises(ConfigError, match=r"ssl\.ca\.location"):
         client_config(config.cluster("A"), "consumer")
 
 

@@ -1,0 +1,87 @@
+"""Shared fixtures: two test clusters (embedded tansu or real Kafka), unique names, markers.
+
+Real clusters: set ``MIRROR_TEST_SOURCE_BOOTSTRAP`` and ``MIRROR_TEST_TARGET_BOOTSTRAP`` (optionally
+``MIRROR_TEST_THIRD_BOOTSTRAP``); tests marked ``real_kafka`` run only then.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mirror_lib import embedded
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """Bootstrap servers of the two test clusters."""
+
+    source: str
+    target: str
+    real_kafka: bool
+
+
+def _real_kafka() -> bool:
+    return embedded.external_clusters_from_env() is not None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: needs brokers (embedded tansu or real Kafka)")
+    config.addinivalue_line(
+        "markers", "real_kafka: needs real Kafka clusters (MIRROR_TEST_*_BOOTSTRAP); else skipped"
+    )
+    if _real_kafka():
+        os.environ.setdefault("MIRROR_TEST_REAL_KAFKA", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    integration_dir = Path(__file__).parent / "integration"
+    skip_real = pytest.mark.skip(reason="needs real Kafka: set MIRROR_TEST_SOURCE/TARGET_BOOTSTRAP")
+    real = _real_kafka()
+    for item in items:
+        if integration_dir in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.integration)
+        if not real and item.get_closest_marker("real_kafka") is not None:
+            item.add_marker(skip_real)
+
+
+@pytest.fixture(scope="session")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    """Source and target clusters for the whole session; embedded ones are stopped at the end."""
+    external = embedded.external_clusters_from_env()
+    if external is not None:
+        yield Clusters(external["source"], external["target"], real_kafka=True)
+        return
+    started = embedded.start_brokers(2, ["source", "target"], tmp_path_factory.mktemp("tansu"))
+    try:
+        yield Clusters(started[0].bootstrap_servers, started[1].bootstrap_servers, real_kafka=False)
+    finally:
+        embedded.stop_brokers(started)
+
+
+@pytest.fixture(scope="session")
+def third_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap of a third cluster (chain tests), started on first use."""
+    external = embedded.external_clusters_from_env()
+    if external is not None:
+        if "third" not in external:
+            pytest.skip("set MIRROR_TEST_THIRD_BOOTSTRAP for tests that need a third cluster")
+        yield external["third"]
+        return
+    started = embedded.start_brokers(1, ["third"], tmp_path_factory.mktemp("tansu-third"))
+    try:
+        yield started[0].bootstrap_servers
+    finally:
+        embedded.stop_brokers(started)
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A per-test name prefix, e.g. ``test-foo-3f9a1c2b``; append suffixes for topics and groups."""
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    return f"{base}-{uuid.uuid4().hex[:8]}"
