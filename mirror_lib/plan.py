@@ -76,9 +76,7 @@ def describe_config(config: MirrorConfig) -> dict[str, Any]:
         "state_dir": config.state_dir,
         "clusters": {a: c.describe() for a, c in config.clusters.items()},
         "flows": [describe_flow(f) for f in config.enabled_flows()],
-        "heartbeat_only_flows": [
-            f.name for f in config.heartbeat_flows() if not f.enabled
-        ],
+        "heartbeat_only_flows": [f.name for f in config.heartbeat_flows() if not f.enabled],
         "warnings": warnings,
     }
 
@@ -92,7 +90,9 @@ def format_description(d: dict[str, Any]) -> str:
         lines.append(f"flow {f['flow']}:")
         lines.append(f"  topics: {', '.join(f['topics'])}")
         lines.append(f"  topics.exclude: {', '.join(f['topics.exclude'])}")
-        lines.append(f"  groups: {', '.join(f['groups'])}  exclude: {', '.join(f['groups.exclude'])}")
+        lines.append(
+            f"  groups: {', '.join(f['groups'])}  exclude: {', '.join(f['groups.exclude'])}"
+        )
         lines.append(f"  policy: {f['policy']}; remote topics: {f['remote_topic_pattern']}")
         for topic, remote in f["examples"].items():
             lines.append(f"    would replicate {topic} -> {remote}")

@@ -135,9 +135,7 @@ def redact(props: Mapping[str, str]) -> dict[str, str]:
     return {k: redact_value(k, v) for k, v in props.items()}
 
 
-def resolve_references(
-    key: str, value: str, secret_lookup: SecretLookup | None = None
-) -> str:
+def resolve_references(key: str, value: str, secret_lookup: SecretLookup | None = None) -> str:
     """Replace every reference in ``value`` by its secret; called only when clients are built."""
 
     def resolve(match: re.Match[str]) -> str:

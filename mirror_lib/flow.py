@@ -1,0 +1,138 @@
+"""Everything one flow ``A->B`` needs at run time, rebuilt from plain strings on any process.
+
+Spark ships data source options as strings to the driver-side runners and the executors, so a
+:class:`FlowContext` is serialised as the raw properties plus the flow name and re-validated
+wherever it is used. Secrets stay references until :meth:`FlowContext.client` builds a client.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from mirror_lib.clients import client_config
+from mirror_lib.config import FlowConfig, MirrorConfig, parse_config
+from mirror_lib.filters import GroupFilter, TopicFilter, should_replicate_topic
+from mirror_lib.plan import metrics_topic
+from mirror_lib.policy import ReplicationPolicy, is_cycle
+
+
+def stable_slot(topic: str, partition: int, slots: int) -> int:
+    """The task slot owning a partition: stable across batches and restarts (like tasks.max)."""
+    return zlib.crc32(f"{topic}\x00{partition}".encode()) % slots
+
+
+@dataclass(frozen=True)
+class FlowContext:
+    """A validated flow plus derived names: policy, filters, internal topics, clients."""
+
+    config: MirrorConfig
+    flow: FlowConfig
+
+    @classmethod
+    def create(cls, config: MirrorConfig, flow_name: str) -> FlowContext:
+        """Context of ``flow_name`` in ``config``."""
+        return cls(config, config.flow(flow_name))
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> FlowContext:
+        """Rebuild from data source options written by :meth:`to_options`."""
+        props = json.loads(options["properties"])
+        return cls.create(
+            parse_config(props, origin=options.get("origin", "<options>")), options["flow"]
+        )
+
+    def to_options(self) -> dict[str, str]:
+        """Spark data source options carrying this context (secrets as unresolved references)."""
+        return {
+            "properties": json.dumps(dict(self.config.properties), sort_keys=True),
+            "flow": self.flow.name,
+            "origin": self.config.origin,
+        }
+
+    @property
+    def source(self) -> str:
+        return self.flow.source
+
+    @property
+    def target(self) -> str:
+        return self.flow.target
+
+    @property
+    def settings(self) -> Any:
+        return self.flow.settings
+
+    @cached_property
+    def policy(self) -> ReplicationPolicy:
+        return self.flow.policy()
+
+    @cached_property
+    def topic_filter(self) -> TopicFilter:
+        s = self.settings
+        return TopicFilter(s.topics, s.topics_exclude)
+
+    @cached_property
+    def group_filter(self) -> GroupFilter:
+        s = self.settings
+        return GroupFilter(s.groups, s.groups_exclude)
+
+    def should_replicate(self, topic: str) -> bool:
+        """MM2's shouldReplicateTopic: filter or heartbeats, not internal, no cycle."""
+        return should_replicate_topic(
+            self.policy,
+            self.topic_filter,
+            topic,
+            self.target,
+            heartbeats_replication_enabled=self.settings.heartbeats_replication,
+        ) and not is_cycle(self.policy, topic, self.target)
+
+    def should_checkpoint_group(self, group: str) -> bool:
+        """Group filter, never our own ledger groups."""
+        return not group.startswith("__mirror") and self.group_filter.should_replicate_group(group)
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.source, topic)
+
+    @property
+    def offset_syncs_on_target(self) -> bool:
+        return self.settings.offset_syncs_location == "target"
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        other = self.source if self.offset_syncs_on_target else self.target
+        return self.policy.offset_syncs_topic(other)
+
+    @property
+    def checkpoints_topic(self) -> str:
+        return self.policy.checkpoints_topic(self.source)
+
+    @property
+    def metrics_topic(self) -> str:
+        return metrics_topic(self.flow)
+
+    @property
+    def ledger_group(self) -> str:
+        """Target-side group whose committed offsets record the next upstream offset (D3)."""
+        return f"__mirror_ledger.{self.flow.name}"
+
+    def transactional_id(self, slot: int) -> str:
+        return f"mirror-{self.flow.name}-{slot}"
+
+    def client(
+        self, cluster: str, role: str, defaults: dict[str, Any] | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """librdkafka config for ``role`` on ``cluster`` ("source"/"target" or an alias).
+
+        ``defaults`` yield to the user's settings; ``extra`` overrides them.
+        """
+        alias = {"source": self.source, "target": self.target}.get(cluster, cluster)
+        return client_config(
+            self.config.cluster(alias),
+            role,
+            client_id=f"mirror|{self.flow.name}|{role}",
+            defaults=defaults,
+            extra=extra,
+        )

@@ -1,0 +1,69 @@
+"""Read-only offset and metadata look-ups over confluent-kafka (no topic changes here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+try:  # confluent-kafka >= 2.3
+    from confluent_kafka import IsolationLevel
+except ImportError:  # pragma: no cover
+    from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
+
+from mirror_lib.errors import BrokerError
+
+TP = tuple[str, int]
+
+
+def _wait(futures: dict[Any, Any], what: str, timeout_s: float) -> dict[Any, Any]:
+    out = {}
+    for key, fut in futures.items():
+        try:
+            out[key] = fut.result(timeout=timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise BrokerError(f"{what} failed: {err}", transient=err.retriable()) from exc
+        except TimeoutError as exc:
+            raise BrokerError(f"{what}: no answer in {timeout_s}s", transient=True) from exc
+    return out
+
+
+def list_topic_partitions(admin: AdminClient, timeout_s: float = 30) -> dict[str, int]:
+    """Topic -> partition count of every topic the cluster reports without error."""
+    try:
+        md = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerError(f"listing topics failed: {exc.args[0]}", transient=True) from exc
+    return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+
+def topic_ids(admin: AdminClient, topics: Iterable[str], timeout_s: float = 30) -> dict[str, str]:
+    """Topic -> topic id (changes when a topic is deleted and re-created)."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    described = _wait(futures, "describing topics", timeout_s + 5)
+    return {name: str(desc.topic_id) for name, desc in described.items()}
+
+
+def partition_bounds(
+    admin: AdminClient, partitions: Iterable[TP], timeout_s: float = 30
+) -> dict[TP, tuple[int, int]]:
+    """(earliest, last stable offset) per partition: the range a read_committed reader sees."""
+    tps = sorted(set(partitions))
+    if not tps:
+        return {}
+    result: dict[TP, list[int]] = {tp: [0, 0] for tp in tps}
+    for index, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=timeout_s,
+        )
+        for tp, info in _wait(futures, "listing offsets", timeout_s + 5).items():
+            result[(tp.topic, tp.partition)][index] = max(int(info.offset), 0)
+    return {tp: (lo, hi) for tp, (lo, hi) in result.items()}

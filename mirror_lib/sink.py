@@ -1,0 +1,60 @@
+"""The replication sink: Spark hands each task its slot's ranges; :mod:`copier` does the work.
+
+``write()`` runs on executors (a pooled Python worker per task); ``commit()``/``abort()`` run on
+the driver in a worker without a SparkSession (platform.md §1.7). Delivery state lives in Kafka
+(transactions + ledger), so ``commit()`` has nothing to make durable and replays are safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
+
+from mirror_lib.copier import CopyResult, copy_ranges
+from mirror_lib.flow import FlowContext
+
+_CONTEXTS: dict[str, FlowContext] = {}
+
+
+class CopyMessage(WriterCommitMessage):
+    """Picklable commit message wrapping a :class:`CopyResult`."""
+
+    def __init__(self, result: CopyResult) -> None:
+        self.result = result
+
+
+def _context(options: dict[str, str]) -> tuple[FlowContext, str]:
+    key = hashlib.sha1(json.dumps(options, sort_keys=True).encode()).hexdigest()
+    if key not in _CONTEXTS:
+        _CONTEXTS[key] = FlowContext.from_options(options)
+    return _CONTEXTS[key], key
+
+
+class RangeCopier(DataSourceStreamWriter):
+    """Executes the planner's ranges: consume from the source, produce to the target."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        from pyspark import TaskContext
+
+        rows = list(iterator)
+        task = TaskContext.get()
+        batch_id = int(task.getLocalProperty("streaming.sql.batchId") or -1) if task else -1
+        query_id = (task.getLocalProperty("sql.streaming.queryId") or "") if task else ""
+        if not rows:
+            return CopyMessage(CopyResult(slot=-1))
+        ctx, key = _context(self.options)
+        ranges = [(r.topic, r.partition, r.start, r.end) for r in rows]
+        return CopyMessage(copy_ranges(ctx, key, rows[0].slot, ranges, batch_id, query_id))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to persist: records, syncs, metrics and ledger were committed in Kafka."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Open transactions of failed tasks are aborted when their transactional.id is reused."""

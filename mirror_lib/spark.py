@@ -1,0 +1,64 @@
+"""A local SparkSession for the embedded default and tests, and the data source registration.
+
+On Databricks the notebook/job passes its own ``spark``; nothing here is used there except
+:func:`register_sources`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from mirror_lib.errors import MirrorRuntimeError
+
+
+def check_java() -> None:
+    """Fail early with a clear message when no Java runtime is available for local Spark."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise MirrorRuntimeError(
+            "Java was not found (JAVA_HOME unset and no `java` on PATH): local Spark needs "
+            "Java 17 or 21 (e.g. `apt-get install openjdk-17-jre-headless`); nothing was started"
+        )
+
+
+def local_spark_session(app_name: str = "mirror", cores: int = 2, **conf: str) -> Any:
+    """Start (or reuse) a local[cores] session tuned for small machines; needs pyspark + Java."""
+    check_java()
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise MirrorRuntimeError(
+            "pyspark is not installed: `pip install mirror_lib[spark]` (or run `make venv`)"
+        ) from exc
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, never the LAN
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_sources(spark)
+    return spark
+
+
+def register_sources(spark: Any) -> None:
+    """Register mirror_lib's Python data sources on ``spark`` (idempotent)."""
+    from mirror_lib.source import MirrorDataSource
+
+    spark.dataSource.register(MirrorDataSource)
