@@ -31,6 +31,20 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from mirror_lib.runner import run_flows
+    from mirror_lib.spark import get_spark
+
+    config = load_config(args.config)
+    for name in args.flow or []:
+        config.flow(name)
+    spark = get_spark()
+    run_flows(
+        spark, config, args.flow, once=args.once, duration_s=args.duration, timeout_s=args.timeout
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(prog="mirror", description="MirrorMaker-2-compatible replication on Spark.")
@@ -39,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("config", help="mm2.properties file")
     validate.add_argument("--json", action="store_true", help="machine-readable output")
     validate.set_defaults(func=_cmd_validate)
+    run = sub.add_parser("run", help="run the flows' streaming queries")
+    run.add_argument("config", help="mm2.properties file")
+    run.add_argument("--flow", action="append", help="A->B (repeatable; default: all enabled)")
+    run.add_argument("--once", action="store_true", help="replicate what is there now, then exit")
+    run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")
+    run.set_defaults(func=_cmd_run)
     return parser
 
 

@@ -29,12 +29,13 @@ from mirror_lib.offset_sync import SegmentTracker, mm2_compatible_points
 TP = tuple[str, int]
 CHUNK_RECORDS = 200_000
 CHUNK_SECONDS = 5.0
-STALL_SECONDS = 120.0
+STALL_SECONDS = 60.0
 _FENCED = {
     KafkaError._FENCED,
     KafkaError.PRODUCER_FENCED,
     KafkaError.INVALID_PRODUCER_EPOCH,
     KafkaError.INVALID_PRODUCER_ID_MAPPING,
+    KafkaError._FATAL,
 }
 _CLIENTS: dict[tuple[str, str, int], Any] = {}
 
@@ -151,8 +152,13 @@ class RangeCopy:
     ):
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
         self.ranges = ranges
-        key = (options_key, "producer", slot)
-        self.producer: Producer = _client(key, lambda: _producer(ctx, slot))
+        # A transactional producer is made per task: pooled workers caching one per slot would
+        # fence each other; init_transactions here fences real zombies of this slot.
+        self.producer: Producer = (
+            _producer(ctx, slot)
+            if ctx.settings.exactly_once
+            else _client((options_key, "producer", slot), lambda: _producer(ctx, slot))
+        )
         self.consumer: Consumer = _client((options_key, "consumer", slot), lambda: _consumer(ctx))
         self.ledger: Consumer = _client((options_key, "ledger", slot), lambda: ledger_consumer(ctx))
         self.eos = ctx.settings.exactly_once
@@ -160,13 +166,16 @@ class RangeCopy:
 
     # -- delivery tracking -----------------------------------------------------------------
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        key = (msg.topic(), msg.partition())
-        upstream = self.pending[key].popleft()
-        if err is not None:
-            self.errors.append((err, key, upstream))
-            return
-        self.trackers[key].add(upstream, msg.offset())
-        self.acks[key].append(time.time() * 1000.0)
+        try:
+            key = (msg.topic(), msg.partition())
+            upstream = self.pending[key].popleft()
+            if err is not None:
+                self.errors.append((err, key, upstream))
+                return
+            self.trackers[key].add(upstream, msg.offset())
+            self.acks[key].append(time.time() * 1000.0)
+        except Exception as exc:  # never raise into librdkafka; re-raised in _commit_chunk
+            self.callback_errors.append(exc)
 
     def run(self) -> CopyResult:
         ctx = self.ctx
@@ -182,7 +191,9 @@ class RangeCopy:
         if not self.todo:
             return self.result
         self.remote = remote
-        self.consumer.assign([TopicPartition(t, p, off) for (t, p), off in begin.items()])
+        assignment = [TopicPartition(t, p, off) for (t, p), off in begin.items()]
+        self.consumer.assign(assignment)
+        self.consumer.resume(assignment)  # a reused consumer keeps pauses of earlier tasks
         self._new_chunk()
         self.in_txn = False
         self._begin()
@@ -304,12 +315,15 @@ class RangeCopy:
         self.create_ts: dict[TP, array] = {rp: array("d") for rp in self.remote.values()}
         self.stats = {tp: _Stats() for tp in self.remote}
         self.errors: list[tuple[KafkaError, TP, int]] = []
+        self.callback_errors: list[Exception] = []
         self.chunk_records = 0
 
     def _commit_chunk(self, more: bool) -> None:
         ctx = self.ctx
         if self.producer.flush(60) > 0:
             raise BrokerError(f"{ctx.target} did not acknowledge records in 60s", transient=True)
+        if self.callback_errors:
+            raise self.callback_errors[0]
         if self.errors:
             err, (rt, p), upstream = self.errors[0]
             source = next(tp for tp, r in self.remote.items() if r == (rt, p))
@@ -402,6 +416,20 @@ class RangeCopy:
                     age_ms=_summary(st.age),
                 )
             )
+            out.append(
+                events.flow_event(
+                    self.ctx,
+                    "segments",
+                    topic=tp[0],
+                    remote_topic=rp[0],
+                    partition=tp[1],
+                    batch_id=self.batch_id,
+                    segments=[
+                        [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
+                        for g in segments
+                    ],
+                )
+            )
         return out
 
 
@@ -425,7 +453,7 @@ def copy_ranges(
     for attempt in range(3):
         try:
             return RangeCopy(ctx, options_key, slot, ranges, batch_id, query_id).run()
-        except _Fenced:
+        except (_Fenced, SystemError):  # SystemError: librdkafka failed inside a callback
             _drop_clients(options_key, slot)
             if attempt == 2:
                 raise

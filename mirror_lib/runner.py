@@ -170,3 +170,76 @@ class FlowRunner:
                 f"flow {self.ctx.flow.name} failed: {detail}. Everything committed before the "
                 "failure is kept; restarting resumes from the last committed batch"
             )
+
+
+def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
+    """Fail fast, before any query starts, when a cluster cannot be reached."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_lib.clients import client_config
+    from mirror_lib.errors import BrokerError
+
+    quiet = logging.getLogger("mirror_lib.librdkafka")
+    for alias in dict.fromkeys(aliases):
+        cluster = config.cluster(alias)
+        admin = AdminClient(client_config(cluster, "admin", extra={"logger": quiet}))
+        try:
+            admin.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            raise BrokerError(
+                f"cannot reach cluster {alias} at {alias}.bootstrap.servers="
+                f"{cluster.bootstrap_servers} within {timeout_s:.0f}s ({exc.args[0].str()}); "
+                "nothing was started",
+                transient=True,
+            ) from exc
+
+
+def run_flows(
+    spark: Any,
+    config: MirrorConfig,
+    flow_names: list[str] | None = None,
+    *,
+    once: bool = False,
+    duration_s: float | None = None,
+    timeout_s: float | None = None,
+    report: Any = print,
+) -> dict[str, FlowStatus]:
+    """Run the queries of the given (default: all enabled) flows; the one call behind `mirror run`.
+
+    ``once``: replicate everything available at start, then stop (availableNow semantics).
+    ``duration_s``: stop after that many seconds. Otherwise run until interrupted. Every query is
+    stopped on return, also on errors and Ctrl-C.
+    """
+    names = flow_names or [f.name for f in config.enabled_flows()]
+    if not names:
+        raise ConfigError("A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)")
+    runners = [FlowRunner(spark, config, name) for name in names]
+    check_clusters(config, [a for r in runners for a in (r.ctx.source, r.ctx.target)])
+    try:
+        targets = {r.ctx.flow.name: r.snapshot() for r in runners} if once else {}
+        for r in runners:
+            r.start()
+            report(f"started {r.ctx.flow.name} (checkpoint {r.checkpoint})")
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        if once:
+            limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
+            for r in runners:
+                if not r.await_caught_up(targets[r.ctx.flow.name], limit):
+                    raise MirrorRuntimeError(
+                        f"flow {r.ctx.flow.name} did not catch up within {limit:.0f}s; "
+                        "everything committed so far is kept"
+                    )
+                report(
+                    f"{r.ctx.flow.name}: caught up with {sum(targets[r.ctx.flow.name].values())}"
+                    " source offsets"
+                )
+        else:
+            while deadline is None or time.monotonic() < deadline:
+                for r in runners:
+                    r.raise_if_failed()
+                time.sleep(1)
+        return {r.ctx.flow.name: r.status() for r in runners}
+    finally:
+        for r in runners:
+            r.stop()

@@ -5,7 +5,9 @@ partitions are picked up without restart), creates missing remote topics, checks
 ranges (D10) and returns per-partition end offsets capped by the flow's records/bytes budget.
 ``partitions()`` groups the ranges by task slot; the sink (:mod:`mirror_lib.sink`) copies them.
 
-Offsets (JSON, string keys): ``{"v": 1, "topics": {topic: {"id": id, "p": {"0": next}}}}``.
+Offsets (JSON, string keys): ``{"v": 1, "topics": {topic: {"id": id, "p": {"0": end}, "s":
+{"0": start}}}}``; ``s`` holds the batch's start only for partitions first seen or moved past a gap
+in that batch, so a replayed batch re-plans exactly the same ranges.
 """
 
 from __future__ import annotations
@@ -165,16 +167,21 @@ class RangePlanner(DataSourceStreamReader):
             elif pos > hi:
                 pos = self._gap(topic, p, pos, lo, hi, "partition was truncated or re-created")
             begin[(topic, p)] = pos
-        new = {tp for tp in begin if tp not in positions}
-        ends = {tp: b for tp, b in begin.items()}
+        moved = {tp for tp, b in begin.items() if positions.get(tp) != b}
+        ends = dict(begin)
         if not first:
-            backlog = {tp: bounds[tp][1] - b for tp, b in begin.items() if tp not in new}
+            backlog = {tp: bounds[tp][1] - b for tp, b in begin.items()}
             grant = allocate(backlog, s.batch_max_records, s.batch_max_bytes)
             ends = {tp: b + grant.get(tp, 0) for tp, b in begin.items()}
         topics: dict[str, dict[str, Any]] = {}
         for (topic, p), end in sorted(ends.items()):
             entry = topics.setdefault(topic, {"id": ids.get(topic), "p": {}})
             entry["p"][str(p)] = end
+            if (topic, p) in moved and not first:
+                entry.setdefault("s", {})[str(p)] = begin[(topic, p)]
+        for topic, entry in previous.items():
+            if topic not in topics:  # vanished for now: remember it to detect a re-creation
+                topics[topic] = {"id": entry.get("id"), "p": dict(entry["p"])}
         return _offsets(topics)
 
     def _reset_policy(self) -> str:
@@ -254,10 +261,15 @@ class RangePlanner(DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         self._position = end
         begin = _positions(start)
+        starts = {  # explicit starts of partitions that are new or moved past a gap
+            (topic, int(p)): int(pos)
+            for topic, entry in end.get("topics", {}).items()
+            for p, pos in entry.get("s", {}).items()
+        }
         slots: dict[int, list[tuple[str, int, int, int]]] = {}
         tasks = self.ctx.settings.tasks
         for (topic, p), stop in sorted(_positions(end).items()):
-            first = begin.get((topic, p), stop)
+            first = starts.get((topic, p), begin.get((topic, p), stop))
             if stop > first:
                 slot = stable_slot(topic, p, tasks)
                 slots.setdefault(slot, []).append((topic, p, first, stop))

@@ -57,6 +57,20 @@ def local_spark_session(app_name: str = "mirror", cores: int = 2, **conf: str) -
     return spark
 
 
+def get_spark() -> Any:
+    """The active session (Databricks, a notebook) or a new local one."""
+    try:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+    except ImportError:
+        active = None
+    if active is not None:
+        register_sources(active)
+        return active
+    return local_spark_session()
+
+
 def register_sources(spark: Any) -> None:
     """Register mirror_lib's Python data sources on ``spark`` (idempotent)."""
     from mirror_lib.source import MirrorDataSource

@@ -1,0 +1,89 @@
+"""Exact upstream -> downstream offset translation from the segments our sink commits (D4).
+
+Each transaction chunk writes, atomically with the data, a ``segments`` record per partition to
+the flow's metrics topic: every contiguous run ``[upstream_start..end] -> [downstream_start..end]``.
+Translation of a committed upstream offset U is the downstream offset of the first replicated
+record with upstream offset >= U: exact inside a segment, the next segment's start in a gap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.flow import FlowContext
+from mirror_lib.offset_sync import Segment, SegmentIndex
+
+TP = tuple[str, int]
+
+
+def read_topic(conf: dict[str, Any], topic: str, timeout_s: float = 60) -> Iterable[Any]:
+    """Every committed record of ``topic`` (all partitions), read to the end once."""
+    consumer = Consumer(
+        {
+            **conf,
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        md = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if md is None or md.error is not None:
+            return
+        pending = set(md.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+        while pending:
+            msgs = consumer.consume(10_000, timeout=timeout_s)
+            if not msgs:
+                raise BrokerError(f"reading {topic} timed out after {timeout_s}s", transient=True)
+            for msg in msgs:
+                err = msg.error()
+                if err is None:
+                    yield msg
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                else:
+                    raise BrokerError(f"reading {topic} failed: {err.str()}", transient=True)
+    finally:
+        consumer.close()
+
+
+def decode_segments(values: Iterable[bytes | None]) -> tuple[dict[TP, SegmentIndex], int]:
+    """Segment indexes per (source topic, partition) from metrics records; and the bad count."""
+    indexes: dict[TP, SegmentIndex] = {}
+    bad = 0
+    for value in values:
+        try:
+            event = json.loads(value or b"")
+            if event.get("type") != "segments":
+                continue
+            index = indexes.setdefault((event["topic"], int(event["partition"])), SegmentIndex())
+            for us, ue, ds, de in event["segments"]:
+                index.add(Segment(us, ue, ds, de))
+        except (ValueError, KeyError, TypeError):
+            bad += 1
+    return indexes, bad
+
+
+def load_segments(ctx: FlowContext, timeout_s: float = 60) -> dict[TP, SegmentIndex]:
+    """Read the flow's segments from the target's metrics topic."""
+    conf = ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
+    indexes, _bad = decode_segments(
+        m.value() for m in read_topic(conf, ctx.metrics_topic, timeout_s)
+    )
+    return indexes
+
+
+def translate(indexes: dict[TP, SegmentIndex], topic: str, partition: int, upstream: int) -> int:
+    """Downstream offset for upstream offset ``upstream`` of ``topic[partition]``; -1: unknown."""
+    index = indexes.get((topic, partition))
+    if index is None:
+        return -1
+    result = index.translate(upstream)
+    return -1 if result is None else result

@@ -1,0 +1,183 @@
+"""Replication engine against two real brokers and local Spark (issue: replication engine)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from mirror_lib.embedded import Record, consume_all, create_topic, produce_exact
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.flow import FlowContext
+from mirror_lib.runner import FlowRunner, run_flows
+from mirror_lib.translate import load_segments, translate
+
+
+def mixed_records(n: int, partitions: int, tag: str) -> list[dict]:
+    """Keys, null keys, null values, duplicate/None headers and explicit old timestamps."""
+    return [
+        {
+            "key": None if i % 11 == 0 else f"{tag}-k{i}".encode(),
+            "value": None if i % 13 == 0 else f"{tag}-v{i}".encode() * (1 + i % 4),
+            "headers": [("h", f"{i}".encode()), ("h", None), ("trace", b"\x00\xff")][: i % 4],
+            "partition": i % partitions,
+            "timestamp": 1_600_000_000_000 + i,
+        }
+        for i in range(n)
+    ]
+
+
+def view(records: list[Record]) -> list[tuple]:
+    return [(r.partition, r.key, r.value, r.headers, r.timestamp) for r in records]
+
+
+def run_once(spark, config, timeout_s: float = 240):
+    return run_flows(spark, config, once=True, timeout_s=timeout_s, report=lambda *_: None)
+
+
+def test_records_identical_in_order_across_topics_and_partitions(
+    spark, brokers, make_config, unique_name
+):
+    topics = [f"{unique_name}-{i}" for i in range(3)]
+    for topic in topics:
+        create_topic(brokers.source, topic, 4)
+        produce_exact(brokers.source, topic, mixed_records(7_000, 4, topic))
+    config = make_config(topics=f"{unique_name}-.*", **{"mirror.batch.max.records": "6000"})
+    status = run_once(spark, config)
+    assert status["A->B"].batches >= 4, "the budget must split the 21k-record backlog"
+    for topic in topics:
+        source = consume_all(brokers.source, topic)
+        target = consume_all(brokers.target, f"A.{topic}")
+        assert len(source) == 7_000
+        assert view(target) == view(source)
+
+
+def transactional_source(bootstrap: str, topic: str) -> None:
+    """Committed and aborted transactions: upstream gaps (markers, aborted records)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-tx", "linger.ms": 0}
+    )
+    producer.init_transactions(30)
+    n = 0
+    for round_ in range(12):
+        producer.begin_transaction()
+        for _ in range(3 + round_ % 4):
+            producer.produce(topic, f"v{n}".encode(), partition=round_ % 2)
+            n += 1
+            producer.flush(10)
+        if round_ % 3 == 2:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+
+
+def test_translation_is_exact_and_gaps_map_to_next_record(spark, brokers, make_config, unique_name):
+    create_topic(brokers.source, unique_name, 2)
+    transactional_source(brokers.source, unique_name)
+    config = make_config(topics=unique_name, **{"mirror.batch.max.records": "7"})
+    run_once(spark, config)
+    indexes = load_segments(FlowContext.create(config, "A->B"))
+    source = consume_all(brokers.source, unique_name)
+    target = consume_all(brokers.target, f"A.{unique_name}")
+    assert [r.value for r in target] == [r.value for r in source]
+    down = {r.value: r.offset for r in target}
+    for partition in (0, 1):
+        replicated = [r for r in source if r.partition == partition]
+        for r in replicated:
+            assert translate(indexes, unique_name, partition, r.offset) == down[r.value]
+        uppers = [r.offset for r in replicated]
+        gaps = [u for u in range(uppers[-1]) if u not in set(uppers)]
+        assert gaps, "the transactional source must leave upstream gaps"
+        for u in gaps:
+            nxt = next(r for r in replicated if r.offset > u)
+            assert translate(indexes, unique_name, partition, u) == down[nxt.value]
+
+
+def test_new_topics_are_picked_up_and_nothing_loops_back(spark, brokers, make_config, unique_name):
+    p = unique_name
+    create_topic(brokers.source, f"{p}-orders", 2)
+    create_topic(brokers.source, f"{p}-excluded", 1)
+    produce_exact(brokers.source, f"{p}-orders", mixed_records(50, 2, "o"))
+    produce_exact(brokers.source, f"{p}-excluded", mixed_records(5, 1, "x"))
+    config = make_config(
+        topics=rf"{p}-.*, A\.{p}-.*, B\.{p}-.*",
+        **{"topics.exclude": rf"{p}-excluded, mm2.*\.internal", "B->A.enabled": "true"},
+    )
+    runners = [FlowRunner(spark, config, name) for name in ("A->B", "B->A")]
+    try:
+        for r in runners:
+            r.start()
+        ab = runners[0]
+        assert ab.await_caught_up(ab.snapshot(), 120)
+        before = ab.query.lastProgress["batchId"]
+        create_topic(brokers.source, f"{p}-new", 2)
+        produce_exact(brokers.source, f"{p}-new", mixed_records(20, 2, "n"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ab.raise_if_failed()
+            names = AdminClient({"bootstrap.servers": brokers.target}).list_topics(timeout=10)
+            if (
+                f"A.{p}-new" in names.topics
+                and len(consume_all(brokers.target, f"A.{p}-new")) == 20
+            ):
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail("the new topic was not replicated within 60 s")
+        assert ab.query.lastProgress["batchId"] - before <= 2 + 1  # +1: a batch in flight
+        time.sleep(3)  # let B->A run a few more batches
+        for r in runners:
+            r.raise_if_failed()
+    finally:
+        for r in runners:
+            r.stop()
+    on_a = AdminClient({"bootstrap.servers": brokers.source}).list_topics(timeout=10).topics
+    on_b = AdminClient({"bootstrap.servers": brokers.target}).list_topics(timeout=10).topics
+    assert f"A.{p}-orders" in on_b
+    assert f"A.{p}-excluded" not in on_b
+    assert not [t for t in on_a if t.startswith(f"B.A.{p}")], "A's topics came back to A"
+    assert not [t for t in on_b if t.startswith(f"A.B.A.{p}")]
+
+
+def test_recreated_source_topic_is_a_gap_that_fails_the_query(
+    spark, brokers, make_config, unique_name
+):
+    create_topic(brokers.source, unique_name, 1)
+    produce_exact(brokers.source, unique_name, mixed_records(30, 1, "g"))
+    config = make_config(topics=unique_name)
+    runner = FlowRunner(spark, config, "A->B")
+    runner.start()
+    try:
+        assert runner.await_caught_up(runner.snapshot(), 120)
+        admin = AdminClient({"bootstrap.servers": brokers.source})
+        admin.delete_topics([unique_name])[unique_name].result(10)
+        time.sleep(1.5)
+        create_topic(brokers.source, unique_name, 1)
+        produce_exact(brokers.source, unique_name, mixed_records(40, 1, "h"))
+        with pytest.raises(MirrorRuntimeError, match="re-created") as err:
+            runner.await_caught_up({(unique_name, 0): 10**9}, 60)
+        assert "mirror.on.gap=skip" in str(err.value)
+    finally:
+        runner.stop()
+    events = [json.loads(r.value) for r in consume_all(brokers.target, "mm2-metrics.A.internal")]
+    gaps = [e for e in events if e["type"] == "gap" and e["topic"] == unique_name]
+    assert gaps and gaps[0]["action"] == "fail" and gaps[0]["expected_offset"] == 30
+    assert len(consume_all(brokers.target, f"A.{unique_name}")) == 30, "no silent reset"
+
+
+def test_record_too_large_for_target_names_it_and_commits_nothing_after(
+    spark, brokers, make_config, unique_name
+):
+    create_topic(brokers.source, unique_name, 1)
+    small = [{"value": b"s" * 50, "partition": 0} for _ in range(10)]
+    produce_exact(brokers.source, unique_name, [*small, {"value": b"L" * 5000, "partition": 0}])
+    produce_exact(brokers.source, unique_name, small)
+    config = make_config(topics=unique_name, **{"B.producer.message.max.bytes": "2000"})
+    with pytest.raises(MirrorRuntimeError, match=rf"{unique_name}\[0\] offset 10"):
+        run_once(spark, config, timeout_s=120)
+    copied = consume_all(brokers.target, f"A.{unique_name}")
+    assert len(copied) <= 10
+    assert all(r.value == b"s" * 50 for r in copied)
