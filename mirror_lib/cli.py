@@ -33,14 +33,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from mirror_lib.runner import run_flows
-    from mirror_lib.spark import get_spark
 
     config = load_config(args.config)
-    for name in args.flow or []:
-        config.flow(name)
-    spark = get_spark()
     run_flows(
-        spark, config, args.flow, once=args.once, duration_s=args.duration, timeout_s=args.timeout
+        None, config, args.flow, once=args.once, duration_s=args.duration, timeout_s=args.timeout
     )
     return 0
 

@@ -209,13 +209,19 @@ def run_flows(
 
     ``once``: replicate everything available at start, then stop (availableNow semantics).
     ``duration_s``: stop after that many seconds. Otherwise run until interrupted. Every query is
-    stopped on return, also on errors and Ctrl-C.
+    stopped on return, also on errors and Ctrl-C. ``spark=None`` starts (or reuses) a session
+    after the clusters were found reachable.
     """
     names = flow_names or [f.name for f in config.enabled_flows()]
     if not names:
         raise ConfigError("A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)")
+    flows = [config.flow(name) for name in names]
+    check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
+    if spark is None:
+        from mirror_lib.spark import get_spark
+
+        spark = get_spark()
     runners = [FlowRunner(spark, config, name) for name in names]
-    check_clusters(config, [a for r in runners for a in (r.ctx.source, r.ctx.target)])
     try:
         targets = {r.ctx.flow.name: r.snapshot() for r in runners} if once else {}
         for r in runners:
