@@ -181,3 +181,24 @@ def test_record_too_large_for_target_names_it_and_commits_nothing_after(
     copied = consume_all(brokers.target, f"A.{unique_name}")
     assert len(copied) <= 10
     assert all(r.value == b"s" * 50 for r in copied)
+
+
+def test_remote_topic_gets_partition_count_and_filtered_configs(
+    spark, brokers, make_config, unique_name
+):
+    from mirror_lib.admin import KafkaAdminOps
+
+    create_topic(
+        brokers.source,
+        unique_name,
+        3,
+        config={"retention.bytes": "1000", "min.insync.replicas": "1", "cleanup.policy": "compact"},
+    )
+    produce_exact(brokers.source, unique_name, mixed_records(9, 3, "c"))
+    run_once(spark, make_config(topics=unique_name))
+    target = KafkaAdminOps({"bootstrap.servers": brokers.target})
+    assert target.list_topics()[f"A.{unique_name}"] == 3
+    configs = target.describe_topic_configs([f"A.{unique_name}"])[f"A.{unique_name}"]
+    assert configs["retention.bytes"].value == "1000"
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["min.insync.replicas"].is_default, "excluded by config.properties.exclude"
