@@ -41,6 +41,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_offsets(rows: list, as_json: bool, with_current: bool = False) -> None:
+    if as_json:
+        print(json.dumps([r.as_dict() for r in rows]))
+        return
+    print(f"{'topic':<40} {'partition':>9} {'offset':>12}" + (f" {'current':>12}" * with_current))
+    for r in rows:
+        line = f"{r.topic:<40} {r.partition:>9} {r.offset:>12}"
+        if with_current:
+            line += f" {'-' if r.current is None else r.current:>12}"
+        print(line)
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from mirror_lib.failover import translate_group
+
+    config = load_config(args.config)
+    _print_offsets(translate_group(config, args.group, args.source, args.target), args.json)
+    return 0
+
+
+def _cmd_failover(args: argparse.Namespace) -> int:
+    from mirror_lib.failover import failover_group
+
+    config = load_config(args.config)
+    rows = failover_group(config, args.group, args.source, args.target, apply=args.apply)
+    _print_offsets(rows, args.json, with_current=True)
+    if not args.json:
+        verb = "committed" if args.apply else "would commit (dry run; add --apply)"
+        print(f"{verb} {len(rows)} offsets for group {args.group} on {args.target}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(prog="mirror", description="MirrorMaker-2-compatible replication on Spark.")
@@ -56,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--duration", type=float, help="stop after this many seconds")
     run.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")
     run.set_defaults(func=_cmd_run)
+    for name, func, text in (
+        ("translate", _cmd_translate, "translated target offsets of a consumer group"),
+        ("failover", _cmd_failover, "show or commit a group's translated offsets on the target"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("config", help="mm2.properties file")
+        cmd.add_argument("--group", required=True, help="consumer group id")
+        cmd.add_argument("--source", required=True, help="cluster alias the group consumed on")
+        cmd.add_argument("--target", required=True, help="cluster alias to fail over to")
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "failover":
+            cmd.add_argument("--apply", action="store_true", help="commit the offsets")
+        cmd.set_defaults(func=func)
     return parser
 
 

@@ -73,6 +73,7 @@ class FlowStatus:
     """A snapshot of a running flow for notebooks and the CLI."""
 
     flow: str
+    job: str
     active: bool
     batches: int
     last_batch_id: int | None
@@ -81,31 +82,45 @@ class FlowStatus:
 
 
 class FlowRunner:
-    """The replication query of one flow."""
+    """One streaming query of a flow: ``replication`` (default), ``checkpoints``, ``heartbeats``."""
 
-    def __init__(self, spark: Any, config: MirrorConfig, flow_name: str) -> None:
+    def __init__(
+        self, spark: Any, config: MirrorConfig, flow_name: str, job: str = "replication"
+    ) -> None:
+        from mirror_lib.periodic import JOBS
+
+        if job not in ("replication", *JOBS):
+            raise ConfigError("job", job, "one of replication, " + ", ".join(JOBS))
         self.spark = spark
+        self.job = job
         self.ctx = FlowContext.create(config, flow_name)
-        if not self.ctx.flow.enabled:
+        if job != "heartbeats" and not self.ctx.flow.enabled:
             raise ConfigError(f"{flow_name}.enabled", "false", "true to replicate this flow")
         self.query: Any = None
 
     @property
     def checkpoint(self) -> Path:
-        return flow_dir(self.ctx.config, self.ctx.flow.name) / "replication"
+        return flow_dir(self.ctx.config, self.ctx.flow.name) / self.job
 
     def start(self) -> Any:
-        """Start the replication query (trigger: mirror.trigger.interval.seconds)."""
+        """Start the query; its trigger is the job's interval."""
+        from mirror_lib.periodic import job_interval
+
         register_sources(self.spark)
         _claim_checkpoint(self.ctx, self.checkpoint.parent)
         options = self.ctx.to_options()
-        df = self.spark.readStream.format("mirror").options(**options).load()
+        if self.job == "replication":
+            fmt, interval = "mirror", self.ctx.settings.trigger_interval
+        else:
+            fmt, interval = "mirror_periodic", job_interval(self.ctx, self.job)
+            options.update(job=self.job, interval=str(interval))
+        df = self.spark.readStream.format(fmt).options(**options).load()
         self.query = (
-            df.writeStream.format("mirror")
+            df.writeStream.format(fmt)
             .options(**options)
             .option("checkpointLocation", str(self.checkpoint.resolve()))
-            .queryName(f"mirror-replication-{self.ctx.flow.name}")
-            .trigger(processingTime=f"{self.ctx.settings.trigger_interval} seconds")
+            .queryName(f"mirror-{self.job}-{self.ctx.flow.name}")
+            .trigger(processingTime=f"{interval} seconds")
             .start()
         )
         return self.query
@@ -120,6 +135,7 @@ class FlowRunner:
         last = recent[-1] if recent else None
         return FlowStatus(
             flow=self.ctx.flow.name,
+            job=self.job,
             active=bool(q is not None and q.isActive),
             batches=len(recent),
             last_batch_id=last["batchId"] if last else None,
@@ -195,6 +211,21 @@ def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 
             ) from exc
 
 
+def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[FlowRunner]:
+    """Checkpoint queries of the given flows and heartbeat queries of every heartbeat flow.
+
+    As in MM2, heartbeats run for all cluster pairs with emit.heartbeats.enabled (default true),
+    not only replicating ones, so that a flow's source has a ``heartbeats`` topic to replicate.
+    """
+    jobs = []
+    for name in names:
+        s = config.flow(name).settings
+        if s.emit_checkpoints or s.sync_group_offsets:
+            jobs.append(FlowRunner(spark, config, name, "checkpoints"))
+    jobs += [FlowRunner(spark, config, f.name, "heartbeats") for f in config.heartbeat_flows()]
+    return jobs
+
+
 def run_flows(
     spark: Any,
     config: MirrorConfig,
@@ -222,11 +253,12 @@ def run_flows(
 
         spark = get_spark()
     runners = [FlowRunner(spark, config, name) for name in names]
+    jobs = [] if once else companion_jobs(spark, config, names)
     try:
         targets = {r.ctx.flow.name: r.snapshot() for r in runners} if once else {}
-        for r in runners:
+        for r in runners + jobs:
             r.start()
-            report(f"started {r.ctx.flow.name} (checkpoint {r.checkpoint})")
+            report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
         deadline = None if duration_s is None else time.monotonic() + duration_s
         if once:
             limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
@@ -242,10 +274,10 @@ def run_flows(
                 )
         else:
             while deadline is None or time.monotonic() < deadline:
-                for r in runners:
+                for r in runners + jobs:
                     r.raise_if_failed()
                 time.sleep(1)
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:
-        for r in runners:
+        for r in runners + jobs:
             r.stop()

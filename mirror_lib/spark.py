@@ -73,6 +73,8 @@ def get_spark() -> Any:
 
 def register_sources(spark: Any) -> None:
     """Register mirror_lib's Python data sources on ``spark`` (idempotent)."""
+    from mirror_lib.periodic import PeriodicDataSource
     from mirror_lib.source import MirrorDataSource
 
     spark.dataSource.register(MirrorDataSource)
+    spark.dataSource.register(PeriodicDataSource)

@@ -9,6 +9,7 @@ record with upstream offset >= U: exact inside a segment, the next segment's sta
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,8 +22,10 @@ from mirror_lib.offset_sync import Segment, SegmentIndex
 TP = tuple[str, int]
 
 
-def read_topic(conf: dict[str, Any], topic: str, timeout_s: float = 60) -> Iterable[Any]:
-    """Every committed record of ``topic`` (all partitions), read to the end once."""
+def read_topic(
+    conf: dict[str, Any], topic: str, timeout_s: float = 60, start: int = 0
+) -> Iterable[Any]:
+    """Every committed record of ``topic`` (all partitions) from offset ``start``, to the end."""
     consumer = Consumer(
         {
             **conf,
@@ -37,12 +40,12 @@ def read_topic(conf: dict[str, Any], topic: str, timeout_s: float = 60) -> Itera
         if md is None or md.error is not None:
             return
         pending = set(md.partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+        consumer.assign([TopicPartition(topic, p, start) for p in pending])
+        deadline = time.monotonic() + timeout_s
         while pending:
-            msgs = consumer.consume(10_000, timeout=timeout_s)
-            if not msgs:
+            if time.monotonic() > deadline:
                 raise BrokerError(f"reading {topic} timed out after {timeout_s}s", transient=True)
-            for msg in msgs:
+            for msg in consumer.consume(10_000, timeout=0.1):  # consume() waits for all 10k
                 err = msg.error()
                 if err is None:
                     yield msg

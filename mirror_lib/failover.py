@@ -1,0 +1,99 @@
+"""Failover of a consumer group from a source cluster to a target: look up, check, commit.
+
+``translate_group`` reads the latest checkpoints of the group on the target (MirrorClient
+semantics); ``failover_group`` shows them next to the group's current offsets on the target and,
+with ``apply``, commits them - refusing a group that has active members there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror_lib.checkpoint_logic import is_idle_group
+from mirror_lib.clients import client_config
+from mirror_lib.config import MirrorConfig
+from mirror_lib.errors import BrokerError, MirrorRuntimeError
+
+
+@dataclass(frozen=True)
+class TranslatedOffset:
+    """One partition of a group on the target: translated offset and the current one."""
+
+    topic: str
+    partition: int
+    offset: int
+    current: int | None = None
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+
+def translate_group(
+    config: MirrorConfig, group: str, source: str, target: str
+) -> list[TranslatedOffset]:
+    """Translated offsets of ``group`` on ``target`` for the flow source->target, per partition."""
+    from mirror_lib.mirror_client import MirrorClient
+
+    config.flow(f"{source}->{target}")
+    client = MirrorClient.from_config(config, target, config.flow(f"{source}->{target}").policy())
+    offsets = client.remote_consumer_offsets(group, source)
+    return [TranslatedOffset(t, p, off) for (t, p), off in sorted(offsets.items())]
+
+
+def _admin(config: MirrorConfig, alias: str) -> AdminClient:
+    return AdminClient(client_config(config.cluster(alias), "admin"))
+
+
+def _result(future, what: str):
+    try:
+        return future.result(30)
+    except KafkaException as exc:
+        raise BrokerError(f"{what}: {exc.args[0].str()}", transient=True) from exc
+
+
+def failover_group(
+    config: MirrorConfig, group: str, source: str, target: str, *, apply: bool = False
+) -> list[TranslatedOffset]:
+    """The translated offsets next to the current ones on ``target``; ``apply`` commits them.
+
+    Refuses (MirrorRuntimeError) when the group has active members on the target or when there
+    is no checkpoint for it; nothing is changed then.
+    """
+    offsets = translate_group(config, group, source, target)
+    if not offsets:
+        raise MirrorRuntimeError(
+            f"no checkpoints for group {group} in {source}->{target}: nothing to fail over "
+            "(is the checkpoint job running and has the group committed offsets on "
+            f"{source}?); nothing was changed"
+        )
+    admin = _admin(config, target)
+    (desc,) = [
+        _result(f, f"describing group {group}")
+        for f in admin.describe_consumer_groups([group]).values()
+    ]
+    (current,) = [
+        _result(f, f"offsets of group {group}")
+        for f in admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    ]
+    now = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
+    rows = [
+        TranslatedOffset(o.topic, o.partition, o.offset, now.get((o.topic, o.partition)))
+        for o in offsets
+    ]
+    if not apply:
+        return rows
+    state = desc.state.name if desc.state is not None else None
+    if not is_idle_group(state, len(desc.members)):
+        raise MirrorRuntimeError(
+            f"group {group} is {state} with active member(s) on {target} "
+            f"({len(desc.members)} listed): stop its consumers first; no offsets were changed"
+        )
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(o.topic, o.partition, o.offset) for o in offsets]
+    )
+    for future in admin.alter_consumer_group_offsets([request]).values():
+        _result(future, f"committing offsets of group {group} on {target}")
+    return rows

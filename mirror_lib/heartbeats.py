@@ -1,0 +1,44 @@
+"""Heartbeats as MM2 writes them (mm2.md §0, §1.3): flow A->B writes key (A, B) to ``heartbeats``
+on B, partition 0. A->B replicates A's own ``heartbeats`` topic (written by B->A, or by any flow
+into A) as ``A.heartbeats``, so chains such as ``B.A.heartbeats`` appear downstream.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Producer
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.flow import FlowContext
+from mirror_lib.formats import Heartbeat
+
+_READY: set[tuple[str, str]] = set()
+
+
+def ensure_heartbeats_topic(ctx: FlowContext) -> None:
+    """Create ``heartbeats`` on the target (1 partition, compacted), once per process."""
+    from mirror_lib.admin import KafkaAdminOps
+
+    key = (ctx.target, ctx.config.cluster(ctx.target).bootstrap_servers)
+    if key in _READY:
+        return
+    admin = KafkaAdminOps(ctx.client("target", "admin"))
+    admin.create_compacted_topic(
+        ctx.policy.heartbeats_topic(), ctx.settings.heartbeats_replication_factor
+    )
+    _READY.add(key)
+
+
+def emit_heartbeat(ctx: FlowContext, timeout_s: float = 30) -> int:
+    """Write one Heartbeat(source, target, now) to the target's heartbeats topic."""
+    ensure_heartbeats_topic(ctx)
+    now = int(time.time() * 1000)
+    beat = Heartbeat(ctx.source, ctx.target, now)
+    producer = Producer(ctx.client("target", "producer", **{"enable.idempotence": True}))
+    producer.produce(
+        ctx.policy.heartbeats_topic(), beat.value(), beat.key(), partition=0, timestamp=now
+    )
+    if producer.flush(timeout_s) > 0:
+        raise BrokerError(f"heartbeat to {ctx.target} not acknowledged", transient=True)
+    return 1

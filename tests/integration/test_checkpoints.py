@@ -1,0 +1,349 @@
+"""Checkpoints, group offset sync, heartbeats, MirrorClient and failover (MM2 §9 scenarios)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirror_lib.config import parse_config
+from mirror_lib.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.failover import failover_group, translate_group
+from mirror_lib.mirror_client import MirrorClient
+from mirror_lib.runner import FlowRunner, companion_jobs
+from tests.integration.conftest import flow_properties, write_properties
+
+FAST = {
+    "emit.checkpoints.interval.seconds": "1",
+    "emit.heartbeats.interval.seconds": "2",
+    "sync.group.offsets.interval.seconds": "1",
+}
+
+
+@contextmanager
+def running(spark, config, flows: list[str]):
+    """Replication + checkpoint + heartbeat queries of ``flows``; all stopped on exit."""
+    runners = [FlowRunner(spark, config, f) for f in flows]
+    runners += companion_jobs(spark, config, flows)
+    try:
+        for r in runners:
+            r.start()
+        yield runners
+    finally:
+        for r in runners:
+            r.stop()
+
+
+def wait_for(check: Callable[[], object], runners, timeout_s: float = 90, what: str = ""):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for r in runners:
+            r.raise_if_failed()
+        result = check()
+        if result:
+            return result
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def consume_group(bootstrap: str, group: str, topic: str, partitions: int, count: int):
+    """Consume ``count`` records per partition on ``topic`` as ``group`` and commit them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + 30
+    while any(len(v) < count for v in got.values()) and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=0.5):
+            if msg.error() is None and len(got[msg.partition()]) < count:
+                got[msg.partition()].append(msg)
+    consumer.commit(
+        offsets=[TopicPartition(topic, p, got[p][-1].offset() + 1) for p in got if got[p]],
+        asynchronous=False,
+    )
+    consumer.close()
+    return got
+
+
+def read_from_committed(bootstrap: str, group: str, topic: str, partitions: int) -> list:
+    """Everything a new member of ``group`` reads on ``topic`` from its committed offsets."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        }
+    )
+    tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    assert all(tp.offset >= 0 for tp in tps), f"no committed offset on the target: {tps}"
+    consumer.assign(tps)
+    out, done = [], set()
+    deadline = time.monotonic() + 30
+    while len(done) < partitions and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=0.5):
+            if msg.error() is None:
+                out.append((msg.partition(), msg.value()))
+            elif msg.error().code() == -191:  # _PARTITION_EOF
+                done.add(msg.partition())
+    consumer.close()
+    return out
+
+
+def test_translated_offsets_resume_exactly_where_the_group_stopped(
+    spark, brokers, make_config, unique_name
+):
+    topic, group = unique_name, f"{unique_name}-group"
+    create_topic(brokers.source, topic, 3)
+    produce_exact(
+        brokers.source,
+        topic,
+        [{"value": f"r{i}".encode(), "partition": i % 3} for i in range(300)],
+    )
+    consumed = consume_group(brokers.source, group, topic, 3, 60)
+    config = make_config(
+        topics=topic, groups=group, **FAST, **{"sync.group.offsets.enabled": "true"}
+    )
+    with running(spark, config, ["A->B"]) as runners:
+        rows = wait_for(
+            lambda: len(r := translate_group(config, group, "A", "B")) == 3 and r,
+            runners,
+            what="checkpoints for 3 partitions",
+        )
+        wait_for(
+            lambda: read_from_committed_safe(brokers.target, group, f"A.{topic}", 3),
+            runners,
+            what="group offsets synced to B",
+        )
+    source = consume_all(brokers.source, topic)
+    target = consume_all(brokers.target, f"A.{topic}")
+    for row in rows:
+        first_unconsumed = source[[r.partition for r in source].index(row.partition) + 60]
+        on_b = next(r for r in target if r.partition == row.partition and r.offset == row.offset)
+        assert on_b.value == first_unconsumed.value
+    resumed = read_from_committed(brokers.target, group, f"A.{topic}", 3)
+    seen = {(p, m.value()) for p, msgs in consumed.items() for m in msgs}
+    expected = {(r.partition, r.value) for r in source} - seen
+    assert len(resumed) == len(set(resumed)) == 3 * (100 - 60), "duplicates after failover"
+    assert set(resumed) == expected, "records skipped or re-read after failover"
+
+
+def active_member(bootstrap: str, group: str, topic: str) -> Consumer:
+    """A consumer that has joined ``group`` (subscribed, assigned) and never commits."""
+    member = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000,
+        }
+    )
+    member.subscribe([topic])
+    deadline = time.monotonic() + 60
+    while not member.assignment() and time.monotonic() < deadline:
+        member.poll(0.5)
+    assert member.assignment(), "the test consumer never joined its group"
+    return member
+
+
+def read_from_committed_safe(bootstrap, group, topic, partitions) -> bool:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+        return all(tp.offset >= 0 for tp in tps)
+    finally:
+        consumer.close()
+
+
+def test_group_sync_skips_active_groups_and_never_rewinds(spark, brokers, make_config, unique_name):
+    topic, group = unique_name, f"{unique_name}-g"
+    create_topic(brokers.source, topic, 1)
+    produce_exact(brokers.source, topic, [{"value": b"x", "partition": 0}] * 50)
+    consume_group(brokers.source, group, topic, 1, 20)
+    create_topic(brokers.target, f"A.{topic}", 1)
+    member = active_member(brokers.target, group, f"A.{topic}")
+    config = make_config(
+        topics=topic, groups=group, **FAST, **{"sync.group.offsets.enabled": "true"}
+    )
+    remote = TopicPartition(f"A.{topic}", 0)
+    with running(spark, config, ["A->B"]) as runners:
+        wait_for(lambda: translate_group(config, group, "A", "B"), runners, what="checkpoint")
+        for _ in range(6):  # several sync intervals while the member is active
+            member.poll(0.5)
+        assert member.committed([remote], 10)[0].offset < 0, "an active group was modified"
+        member.close()
+        wait_for(
+            lambda: read_from_committed_safe(brokers.target, group, remote.topic, 1),
+            runners,
+            what="sync after the member left",
+        )
+        admin = Consumer({"bootstrap.servers": brokers.target, "group.id": group})
+        assert admin.committed([remote], 10)[0].offset == 20
+        admin.commit(offsets=[TopicPartition(remote.topic, 0, 45)], asynchronous=False)
+        time.sleep(4)
+        assert admin.committed([remote], 10)[0].offset == 45, "the sync rewound a target group"
+        admin.close()
+
+
+def test_active_active_no_loops_failover_and_failback(spark, brokers, tmp_path, unique_name):
+    p = unique_name
+    props = flow_properties(
+        brokers.source,
+        brokers.target,
+        tmp_path / "state",
+        topics=rf"{p}, A\.{p}, B\.{p}",
+        groups=f"{p}-g",
+        **FAST,
+        **{"B->A.enabled": "true"},
+    )
+    config = parse_config(props)
+    for bootstrap, tag in ((brokers.source, "a"), (brokers.target, "b")):
+        create_topic(bootstrap, p, 2)
+        produce_exact(
+            bootstrap, p, [{"value": f"{tag}{i}".encode(), "partition": i % 2} for i in range(100)]
+        )
+    consume_group(brokers.source, f"{p}-g", p, 2, 30)
+    consume_group(brokers.target, f"{p}-g", p, 2, 10)
+    with running(spark, config, ["A->B", "B->A"]) as runners:
+        wait_for(
+            lambda: len(translate_group(config, f"{p}-g", "A", "B")) == 2,
+            runners,
+            what="A->B checkpoints",
+        )
+        wait_for(
+            lambda: len(translate_group(config, f"{p}-g", "B", "A")) == 2,
+            runners,
+            what="B->A checkpoints",
+        )
+        time.sleep(2)
+    on_a = set(MirrorClient.from_config(config, "A").topics())
+    on_b = set(MirrorClient.from_config(config, "B").topics())
+    assert f"B.{p}" in on_a and f"A.{p}" in on_b
+    assert not {t for t in on_a | on_b if t.startswith((f"A.B.{p}", f"B.A.{p}"))}, "a loop"
+    assert len(consume_all(brokers.target, f"A.{p}")) == 100
+    assert len(consume_all(brokers.source, f"B.{p}")) == 100
+    fail = {(r.topic, r.partition): r.offset for r in translate_group(config, f"{p}-g", "A", "B")}
+    back = {(r.topic, r.partition): r.offset for r in translate_group(config, f"{p}-g", "B", "A")}
+    assert fail == {(f"A.{p}", 0): 30, (f"A.{p}", 1): 30}
+    assert back == {(f"B.{p}", 0): 10, (f"B.{p}", 1): 10}
+
+
+def test_chain_hops_upstream_clusters_and_heartbeats(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    props = {
+        "clusters": "A, B, C",
+        "A.bootstrap.servers": brokers.source,
+        "B.bootstrap.servers": brokers.target,
+        "C.bootstrap.servers": third_broker,
+        "A->B.enabled": "true",
+        "B->C.enabled": "true",
+        "topics": f"{unique_name}.*",
+        "emit.checkpoints.enabled": "false",
+        "emit.heartbeats.interval.seconds": "1",
+        "replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "mirror.state.dir": str(tmp_path / "state"),
+        "mirror.trigger.interval.seconds": "0.5",
+    }
+    for pair in ("B->A", "C->B", "A->C", "C->A"):
+        props[f"{pair}.emit.heartbeats.enabled"] = "false"
+    config = parse_config(props)
+    c = MirrorClient.from_config(config, "C")
+    with running(spark, config, ["A->B", "B->C"]) as runners:
+        wait_for(
+            lambda: (
+                "B.A.heartbeats" in c.heartbeat_topics() and c.latest_heartbeats().get(("A", "B"))
+            ),
+            runners,
+            120,
+            "B.A.heartbeats with A->B heartbeats on C",
+        )
+    assert c.upstream_clusters() == {"A", "B"}
+    assert c.replication_hops("B") == 1
+    assert c.replication_hops("A") == 2
+    assert c.replication_hops("Z") == -1
+    assert c.latest_heartbeats()[("B", "C")] > 0
+
+
+def test_corrupt_internal_records_are_skipped_and_the_query_keeps_running(
+    spark, brokers, make_config, unique_name
+):
+    topic, group = unique_name, f"{unique_name}-g"
+    create_topic(brokers.source, topic, 1)
+    produce_exact(brokers.source, topic, [{"value": b"v", "partition": 0}] * 20)
+    consume_group(brokers.source, group, topic, 1, 5)
+    config = make_config(topics=topic, groups=group, **FAST)
+    with running(spark, config, ["A->B"]) as runners:
+        wait_for(lambda: translate_group(config, group, "A", "B"), runners, what="checkpoint")
+        junk = Producer({"bootstrap.servers": brokers.target})
+        for t in ("A.checkpoints.internal", "mm2-metrics.A.internal"):
+            junk.produce(t, b"\x00\x07garbage", b"\xff", partition=0)
+        junk.flush(10)
+        consume_group(brokers.source, group, topic, 1, 12)
+        wait_for(
+            lambda: translate_group(config, group, "A", "B")[0].offset == 12,
+            runners,
+            what="a newer checkpoint after the corrupt records",
+        )
+        for r in runners:
+            assert r.query.isActive
+    client = MirrorClient.from_config(config, "B")
+    client.remote_consumer_offsets(group, "A")
+    assert client.skipped_records >= 1
+
+
+def test_failover_apply_refuses_a_group_with_active_members(
+    spark, brokers, make_config, tmp_path, unique_name, subprocess_env
+):
+    topic, group = unique_name, f"{unique_name}-g"
+    create_topic(brokers.source, topic, 1)
+    produce_exact(brokers.source, topic, [{"value": b"v", "partition": 0}] * 10)
+    consume_group(brokers.source, group, topic, 1, 4)
+    config = make_config(topics=topic, groups=group, **FAST)
+    with running(spark, config, ["A->B"]) as runners:
+        wait_for(lambda: translate_group(config, group, "A", "B"), runners, what="checkpoint")
+    member = active_member(brokers.target, group, f"A.{topic}")
+    cfg_file = write_properties(tmp_path / "mm2.properties", dict(config.properties))
+    cmd = [
+        sys.executable,
+        "-m",
+        "mirror_lib.cli",
+        "failover",
+        str(cfg_file),
+        "--group",
+        group,
+        "--source",
+        "A",
+        "--target",
+        "B",
+    ]
+    try:
+        refused = subprocess.run(
+            [*cmd, "--apply"], capture_output=True, text=True, env=subprocess_env, timeout=60
+        )
+    finally:
+        member.close()
+    assert refused.returncode == 1
+    assert group in refused.stderr and "active member" in refused.stderr, refused.stderr
+    applied = subprocess.run(
+        [*cmd, "--apply", "--json"], capture_output=True, text=True, env=subprocess_env, timeout=60
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert failover_group(config, group, "A", "B")[0].current == 4
