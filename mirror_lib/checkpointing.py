@@ -139,8 +139,13 @@ def _sync_group_offsets(ctx: FlowContext, state: _State) -> int:
     return changed
 
 
-def run_checkpoints(ctx: FlowContext, cache_key: str) -> tuple[int, int]:
-    """One checkpoint cycle; returns (checkpoints written, undecodable records skipped)."""
+def run_checkpoints(
+    ctx: FlowContext, cache_key: str, *, force_group_sync: bool = False
+) -> tuple[int, int]:
+    """One checkpoint cycle; returns (checkpoints written, undecodable records skipped).
+
+    ``force_group_sync`` syncs group offsets now instead of waiting for their interval.
+    """
     state = _STATES.get(cache_key)
     if state is None:
         state = _STATES[cache_key] = _load_state(ctx)
@@ -161,7 +166,8 @@ def run_checkpoints(ctx: FlowContext, cache_key: str) -> tuple[int, int]:
     if emitted and s.emit_checkpoints:
         _write_checkpoints(ctx, emitted)
     now = time.monotonic()
-    if s.sync_group_offsets and now - state.last_group_sync >= s.sync_group_offsets_interval:
+    due = now - state.last_group_sync >= s.sync_group_offsets_interval or force_group_sync
+    if s.sync_group_offsets and due:
         state.last_group_sync = now
         _sync_group_offsets(ctx, state)
     return len(emitted), state.skipped

@@ -211,6 +211,19 @@ def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 
             ) from exc
 
 
+def _one_round(ctx: FlowContext, report: Any) -> None:
+    """After a --once catch-up: one heartbeat and one checkpoint cycle, without Spark."""
+    from mirror_lib.checkpointing import run_checkpoints
+    from mirror_lib.heartbeats import emit_heartbeat
+
+    s = ctx.settings
+    if s.emit_heartbeats:
+        emit_heartbeat(ctx)
+    if s.emit_checkpoints or s.sync_group_offsets:
+        written, skipped = run_checkpoints(ctx, f"once:{ctx.flow.name}", force_group_sync=True)
+        report(f"{ctx.flow.name}: {written} checkpoints written, {skipped} bad records skipped")
+
+
 def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[FlowRunner]:
     """Checkpoint queries of the given flows and heartbeat queries of every heartbeat flow.
 
@@ -272,6 +285,7 @@ def run_flows(
                     f"{r.ctx.flow.name}: caught up with {sum(targets[r.ctx.flow.name].values())}"
                     " source offsets"
                 )
+                _one_round(r.ctx, report)
         else:
             while deadline is None or time.monotonic() < deadline:
                 for r in runners + jobs:

@@ -202,3 +202,27 @@ def test_remote_topic_gets_partition_count_and_filtered_configs(
     assert configs["retention.bytes"].value == "1000"
     assert configs["cleanup.policy"].value == "compact"
     assert configs["min.insync.replicas"].is_default, "excluded by config.properties.exclude"
+
+
+def test_at_least_once_mode_and_once_run_checkpoints(spark, brokers, make_config, unique_name):
+    """Without transactions the copy is still exact on a clean run, and --once checkpoints."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from mirror_lib.failover import translate_group
+
+    create_topic(brokers.source, unique_name, 2)
+    produce_exact(brokers.source, unique_name, mixed_records(400, 2, "l"))
+    group = f"{unique_name}-g"
+    consumer = Consumer({"bootstrap.servers": brokers.source, "group.id": group})
+    consumer.commit(
+        offsets=[TopicPartition(unique_name, 0, 50), TopicPartition(unique_name, 1, 7)],
+        asynchronous=False,
+    )
+    consumer.close()
+    config = make_config(topics=unique_name, groups=group, **{"mirror.delivery": "at_least_once"})
+    run_once(spark, config)
+    source = consume_all(brokers.source, unique_name)
+    target = consume_all(brokers.target, f"A.{unique_name}")
+    assert view(target) == view(source)
+    offsets = {(r.topic, r.partition): r.offset for r in translate_group(config, group, "A", "B")}
+    assert offsets == {(f"A.{unique_name}", 0): 50, (f"A.{unique_name}", 1): 7}
