@@ -1,0 +1,62 @@
+"""Delta table names and schemas (D7): one definition shared by the delta-rs and Spark writers.
+
+Timestamps are UTC, tz-aware (keeps delta-rs tables at protocol (1, 2), readable everywhere).
+``cluster`` is the alias of the cluster whose internal topics were read (the flow's target for
+our own topics). ``kafka_topic``/``kafka_partition``/``kafka_offset`` locate the source record.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("ms", tz="UTC")
+
+_ORIGIN = [
+    ("cluster", pa.string()),
+    ("kafka_topic", pa.string()),
+    ("kafka_partition", pa.int32()),
+    ("kafka_offset", pa.int64()),
+    ("record_ts", TS),
+]
+
+SCHEMAS: dict[str, pa.Schema] = {
+    # kind = "segment" (ours: exact runs) or "point" (an MM2 OffsetSync: start == end).
+    "offset_syncs": pa.schema([
+        ("flow", pa.string()), ("source", pa.string()), ("target", pa.string()),
+        ("topic", pa.string()), ("remote_topic", pa.string()), ("partition", pa.int32()),
+        ("upstream_start", pa.int64()), ("upstream_end", pa.int64()),
+        ("downstream_start", pa.int64()), ("downstream_end", pa.int64()),
+        ("kind", pa.string()), ("batch_id", pa.int64()), *_ORIGIN,
+    ]),
+    "checkpoints": pa.schema([
+        ("source", pa.string()), ("target", pa.string()), ("group_id", pa.string()),
+        ("topic", pa.string()), ("partition", pa.int32()), ("upstream_offset", pa.int64()),
+        ("downstream_offset", pa.int64()), ("metadata", pa.string()), *_ORIGIN,
+    ]),
+    # hops = number of replication hops the heartbeat travelled (0 = written on this cluster).
+    "heartbeats": pa.schema([
+        ("source", pa.string()), ("target", pa.string()), ("heartbeat_ts", TS),
+        ("hops", pa.int32()), *_ORIGIN,
+    ]),
+    "replication_metrics": pa.schema([
+        ("flow", pa.string()), ("source", pa.string()), ("target", pa.string()),
+        ("topic", pa.string()), ("remote_topic", pa.string()), ("partition", pa.int32()),
+        ("batch_id", pa.int64()), ("query_id", pa.string()), ("slot", pa.int32()),
+        ("ts", TS), ("records", pa.int64()), ("bytes", pa.int64()),
+        ("upstream_first", pa.int64()), ("upstream_last", pa.int64()),
+        ("downstream_first", pa.int64()), ("downstream_last", pa.int64()), ("lag", pa.int64()),
+        ("latency_ms_min", pa.float64()), ("latency_ms_avg", pa.float64()),
+        ("latency_ms_max", pa.float64()), ("latency_ms_p50", pa.float64()),
+        ("latency_ms_p99", pa.float64()),
+        ("age_ms_min", pa.float64()), ("age_ms_avg", pa.float64()), ("age_ms_max", pa.float64()),
+        ("age_ms_p50", pa.float64()), ("age_ms_p99", pa.float64()), *_ORIGIN,
+    ]),
+    # type: gap, start, stop, error, decode_error; details = the whole event as JSON.
+    "flow_events": pa.schema([
+        ("type", pa.string()), ("flow", pa.string()), ("ts", TS), ("topic", pa.string()),
+        ("partition", pa.int32()), ("reason", pa.string()), ("action", pa.string()),
+        ("details", pa.string()), *_ORIGIN,
+    ]),
+}  # fmt: skip
+
+TABLES = tuple(SCHEMAS)
