@@ -39,6 +39,7 @@ class _State:
     store: CheckpointStore
     segments: dict[TP, SegmentIndex] = field(default_factory=dict)
     metrics_position: int = 0
+    checkpoints_position: int = 0
     last_group_sync: float = 0.0
     skipped: int = 0
 
@@ -50,16 +51,18 @@ def _consumer_conf(ctx: FlowContext) -> dict[str, Any]:
     return ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
 
 
-def _load_state(ctx: FlowContext) -> _State:
-    state = _State(CheckpointStore())
+def _add_checkpoints(ctx: FlowContext, state: _State) -> None:
+    """Read checkpoints written since the last cycle, by this or any other process."""
     checkpoints = []
-    for msg in read_topic(_consumer_conf(ctx), ctx.checkpoints_topic):
+    for msg in read_topic(
+        _consumer_conf(ctx), ctx.checkpoints_topic, start=state.checkpoints_position
+    ):
+        state.checkpoints_position = msg.offset() + 1
         try:
             checkpoints.append(Checkpoint.decode(msg.key(), msg.value()))
         except DecodeError:
             state.skipped += 1
     state.store.load(checkpoints)
-    return state
 
 
 def _add_segments(state: _State, values: Iterator[tuple[int, bytes | None]]) -> None:
@@ -146,9 +149,8 @@ def run_checkpoints(
 
     ``force_group_sync`` syncs group offsets now instead of waiting for their interval.
     """
-    state = _STATES.get(cache_key)
-    if state is None:
-        state = _STATES[cache_key] = _load_state(ctx)
+    state = _STATES.setdefault(cache_key, _State(CheckpointStore()))
+    _add_checkpoints(ctx, state)
     _add_segments(state, _new_metrics(ctx, state.metrics_position))
     s = ctx.settings
     emitted: list[Checkpoint] = []
@@ -179,14 +181,32 @@ def _translate(state: _State, topic: str, partition: int, upstream: int) -> int 
 
 
 def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
+    """Write one round in one transaction: every partition's checkpoint appears together."""
     from mirror_lib.admin import KafkaAdminOps
 
     KafkaAdminOps(ctx.client("target", "admin")).create_compacted_topic(
         ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
     )
-    producer = Producer(ctx.client("target", "producer", **{"enable.idempotence": True}))
-    now = int(time.time() * 1000)
-    for cp in checkpoints:
-        producer.produce(ctx.checkpoints_topic, cp.value(), cp.key(), partition=0, timestamp=now)
-    if producer.flush(30) > 0:
-        raise BrokerError(f"checkpoints not acknowledged by {ctx.target}", transient=True)
+    producer = Producer(
+        ctx.client(
+            "target",
+            "producer",
+            **{
+                "transactional.id": f"mirror-checkpoints-{ctx.flow.name}",
+                "enable.idempotence": True,
+            },
+        )
+    )
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        now = int(time.time() * 1000)
+        for cp in checkpoints:
+            producer.produce(
+                ctx.checkpoints_topic, cp.value(), cp.key(), partition=0, timestamp=now
+            )
+        producer.commit_transaction(30)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"checkpoints not committed on {ctx.target}: {exc.args[0].str()}", transient=True
+        ) from exc

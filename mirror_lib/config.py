@@ -25,7 +25,13 @@ _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 _FLOW_KEY = re.compile(r"^(?P<src>[^.>]+?)->(?P<tgt>[^.>]+?)\.(?P<rest>.+)$")
 #: Top-level client settings that act as defaults for every cluster (MM2 does the same).
 _CLIENT_PREFIXES = ("security.protocol", "ssl.", "sasl.", "client.dns.lookup", "socket.")
-_TOP_LEVEL = ("clusters", "mirror.state.dir")
+_TOP_LEVEL = (
+    "clusters",
+    "mirror.state.dir",
+    "mirror.tables.enabled",
+    "mirror.tables.writer",
+    "mirror.tables.schema",
+)
 
 
 def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:

@@ -97,3 +97,31 @@ def failover_group(
     for future in admin.alter_consumer_group_offsets([request]).values():
         _result(future, f"committing offsets of group {group} on {target}")
     return rows
+
+
+def translate_group_as_of(
+    config: MirrorConfig,
+    group: str,
+    source: str,
+    target: str,
+    *,
+    version: int | None = None,
+    timestamp: str | None = None,
+) -> list[TranslatedOffset]:
+    """What ``translate_group`` would have answered at a past table version or time.
+
+    Reads the materialized ``checkpoints`` Delta table as of ``version`` or ``timestamp``
+    (ISO-8601, e.g. "2026-11-21T02:13:00Z"): "what would a failover at 02:13 have given us".
+    """
+    from mirror_lib.delta_store import read_table
+    from mirror_lib.materialize import tables_root
+
+    table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
+    latest: dict[tuple[str, int], tuple[int, int]] = {}
+    for row in table.to_pylist():
+        if (row["group_id"], row["source"], row["target"]) != (group, source, target):
+            continue
+        key = (row["topic"], row["partition"])
+        if key not in latest or row["kafka_offset"] > latest[key][0]:
+            latest[key] = (row["kafka_offset"], row["downstream_offset"])
+    return [TranslatedOffset(t, p, off) for (t, p), (_k, off) in sorted(latest.items())]

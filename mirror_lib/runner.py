@@ -81,6 +81,13 @@ class FlowStatus:
     message: str
 
 
+def _raise_query_error(query: Any, what: str) -> None:
+    exc = query.exception()
+    if exc is not None:
+        first = str(exc).strip().splitlines()[0]
+        raise MirrorRuntimeError(f"{what} failed: {first}; the tables keep every committed batch")
+
+
 class FlowRunner:
     """One streaming query of a flow: ``replication`` (default), ``checkpoints``, ``heartbeats``."""
 
@@ -265,8 +272,12 @@ def run_flows(
         from mirror_lib.spark import get_spark
 
         spark = get_spark()
+    from mirror_lib.materialize import materialized_clusters, start_materialization, tables_enabled
+
     runners = [FlowRunner(spark, config, name) for name in names]
     jobs = [] if once else companion_jobs(spark, config, names)
+    clusters = materialized_clusters(config) if tables_enabled(config) else []
+    tables: list[Any] = []
     try:
         targets = {r.ctx.flow.name: r.snapshot() for r in runners} if once else {}
         for r in runners + jobs:
@@ -286,12 +297,23 @@ def run_flows(
                     " source offsets"
                 )
                 _one_round(r.ctx, report)
+            for cluster in clusters:
+                tables.append(start_materialization(spark, config, cluster, once=True))
+                tables[-1].awaitTermination(timeout_s)
+                _raise_query_error(tables[-1], f"materialization of {cluster}")
+                report(f"materialized the internal topics of {cluster} into Delta tables")
         else:
+            tables = [start_materialization(spark, config, c) for c in clusters]
             while deadline is None or time.monotonic() < deadline:
                 for r in runners + jobs:
                     r.raise_if_failed()
+                for q, cluster in zip(tables, clusters, strict=True):
+                    _raise_query_error(q, f"materialization of {cluster}")
                 time.sleep(1)
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:
         for r in runners + jobs:
             r.stop()
+        for q in tables:
+            if q.isActive:
+                q.stop()

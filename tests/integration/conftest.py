@@ -37,6 +37,7 @@ def flow_properties(source: str, target: str, state_dir: Path, **extra: str) -> 
         "mirror.state.dir": str(state_dir),
         "mirror.trigger.interval.seconds": "0.5",
         "tasks.max": "2",
+        "mirror.tables.enabled": "false",  # materialization has its own tests
     }
     props.update(extra)
     return props

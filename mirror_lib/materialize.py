@@ -1,0 +1,180 @@
+"""Materialization (D7): internal topics of a cluster -> Delta tables, one query per cluster.
+
+The query reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
+records-mode source, decodes them (:mod:`mirror_lib.decode`) and appends to the tables of
+:mod:`mirror_lib.tables`. Writer: delta-rs, one Delta commit per micro-batch and table tagged
+with (query id, batch id) so replays never write twice; or, where the session has Delta (e.g.
+Databricks), Delta's Spark writer with ``txnAppId``/``txnVersion``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
+
+from mirror_lib.config import MirrorConfig
+from mirror_lib.delta_store import DeltaBatchWriter
+from mirror_lib.errors import ConfigError
+
+#: Topics a materialization query reads; decode.classify drops anything else that matches.
+INTERNAL_PATTERN = r".*(mm2-offset-syncs|checkpoints|heartbeats|mm2-metrics).*"
+
+
+def _policy_and_location(config: MirrorConfig, cluster: str) -> tuple[Any, str]:
+    flows = [f for f in config.enabled_flows() if f.target == cluster] or list(config.flows)
+    flow = flows[0]
+    return flow.policy(), flow.settings.offset_syncs_location
+
+
+class MaterializeDataSource(DataSource):
+    """``writeStream.format("mirror_delta")``: decode internal records into the Delta tables."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mirror_delta"
+
+    def schema(self) -> str:
+        from mirror_lib.records_source import SCHEMA
+
+        return SCHEMA
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        return MaterializeWriter(dict(self.options))
+
+
+class MaterializeWriter(DeltaBatchWriter):
+    """Decodes one task's records into per-table Arrow tables."""
+
+    def to_tables(self, rows: list) -> dict[str, Any]:
+        from mirror_lib.config import parse_config
+        from mirror_lib.decode import RawRecord, decode_records
+
+        config = parse_config(json.loads(self.options["properties"]))
+        cluster = self.options["cluster"]
+        policy, location = _policy_and_location(config, cluster)
+        records = [
+            RawRecord(
+                r.topic, r.partition, r.offset, r.key, r.value, int(r.timestamp.timestamp() * 1000)
+            )
+            for r in rows
+        ]
+        tables, _bad = decode_records(
+            records, cluster=cluster, policy=policy, syncs_location=location
+        )
+        return tables
+
+
+def tables_enabled(config: MirrorConfig) -> bool:
+    """``mirror.tables.enabled`` (default true): whether `mirror run` materializes tables."""
+    raw = config.properties.get("mirror.tables.enabled", "true").strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigError("mirror.tables.enabled", raw, "true or false")
+    return raw == "true"
+
+
+def materialized_clusters(config: MirrorConfig) -> list[str]:
+    """Clusters whose internal topics are materialized: targets of enabled flows."""
+    return sorted({f.target for f in config.enabled_flows()})
+
+
+def spark_has_delta(spark: Any) -> bool:
+    """True where Delta's Spark writer is available (Databricks, or delta-spark configured)."""
+    conf = spark.conf
+    return bool(conf.get("spark.databricks.clusterUsageTags.clusterId", None)) or (
+        "DeltaSparkSessionExtension" in (conf.get("spark.sql.extensions", None) or "")
+    )
+
+
+def tables_writer(spark: Any, config: MirrorConfig) -> str:
+    """``delta-rs`` or ``spark``, per ``mirror.tables.writer`` (auto by default)."""
+    choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
+    if choice not in ("auto", "delta-rs", "spark"):
+        raise ConfigError("mirror.tables.writer", choice, "auto, delta-rs or spark")
+    if choice == "auto":
+        return "spark" if spark_has_delta(spark) else "delta-rs"
+    return choice
+
+
+def tables_root(config: MirrorConfig) -> str:
+    """Folder of the delta-rs tables (``<mirror.state.dir>/tables/<name>``)."""
+    return (
+        str(Path(config.state_dir).resolve())
+        if "://" not in config.state_dir
+        else (config.state_dir)
+    )
+
+
+def start_materialization(
+    spark: Any, config: MirrorConfig, cluster: str, *, once: bool = False, interval_s: float = 5.0
+) -> Any:
+    """Start the materialization query of ``cluster``; ``once`` = availableNow."""
+    from mirror_lib.spark import register_sources
+
+    register_sources(spark)
+    options = {
+        "properties": json.dumps(dict(config.properties), sort_keys=True),
+        "cluster": cluster,
+    }
+    reader = (
+        spark.readStream.format("mirror_records")
+        .options(**options)
+        .option("subscribePattern", INTERNAL_PATTERN)
+        .load()
+    )
+    checkpoint = Path(config.state_dir) / "clusters" / cluster / "materialize"
+    writer = reader.writeStream.queryName(f"mirror-materialize-{cluster}")
+    if tables_writer(spark, config) == "spark":
+        writer = writer.foreachBatch(_spark_delta_batch(config, cluster))
+    else:
+        from mirror_lib.delta_store import ensure_tables
+
+        root = tables_root(config)
+        ensure_tables(root)
+        writer = writer.format("mirror_delta").options(**options).option("root", root)
+    writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
+    trigger = {"availableNow": True} if once else {"processingTime": f"{interval_s} seconds"}
+    return writer.trigger(**trigger).start()
+
+
+def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
+    """foreachBatch body for Delta's Spark writer (idempotent through txnAppId/txnVersion)."""
+    from mirror_lib.decode import RawRecord, decode_records
+
+    schema = config.properties.get("mirror.tables.schema", "").strip()
+    policy, location = _policy_and_location(config, cluster)
+
+    def write(df: Any, batch_id: int) -> None:
+        rows = df.collect()  # internal topics: small batches
+        records = [
+            RawRecord(
+                r.topic, r.partition, r.offset, r.key, r.value, int(r.timestamp.timestamp() * 1000)
+            )
+            for r in rows
+        ]
+        tables, _bad = decode_records(
+            records, cluster=cluster, policy=policy, syncs_location=location
+        )
+        for name, table in tables.items():
+            if table.num_rows:
+                (
+                    df.sparkSession.createDataFrame(table.to_pandas())
+                    .write.format("delta")
+                    .option("txnAppId", f"mirror-materialize-{cluster}-{name}")
+                    .option("txnVersion", batch_id)
+                    .mode("append")
+                    .saveAsTable(f"{schema}.{name}" if schema else name)
+                )
+
+    return write
+
+
+def maintain_tables(
+    config: MirrorConfig, *, retention_days: float = 30, vacuum_hours: float = 168
+) -> dict[str, Any]:
+    """Delete rows older than the retention, compact and vacuum every delta-rs table."""
+    from mirror_lib.delta_store import maintain
+
+    return maintain(tables_root(config), retention_days=retention_days, vacuum_hours=vacuum_hours)

@@ -1,0 +1,124 @@
+"""SQL views over the Delta tables, created by one call for either writer (D7).
+
+Locally (delta-rs) the tables are registered as Spark temp views through the ``deltars`` source
+and the views are temp views; with Delta's Spark writer they are views in ``mirror.tables.schema``.
+The same view names serve ``dashboards/sql/*.sql`` either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mirror_lib.config import MirrorConfig
+from mirror_lib.tables import TABLES
+
+#: View name -> SELECT over the tables (``{t_<table>}`` placeholders). Latency p50 is the
+#: record-weighted mean of per-chunk p50s and p99 the maximum of per-chunk p99s (conservative).
+VIEWS: dict[str, str] = {
+    "latest_checkpoints": """
+        SELECT source, target, group_id, topic, partition, upstream_offset, downstream_offset,
+               metadata, record_ts AS checkpoint_ts
+        FROM (SELECT *, row_number() OVER (PARTITION BY cluster, source, target, group_id, topic,
+                     partition ORDER BY kafka_offset DESC) AS rn FROM {t_checkpoints})
+        WHERE rn = 1""",
+    "offset_translation": """
+        WITH cp AS (SELECT * FROM latest_checkpoints),
+        seg AS (SELECT source, target, remote_topic, partition, upstream_start, upstream_end,
+                       downstream_start, downstream_end
+                FROM {t_offset_syncs} WHERE kind = 'segment'),
+        hit AS (
+          SELECT cp.source, cp.target, cp.group_id, cp.topic, cp.partition, cp.upstream_offset,
+                 cp.downstream_offset,
+                 min_by(CASE WHEN cp.upstream_offset >= seg.upstream_start
+                             THEN seg.downstream_start + (cp.upstream_offset - seg.upstream_start)
+                             ELSE seg.downstream_start END, seg.upstream_start) AS next_offset,
+                 max(seg.downstream_end) AS any_end
+          FROM cp LEFT JOIN seg ON seg.source = cp.source AND seg.target = cp.target
+               AND seg.remote_topic = cp.topic AND seg.partition = cp.partition
+               AND seg.upstream_end >= cp.upstream_offset
+          GROUP BY ALL),
+        last AS (SELECT source, target, remote_topic, partition, max(downstream_end) AS last_end
+                 FROM seg GROUP BY ALL)
+        SELECT hit.source, hit.target, hit.group_id, hit.topic, hit.partition,
+               hit.upstream_offset,
+               coalesce(hit.next_offset, last.last_end + 1, hit.downstream_offset) AS offset,
+               hit.downstream_offset AS checkpoint_offset
+        FROM hit LEFT JOIN last ON last.source = hit.source AND last.target = hit.target
+             AND last.remote_topic = hit.topic AND last.partition = hit.partition""",
+    "latency_per_minute": """
+        SELECT flow, remote_topic AS topic, date_trunc('minute', ts) AS minute,
+               sum(records) AS records, sum(bytes) AS bytes,
+               sum(latency_ms_p50 * records) / sum(records) AS latency_ms_p50,
+               max(latency_ms_p99) AS latency_ms_p99, max(latency_ms_max) AS latency_ms_max
+        FROM {t_replication_metrics} GROUP BY ALL""",
+    "replication_lag": """
+        SELECT flow, topic, remote_topic, partition, lag, upstream_last, ts AS measured_ts
+        FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
+                                            ORDER BY ts DESC, upstream_last DESC) AS rn
+              FROM {t_replication_metrics})
+        WHERE rn = 1""",
+    "heartbeat_freshness": """
+        SELECT cluster, source, target, hops, max(heartbeat_ts) AS last_heartbeat,
+               (unix_millis(current_timestamp()) - unix_millis(max(heartbeat_ts))) / 1000.0
+                 AS age_seconds,
+               count(*) AS heartbeats
+        FROM {t_heartbeats} GROUP BY ALL""",
+    "flow_events_recent": """
+        SELECT ts, type, flow, topic, partition, reason, action, details, cluster
+        FROM {t_flow_events}""",
+    "failover_readiness": """
+        WITH cp AS (SELECT source, target, group_id, count(*) AS partitions,
+                           max(checkpoint_ts) AS last_checkpoint
+                    FROM latest_checkpoints GROUP BY ALL),
+        lag AS (SELECT split(flow, '->')[0] AS source, split(flow, '->')[1] AS target,
+                       sum(lag) AS lag FROM replication_lag GROUP BY ALL),
+        hb AS (SELECT source, target, min(age_seconds) AS heartbeat_age_seconds
+               FROM heartbeat_freshness WHERE hops = 0 GROUP BY ALL)
+        SELECT cp.source, cp.target, cp.group_id, cp.partitions,
+               (unix_millis(current_timestamp()) - unix_millis(cp.last_checkpoint)) / 1000.0
+                 AS checkpoint_age_seconds,
+               lag.lag AS replication_lag, hb.heartbeat_age_seconds
+        FROM cp LEFT JOIN lag ON lag.source = cp.source AND lag.target = cp.target
+                LEFT JOIN hb ON hb.source = cp.source AND hb.target = cp.target""",
+}
+
+
+def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, Any]) -> dict:
+    from mirror_lib.materialize import tables_root, tables_writer
+
+    if tables_writer(spark, config) == "spark" and not as_of:
+        schema = config.properties.get("mirror.tables.schema", "").strip()
+        return {f"t_{t}": f"{schema}.{t}" if schema else t for t in TABLES}
+    from mirror_lib.delta_store import register_tables
+
+    register_tables(spark, tables_root(config), prefix=prefix + "t_", **as_of)
+    return {f"t_{t}": f"{prefix}t_{t}" for t in TABLES}
+
+
+def create_views(
+    spark: Any,
+    config: MirrorConfig,
+    *,
+    as_of_version: int | None = None,
+    as_of_timestamp: str | None = None,
+    prefix: str = "",
+) -> list[str]:
+    """Create (or replace) every view; ``as_of_*`` pins the tables to a past version/time.
+
+    Returns the view names (with ``prefix``). Time-travelled views are always temp views.
+    """
+    as_of = {
+        k: v
+        for k, v in (("as_of_version", as_of_version), ("as_of_timestamp", as_of_timestamp))
+        if v is not None
+    }
+    refs = _table_refs(spark, config, prefix, as_of)
+    temp = "TEMPORARY " if refs["t_checkpoints"].startswith(prefix + "t_") else ""
+    names = []
+    for name, body in VIEWS.items():
+        sql = body.format(**refs)
+        for other in VIEWS:  # views built on views use the same prefix
+            sql = sql.replace(f"FROM {other}", f"FROM {prefix}{other}")
+        spark.sql(f"CREATE OR REPLACE {temp}VIEW {prefix}{name} AS {sql}")
+        names.append(prefix + name)
+    return names

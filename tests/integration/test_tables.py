@@ -1,0 +1,225 @@
+"""Delta tables and SQL over a real flow: materialization, views, dashboard SQL, time travel."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirror_lib.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.failover import translate_group, translate_group_as_of
+from mirror_lib.materialize import maintain_tables, start_materialization
+from mirror_lib.runner import run_flows
+from mirror_lib.views import create_views
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
+TOTAL = 600
+
+
+def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.commit(
+        offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+    )
+    consumer.close()
+
+
+@pytest.fixture(scope="module")
+def flow(spark, brokers, tmp_path_factory):
+    """One flow replicated twice (two runs) with checkpoints and materialized tables."""
+    from mirror_lib.config import parse_config
+    from tests.integration.conftest import flow_properties
+
+    name = f"tables-{int(time.time() * 1000) % 10**8}"
+    group = f"{name}-g"
+    state = tmp_path_factory.mktemp("tables") / "state"
+    config = parse_config(
+        flow_properties(
+            brokers.source,
+            brokers.target,
+            state,
+            topics=name,
+            groups=group,
+            **{"mirror.tables.enabled": "true", "emit.heartbeats.interval.seconds": "1"},
+        )
+    )
+    create_topic(brokers.source, name, 3)
+    produce_exact(
+        brokers.source,
+        name,
+        [{"value": f"v{i}".encode(), "partition": i % 3} for i in range(TOTAL // 2)],
+    )
+    commit(brokers.source, group, {(name, 0): 10, (name, 1): 20, (name, 2): 30})
+    started = time.monotonic()
+    run_flows(spark, config, once=True, timeout_s=180, report=lambda *_: None)
+    first_version = version_of(state, "checkpoints")
+    time.sleep(1.1)
+    first_ts = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    time.sleep(1.1)
+    produce_exact(
+        brokers.source,
+        name,
+        [{"value": f"w{i}".encode(), "partition": i % 3} for i in range(TOTAL // 2)],
+    )
+    commit(brokers.source, group, {(name, 0): 150, (name, 1): 160, (name, 2): 170})
+    run_flows(spark, config, duration_s=12, report=lambda *_: None)
+    run_flows(spark, config, once=True, timeout_s=180, report=lambda *_: None)
+    create_views(spark, config)
+    return {
+        "config": config,
+        "name": name,
+        "group": group,
+        "state": state,
+        "first_version": first_version,
+        "first_ts": first_ts,
+        "wall_s": time.monotonic() - started,
+    }
+
+
+def version_of(state: Path, table: str) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(state.resolve() / "tables" / table)).version()
+
+
+def rows(spark, sql: str) -> list[dict]:
+    return [r.asDict() for r in spark.sql(sql).collect()]
+
+
+def test_offset_syncs_hold_every_committed_segment(spark, brokers, flow):
+    segments = set()
+    for r in consume_all(brokers.target, "mm2-metrics.A.internal"):
+        event = json.loads(r.value)
+        if event["type"] == "segments" and event["topic"] == flow["name"]:
+            segments |= {(event["partition"], *s) for s in event["segments"]}
+    table = {
+        (
+            r["partition"],
+            r["upstream_start"],
+            r["upstream_end"],
+            r["downstream_start"],
+            r["downstream_end"],
+        )
+        for r in rows(
+            spark,
+            f"SELECT * FROM t_offset_syncs WHERE topic = '{flow['name']}' AND kind = 'segment'",
+        )
+    }
+    assert segments and table == segments
+
+
+def test_metrics_add_up_and_latency_is_plausible(spark, flow):
+    name = flow["name"]
+    (total,) = rows(
+        spark, f"SELECT sum(records) AS n FROM t_replication_metrics WHERE topic = '{name}'"
+    )
+    assert total["n"] == TOTAL
+    lat = rows(spark, f"SELECT * FROM latency_per_minute WHERE topic = 'A.{name}'")
+    assert lat
+    for row in lat:
+        assert 0 < row["latency_ms_p50"] <= row["latency_ms_p99"] < flow["wall_s"] * 1000
+
+
+def test_sql_translation_equals_library_translation(spark, flow):
+    library = {
+        (r.topic, r.partition): r.offset
+        for r in translate_group(flow["config"], flow["group"], "A", "B")
+    }
+    sql = {
+        (r["topic"], r["partition"]): r["offset"]
+        for r in rows(spark, f"SELECT * FROM offset_translation WHERE group_id = '{flow['group']}'")
+    }
+    assert len(library) == 3
+    assert sql == library
+    latest = {
+        (r["topic"], r["partition"]): r["downstream_offset"]
+        for r in rows(spark, f"SELECT * FROM latest_checkpoints WHERE group_id = '{flow['group']}'")
+    }
+    assert latest == library
+
+
+def test_heartbeats_and_every_dashboard_query_run(spark, flow):
+    beats = rows(spark, "SELECT * FROM heartbeat_freshness WHERE source = 'A' AND target = 'B'")
+    assert beats and beats[0]["hops"] == 0 and beats[0]["heartbeats"] >= 1
+    files = sorted(SQL_DIR.glob("*.sql"))
+    assert len(files) >= 6
+    for path in files:
+        spark.sql(path.read_text()).collect()
+    ready = rows(spark, f"SELECT * FROM failover_readiness WHERE group_id = '{flow['group']}'")
+    assert ready[0]["partitions"] == 3 and ready[0]["checkpoint_age_seconds"] >= 0
+
+
+def test_time_travel_gives_the_earlier_translation(spark, flow):
+    then = translate_group_as_of(
+        flow["config"], flow["group"], "A", "B", version=flow["first_version"]
+    )
+    assert {(r.topic, r.partition): r.offset for r in then} == {
+        (f"A.{flow['name']}", 0): 10,
+        (f"A.{flow['name']}", 1): 20,
+        (f"A.{flow['name']}", 2): 30,
+    }
+    at = translate_group_as_of(flow["config"], flow["group"], "A", "B", timestamp=flow["first_ts"])
+    assert at == then
+    create_views(spark, flow["config"], as_of_timestamp=flow["first_ts"], prefix="asof_")
+    old = rows(spark, f"SELECT * FROM asof_offset_translation WHERE group_id = '{flow['group']}'")
+    assert sorted(r["offset"] for r in old) == [10, 20, 30]
+
+
+def test_restarted_materialization_writes_no_duplicates(spark, brokers, flow):
+    config = flow["config"]
+    query = start_materialization(spark, config, "B", interval_s=0.2)
+    time.sleep(3)
+    query.stop()  # mid-stream; the restart replays from the checkpoint
+    again = start_materialization(spark, config, "B", once=True)
+    again.awaitTermination(120)
+    assert again.exception() is None
+    create_views(spark, config)
+    for table in ("offset_syncs", "checkpoints", "heartbeats", "replication_metrics"):
+        (dup,) = rows(
+            spark,
+            f"SELECT count(*) - count(DISTINCT kafka_topic, kafka_partition, "
+            f"kafka_offset, coalesce(upstream_start_key, 0)) AS d FROM "
+            f"(SELECT *, {seg_key(table)} AS upstream_start_key FROM t_{table})",
+        )
+        assert dup["d"] == 0, f"duplicate rows in {table}"
+
+
+def seg_key(table: str) -> str:
+    return "upstream_start" if table == "offset_syncs" else "0"
+
+
+def test_topics_written_by_a_real_mm2_are_materialized(spark, brokers, flow):
+    key = bytes.fromhex(
+        "0010636f6e73756d65722d67726f75702d3100147072696d6172792e746573742d746f7069632d3100000003"
+    )
+    value = bytes.fromhex("000000000000000003e800000000000003e60000")
+    create_topic(brokers.target, "primary.checkpoints.internal", 1)
+    produce_exact(
+        brokers.target,
+        "primary.checkpoints.internal",
+        [
+            {"key": key, "value": value, "partition": 0},
+            {"key": b"junk", "value": b"\x00\x01", "partition": 0},
+        ],
+    )
+    query = start_materialization(spark, flow["config"], "B", once=True)
+    query.awaitTermination(120)
+    create_views(spark, flow["config"])
+    got = rows(spark, "SELECT * FROM latest_checkpoints WHERE group_id = 'consumer-group-1'")
+    assert [
+        (r["source"], r["topic"], r["partition"], r["upstream_offset"], r["downstream_offset"])
+        for r in got
+    ] == [("primary", "primary.test-topic-1", 3, 1000, 998)]
+    errors = rows(spark, "SELECT * FROM flow_events_recent WHERE type = 'decode_error'")
+    assert errors
+
+
+def test_maintenance_compacts_and_keeps_tables_readable(spark, flow):
+    result = maintain_tables(flow["config"], retention_days=3650)
+    assert set(result) >= {"checkpoints", "offset_syncs"}
+    create_views(spark, flow["config"])
+    assert rows(spark, "SELECT count(*) AS n FROM t_checkpoints")[0]["n"] > 0
