@@ -50,21 +50,24 @@ class MaterializeWriter(DeltaBatchWriter):
 
     def to_tables(self, rows: list) -> dict[str, Any]:
         from mirror_lib.config import parse_config
-        from mirror_lib.decode import RawRecord, decode_records
 
         config = parse_config(json.loads(self.options["properties"]))
-        cluster = self.options["cluster"]
-        policy, location = _policy_and_location(config, cluster)
-        records = [
-            RawRecord(
-                r.topic, r.partition, r.offset, r.key, r.value, int(r.timestamp.timestamp() * 1000)
-            )
-            for r in rows
-        ]
-        tables, _bad = decode_records(
-            records, cluster=cluster, policy=policy, syncs_location=location
+        return decode_rows(rows, config, self.options["cluster"])
+
+
+def decode_rows(rows: list, config: MirrorConfig, cluster: str) -> dict[str, Any]:
+    """Records-source rows of ``cluster`` -> one Arrow table per Delta table."""
+    from mirror_lib.decode import RawRecord, decode_records
+
+    policy, location = _policy_and_location(config, cluster)
+    records = [
+        RawRecord(
+            r.topic, r.partition, r.offset, r.key, r.value, int(r.timestamp.timestamp() * 1000)
         )
-        return tables
+        for r in rows
+    ]
+    tables, _bad = decode_records(records, cluster=cluster, policy=policy, syncs_location=location)
+    return tables
 
 
 def tables_enabled(config: MirrorConfig) -> bool:
@@ -141,22 +144,10 @@ def start_materialization(
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
     """foreachBatch body for Delta's Spark writer (idempotent through txnAppId/txnVersion)."""
-    from mirror_lib.decode import RawRecord, decode_records
-
     schema = config.properties.get("mirror.tables.schema", "").strip()
-    policy, location = _policy_and_location(config, cluster)
 
     def write(df: Any, batch_id: int) -> None:
-        rows = df.collect()  # internal topics: small batches
-        records = [
-            RawRecord(
-                r.topic, r.partition, r.offset, r.key, r.value, int(r.timestamp.timestamp() * 1000)
-            )
-            for r in rows
-        ]
-        tables, _bad = decode_records(
-            records, cluster=cluster, policy=policy, syncs_location=location
-        )
+        tables = decode_rows(df.collect(), config, cluster)  # internal topics: small batches
         for name, table in tables.items():
             if table.num_rows:
                 (

@@ -8,13 +8,11 @@ counted in :attr:`MirrorClient.skipped_records`, as MM2 skips records failing wi
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import Consumer, KafkaException
 
 from mirror_lib import policy as pol
 from mirror_lib.clients import client_config
@@ -22,6 +20,7 @@ from mirror_lib.config import MirrorConfig
 from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.formats import Checkpoint, Heartbeat
 from mirror_lib.policy import DefaultReplicationPolicy, ReplicationPolicy
+from mirror_lib.translate import read_topic
 
 __all__ = ["MirrorClient", "TopicPartition"]
 
@@ -122,31 +121,7 @@ class MirrorClient:
         ``timeout_s`` raises a transient :class:`BrokerError` instead of a partial answer.
         """
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        conf = {**self._reader_conf(), "enable.partition.eof": True}
-        conf.setdefault("isolation.level", "read_committed")
-        consumer = Consumer(conf)
-        try:
-            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-            if meta is None or meta.error is not None:
-                return
-            pending = set(meta.partitions)
-            consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-            deadline = time.monotonic() + timeout
-            while pending:
-                if time.monotonic() > deadline:
-                    raise BrokerError(f"reading {topic}: no end after {timeout}s", transient=True)
-                for msg in consumer.consume(1000, timeout=0.1):
-                    err = msg.error()
-                    if err is None:
-                        yield msg
-                    elif err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                    else:
-                        raise BrokerError(f"reading {topic}: {err.str()}", transient=True)
-        except KafkaException as exc:
-            raise BrokerError(f"reading {topic}: {exc}", transient=True) from exc
-        finally:
-            consumer.close()
+        return read_topic(self._reader_conf(), topic, timeout)
 
     def _checkpoints(self, remote_alias: str, timeout_s: float | None) -> Iterator[Checkpoint]:
         """Decoded checkpoints of ``checkpointsTopic(remote_alias)`` in log order."""

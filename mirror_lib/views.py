@@ -113,12 +113,15 @@ def create_views(
         if v is not None
     }
     refs = _table_refs(spark, config, prefix, as_of)
-    temp = "TEMPORARY " if refs["t_checkpoints"].startswith(prefix + "t_") else ""
+    temp = refs["t_checkpoints"].startswith(prefix + "t_")
+    schema = config.properties.get("mirror.tables.schema", "").strip()
+    qualify = "" if temp or not schema else schema + "."
     names = []
     for name, body in VIEWS.items():
         sql = body.format(**refs)
-        for other in VIEWS:  # views built on views use the same prefix
-            sql = sql.replace(f"FROM {other}", f"FROM {prefix}{other}")
-        spark.sql(f"CREATE OR REPLACE {temp}VIEW {prefix}{name} AS {sql}")
-        names.append(prefix + name)
+        for other in VIEWS:  # views built on views use the same prefix and schema
+            sql = sql.replace(f"FROM {other}", f"FROM {qualify}{prefix}{other}")
+        kind = "TEMPORARY VIEW" if temp else "VIEW"
+        spark.sql(f"CREATE OR REPLACE {kind} {qualify}{prefix}{name} AS {sql}")
+        names.append(f"{qualify}{prefix}{name}")
     return names
