@@ -19,6 +19,7 @@ venv: $(STAMP) ## create/refresh the local virtualenv from constraints.txt
 
 demo: $(STAMP) ## run the embedded demo (two local brokers, Spark local, Delta on disk)
 	$(BIN)/mirror validate examples/mm2.properties
+	$(BIN)/mirror demo
 
 lint: $(STAMP) ## ruff lint + format check
 	$(BIN)/ruff check .

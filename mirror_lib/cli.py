@@ -36,7 +36,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     run_flows(
-        None, config, args.flow, once=args.once, duration_s=args.duration, timeout_s=args.timeout
+        None,
+        config,
+        args.flow,
+        once=args.once,
+        duration_s=args.duration,
+        timeout_s=args.timeout,
+        show_progress=True,
     )
     return 0
 
@@ -73,6 +79,28 @@ def _cmd_failover(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_status(args: argparse.Namespace) -> int:
+    from mirror_lib.status import flow_status, format_status
+
+    rows = flow_status(load_config(args.config))
+    if args.json:
+        print(json.dumps({r.flow: r.as_dict() for r in rows}, indent=2))
+    else:
+        print(format_status(rows))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mirror_lib.demo import run_demo
+
+    if args.duration <= 0:
+        raise ConfigError("--duration", args.duration, "a positive number of seconds")
+    run_demo(args.duration, Path(args.workdir) if args.workdir else None)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(prog="mirror", description="MirrorMaker-2-compatible replication on Spark.")
@@ -101,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "failover":
             cmd.add_argument("--apply", action="store_true", help="commit the offsets")
         cmd.set_defaults(func=func)
+    status = sub.add_parser("status", help="per flow: last batch, lag, latency, ages")
+    status.add_argument("config", help="mm2.properties file")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=_cmd_status)
+    demo = sub.add_parser("demo", help="the embedded default end to end (two local brokers)")
+    demo.add_argument("--duration", type=float, default=45, help="seconds of live replication")
+    demo.add_argument("--workdir", help="folder for brokers' logs, state and tables")
+    demo.set_defaults(func=_cmd_demo)
     return parser
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from mirror_lib.config import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.flow import FlowContext
+from mirror_lib.progress import CatchUpProgress
 from mirror_lib.spark import register_sources
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,30 @@ class FlowStatus:
     last_batch_id: int | None
     records_per_second: float | None
     message: str
+
+
+def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
+    """A topic filter that matches nothing is an error with --once, a warning otherwise."""
+    if matched:
+        return
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_lib.kafka_offsets import list_topic_partitions
+
+    names = sorted(
+        t
+        for t in list_topic_partitions(AdminClient(ctx.client("source", "admin")))
+        if not t.startswith("__")
+    )
+    shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") or "no topics"
+    key = f"{ctx.flow.name}.topics"
+    expected = f"patterns matching a topic on {ctx.source} (it has: {shown})"
+    if once:
+        raise ConfigError(key, ", ".join(ctx.settings.topics), expected)
+    report(
+        f"warning: {key} = {', '.join(ctx.settings.topics)} matches no topic on "
+        f"{ctx.source} yet (it has: {shown}); new topics are picked up when they appear"
+    )
 
 
 def _raise_query_error(query: Any, what: str) -> None:
@@ -255,6 +280,7 @@ def run_flows(
     duration_s: float | None = None,
     timeout_s: float | None = None,
     report: Any = print,
+    show_progress: bool = False,
 ) -> dict[str, FlowStatus]:
     """Run the queries of the given (default: all enabled) flows; the one call behind `mirror run`.
 
@@ -279,7 +305,9 @@ def run_flows(
     clusters = materialized_clusters(config) if tables_enabled(config) else []
     tables: list[Any] = []
     try:
-        targets = {r.ctx.flow.name: r.snapshot() for r in runners} if once else {}
+        targets = {r.ctx.flow.name: r.snapshot() for r in runners}
+        for r in runners:
+            _check_matches(r.ctx, targets[r.ctx.flow.name], once, report)
         for r in runners + jobs:
             r.start()
             report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
@@ -287,7 +315,11 @@ def run_flows(
         if once:
             limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
             for r in runners:
-                if not r.await_caught_up(targets[r.ctx.flow.name], limit):
+                bar = CatchUpProgress(r.ctx.flow.name) if show_progress else None
+                caught = r.await_caught_up(targets[r.ctx.flow.name], limit, bar)
+                if bar is not None:
+                    bar.finish()
+                if not caught:
                     raise MirrorRuntimeError(
                         f"flow {r.ctx.flow.name} did not catch up within {limit:.0f}s; "
                         "everything committed so far is kept"
