@@ -21,8 +21,12 @@ from mirror_lib.policy import ReplicationPolicy, is_cycle
 
 
 def stable_slot(topic: str, partition: int, slots: int) -> int:
-    """The task slot owning a partition: stable across batches and restarts (like tasks.max)."""
-    return zlib.crc32(f"{topic}\x00{partition}".encode()) % slots
+    """The task slot owning a partition: stable across batches and restarts (like tasks.max).
+
+    Partitions of a topic go round-robin from a per-topic offset, so they spread over all
+    slots (hashing "topic+partition" with CRC32 did not: CRC32 is linear).
+    """
+    return (zlib.crc32(topic.encode()) + partition) % slots
 
 
 @dataclass(frozen=True)

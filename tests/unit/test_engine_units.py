@@ -45,6 +45,11 @@ def test_slots_are_stable_and_in_range(topic, partition, slots):
     assert slot == stable_slot(topic, partition, slots)
 
 
+@given(st.text(min_size=1, max_size=30), st.integers(1, 8))
+def test_a_topics_partitions_spread_over_all_slots(topic, slots):
+    assert {stable_slot(topic, p, slots) for p in range(slots)} == set(range(slots))
+
+
 def test_progress_offsets_parse_from_python_repr_and_json():
     repr_form = "{'v': 1, 'topics': {'t': {'id': 'x', 'p': {'0': 5, '1': 7}}}}"
     json_form = '{"v": 1, "topics": {"t": {"id": "x", "p": {"0": 5, "1": 7}}}}'
