@@ -111,9 +111,9 @@ def tables_root(config: MirrorConfig) -> str:
 
 
 def start_materialization(
-    spark: Any, config: MirrorConfig, cluster: str, *, once: bool = False, interval_s: float = 5.0
+    spark: Any, config: MirrorConfig, cluster: str, *, interval_s: float = 5.0
 ) -> Any:
-    """Start the materialization query of ``cluster``; ``once`` = availableNow."""
+    """Start the materialization query of ``cluster`` (see :func:`materialize_caught_up`)."""
     from mirror_lib.spark import register_sources
 
     register_sources(spark)
@@ -138,8 +138,52 @@ def start_materialization(
         ensure_tables(root)
         writer = writer.format("mirror_delta").options(**options).option("root", root)
     writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
-    trigger = {"availableNow": True} if once else {"processingTime": f"{interval_s} seconds"}
-    return writer.trigger(**trigger).start()
+    return writer.trigger(processingTime=f"{interval_s} seconds").start()
+
+
+def materialize_caught_up(
+    spark: Any, config: MirrorConfig, cluster: str, timeout_s: float | None = 300
+) -> None:
+    """Materialize everything the cluster's internal topics hold now, then stop.
+
+    Not availableNow: after a stopped continuous run, Spark 4.1's availableNow for Python
+    sources only replays the interrupted batch. This snapshots the end offsets instead and
+    runs batches until the query has passed them.
+    """
+    import re
+    import time
+
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_lib.clients import client_config
+    from mirror_lib.errors import MirrorRuntimeError
+    from mirror_lib.kafka_offsets import list_topic_partitions, partition_bounds
+    from mirror_lib.runner import _end_offsets, _raise_query_error
+
+    admin = AdminClient(client_config(config.cluster(cluster), "admin"))
+    pattern = re.compile(INTERNAL_PATTERN)
+    tps = [
+        (t, p)
+        for t, n in list_topic_partitions(admin).items()
+        if pattern.fullmatch(t)
+        for p in range(n)
+    ]
+    target = {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items() if hi > 0}
+    query = start_materialization(spark, config, cluster, interval_s=0.5)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            _raise_query_error(query, f"materialization of {cluster}")
+            ends = _end_offsets(query.lastProgress)
+            if query.lastProgress and all(ends.get(tp, 0) >= hi for tp, hi in target.items()):
+                return
+            time.sleep(0.5)
+        raise MirrorRuntimeError(
+            f"materialization of {cluster} did not catch up within {timeout_s}s; "
+            "the tables keep every committed batch"
+        )
+    finally:
+        query.stop()
 
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:

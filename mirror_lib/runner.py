@@ -298,7 +298,12 @@ def run_flows(
         from mirror_lib.spark import get_spark
 
         spark = get_spark()
-    from mirror_lib.materialize import materialized_clusters, start_materialization, tables_enabled
+    from mirror_lib.materialize import (
+        materialize_caught_up,
+        materialized_clusters,
+        start_materialization,
+        tables_enabled,
+    )
 
     runners = [FlowRunner(spark, config, name) for name in names]
     jobs = [] if once else companion_jobs(spark, config, names)
@@ -330,9 +335,7 @@ def run_flows(
                 )
                 _one_round(r.ctx, report)
             for cluster in clusters:
-                tables.append(start_materialization(spark, config, cluster, once=True))
-                tables[-1].awaitTermination(timeout_s)
-                _raise_query_error(tables[-1], f"materialization of {cluster}")
+                materialize_caught_up(spark, config, cluster, timeout_s)
                 report(f"materialized the internal topics of {cluster} into Delta tables")
         else:
             tables = [start_materialization(spark, config, c) for c in clusters]

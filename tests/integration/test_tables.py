@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirror_lib.embedded import consume_all, create_topic, produce_exact
 from mirror_lib.failover import translate_group, translate_group_as_of
-from mirror_lib.materialize import maintain_tables, start_materialization
+from mirror_lib.materialize import maintain_tables, materialize_caught_up, start_materialization
 from mirror_lib.runner import run_flows
 from mirror_lib.views import create_views
 
@@ -174,10 +174,19 @@ def test_restarted_materialization_writes_no_duplicates(spark, brokers, flow):
     query = start_materialization(spark, config, "B", interval_s=0.2)
     time.sleep(3)
     query.stop()  # mid-stream; the restart replays from the checkpoint
-    again = start_materialization(spark, config, "B", once=True)
-    again.awaitTermination(120)
-    assert again.exception() is None
+    materialize_caught_up(spark, config, "B", timeout_s=120)
     create_views(spark, config)
+    in_kafka = sum(
+        1
+        for r in consume_all(brokers.target, "mm2-metrics.A.internal")
+        if json.loads(r.value).get("type") == "batch"
+    )
+    (in_table,) = rows(
+        spark,
+        "SELECT count(*) AS n FROM t_replication_metrics "
+        "WHERE kafka_topic = 'mm2-metrics.A.internal'",
+    )
+    assert in_table["n"] == in_kafka, "the restarted materialization is behind or duplicated"
     for table in ("offset_syncs", "checkpoints", "heartbeats", "replication_metrics"):
         (dup,) = rows(
             spark,
@@ -206,8 +215,7 @@ def test_topics_written_by_a_real_mm2_are_materialized(spark, brokers, flow):
             {"key": b"junk", "value": b"\x00\x01", "partition": 0},
         ],
     )
-    query = start_materialization(spark, flow["config"], "B", once=True)
-    query.awaitTermination(120)
+    materialize_caught_up(spark, flow["config"], "B", timeout_s=120)
     create_views(spark, flow["config"])
     got = rows(spark, "SELECT * FROM latest_checkpoints WHERE group_id = 'consumer-group-1'")
     assert [
