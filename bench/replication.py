@@ -774,7 +774,7 @@ class Bench:
         log(f"memory {when}: MemAvailable {entry['avail_gb']} GB, tansu RSS {rss} MB")
 
     def clean_target(self) -> None:
-        wipe(self.tgt, groups=("__mirror_ledger.A->B",))
+        wipe(self.tgt, groups=tuple(f"__mirror_ledger.A->B.{slot}" for slot in range(8)))
 
     # -- a case -----------------------------------------------------------------------------
     def run_case(self, name: str, topic: str, n: int, size: int, extras: list[str]) -> None:

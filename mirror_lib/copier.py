@@ -160,7 +160,9 @@ class RangeCopy:
             else _client((options_key, "producer", slot), lambda: _producer(ctx, slot))
         )
         self.consumer: Consumer = _client((options_key, "consumer", slot), lambda: _consumer(ctx))
-        self.ledger: Consumer = _client((options_key, "ledger", slot), lambda: ledger_consumer(ctx))
+        self.ledger: Consumer = _client(
+            (options_key, "ledger", slot), lambda: ledger_consumer(ctx, slot)
+        )
         self.eos = ctx.settings.exactly_once
         self.result = CopyResult(slot)
 

@@ -117,10 +117,13 @@ class FlowContext:
     def metrics_topic(self) -> str:
         return metrics_topic(self.flow)
 
-    @property
-    def ledger_group(self) -> str:
-        """Target-side group whose committed offsets record the next upstream offset (D3)."""
-        return f"__mirror_ledger.{self.flow.name}"
+    def ledger_group(self, slot: int) -> str:
+        """Target-side group whose committed offsets record the next upstream offset (D3).
+
+        One group per slot: only the slot's own (fenced) transaction can leave its offsets
+        pending, so reading the ledger never waits on another slot.
+        """
+        return f"__mirror_ledger.{self.flow.name}.{slot}"
 
     def transactional_id(self, slot: int) -> str:
         return f"mirror-{self.flow.name}-{slot}"
