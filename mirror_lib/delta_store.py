@@ -296,7 +296,9 @@ class DeltaBatchWriter(DataSourceStreamWriter):
             commit_files(self.root, _merge(present), f"mirror:{present[0].query_id}", batchId)
 
     def abort(self, messages: Sequence[DeltaCommitMessage | None], batchId: int) -> None:
-        abort_files(self.root, _merge(messages))
+        """Deletes nothing: a stop can abort while the Delta commit of this batch is still
+        completing, and deleting its files then would corrupt the table. Unreferenced files
+        are removed by :func:`maintain` (vacuum)."""
 
 
 # ---------------------------------------------------------------------------------------------

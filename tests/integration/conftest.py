@@ -67,3 +67,18 @@ def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     return env
+
+
+def metrics_events(bootstrap: str, topic: str = "mm2-metrics.A.internal") -> list[dict]:
+    """Decodable events of a metrics topic (other tests write corrupt records on purpose)."""
+    import json
+
+    from mirror_lib.embedded import consume_all
+
+    out = []
+    for record in consume_all(bootstrap, topic):
+        try:
+            out.append(json.loads(record.value))
+        except (ValueError, TypeError):
+            continue
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -14,6 +13,7 @@ from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.flow import FlowContext
 from mirror_lib.runner import FlowRunner, run_flows
 from mirror_lib.translate import load_segments, translate
+from tests.integration.conftest import metrics_events
 
 
 def mixed_records(n: int, partitions: int, tag: str) -> list[dict]:
@@ -162,7 +162,7 @@ def test_recreated_source_topic_is_a_gap_that_fails_the_query(
         assert "mirror.on.gap=skip" in str(err.value)
     finally:
         runner.stop()
-    events = [json.loads(r.value) for r in consume_all(brokers.target, "mm2-metrics.A.internal")]
+    events = metrics_events(brokers.target)
     gaps = [e for e in events if e["type"] == "gap" and e["topic"] == unique_name]
     assert gaps and gaps[0]["action"] == "fail" and gaps[0]["expected_offset"] == 30
     assert len(consume_all(brokers.target, f"A.{unique_name}")) == 30, "no silent reset"

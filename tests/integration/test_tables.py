@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import datetime
-import json
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.embedded import create_topic, produce_exact
 from mirror_lib.failover import translate_group, translate_group_as_of
 from mirror_lib.materialize import maintain_tables, materialize_caught_up, start_materialization
 from mirror_lib.runner import run_flows
 from mirror_lib.views import create_views
+from tests.integration.conftest import metrics_events
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
 TOTAL = 600
@@ -92,8 +92,7 @@ def rows(spark, sql: str) -> list[dict]:
 
 def test_offset_syncs_hold_every_committed_segment(spark, brokers, flow):
     segments = set()
-    for r in consume_all(brokers.target, "mm2-metrics.A.internal"):
-        event = json.loads(r.value)
+    for event in metrics_events(brokers.target):
         if event["type"] == "segments" and event["topic"] == flow["name"]:
             segments |= {(event["partition"], *s) for s in event["segments"]}
     table = {
@@ -176,11 +175,7 @@ def test_restarted_materialization_writes_no_duplicates(spark, brokers, flow):
     query.stop()  # mid-stream; the restart replays from the checkpoint
     materialize_caught_up(spark, config, "B", timeout_s=120)
     create_views(spark, config)
-    in_kafka = sum(
-        1
-        for r in consume_all(brokers.target, "mm2-metrics.A.internal")
-        if json.loads(r.value).get("type") == "batch"
-    )
+    in_kafka = sum(1 for e in metrics_events(brokers.target) if e.get("type") == "batch")
     (in_table,) = rows(
         spark,
         "SELECT count(*) AS n FROM t_replication_metrics "
@@ -217,7 +212,11 @@ def test_topics_written_by_a_real_mm2_are_materialized(spark, brokers, flow):
     )
     materialize_caught_up(spark, flow["config"], "B", timeout_s=120)
     create_views(spark, flow["config"])
-    got = rows(spark, "SELECT * FROM latest_checkpoints WHERE group_id = 'consumer-group-1'")
+    got = rows(
+        spark,
+        "SELECT * FROM latest_checkpoints "
+        "WHERE group_id = 'consumer-group-1' AND source = 'primary'",
+    )
     assert [
         (r["source"], r["topic"], r["partition"], r["upstream_offset"], r["downstream_offset"])
         for r in got
