@@ -6,7 +6,6 @@ Each :class:`Setting` knows its key, its default and how to parse a string; the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -78,12 +77,10 @@ def _choice(*choices: str) -> Callable[[str, str], str]:
 
 
 def _regex_list(key: str, raw: str) -> tuple[str, ...]:
+    from mirror_lib.filters import compile_patterns
+
     items = split_list(raw)
-    for pattern in items:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ConfigError(key, pattern, f"a valid regular expression ({exc})") from None
+    compile_patterns(items, key)  # the same Java-to-Python translation the filters use
     return items
 
 

@@ -226,3 +226,15 @@ def test_at_least_once_mode_and_once_run_checkpoints(spark, brokers, make_config
     assert view(target) == view(source)
     offsets = {(r.topic, r.partition): r.offset for r in translate_group(config, group, "A", "B")}
     assert offsets == {(f"A.{unique_name}", 0): 50, (f"A.{unique_name}", 1): 7}
+
+
+def test_a_filter_matching_nothing_names_the_key_and_the_topics_there(
+    spark, brokers, make_config, unique_name
+):
+    from mirror_lib.errors import ConfigError
+
+    create_topic(brokers.source, unique_name, 1)
+    config = make_config(topics="no-such-topic-.*")
+    with pytest.raises(ConfigError, match=r"A->B\.topics = 'no-such-topic-\.\*'") as err:
+        run_once(spark, config, timeout_s=60)
+    assert unique_name in str(err.value) or "..." in str(err.value)

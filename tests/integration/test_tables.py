@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import time
 from pathlib import Path
 
@@ -230,3 +231,27 @@ def test_maintenance_compacts_and_keeps_tables_readable(spark, flow):
     assert set(result) >= {"checkpoints", "offset_syncs"}
     create_views(spark, flow["config"])
     assert rows(spark, "SELECT count(*) AS n FROM t_checkpoints")[0]["n"] > 0
+
+
+def test_mirror_status_reads_the_tables(flow, tmp_path, subprocess_env):
+    import subprocess
+    import sys
+
+    from mirror_lib.status import flow_status
+    from tests.integration.conftest import write_properties
+
+    (health,) = flow_status(flow["config"])
+    assert health.flow == "A->B" and health.records >= TOTAL
+    assert health.lag is not None and health.lag >= 0
+    assert 0 < health.latency_ms_p50 <= health.latency_ms_p99
+    assert health.checkpoint_age_seconds >= 0 and health.heartbeat_age_seconds >= 0
+    config_file = write_properties(tmp_path / "mm2.properties", dict(flow["config"].properties))
+    out = subprocess.run(
+        [sys.executable, "-m", "mirror_lib.cli", "status", str(config_file), "--json"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["A->B"]["records"] == health.records
