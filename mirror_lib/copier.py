@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror_lib import events
@@ -65,12 +66,11 @@ class _Stats:
     age: array = field(default_factory=lambda: array("d"))
 
 
-def _summary(values: array) -> dict[str, float]:
-    import numpy as np
-
-    if not values:
+def _summary(values: Any) -> dict[str, float]:
+    """min/avg/max/p50/p99 of an array('d') or numpy array (empty: {})."""
+    a = np.asarray(values, dtype=np.float64)
+    if not a.size:
         return {}
-    a = np.frombuffer(values, dtype=np.float64)
     p50, p99 = np.percentile(a, [50, 99])
     return {
         "min": float(a.min()),
@@ -379,7 +379,6 @@ class RangeCopy:
         return out
 
     def _metrics(self) -> list[dict[str, Any]]:
-        import numpy as np
 
         out = []
         for tp, st in self.stats.items():
@@ -387,24 +386,20 @@ class RangeCopy:
                 continue
             rp = self.remote[tp]
             segments = self.trackers[rp].segments()
-            acks, created = self.acks[rp], self.create_ts[rp]
+            acks, created = np.asarray(self.acks[rp]), np.asarray(self.create_ts[rp])
             n = min(len(acks), len(created))
-            latency = array(
-                "d",
-                (
-                    np.frombuffer(acks, dtype=np.float64)[:n]
-                    - np.frombuffer(created, dtype=np.float64)[:n]
-                ).tolist(),
-            )
             _low, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+            common = {
+                "topic": tp[0],
+                "remote_topic": rp[0],
+                "partition": tp[1],
+                "batch_id": self.batch_id,
+            }
             out.append(
                 events.flow_event(
                     self.ctx,
                     "batch",
-                    topic=tp[0],
-                    remote_topic=rp[0],
-                    partition=tp[1],
-                    batch_id=self.batch_id,
+                    **common,
                     query_id=self.query_id,
                     slot=self.slot,
                     records=st.records,
@@ -414,7 +409,7 @@ class RangeCopy:
                     downstream_first=segments[0].downstream_start if segments else None,
                     downstream_last=segments[-1].downstream_end if segments else None,
                     lag=max(high - (st.last_u + 1), 0) if high >= 0 else None,
-                    latency_ms=_summary(latency),
+                    latency_ms=_summary(acks[:n] - created[:n]),
                     age_ms=_summary(st.age),
                 )
             )
@@ -422,10 +417,7 @@ class RangeCopy:
                 events.flow_event(
                     self.ctx,
                     "segments",
-                    topic=tp[0],
-                    remote_topic=rp[0],
-                    partition=tp[1],
-                    batch_id=self.batch_id,
+                    **common,
                     segments=[
                         [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
                         for g in segments
