@@ -186,14 +186,10 @@ def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = 
 
     workdir = (workdir or Path("mirror-demo")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    spark = None
-    workload: Workload | None = None
-    threads: list[threading.Thread] = []
     try:
         with embedded_brokers(2, aliases=["A", "B"], workdir=workdir / "brokers") as brokers:
             a, b = (x.bootstrap_servers for x in brokers)
-            state = workdir / f"state-{int(time.time())}"
-            props = demo_properties(a, b, state)
+            props = demo_properties(a, b, workdir / f"state-{int(time.time())}")
             (workdir / "mm2.properties").write_text(
                 "".join(f"{k} = {v}\n" for k, v in props.items())
             )
@@ -201,26 +197,26 @@ def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = 
             for topic, partitions in TOPICS.items():
                 create_topic(a, topic, partitions)
             report(f"started brokers A={a} B={b}; starting Spark")
-            spark = local_spark_session("mirror-demo")
             workload = Workload(a)
-            threads = [
-                threading.Thread(target=workload.produce, daemon=True),
-                threading.Thread(target=workload.consume, daemon=True),
-            ]
-            for t in threads:
-                t.start()
-            run_flows(spark, config, duration_s=duration_s, report=report)
-            workload.stop.set()
-            for t in threads:
-                t.join(30)
-            report("workload stopped; catching up")
-            run_flows(spark, config, once=True, timeout_s=120, report=report)
-            result = _report(spark, config, workload)
+            spark = local_spark_session("mirror-demo")
+            try:
+                threads = [
+                    threading.Thread(target=workload.produce, daemon=True),
+                    threading.Thread(target=workload.consume, daemon=True),
+                ]
+                for t in threads:
+                    t.start()
+                run_flows(spark, config, duration_s=duration_s, report=report)
+                workload.stop.set()
+                for t in threads:
+                    t.join(30)
+                report("workload stopped; catching up")
+                run_flows(spark, config, once=True, timeout_s=120, report=report)
+                result = _report(spark, config, workload)
+            finally:  # Spark (and its workers' Kafka clients) stop before the brokers do
+                workload.stop.set()
+                spark.stop()
             report(format_report(result, workdir))
             return result
     finally:
-        if workload is not None:
-            workload.stop.set()
-        if spark is not None:
-            spark.stop()
         stop_all()
