@@ -158,7 +158,7 @@ def materialize_caught_up(
     from mirror_lib.clients import client_config
     from mirror_lib.errors import MirrorRuntimeError
     from mirror_lib.kafka_offsets import list_topic_partitions, partition_bounds
-    from mirror_lib.runner import _end_offsets, _raise_query_error
+    from mirror_lib.runner import end_offsets, raise_query_error
 
     admin = AdminClient(client_config(config.cluster(cluster), "admin"))
     pattern = re.compile(INTERNAL_PATTERN)
@@ -173,8 +173,8 @@ def materialize_caught_up(
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while deadline is None or time.monotonic() < deadline:
-            _raise_query_error(query, f"materialization of {cluster}")
-            ends = _end_offsets(query.lastProgress)
+            raise_query_error(query, f"materialization of {cluster}")
+            ends = end_offsets(query.lastProgress)
             if query.lastProgress and all(ends.get(tp, 0) >= hi for tp, hi in target.items()):
                 return
             time.sleep(0.5)

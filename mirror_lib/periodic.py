@@ -87,12 +87,12 @@ class JobWriter(DataSourceStreamWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        from mirror_lib.sink import _context
+        from mirror_lib.sink import flow_context
 
         job = self.options["job"]
         if not list(iterator):
             return JobResult(job)
-        ctx, key = _context({k: v for k, v in self.options.items() if k not in ("job",)})
+        ctx, key = flow_context({k: v for k, v in self.options.items() if k not in ("job",)})
         if job == "heartbeats":
             from mirror_lib.heartbeats import emit_heartbeat
 

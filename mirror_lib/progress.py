@@ -25,16 +25,16 @@ class CatchUpProgress:
 
     def update(self, progress: dict[str, Any] | None, target: dict[TP, int]) -> str | None:
         """The line for this progress (None when nothing new happened)."""
-        from mirror_lib.runner import _end_offsets
+        from mirror_lib.runner import end_offsets
 
         if not progress:
             return None
         if self.base is None:
-            starts = _end_offsets(
+            starts = end_offsets(
                 {"sources": [{"endOffset": progress["sources"][0].get("startOffset") or "{}"}]}
             )
             self.base = sum(min(starts.get(tp, 0), off) for tp, off in target.items())
-        ends = _end_offsets(progress)
+        ends = end_offsets(progress)
         done = sum(min(ends.get(tp, 0), off) for tp, off in target.items()) - self.base
         total = max(sum(target.values()) - self.base, 0)
         rate = done / max(time.monotonic() - self.started, 1e-9)

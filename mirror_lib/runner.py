@@ -52,7 +52,8 @@ def _claim_checkpoint(ctx: FlowContext, folder: Path) -> None:
     marker.write_text(json.dumps(mine))
 
 
-def _end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
+def end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
+    """End offset per (topic, partition) of a mirror source's last progress ({} if none)."""
     if not progress or not progress.get("sources"):
         return {}
     raw = progress["sources"][0].get("endOffset")
@@ -83,8 +84,11 @@ class FlowStatus:
 
 
 def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
-    """A topic filter that matches nothing is an error with --once, a warning otherwise."""
-    if matched:
+    """A topic filter that matches nothing is an error with --once, a warning otherwise.
+
+    Heartbeats topics, replicated whatever the filter says, do not count as a match.
+    """
+    if any(ctx.topic_filter.should_replicate_topic(topic) for topic, _p in matched):
         return
     from confluent_kafka.admin import AdminClient
 
@@ -106,7 +110,8 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
     )
 
 
-def _raise_query_error(query: Any, what: str) -> None:
+def raise_query_error(query: Any, what: str) -> None:
+    """Raise a MirrorRuntimeError when ``query`` failed."""
     exc = query.exception()
     if exc is not None:
         first = str(exc).strip().splitlines()[0]
@@ -188,7 +193,7 @@ class FlowRunner:
 
     def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
         """True when the last finished batch reached ``target`` for every partition."""
-        ends = _end_offsets(self.query.lastProgress if self.query else None)
+        ends = end_offsets(self.query.lastProgress if self.query else None)
         return all(ends.get(tp, 0) >= off for tp, off in target.items() if off > 0)
 
     def await_caught_up(
@@ -343,7 +348,7 @@ def run_flows(
                 for r in runners + jobs:
                     r.raise_if_failed()
                 for q, cluster in zip(tables, clusters, strict=True):
-                    _raise_query_error(q, f"materialization of {cluster}")
+                    raise_query_error(q, f"materialization of {cluster}")
                 time.sleep(1)
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:

@@ -27,7 +27,8 @@ class CopyMessage(WriterCommitMessage):
         self.result = result
 
 
-def _context(options: dict[str, str]) -> tuple[FlowContext, str]:
+def flow_context(options: dict[str, str]) -> tuple[FlowContext, str]:
+    """The flow of these data source options and its cache key, cached per worker process."""
     key = hashlib.sha1(json.dumps(options, sort_keys=True).encode()).hexdigest()
     if key not in _CONTEXTS:
         _CONTEXTS[key] = FlowContext.from_options(options)
@@ -49,7 +50,7 @@ class RangeCopier(DataSourceStreamWriter):
         query_id = (task.getLocalProperty("sql.streaming.queryId") or "") if task else ""
         if not rows:
             return CopyMessage(CopyResult(slot=-1))
-        ctx, key = _context(self.options)
+        ctx, key = flow_context(self.options)
         ranges = [(r.topic, r.partition, r.start, r.end) for r in rows]
         return CopyMessage(copy_ranges(ctx, key, rows[0].slot, ranges, batch_id, query_id))
 

@@ -11,7 +11,7 @@ from mirror_lib.config import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.flow import stable_slot
 from mirror_lib.materialize import tables_enabled, tables_writer
-from mirror_lib.runner import _end_offsets
+from mirror_lib.runner import end_offsets
 
 
 def test_allocate_grants_everything_that_fits():
@@ -54,8 +54,8 @@ def test_progress_offsets_parse_from_python_repr_and_json():
     repr_form = "{'v': 1, 'topics': {'t': {'id': 'x', 'p': {'0': 5, '1': 7}}}}"
     json_form = '{"v": 1, "topics": {"t": {"id": "x", "p": {"0": 5, "1": 7}}}}'
     for raw in (repr_form, json_form):
-        assert _end_offsets({"sources": [{"endOffset": raw}]}) == {("t", 0): 5, ("t", 1): 7}
-    assert _end_offsets(None) == {}
+        assert end_offsets({"sources": [{"endOffset": raw}]}) == {("t", 0): 5, ("t", 1): 7}
+    assert end_offsets(None) == {}
 
 
 class FakeConf:
