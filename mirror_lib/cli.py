@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -156,5 +157,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry_point() -> None:
+    """Console script: run, flush, and exit without interpreter finalization.
+
+    Native runtimes (delta-rs' Tokio threads, librdkafka) can abort the process while Python
+    tears them down ("terminate called without an active exception") after the command already
+    succeeded; os._exit keeps the command's real exit code.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

@@ -299,9 +299,13 @@ def run_flows(
         raise ConfigError("A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)")
     flows = [config.flow(name) for name in names]
     check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
+    own_session = False  # stop only a session made here, never e.g. a Databricks job's
     if spark is None:
+        from pyspark.sql import SparkSession
+
         from mirror_lib.spark import get_spark
 
+        own_session = SparkSession.getActiveSession() is None
         spark = get_spark()
     from mirror_lib.materialize import (
         materialize_caught_up,
@@ -357,3 +361,5 @@ def run_flows(
         for q in tables:
             if q.isActive:
                 q.stop()
+        if own_session:
+            spark.stop()
