@@ -8,10 +8,8 @@ Its state (latest checkpoints, segments) is rebuilt from Kafka when a worker has
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +25,9 @@ from mirror_lib.checkpoint_logic import (
 from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.flow import FlowContext
 from mirror_lib.formats import Checkpoint
-from mirror_lib.offset_sync import Segment, SegmentIndex
-from mirror_lib.translate import read_topic
+from mirror_lib.kafka_offsets import wait_futures
+from mirror_lib.offset_sync import SegmentIndex
+from mirror_lib.translate import add_segments, read_topic, reader_conf
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
@@ -47,15 +46,11 @@ class _State:
 _STATES: dict[str, _State] = {}
 
 
-def _consumer_conf(ctx: FlowContext) -> dict[str, Any]:
-    return ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
-
-
 def _add_checkpoints(ctx: FlowContext, state: _State) -> None:
     """Read checkpoints written since the last cycle, by this or any other process."""
     checkpoints = []
     for msg in read_topic(
-        _consumer_conf(ctx), ctx.checkpoints_topic, start=state.checkpoints_position
+        reader_conf(ctx), ctx.checkpoints_topic, start=state.checkpoints_position
     ):
         state.checkpoints_position = msg.offset() + 1
         try:
@@ -65,35 +60,16 @@ def _add_checkpoints(ctx: FlowContext, state: _State) -> None:
     state.store.load(checkpoints)
 
 
-def _add_segments(state: _State, values: Iterator[tuple[int, bytes | None]]) -> None:
-    for offset, value in values:
-        state.metrics_position = offset + 1
-        try:
-            event = json.loads(value or b"")
-            if event.get("type") != "segments":
-                continue
-            key = (event["topic"], int(event["partition"]))
-            index = state.segments.setdefault(key, SegmentIndex())
-            for us, ue, ds, de in event["segments"]:
-                index.add(Segment(us, ue, ds, de))
-        except (ValueError, KeyError, TypeError):
+def _add_segments(ctx: FlowContext, state: _State) -> None:
+    """Segments committed since the last cycle (the metrics topic has one partition)."""
+    for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, start=state.metrics_position):
+        state.metrics_position = msg.offset() + 1
+        if not add_segments(state.segments, msg.value()):
             state.skipped += 1
 
 
-def _new_metrics(ctx: FlowContext, position: int) -> Iterator[tuple[int, bytes | None]]:
-    """Metrics records from ``position`` on (the topic has one partition)."""
-    for msg in read_topic(_consumer_conf(ctx), ctx.metrics_topic, start=position):
-        yield msg.offset(), msg.value()
-
-
 def _wait(futures: dict[Any, Any], what: str) -> list[Any]:
-    out = []
-    for fut in futures.values():
-        try:
-            out.append(fut.result(30))
-        except KafkaException as exc:
-            raise BrokerError(f"{what}: {exc.args[0].str()}", transient=True) from exc
-    return out
+    return list(wait_futures(futures, what).values())
 
 
 def _source_groups(ctx: FlowContext, admin: AdminClient) -> dict[str, dict[TP, tuple[int, str]]]:
@@ -151,7 +127,7 @@ def run_checkpoints(
     """
     state = _STATES.setdefault(cache_key, _State(CheckpointStore()))
     _add_checkpoints(ctx, state)
-    _add_segments(state, _new_metrics(ctx, state.metrics_position))
+    _add_segments(ctx, state)
     s = ctx.settings
     emitted: list[Checkpoint] = []
     for group, committed in _source_groups(ctx, AdminClient(ctx.client("source", "admin"))).items():

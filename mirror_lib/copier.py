@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from mirror_lib import events
 from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
-from mirror_lib.flow import FlowContext
+from mirror_lib.flow import FlowContext, produce_plain
 from mirror_lib.formats import OffsetSync
 from mirror_lib.ledger import ledger_consumer, ledger_offsets, read_ledger
 from mirror_lib.offset_sync import SegmentTracker, mm2_compatible_points
@@ -357,7 +357,9 @@ class RangeCopy:
                 f"committing to {ctx.target} failed: {err.str()}", transient=err.retriable()
             ) from exc
         if not ctx.offset_syncs_on_target and syncs:
-            _publish_source_syncs(ctx, syncs)
+            produce_plain(
+                ctx, "source", ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs]
+            )
         for tp, st in self.stats.items():
             self.result.records += st.records
             self.result.bytes += st.bytes
@@ -425,14 +427,6 @@ class RangeCopy:
                 )
             )
         return out
-
-
-def _publish_source_syncs(ctx: FlowContext, syncs: list[OffsetSync]) -> None:
-    producer = Producer(ctx.client("source", "producer", **{"enable.idempotence": True}))
-    for s in syncs:
-        producer.produce(ctx.offset_syncs_topic, s.value(), s.key(), partition=0)
-    if producer.flush(30) > 0:
-        raise BrokerError(f"offset syncs not acknowledged by {ctx.source}", transient=True)
 
 
 def copy_ranges(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from mirror_lib.flow import FlowContext
+from mirror_lib.flow import FlowContext, produce_plain
 
 
 def now_ms() -> int:
@@ -67,13 +67,6 @@ def encode(event: dict[str, Any]) -> tuple[bytes, bytes]:
 
 def publish(ctx: FlowContext, events: Iterable[dict[str, Any]], timeout_s: float = 30) -> None:
     """Write events outside any transaction (planner-side events such as gaps)."""
-    from confluent_kafka import Producer
-
-    from mirror_lib.errors import BrokerError
-
-    producer = Producer(ctx.client("target", "producer", **{"enable.idempotence": True}))
-    for event in events:
-        key, value = encode(event)
-        producer.produce(ctx.metrics_topic, value, key)
-    if producer.flush(timeout_s) > 0:
-        raise BrokerError(f"could not write events to {ctx.metrics_topic}", transient=True)
+    produce_plain(
+        ctx, "target", ctx.metrics_topic, [encode(e) for e in events], timeout_s=timeout_s
+    )

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror_lib.checkpoint_logic import is_idle_group
 from mirror_lib.clients import client_config
 from mirror_lib.config import MirrorConfig
-from mirror_lib.errors import BrokerError, MirrorRuntimeError
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.kafka_offsets import wait_futures
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,6 @@ def _admin(config: MirrorConfig, alias: str) -> AdminClient:
     return AdminClient(client_config(config.cluster(alias), "admin"))
 
 
-def _result(future, what: str):
-    try:
-        return future.result(30)
-    except KafkaException as exc:
-        raise BrokerError(f"{what}: {exc.args[0].str()}", transient=True) from exc
-
-
 def failover_group(
     config: MirrorConfig, group: str, source: str, target: str, *, apply: bool = False
 ) -> list[TranslatedOffset]:
@@ -70,14 +64,13 @@ def failover_group(
             f"{source}?); nothing was changed"
         )
     admin = _admin(config, target)
-    (desc,) = [
-        _result(f, f"describing group {group}")
-        for f in admin.describe_consumer_groups([group]).values()
-    ]
-    (current,) = [
-        _result(f, f"offsets of group {group}")
-        for f in admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
-    ]
+    (desc,) = wait_futures(
+        admin.describe_consumer_groups([group]), f"describing group {group}"
+    ).values()
+    (current,) = wait_futures(
+        admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]),
+        f"offsets of group {group}",
+    ).values()
     now = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
     rows = [
         TranslatedOffset(o.topic, o.partition, o.offset, now.get((o.topic, o.partition)))
@@ -94,8 +87,10 @@ def failover_group(
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(o.topic, o.partition, o.offset) for o in offsets]
     )
-    for future in admin.alter_consumer_group_offsets([request]).values():
-        _result(future, f"committing offsets of group {group} on {target}")
+    wait_futures(
+        admin.alter_consumer_group_offsets([request]),
+        f"committing offsets of group {group} on {target}",
+    )
     return rows
 
 

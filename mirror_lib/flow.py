@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -142,4 +143,29 @@ class FlowContext:
             client_id=f"mirror|{self.flow.name}|{role}",
             defaults=defaults,
             extra=extra,
+        )
+
+
+def produce_plain(
+    ctx: FlowContext,
+    side: str,
+    topic: str,
+    records: Iterable[tuple[bytes, bytes]],
+    *,
+    timestamp: int = 0,
+    timeout_s: float = 30,
+) -> None:
+    """Write (key, value) records to partition 0 of ``topic`` outside any transaction, and wait
+    until all are acknowledged (internal records: heartbeats, source-side syncs, planner events).
+    """
+    from confluent_kafka import Producer
+
+    from mirror_lib.errors import BrokerError
+
+    producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
+    for key, value in records:
+        producer.produce(topic, value, key, partition=0, timestamp=timestamp)
+    if producer.flush(timeout_s) > 0:
+        raise BrokerError(
+            f"{topic} on {side} did not acknowledge records in {timeout_s}s", transient=True
         )

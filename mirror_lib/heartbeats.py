@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Producer
-
-from mirror_lib.errors import BrokerError
-from mirror_lib.flow import FlowContext
+from mirror_lib.flow import FlowContext, produce_plain
 from mirror_lib.formats import Heartbeat
 
 _READY: set[tuple[str, str]] = set()
@@ -35,10 +32,12 @@ def emit_heartbeat(ctx: FlowContext, timeout_s: float = 30) -> int:
     ensure_heartbeats_topic(ctx)
     now = int(time.time() * 1000)
     beat = Heartbeat(ctx.source, ctx.target, now)
-    producer = Producer(ctx.client("target", "producer", **{"enable.idempotence": True}))
-    producer.produce(
-        ctx.policy.heartbeats_topic(), beat.value(), beat.key(), partition=0, timestamp=now
+    produce_plain(
+        ctx,
+        "target",
+        ctx.policy.heartbeats_topic(),
+        [(beat.key(), beat.value())],
+        timestamp=now,
+        timeout_s=timeout_s,
     )
-    if producer.flush(timeout_s) > 0:
-        raise BrokerError(f"heartbeat to {ctx.target} not acknowledged", transient=True)
     return 1

@@ -18,7 +18,8 @@ from mirror_lib.errors import BrokerError
 TP = tuple[str, int]
 
 
-def _wait(futures: dict[Any, Any], what: str, timeout_s: float) -> dict[Any, Any]:
+def wait_futures(futures: dict[Any, Any], what: str, timeout_s: float = 35) -> dict[Any, Any]:
+    """Results of confluent-kafka admin futures by key; failures become BrokerError."""
     out = {}
     for key, fut in futures.items():
         try:
@@ -46,7 +47,7 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], timeout_s: float = 30) 
     if not names:
         return {}
     futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
-    described = _wait(futures, "describing topics", timeout_s + 5)
+    described = wait_futures(futures, "describing topics", timeout_s + 5)
     return {name: str(desc.topic_id) for name, desc in described.items()}
 
 
@@ -64,6 +65,29 @@ def partition_bounds(
             isolation_level=IsolationLevel.READ_COMMITTED,
             request_timeout=timeout_s,
         )
-        for tp, info in _wait(futures, "listing offsets", timeout_s + 5).items():
+        for tp, info in wait_futures(futures, "listing offsets", timeout_s + 5).items():
             result[(tp.topic, tp.partition)][index] = max(int(info.offset), 0)
     return {tp: (lo, hi) for tp, (lo, hi) in result.items()}
+
+
+def positions(offset: dict[str, Any] | None, key: str = "p") -> dict[TP, int]:
+    """Per (topic, partition) values of a source offset ``{"topics": {t: {"p": {"0": n}}}}``.
+
+    ``key="s"`` gives the explicit batch starts of partitions first seen or moved past a gap.
+    """
+    return {
+        (topic, int(p)): int(value)
+        for topic, entry in (offset or {}).get("topics", {}).items()
+        for p, value in entry.get(key, {}).items()
+    }
+
+
+def batch_ranges(start: dict[str, Any], end: dict[str, Any]) -> list[tuple[str, int, int, int]]:
+    """The non-empty ``(topic, partition, first, stop)`` ranges of a batch from start to end."""
+    begin, starts = positions(start), positions(end, "s")
+    ranges = []
+    for tp, stop in sorted(positions(end).items()):
+        first = starts.get(tp, begin.get(tp, stop))
+        if stop > first:
+            ranges.append((tp[0], tp[1], first, stop))
+    return ranges

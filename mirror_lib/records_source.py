@@ -19,6 +19,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from mirror_lib.budget import allocate
+from mirror_lib.kafka_offsets import batch_ranges, positions
 
 SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -81,7 +82,7 @@ class RecordsReader(DataSourceStreamReader):
         return {"topics": {}}
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict:
-        previous = _positions(start or self._position or {"topics": {}})
+        previous = positions(start or self._position or {"topics": {}})
         bounds = self._bounds()
         begin = {}
         for tp, (lo, hi) in bounds.items():
@@ -99,17 +100,7 @@ class RecordsReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         self._position = end
-        first = _positions(start)
-        starts = {
-            (t, int(p)): int(v)
-            for t, e in end.get("topics", {}).items()
-            for p, v in e.get("s", {}).items()
-        }
-        ranges = []
-        for tp, stop in sorted(_positions(end).items()):
-            begin = starts.get(tp, first.get(tp, stop))
-            if stop > begin:
-                ranges.append((tp[0], tp[1], begin, stop))
+        ranges = batch_ranges(start, end)
         return [RecordRanges(ranges)] if ranges else []
 
     def read(self, partition: RecordRanges) -> Iterator[tuple]:
@@ -117,12 +108,6 @@ class RecordsReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         self._position = end
-
-
-def _positions(offset: dict[str, Any]) -> dict[tuple[str, int], int]:
-    return {
-        (t, int(p)): int(v) for t, e in offset.get("topics", {}).items() for p, v in e["p"].items()
-    }
 
 
 def _read_ranges(options: dict[str, str], ranges: list[tuple[str, int, int, int]]) -> Iterator:

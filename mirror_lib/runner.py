@@ -19,6 +19,7 @@ from typing import Any
 from mirror_lib.config import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.flow import FlowContext
+from mirror_lib.kafka_offsets import positions
 from mirror_lib.progress import CatchUpProgress
 from mirror_lib.spark import register_sources
 
@@ -63,11 +64,7 @@ def end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
         if isinstance(raw, str)
         else raw
     )
-    return {
-        (t, int(p)): int(v)
-        for t, e in (end or {}).get("topics", {}).items()
-        for p, v in e["p"].items()
-    }
+    return positions(end)
 
 
 @dataclass
@@ -110,12 +107,20 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
     )
 
 
-def raise_query_error(query: Any, what: str) -> None:
-    """Raise a MirrorRuntimeError when ``query`` failed."""
-    exc = query.exception()
+def raise_query_error(
+    query: Any, what: str, kept: str = "the tables keep every committed batch"
+) -> None:
+    """Raise a MirrorRuntimeError naming the cause when ``query`` failed.
+
+    The cause is our own error's message when the Python traceback carries one, else the first
+    line of Spark's message.
+    """
+    exc = query.exception() if query is not None else None
     if exc is not None:
-        first = str(exc).strip().splitlines()[0]
-        raise MirrorRuntimeError(f"{what} failed: {first}; the tables keep every committed batch")
+        text = str(exc)
+        match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
+        detail = f"{match.group(1)}: {match.group(2)}" if match else text.strip().splitlines()[0]
+        raise MirrorRuntimeError(f"{what} failed: {detail}; {kept}")
 
 
 class FlowRunner:
@@ -212,17 +217,12 @@ class FlowRunner:
 
     def raise_if_failed(self) -> None:
         """Re-raise a failed query's error as a MirrorRuntimeError with the cause's message."""
-        if self.query is None:
-            return
-        exc = self.query.exception()
-        if exc is not None:
-            text = str(exc)
-            match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
-            detail = f"{match.group(1)}: {match.group(2)}" if match else text.splitlines()[0]
-            raise MirrorRuntimeError(
-                f"flow {self.ctx.flow.name} failed: {detail}. Everything committed before the "
-                "failure is kept; restarting resumes from the last committed batch"
-            )
+        raise_query_error(
+            self.query,
+            f"flow {self.ctx.flow.name}",
+            "everything committed before the failure is kept; restarting resumes from the last "
+            "committed batch",
+        )
 
 
 def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from mirror_lib.errors import ConfigError
+from mirror_lib.filters import (
+    DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS_EXCLUDE,
+    compile_patterns,
+    parse_list,
+)
 
-DEFAULT_TOPICS_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
-DEFAULT_GROUPS_EXCLUDE = r"console-consumer-.*, connect-.*, __.*"
 DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
     r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
     r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
@@ -24,7 +28,7 @@ DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 def split_list(text: str) -> tuple[str, ...]:
     """MM2's comma-separated list: items trimmed, empty items (e.g. a trailing comma) dropped."""
-    return tuple(item.strip() for item in text.split(",") if item.strip())
+    return parse_list(text)
 
 
 def _bool(key: str, raw: str) -> bool:
@@ -77,8 +81,6 @@ def _choice(*choices: str) -> Callable[[str, str], str]:
 
 
 def _regex_list(key: str, raw: str) -> tuple[str, ...]:
-    from mirror_lib.filters import compile_patterns
-
     items = split_list(raw)
     compile_patterns(items, key)  # the same Java-to-Python translation the filters use
     return items

@@ -29,7 +29,13 @@ from mirror_lib import events
 from mirror_lib.budget import allocate
 from mirror_lib.errors import DataLossError
 from mirror_lib.flow import FlowContext, stable_slot
-from mirror_lib.kafka_offsets import list_topic_partitions, partition_bounds, topic_ids
+from mirror_lib.kafka_offsets import (
+    batch_ranges,
+    list_topic_partitions,
+    partition_bounds,
+    positions,
+    topic_ids,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +71,6 @@ class MirrorDataSource(DataSource):
 
 def _offsets(topics: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"v": 1, "topics": topics}
-
-
-def _positions(offset: dict[str, Any] | None) -> dict[tuple[str, int], int]:
-    if not offset:
-        return {}
-    return {
-        (topic, int(p)): int(pos)
-        for topic, entry in offset.get("topics", {}).items()
-        for p, pos in entry["p"].items()
-    }
 
 
 class RangePlanner(DataSourceStreamReader):
@@ -150,13 +146,13 @@ class RangePlanner(DataSourceStreamReader):
         tps = [(t, p) for t, n in counts.items() for p in range(n)]
         bounds = partition_bounds(self._admin("source"), tps)
         previous = (start or {}).get("topics", {})
-        positions = _positions(start)
+        known = positions(start)
         begin: dict[tuple[str, int], int] = {}
         for (topic, p), (lo, hi) in bounds.items():
             if p >= target_counts.get(ctx.remote_topic(topic), 0):
                 continue  # remote partition not there yet: plan it once it exists
             old = previous.get(topic)
-            pos = positions.get((topic, p))
+            pos = known.get((topic, p))
             if old is not None and old.get("id") not in (None, ids.get(topic)):
                 pos = self._gap(topic, p, pos, lo, hi, "topic was deleted and re-created")
             elif pos is None:
@@ -167,7 +163,7 @@ class RangePlanner(DataSourceStreamReader):
             elif pos > hi:
                 pos = self._gap(topic, p, pos, lo, hi, "partition was truncated or re-created")
             begin[(topic, p)] = pos
-        moved = {tp for tp, b in begin.items() if positions.get(tp) != b}
+        moved = {tp for tp, b in begin.items() if known.get(tp) != b}
         ends = dict(begin)
         if not first:
             backlog = {tp: bounds[tp][1] - b for tp, b in begin.items()}
@@ -260,19 +256,10 @@ class RangePlanner(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         self._position = end
-        begin = _positions(start)
-        starts = {  # explicit starts of partitions that are new or moved past a gap
-            (topic, int(p)): int(pos)
-            for topic, entry in end.get("topics", {}).items()
-            for p, pos in entry.get("s", {}).items()
-        }
         slots: dict[int, list[tuple[str, int, int, int]]] = {}
         tasks = self.ctx.settings.tasks
-        for (topic, p), stop in sorted(_positions(end).items()):
-            first = starts.get((topic, p), begin.get((topic, p), stop))
-            if stop > first:
-                slot = stable_slot(topic, p, tasks)
-                slots.setdefault(slot, []).append((topic, p, first, stop))
+        for topic, p, first, stop in batch_ranges(start, end):
+            slots.setdefault(stable_slot(topic, p, tasks), []).append((topic, p, first, stop))
         return [SlotWork(slot, ranges) for slot, ranges in sorted(slots.items())]
 
     def read(self, partition: SlotWork) -> Iterator[tuple[str, int, int, int, int]]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mirror_lib import settings
 from mirror_lib.admin import (
     AclBinding,
     AdminOps,
@@ -23,17 +24,13 @@ from mirror_lib.admin import (
     kafka_error_name,
 )
 from mirror_lib.errors import BrokerError, ConfigError, UnsupportedOperationError
+from mirror_lib.filters import parse_list
 
 log = logging.getLogger(__name__)
 
 #: MM2 4.x default of ``config.properties.exclude`` (regexes, each a full match).
-DEFAULT_CONFIG_PROPERTIES_EXCLUDE: tuple[str, ...] = (
-    r"follower\.replication\.throttled\.replicas",
-    r"leader\.replication\.throttled\.replicas",
-    r"message\.timestamp\.difference\.max\.ms",
-    r"message\.timestamp\.type",
-    r"unclean\.leader\.election\.enable",
-    r"min\.insync\.replicas",
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE: tuple[str, ...] = parse_list(
+    settings.DEFAULT_CONFIG_PROPERTIES_EXCLUDE
 )
 
 

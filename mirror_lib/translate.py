@@ -62,29 +62,33 @@ def read_topic(
         consumer.close()
 
 
-def decode_segments(values: Iterable[bytes | None]) -> tuple[dict[TP, SegmentIndex], int]:
-    """Segment indexes per (source topic, partition) from metrics records; and the bad count."""
-    indexes: dict[TP, SegmentIndex] = {}
-    bad = 0
-    for value in values:
-        try:
-            event = json.loads(value or b"")
-            if event.get("type") != "segments":
-                continue
-            index = indexes.setdefault((event["topic"], int(event["partition"])), SegmentIndex())
-            for us, ue, ds, de in event["segments"]:
-                index.add(Segment(us, ue, ds, de))
-        except (ValueError, KeyError, TypeError):
-            bad += 1
-    return indexes, bad
+def add_segments(indexes: dict[TP, SegmentIndex], value: bytes | None) -> bool:
+    """Add a metrics record's segments to ``indexes``; False when it cannot be decoded.
+
+    Records of other types are ignored (True).
+    """
+    try:
+        event = json.loads(value or b"")
+        if event.get("type") != "segments":
+            return True
+        index = indexes.setdefault((event["topic"], int(event["partition"])), SegmentIndex())
+        for us, ue, ds, de in event["segments"]:
+            index.add(Segment(us, ue, ds, de))
+    except (ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def reader_conf(ctx: FlowContext) -> dict[str, Any]:
+    """Consumer config for reading the flow's internal topics on the target."""
+    return ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
 
 
 def load_segments(ctx: FlowContext, timeout_s: float = 60) -> dict[TP, SegmentIndex]:
-    """Read the flow's segments from the target's metrics topic."""
-    conf = ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
-    indexes, _bad = decode_segments(
-        m.value() for m in read_topic(conf, ctx.metrics_topic, timeout_s)
-    )
+    """Read the flow's segments from the target's metrics topic (undecodable records skipped)."""
+    indexes: dict[TP, SegmentIndex] = {}
+    for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, timeout_s):
+        add_segments(indexes, msg.value())
     return indexes
 
 
