@@ -8,6 +8,7 @@ with ``apply``, commits them - refusing a group that has active members there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -15,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_lib.checkpoint_logic import is_idle_group
 from mirror_lib.clients import client_config
 from mirror_lib.config import MirrorConfig
-from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.kafka_offsets import wait_futures
 
 
@@ -49,13 +50,24 @@ def _admin(config: MirrorConfig, alias: str) -> AdminClient:
 
 
 def failover_group(
-    config: MirrorConfig, group: str, source: str, target: str, *, apply: bool = False
+    config: MirrorConfig,
+    group: str,
+    source: str,
+    target: str,
+    *,
+    apply: bool = False,
+    confirm: str | None = None,
 ) -> list[TranslatedOffset]:
     """The translated offsets next to the current ones on ``target``; ``apply`` commits them.
 
     Refuses (MirrorRuntimeError) when the group has active members on the target or when there
-    is no checkpoint for it; nothing is changed then.
+    is no checkpoint for it; nothing is changed then. ``confirm`` (notebooks): when given, it
+    must repeat the group id before anything is committed.
     """
+    if apply and confirm is not None and confirm.strip() != group:
+        raise ConfigError(
+            "confirm_group", confirm, f"the group id {group!r} typed again to commit its offsets"
+        )
     offsets = translate_group(config, group, source, target)
     if not offsets:
         raise MirrorRuntimeError(
@@ -120,3 +132,40 @@ def translate_group_as_of(
         if key not in latest or row["kafka_offset"] > latest[key][0]:
             latest[key] = (row["kafka_offset"], row["downstream_offset"])
     return [TranslatedOffset(t, p, off) for (t, p), (_k, off) in sorted(latest.items())]
+
+
+@dataclass(frozen=True)
+class FailoverOverview:
+    """Everything an on-call engineer checks before failing ``group`` over to ``target``."""
+
+    group: str
+    readiness: list[dict[str, Any]]
+    sql_offsets: list[dict[str, Any]]
+    dry_run: list[TranslatedOffset]
+
+
+def failover_overview(
+    spark: Any, config: MirrorConfig, group: str, source: str, target: str
+) -> FailoverOverview:
+    """SQL translation and readiness (lag, checkpoint and heartbeat age) next to a dry run."""
+    from mirror_lib.views import create_views
+
+    config.flow(f"{source}->{target}")
+    create_views(spark, config)
+    where = (
+        f"WHERE group_id = '{group.replace(chr(39), chr(39) * 2)}' "
+        f"AND source = '{source}' AND target = '{target}'"
+    )
+    readiness = [
+        r.asDict() for r in spark.sql(f"SELECT * FROM failover_readiness {where}").collect()
+    ]
+    sql_offsets = [
+        r.asDict()
+        for r in spark.sql(
+            "SELECT topic, partition, upstream_offset, offset, checkpoint_offset "
+            f"FROM offset_translation {where} ORDER BY topic, partition"
+        ).collect()
+    ]
+    return FailoverOverview(
+        group, readiness, sql_offsets, failover_group(config, group, source, target)
+    )

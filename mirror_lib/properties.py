@@ -90,6 +90,29 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
+def _escape(text: str, is_key: bool) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch in "\\\t\n\r\f":
+            out.append({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}[ch])
+        elif ch in "\v\x1c\x1d\x1e\x85\u2028\u2029":  # line breaks to str.splitlines
+            out.append(f"\\u{ord(ch):04x}")
+        elif ch == " " and (is_key or i == 0):
+            out.append("\\ ")
+        elif is_key and ch in "=:#!":
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def format_properties(props: Mapping[str, str], header: str = "") -> str:
+    """Java properties text that :func:`parse_properties` reads back unchanged (secrets too)."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"{_escape(k, True)} = {_escape(v, False)}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
 def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a properties file (UTF-8); a missing file is a :class:`ConfigError`."""
     p = Path(path)

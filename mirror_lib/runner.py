@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from mirror_lib.progress import CatchUpProgress
 from mirror_lib.spark import register_sources
 
 log = logging.getLogger(__name__)
+
+#: What ``run_flows`` can run; job tasks split them across tasks of one job.
+PARTS = ("replication", "checkpoints", "heartbeats", "tables")
 
 
 def flow_dir(config: MirrorConfig, flow_name: str) -> Path:
@@ -196,6 +200,11 @@ class FlowRunner:
         tps = [(t, p) for t, n in counts.items() if self.ctx.should_replicate(t) for p in range(n)]
         return {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items()}
 
+    def lag(self) -> int:
+        """Records the replication query still has to copy (source LSO - last batch's end)."""
+        ends = end_offsets(self.query.lastProgress if self.query else None)
+        return sum(max(hi - ends.get(tp, 0), 0) for tp, hi in self.snapshot().items())
+
     def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
         """True when the last finished batch reached ``target`` for every partition."""
         ends = end_offsets(self.query.lastProgress if self.query else None)
@@ -225,6 +234,36 @@ class FlowRunner:
         )
 
 
+def progress_rows(runners: list[FlowRunner], tables: list[Any], clusters: list[str]) -> list[dict]:
+    """One row per running query: batches done, records/s and, for replication, the lag."""
+    rows = []
+    for r in runners:
+        st = r.status()
+        rows.append(
+            {
+                "flow": st.flow,
+                "job": st.job,
+                "active": st.active,
+                "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
+                "records_per_s": round(st.records_per_second or 0.0, 1),
+                "lag": r.lag() if r.job == "replication" and r.query is not None else None,
+            }
+        )
+    for q, cluster in zip(tables, clusters, strict=True):
+        last = q.lastProgress
+        rows.append(
+            {
+                "flow": cluster,
+                "job": "tables",
+                "active": q.isActive,
+                "batches": last["batchId"] + 1 if last else 0,
+                "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
+                "lag": None,
+            }
+        )
+    return rows
+
+
 def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
     """Fail fast, before any query starts, when a cluster cannot be reached."""
     from confluent_kafka import KafkaException
@@ -248,15 +287,15 @@ def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 
             ) from exc
 
 
-def _one_round(ctx: FlowContext, report: Any) -> None:
+def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) -> None:
     """After a --once catch-up: one heartbeat and one checkpoint cycle, without Spark."""
     from mirror_lib.checkpointing import run_checkpoints
     from mirror_lib.heartbeats import emit_heartbeat
 
     s = ctx.settings
-    if s.emit_heartbeats:
+    if s.emit_heartbeats and "heartbeats" in parts:
         emit_heartbeat(ctx)
-    if s.emit_checkpoints or s.sync_group_offsets:
+    if (s.emit_checkpoints or s.sync_group_offsets) and "checkpoints" in parts:
         written, skipped = run_checkpoints(ctx, f"once:{ctx.flow.name}", force_group_sync=True)
         report(f"{ctx.flow.name}: {written} checkpoints written, {skipped} bad records skipped")
 
@@ -286,17 +325,25 @@ def run_flows(
     timeout_s: float | None = None,
     report: Any = print,
     show_progress: bool = False,
+    parts: Collection[str] = PARTS,
+    on_progress: Callable[[list[dict[str, Any]]], None] | None = None,
+    progress_interval_s: float = 5,
 ) -> dict[str, FlowStatus]:
     """Run the queries of the given (default: all enabled) flows; the one call behind `mirror run`.
 
     ``once``: replicate everything available at start, then stop (availableNow semantics).
     ``duration_s``: stop after that many seconds. Otherwise run until interrupted. Every query is
     stopped on return, also on errors and Ctrl-C. ``spark=None`` starts (or reuses) a session
-    after the clusters were found reachable.
+    after the clusters were found reachable. ``parts``: which of replication, checkpoints,
+    heartbeats and tables (materialization) to run, so that job tasks can split them.
+    ``on_progress`` gets :func:`progress_rows` every ``progress_interval_s`` while running.
     """
     names = flow_names or [f.name for f in config.enabled_flows()]
     if not names:
         raise ConfigError("A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)")
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
     flows = [config.flow(name) for name in names]
     check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
     own_session = False  # stop only a session made here, never e.g. a Databricks job's
@@ -314,9 +361,9 @@ def run_flows(
         tables_enabled,
     )
 
-    runners = [FlowRunner(spark, config, name) for name in names]
-    jobs = [] if once else companion_jobs(spark, config, names)
-    clusters = materialized_clusters(config) if tables_enabled(config) else []
+    runners = [FlowRunner(spark, config, name) for name in names] if "replication" in parts else []
+    jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]
+    clusters = materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
     tables: list[Any] = []
     try:
         targets = {r.ctx.flow.name: r.snapshot() for r in runners}
@@ -342,18 +389,25 @@ def run_flows(
                     f"{r.ctx.flow.name}: caught up with {sum(targets[r.ctx.flow.name].values())}"
                     " source offsets"
                 )
-                _one_round(r.ctx, report)
+            for name in names:
+                _one_round(FlowContext.create(config, name), report, parts)
             for cluster in clusters:
                 materialize_caught_up(spark, config, cluster, timeout_s)
                 report(f"materialized the internal topics of {cluster} into Delta tables")
         else:
             tables = [start_materialization(spark, config, c) for c in clusters]
+            next_progress = time.monotonic() + progress_interval_s
             while deadline is None or time.monotonic() < deadline:
                 for r in runners + jobs:
                     r.raise_if_failed()
                 for q, cluster in zip(tables, clusters, strict=True):
                     raise_query_error(q, f"materialization of {cluster}")
+                if on_progress is not None and time.monotonic() >= next_progress:
+                    on_progress(progress_rows(runners + jobs, tables, clusters))
+                    next_progress = time.monotonic() + progress_interval_s
                 time.sleep(1)
+            if on_progress is not None:
+                on_progress(progress_rows(runners + jobs, tables, clusters))
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:
         for r in runners + jobs:
