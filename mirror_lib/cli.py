@@ -9,7 +9,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mirror_lib.config import load_config
 from mirror_lib.errors import ConfigError, MirrorError
@@ -33,13 +34,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from mirror_lib.runner import run_flows
+    from mirror_lib.tracking import run_and_log
 
     config = load_config(args.config)
-    run_flows(
+    run_and_log(  # run_flows, logged to MLflow with --mlflow or mirror.mlflow.enabled = true
         None,
         config,
         args.flow,
+        mlflow=True if args.mlflow else None,
         once=args.once,
         duration_s=args.duration,
         timeout_s=args.timeout,
@@ -91,6 +93,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from mirror_lib.dashboard import write_dashboard
+
+    print(write_dashboard(None, load_config(args.config), args.out))
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -116,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--once", action="store_true", help="replicate what is there now, then exit")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
     run.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")
+    run.add_argument(
+        "--mlflow", action="store_true", help="log an MLflow run (or mirror.mlflow.enabled = true)"
+    )
     run.set_defaults(func=_cmd_run)
     for name, func, text in (
         ("translate", _cmd_translate, "translated target offsets of a consumer group"),
@@ -134,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("config", help="mm2.properties file")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=_cmd_status)
+    dashboard = sub.add_parser("dashboard", help="static plotly dashboard from the Delta tables")
+    dashboard.add_argument("config", help="mm2.properties file")
+    dashboard.add_argument("--out", required=True, help="HTML file to write (self-contained)")
+    dashboard.set_defaults(func=_cmd_dashboard)
     demo = sub.add_parser("demo", help="the embedded default end to end (two local brokers)")
     demo.add_argument("--duration", type=float, default=45, help="seconds of live replication")
     demo.add_argument("--workdir", help="folder for brokers' logs, state and tables")
@@ -141,20 +157,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``mirror`` console script."""
+def exit_code(call: Callable[[], Any], prog: str = "mirror") -> int:
+    """Run ``call``; print a failure in one line and map it to the exit codes of DESIGN.md."""
     try:
-        args = build_parser().parse_args(argv)
-        return int(args.func(args))
+        result = call()
+        return result if isinstance(result, int) else 0
     except ConfigError as exc:
-        print(f"mirror: invalid input: {exc}", file=sys.stderr)
+        print(f"{prog}: invalid input: {exc}", file=sys.stderr)
         return 2
     except MirrorError as exc:
-        print(f"mirror: failed: {exc}", file=sys.stderr)
+        print(f"{prog}: failed: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("mirror: interrupted; everything started was stopped", file=sys.stderr)
+        print(f"{prog}: interrupted; everything started was stopped", file=sys.stderr)
         return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mirror`` console script."""
+
+    def call() -> int:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+
+    return exit_code(call)
 
 
 def entry_point() -> None:

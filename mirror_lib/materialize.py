@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
 from mirror_lib.config import MirrorConfig
 from mirror_lib.delta_store import DeltaBatchWriter
 from mirror_lib.errors import ConfigError
+from mirror_lib.tables import TABLES
 
 #: Topics a materialization query reads; decode.classify drops anything else that matches.
 INTERNAL_PATTERN = r".*(mm2-offset-syncs|checkpoints|heartbeats|mm2-metrics).*"
@@ -207,9 +208,44 @@ def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
 
 
 def maintain_tables(
-    config: MirrorConfig, *, retention_days: float = 30, vacuum_hours: float = 168
+    config: MirrorConfig,
+    *,
+    spark: Any = None,
+    retention_days: float = 30,
+    vacuum_hours: float = 168,
 ) -> dict[str, Any]:
-    """Delete rows older than the retention, compact and vacuum every delta-rs table."""
+    """Delete rows older than the retention, compact and vacuum every table.
+
+    delta-rs tables are maintained directly. With Delta's Spark writer (``spark`` given, e.g. the
+    bundle's maintenance task) the same is SQL - DELETE, OPTIMIZE, VACUUM - and the views are
+    (re)created in ``mirror.tables.schema`` so the dashboard's queries resolve.
+    """
+    if spark is not None and tables_writer(spark, config) == "spark":
+        return _maintain_with_sql(spark, config, retention_days, vacuum_hours)
     from mirror_lib.delta_store import maintain
 
     return maintain(tables_root(config), retention_days=retention_days, vacuum_hours=vacuum_hours)
+
+
+def _maintain_with_sql(
+    spark: Any, config: MirrorConfig, retention_days: float, vacuum_hours: float
+) -> dict[str, Any]:
+    from mirror_lib.views import create_views
+
+    schema = config.properties.get("mirror.tables.schema", "").strip()
+    done: dict[str, Any] = {}
+    for name in TABLES:
+        table = f"{schema}.{name}" if schema else name
+        if not spark.catalog.tableExists(table):
+            continue
+        seconds = int(retention_days * 86400)
+        spark.sql(
+            f"DELETE FROM {table} WHERE record_ts < current_timestamp() - "
+            f"make_dt_interval(0, 0, 0, {seconds})"
+        )
+        spark.sql(f"OPTIMIZE {table}")
+        spark.sql(f"VACUUM {table} RETAIN {int(vacuum_hours)} HOURS")
+        done[name] = {"retention_days": retention_days, "vacuum_hours": int(vacuum_hours)}
+    if len(done) == len(TABLES):
+        done["views"] = create_views(spark, config)
+    return done

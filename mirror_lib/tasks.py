@@ -1,0 +1,87 @@
+"""Job tasks of the Databricks bundle: named parameters in, one library call, an exit code out.
+
+``jobs/<task>.py`` files call :func:`main` with their task name and ``sys.argv[1:]``. Each task
+declares its parameters with the widgets layer, so a bad ``--name value`` gets the same error as
+a bad notebook widget, before anything starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from mirror_lib.errors import ConfigError
+from mirror_lib.widgets import Param, Widgets, as_bool, as_number, text
+
+COMMON = (
+    text("config_path", "", "mm2.properties path", required=True, help="an mm2.properties path"),
+    text("flows", "", "flows (A->B, comma-separated; empty: all enabled)"),
+    text("tables_schema", "", "catalog.schema of the Delta tables (overrides the config)"),
+)
+RUNNING = (
+    text("duration_seconds", "0", "stop after (0: run until stopped)", parse=as_number(0)),
+    text("once", "false", "catch up, then exit", parse=as_bool),
+)
+MAINTENANCE = (
+    text("retention_days", "30", "delete table rows older than (days)", parse=as_number(0.01)),
+    text("vacuum_hours", "168", "vacuum files unreferenced for (hours)", parse=as_number(0)),
+)
+
+#: Task name -> (parts of run_flows it runs, or None for maintenance; its parameters).
+TASKS: dict[str, tuple[tuple[str, ...] | None, tuple[Param, ...]]] = {
+    "replication": (("replication",), COMMON + RUNNING),
+    "companions": (("checkpoints", "heartbeats"), COMMON + RUNNING),
+    "materialization": (("tables",), COMMON + RUNNING),
+    "maintenance": (None, COMMON + MAINTENANCE),
+}
+
+
+def _config(values: dict[str, Any]) -> Any:
+    from mirror_lib.config import load_config
+
+    overrides = {"mirror.tables.schema": values["tables_schema"]} if values["tables_schema"] else {}
+    return load_config(values["config_path"], **overrides)
+
+
+def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = print) -> Any:
+    """Run one bundle task with its job arguments; ``spark=None`` uses the job's session."""
+    if name not in TASKS:
+        raise ConfigError("task", name, "one of " + ", ".join(TASKS))
+    parts, params = TASKS[name]
+    values = Widgets(*params, args=args, interactive=False).values()
+    config = _config(values)
+    flows = [f.strip() for f in values["flows"].split(",") if f.strip()] or None
+    for flow in flows or []:
+        config.flow(flow)
+    if parts is None:
+        from mirror_lib.materialize import maintain_tables
+        from mirror_lib.spark import get_spark
+
+        return maintain_tables(
+            config,
+            spark=spark if spark is not None else get_spark(),
+            retention_days=values["retention_days"],
+            vacuum_hours=values["vacuum_hours"],
+        )
+    from mirror_lib.runner import run_flows
+
+    return run_flows(
+        spark,
+        config,
+        flows,
+        once=values["once"],
+        duration_s=values["duration_seconds"] or None,
+        parts=parts,
+        report=report,
+        on_progress=lambda rows: [report(row) for row in rows],
+        progress_interval_s=60,
+    )
+
+
+def main(name: str, args: Sequence[str] | None = None) -> int:
+    """Entry of ``jobs/<name>.py``: parameters are checked before a Spark session is found."""
+    from mirror_lib.cli import exit_code
+
+    argv = sys.argv[1:] if args is None else args
+    return exit_code(lambda: run_task(name, argv), f"mirror task {name}")

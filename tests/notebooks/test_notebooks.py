@@ -1,0 +1,142 @@
+"""Every notebook executed headless by nbval against two fresh embedded brokers.
+
+Parameters reach the notebooks as ``MIRROR_<NAME>`` environment variables (the kernel inherits
+the pytest subprocess's environment). ``--nbval-lax`` runs every cell (an exception fails it) and
+compares the outputs of cells marked ``# NBVAL_CHECK_OUTPUT`` with the ones stored in the notebook.
+Afterwards the test checks what the notebooks did: the saved config, the replicated records, the
+committed failover offsets.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirror_lib import embedded
+from mirror_lib.config import load_config
+from mirror_lib.failover import translate_group
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+TOPICS = {"orders": 3, "payments": 2}
+GROUP = "nb-orders-app"
+PER_PARTITION = 40
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory):
+    started = embedded.start_brokers(2, ["nb-a", "nb-b"], tmp_path_factory.mktemp("nb-tansu"))
+    try:
+        yield started[0].bootstrap_servers, started[1].bootstrap_servers
+    finally:
+        embedded.stop_brokers(started)
+
+
+def _workload(source: str) -> None:
+    for topic, partitions in TOPICS.items():
+        embedded.create_topic(source, topic, partitions)
+        embedded.produce_exact(
+            source,
+            topic,
+            [
+                {"key": f"k{i}", "value": f"{topic}-{i}", "partition": i % partitions}
+                for i in range(PER_PARTITION * partitions)
+            ],
+        )
+    consumer = Consumer({"bootstrap.servers": source, "group.id": GROUP})
+    consumer.commit(
+        offsets=[TopicPartition("orders", p, 10 + p) for p in range(TOPICS["orders"])],
+        asynchronous=False,
+    )
+    consumer.close()
+
+
+def _committed(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    tps = [TopicPartition(topic, p) for p in range(TOPICS["orders"])]
+    offsets = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+    consumer.close()
+    return offsets
+
+
+def test_the_notebooks_run_headless_and_do_their_job(clusters, tmp_path):
+    source, target = clusters
+    _workload(source)
+    config_path = tmp_path / "conf" / "mm2.properties"
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=str(REPO),
+        MIRROR_SOURCE_BOOTSTRAP=source,
+        MIRROR_TARGET_BOOTSTRAP=target,
+        MIRROR_TOPICS="orders, payments",
+        MIRROR_GROUPS="nb-.*",
+        MIRROR_REPLICATION_FACTOR="1",
+        MIRROR_STATE_DIR=str(tmp_path / "state"),
+        MIRROR_CONFIG_PATH=str(config_path),
+        MIRROR_MODE="once",
+        MIRROR_GROUP=GROUP,
+        MIRROR_APPLY="yes",
+        MIRROR_CONFIRM_GROUP=GROUP,
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval-lax",
+            "--nbval-current-env",
+            "--nbval-cell-timeout=300",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *map(str, NOTEBOOKS),
+        ],
+        cwd=tmp_path,  # relative defaults (./mirror-state) land in tmp_path, not the repo
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    cells = sum(
+        1 for nb in NOTEBOOKS for line in nb.read_text().splitlines() if '"cell_type": "code"' in line
+    )
+    assert f"{cells} passed" in output, output[-3000:]
+
+    config = load_config(config_path)  # 01 saved a config the library reads back
+    assert [f.name for f in config.enabled_flows()] == ["A->B"]
+    for topic, partitions in TOPICS.items():  # 02 replicated every record
+        copied = embedded.consume_all(target, f"A.{topic}")
+        assert len(copied) == PER_PARTITION * partitions
+    translated = {o.partition: o.offset for o in translate_group(config, GROUP, "A", "B")}
+    assert translated == {p: 10 + p for p in range(TOPICS["orders"])}
+    assert _committed(target, "A.orders") == translated  # 03 applied the failover
+
+
+def test_every_notebook_follows_the_pattern():
+    """widgets -> config -> one library call -> display: a parameters cell, no dbutils below it."""
+    import nbformat
+
+    assert [nb.name for nb in NOTEBOOKS] == [
+        "01_configure_flows.ipynb",
+        "02_run_replication.ipynb",
+        "03_failover.ipynb",
+        "04_latency_dashboard.ipynb",
+    ]
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert "parameters" in code[0].metadata.get("tags", []), path.name
+        assert "Widgets(" in code[0].source, path.name
+        for cell in code:  # golden outputs only where they are compared
+            checked = cell.source.startswith("# NBVAL_CHECK_OUTPUT")
+            assert bool(cell.get("outputs")) == checked, f"{path.name}: {cell.source[:60]}"
+        assert not any("dbutils." in c.source for c in code), path.name
