@@ -65,6 +65,8 @@ def get_spark() -> Any:
         active = SparkSession.getActiveSession()
     except ImportError:
         active = None
+    if active is None and os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        active = SparkSession.builder.getOrCreate()  # a job task: the cluster's session
     if active is not None:
         register_sources(active)
         return active

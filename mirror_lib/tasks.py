@@ -54,13 +54,17 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
     flows = [f.strip() for f in values["flows"].split(",") if f.strip()] or None
     for flow in flows or []:
         config.flow(flow)
+    from mirror_lib.spark import get_spark
+
+    # Never a session of our own: tasks of one job share the cluster's, and stopping it on
+    # return would stop the other tasks' queries.
+    spark = spark if spark is not None else get_spark()
     if parts is None:
         from mirror_lib.materialize import maintain_tables
-        from mirror_lib.spark import get_spark
 
         return maintain_tables(
             config,
-            spark=spark if spark is not None else get_spark(),
+            spark=spark,
             retention_days=values["retention_days"],
             vacuum_hours=values["vacuum_hours"],
         )

@@ -1,0 +1,57 @@
+"""Bundle job tasks over the test brokers: the entry file as a subprocess, others in-process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from mirror_lib.config import load_config
+from mirror_lib.delta_store import read_table
+from mirror_lib.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.materialize import tables_root
+from mirror_lib.tasks import run_task
+from tests.integration.conftest import flow_properties, write_properties
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_job_tasks_replicate_checkpoint_materialize_and_maintain(
+    spark, brokers, unique_name, tmp_path, subprocess_env
+):
+    topic = f"{unique_name}-t"
+    props = flow_properties(
+        brokers.source,
+        brokers.target,
+        tmp_path / "state",
+        topics=topic,
+        groups=f"{unique_name}-.*",
+        **{"mirror.tables.enabled": "true", "emit.heartbeats.enabled": "false"},
+    )
+    config_path = write_properties(tmp_path / "mm2.properties", props)
+    create_topic(brokers.source, topic, 2)
+    produce_exact(
+        brokers.source, topic, [{"value": f"v{i}", "partition": i % 2} for i in range(30)]
+    )
+    args = ["--config-path", str(config_path), "--once", "true"]
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "replication.py"), *args],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(consume_all(brokers.target, f"A.{topic}")) == 30
+    assert "caught up with 30 source offsets" in done.stdout
+
+    quiet = {"report": lambda *_: None}
+    run_task("companions", args, spark, **quiet)
+    run_task("materialization", args, spark, **quiet)
+    config = load_config(config_path)
+    syncs = read_table(tables_root(config), "offset_syncs").to_pylist()
+    assert {r["remote_topic"] for r in syncs} == {f"A.{topic}"}
+    result = run_task("maintenance", ["--config-path", str(config_path)], spark, **quiet)
+    assert "offset_syncs" in result
+    assert len(read_table(tables_root(config), "offset_syncs").to_pylist()) == len(syncs)
