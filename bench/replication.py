@@ -1328,6 +1328,96 @@ def write_readme(path: Path, block: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# MLflow (--mlflow): mlflow used directly, so an --engine-ref export needs no mirror_lib.tracking
+# ------------------------------------------------------------------------------------------------
+MLFLOW_EXPERIMENT = "mirror_lib-bench"
+
+
+def mlflow_experiment(uri: str) -> tuple[Any, str]:
+    """(client, experiment id); a new experiment on a sqlite store keeps artifacts beside it."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(MLFLOW_EXPERIMENT)
+    if found is not None:
+        return client, found.experiment_id
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri[len("sqlite:///") :]).resolve().parent / "mlruns").as_uri()
+    return client, client.create_experiment(MLFLOW_EXPERIMENT, artifact_location=location)
+
+
+def log_mlflow(uri: str, bench: Bench, args: argparse.Namespace, command: str, block: str) -> str:
+    """One run per benchmark (workload, versions, results.md) with one nested run per row of the
+    throughput table and per steady-load run (records/s, seconds, CPU, memory, latency)."""
+    from mlflow.entities import Metric, Param
+
+    client, exp_id = mlflow_experiment(uri)
+    now = int(time.time() * 1000)
+
+    def start(name: str, params: dict[str, Any], metrics: dict[str, Any], parent: str = "") -> str:
+        tags = {"mlflow.parentRunId": parent} if parent else {}
+        run_id = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
+        numbers = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v  # not NaN
+        }
+        client.log_batch(
+            run_id,
+            params=[Param(k, str(v)[:6000]) for k, v in params.items()],
+            metrics=[Metric(k, v, now, 0) for k, v in numbers.items()],
+        )
+        return run_id
+
+    workload = {
+        k: getattr(args, k)
+        for k in ("records", "big_records", "steady_seconds", "rate", "cases", "quick")
+    }
+    workload.update(
+        partitions=PARTITIONS,
+        engine=args.engine_ref or "working tree",
+        variants=",".join(
+            x
+            for x, off in (
+                ("alo", args.no_alo),
+                ("tasks4", args.no_tasks4),
+                ("copier", args.no_copier),
+            )
+            if not off
+        ),
+    )
+    ok = all(r.ok for r in bench.rows) and all(s["ok"] for s in bench.steady)
+    params = {**workload, **{f"facts.{k}": v for k, v in facts().items()}, "command": command}
+    parent = start(f"bench {time.strftime('%Y-%m-%d %H:%M')}", params, {})
+    for r in bench.rows:
+        metrics = {
+            "seconds": r.m.wall_s,
+            "records_per_second": r.rps,
+            "mb_per_second": r.mbps,
+            "copier_cpu_s": r.m.copier_cpu_s,
+            "own_cpu_s": r.m.own_cpu_s,
+            "other_cpu_s": r.m.other_cpu_s,
+            "peak_rss_mb": r.m.peak_rss_mb,
+            **r.extra,
+        }
+        run_params = {"case": r.case, "method": r.method, "records": r.records, "bytes": r.bytes}
+        child = start(f"{r.case} {r.method}", {**run_params, "verified": r.ok}, metrics, parent)
+        client.set_terminated(child, "FINISHED" if r.ok else "FAILED")
+    for result in bench.steady:
+        run_params = {k: result[k] for k in ("label", "rate", "seconds", "queries")}
+        child = start(f"steady {result['label']}", run_params, result, parent)
+        client.set_terminated(child, "FINISHED" if result["ok"] else "FAILED")
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "results.md").write_text(block)
+        client.log_artifact(parent, str(Path(tmp) / "results.md"))
+    if args.json:
+        client.log_artifact(parent, args.json)
+    client.set_terminated(parent, "FINISHED" if ok else "FAILED")
+    return parent
+
+
+# ------------------------------------------------------------------------------------------------
 # main
 # ------------------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -1366,6 +1456,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="write results here (default bench/README.md; none with --quick)",
     )
     parser.add_argument("--json", default=None, help="also write raw results as JSON here")
+    parser.add_argument(
+        "--mlflow", action="store_true", help="log the results as MLflow runs (see --mlflow-uri)"
+    )
+    parser.add_argument(
+        "--mlflow-uri",
+        default=os.environ.get("MLFLOW_TRACKING_URI")
+        or f"sqlite:///{ROOT / 'bench' / 'mlflow.db'}",
+        help="tracking URI for --mlflow (default: MLFLOW_TRACKING_URI, else bench/mlflow.db)",
+    )
     parser.add_argument(
         "--engine-ref",
         default=None,
@@ -1409,6 +1508,8 @@ def main(argv: list[str] | None = None) -> int:
         return baseline_main(args)
     if args.command == "copier":
         return copier_main(args)
+    if args.mlflow:
+        mlflow_experiment(args.mlflow_uri)  # a missing package or a bad store fails before the run
     make_subreaper()
     command = "cd /work/main && .venv/bin/python bench/replication.py " + " ".join(
         sys.argv[1:] if argv is None else argv
@@ -1486,6 +1587,9 @@ def main(argv: list[str] | None = None) -> int:
                 indent=2,
             )
         )
+    if args.mlflow:
+        parent = log_mlflow(args.mlflow_uri, bench, args, command, block)
+        log(f"logged MLflow run {parent} (experiment {MLFLOW_EXPERIMENT}) to {args.mlflow_uri}")
     ok = all(r.ok for r in bench.rows) and all(s["ok"] for s in bench.steady)
     log(f"done in {took / 60:.1f} min; all verified: {ok}; work dir {workdir}")
     return 0 if ok else 1

@@ -1,4 +1,4 @@
-"""Bundle task `maintenance`: retention delete, compaction and vacuum of the Delta tables; (re)create the views.
+"""Bundle task `maintenance`: retention delete, OPTIMIZE and VACUUM of the tables; (re)create views.
 
 Named parameters (see `mirror_lib.tasks.TASKS`): --config-path PATH, and more per task.
 """

@@ -18,7 +18,15 @@ from typing import Any
 
 from mirror_lib.errors import ConfigError
 from mirror_lib.properties import check_references, read_properties_file, redact
-from mirror_lib.settings import ALIASES, BY_KEY, IGNORED_PREFIXES, SETTINGS, split_list
+from mirror_lib.settings import (
+    ALIASES,
+    BY_KEY,
+    GLOBAL_BY_KEY,
+    IGNORED_PREFIXES,
+    SETTINGS,
+    global_setting,
+    split_list,
+)
 
 ROLES = ("consumer", "producer", "admin")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
@@ -31,6 +39,7 @@ _TOP_LEVEL = (
     "mirror.tables.enabled",
     "mirror.tables.writer",
     "mirror.tables.schema",
+    *GLOBAL_BY_KEY,
 )
 
 
@@ -306,10 +315,15 @@ def parse_config(props: Mapping[str, str], origin: str = "<dict>") -> MirrorConf
             continue
         known = key in _TOP_LEVEL or _is_known(key, clusters)
         if key.startswith("mirror.") and not known:
-            valid = ", ".join(sorted(k for k in BY_KEY if k.startswith("mirror.")))
+            valid = ", ".join(
+                sorted(k for k in (*BY_KEY, *GLOBAL_BY_KEY) if k.startswith("mirror."))
+            )
             raise ConfigError(key, value, f"a known mirror.* key ({valid}, mirror.state.dir)")
         if not known:
             unknown.append(key)
+    for key in GLOBAL_BY_KEY:
+        if key in props:
+            global_setting(props, key)  # fails early, like the per-flow settings
     flows = []
     for src in aliases:
         for tgt in aliases:

@@ -6,7 +6,8 @@ Each :class:`Setting` knows its key, its default and how to parse a string; the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -306,6 +307,59 @@ SETTINGS: tuple[Setting, ...] = (
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 ALIASES: dict[str, str] = {alias: s.key for s in SETTINGS for alias in s.aliases}
+
+
+def _tracking_uri(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value and value != "databricks" and not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
+        raise ConfigError(
+            key,
+            raw,
+            "an MLflow tracking URI such as sqlite:///path/mlflow.db, http(s)://host:port or "
+            "databricks, or empty for the default",
+        )
+    return value
+
+
+def _experiment(key: str, raw: str) -> str:
+    if not raw.strip():
+        raise ConfigError(key, raw, "a non-empty MLflow experiment name")
+    return raw.strip()
+
+
+#: Process-wide ``mirror.*`` keys (top level, never per flow); read with :func:`global_setting`.
+GLOBAL_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "mirror.mlflow.enabled",
+        "mlflow_enabled",
+        "false",
+        _bool,
+        "log each `mirror run` as an MLflow run (also: `mirror run --mlflow`)",
+    ),
+    Setting(
+        "mirror.mlflow.tracking.uri",
+        "mlflow_tracking_uri",
+        "",
+        _tracking_uri,
+        "MLflow tracking URI; empty: MLFLOW_TRACKING_URI, else databricks on Databricks, else "
+        "sqlite:///<mirror.state.dir>/mlflow.db",
+    ),
+    Setting(
+        "mirror.mlflow.experiment",
+        "mlflow_experiment",
+        "mirror_lib",
+        _experiment,
+        "MLflow experiment name (on Databricks a relative name goes under /Shared/)",
+    ),
+)
+GLOBAL_BY_KEY: dict[str, Setting] = {s.key: s for s in GLOBAL_SETTINGS}
+
+
+def global_setting(props: Mapping[str, str], key: str) -> Any:
+    """The parsed value of a top-level key of :data:`GLOBAL_SETTINGS`, else its default."""
+    setting = GLOBAL_BY_KEY[key]
+    return setting.parse(key, props.get(key, setting.default))
+
 
 #: MM2/Connect keys we accept and ignore (they configure Connect, not replication semantics).
 IGNORED_PREFIXES: tuple[str, ...] = (

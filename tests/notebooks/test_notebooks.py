@@ -107,7 +107,10 @@ def test_the_notebooks_run_headless_and_do_their_job(clusters, tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     cells = sum(
-        1 for nb in NOTEBOOKS for line in nb.read_text().splitlines() if '"cell_type": "code"' in line
+        1
+        for nb in NOTEBOOKS
+        for line in nb.read_text().splitlines()
+        if '"cell_type": "code"' in line
     )
     assert f"{cells} passed" in output, output[-3000:]
 
