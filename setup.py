@@ -25,7 +25,10 @@ setup(
     name="mirror_lib",
     version="0.1.0",
     description="MirrorMaker-2-compatible Kafka replication as Spark Structured Streaming jobs",
-    packages=find_packages(include=["mirror_lib", "mirror_lib.*"]),
+    # dashboards/sql ships inside the wheel as mirror_lib/dashboard_sql (one copy in git)
+    packages=[*find_packages(include=["mirror_lib", "mirror_lib.*"]), "mirror_lib.dashboard_sql"],
+    package_dir={"mirror_lib.dashboard_sql": "dashboards/sql"},
+    package_data={"mirror_lib.dashboard_sql": ["*.sql"]},
     python_requires=">=3.10",
     install_requires=[],
     extras_require=EXTRAS,

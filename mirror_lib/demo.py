@@ -2,7 +2,8 @@
 
 Two embedded brokers A and B, sample topics with a keyed, header-carrying producer workload and a
 consumer group on A, the full flow A->B (replication, checkpoints, group sync, heartbeats,
-materialization) on local Spark, then a report from the Delta tables.
+materialization) on local Spark, then a report from the Delta tables and a static HTML
+dashboard (``<workdir>/dashboard.html``).
 """
 
 from __future__ import annotations
@@ -153,6 +154,18 @@ def _report(spark: Any, config: MirrorConfig, workload: Workload) -> dict[str, A
     }
 
 
+def _dashboard(spark: Any, config: MirrorConfig, out: Path, report: Any) -> str | None:
+    """Write the static HTML dashboard while the session is up; a failure is reported, not fatal."""
+    from mirror_lib.dashboard import write_dashboard
+    from mirror_lib.errors import MirrorError
+
+    try:
+        return str(write_dashboard(spark, config, out))
+    except MirrorError as exc:  # e.g. plotly not installed
+        report(f"dashboard not written: {exc}")
+        return None
+
+
 def format_report(report: dict[str, Any], workdir: Path) -> str:
     """What the demo prints at the end."""
     lines = ["", "mirror demo: A -> B", f"{'topic':<10} {'produced':>9} {'replicated':>11}"]
@@ -173,6 +186,8 @@ def format_report(report: dict[str, Any], workdir: Path) -> str:
             f"  {row['partition']:>9} {row['committed_on_A']:>8} "
             f"{row['sql_offset_on_B']!s:>9} {row['translate_offset_on_B']:>15}"
         )
+    if "dashboard" in report:
+        lines.append(f"dashboard: {report['dashboard'] or 'not written (see above)'}")
     lines.append(f"state, Delta tables and mm2.properties: {workdir}")
     lines.append(f"try: mirror status {workdir / 'mm2.properties'}")
     return "\n".join(lines)
@@ -213,6 +228,7 @@ def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = 
                 report("workload stopped; catching up")
                 run_flows(spark, config, once=True, timeout_s=120, report=report)
                 result = _report(spark, config, workload)
+                result["dashboard"] = _dashboard(spark, config, workdir / "dashboard.html", report)
             finally:  # Spark (and its workers' Kafka clients) stop before the brokers do
                 workload.stop.set()
                 spark.stop()

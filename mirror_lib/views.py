@@ -51,6 +51,14 @@ VIEWS: dict[str, str] = {
                sum(latency_ms_p50 * records) / sum(records) AS latency_ms_p50,
                max(latency_ms_p99) AS latency_ms_p99, max(latency_ms_max) AS latency_ms_max
         FROM {t_replication_metrics} GROUP BY ALL""",
+    # Lag of a topic in a minute: the sum over its partitions of each one's last lag in that
+    # minute (partitions that copied nothing in the minute are not counted).
+    "lag_per_minute": """
+        SELECT flow, topic, minute, sum(lag) AS lag, count(*) AS partitions
+        FROM (SELECT flow, remote_topic AS topic, partition, date_trunc('minute', ts) AS minute,
+                     max_by(lag, struct(ts, upstream_last)) AS lag
+              FROM {t_replication_metrics} GROUP BY ALL)
+        GROUP BY ALL""",
     "replication_lag": """
         SELECT flow, topic, remote_topic, partition, lag, upstream_last, ts AS measured_ts
         FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition

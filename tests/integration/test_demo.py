@@ -52,5 +52,9 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
         assert sql_b == translate_b, "SQL translation differs from mirror translate"
         assert int(translate_b) >= int(on_a) > 0
     assert (tmp_path / "demo" / "mm2.properties").exists()
+    dashboard = (tmp_path / "demo" / "dashboard.html").resolve()
+    assert f"dashboard: {dashboard}" in text.splitlines(), text
+    page = dashboard.read_text()
+    assert "Kafka mirror health" in page and "A.orders p99" in page
     leftover = (processes("tansu") | processes("java")) - before - {os.getpid()}
     assert not leftover, f"processes left running: {leftover}"

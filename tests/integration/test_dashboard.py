@@ -1,0 +1,164 @@
+"""The static plotly dashboard over real tables: figures per topic, the HTML file, the CLI.
+
+build_figures (re)creates the session's temp views (t_<table>, the views) over this module's
+tables, as every create_views caller does; test modules that query views create their own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mirror_lib.config import parse_config
+from mirror_lib.dashboard import NO_DATA, build_figures
+from mirror_lib.delta_store import ensure_tables, table_path
+from mirror_lib.lakeview import select_columns
+from mirror_lib.materialize import tables_root
+from mirror_lib.tables import SCHEMAS
+from tests.integration.conftest import flow_properties, write_properties
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
+NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+M0 = NOW.replace(second=0) - dt.timedelta(minutes=2)
+M1 = M0 + dt.timedelta(minutes=1)
+
+
+def metric(topic: str, partition: int, ts: dt.datetime, records: int, lag: int, p50: float,
+           p99: float, last: int) -> dict:  # fmt: skip
+    return {"flow": "A->B", "source": "A", "target": "B", "topic": topic,
+            "remote_topic": f"A.{topic}", "partition": partition, "ts": ts, "records": records,
+            "bytes": records * 100, "lag": lag, "upstream_last": last, "latency_ms_p50": p50,
+            "latency_ms_p99": p99, "latency_ms_max": p99}  # fmt: skip
+
+
+ROWS = {
+    "replication_metrics": [
+        metric("orders", 0, M0 + dt.timedelta(seconds=5), 10, 5, 100, 300, 9),
+        metric("orders", 1, M0 + dt.timedelta(seconds=5), 30, 1, 200, 400, 29),
+        metric("clicks", 0, M0 + dt.timedelta(seconds=7), 5, 0, 50, 60, 4),
+        metric("orders", 0, M1 + dt.timedelta(seconds=5), 20, 0, 100, 200, 29),
+        metric("orders", 1, M1 + dt.timedelta(seconds=10), 5, 7, 100, 200, 34),
+        metric("orders", 1, M1 + dt.timedelta(seconds=20), 5, 2, 100, 200, 39),
+    ],
+    "heartbeats": [
+        {"source": "A", "target": "B", "heartbeat_ts": NOW - dt.timedelta(seconds=s), "hops": 0,
+         "cluster": "B"} for s in (9, 3)
+    ] + [{"source": "C", "target": "A", "heartbeat_ts": NOW, "hops": 1, "cluster": "B"}],
+    "checkpoints": [
+        {"source": "A", "target": "B", "group_id": "app", "topic": "A.orders", "partition": p,
+         "upstream_offset": u, "downstream_offset": u, "cluster": "B", "kafka_offset": p,
+         "record_ts": NOW} for p, u in ((0, 8), (1, 30))
+    ],
+    "offset_syncs": [
+        {"flow": "A->B", "source": "A", "target": "B", "topic": "orders",
+         "remote_topic": "A.orders", "partition": p, "upstream_start": 0, "upstream_end": e,
+         "downstream_start": 0, "downstream_end": e, "kind": "segment"}
+        for p, e in ((0, 29), (1, 39))
+    ],
+    "flow_events": [
+        {"type": "gap", "flow": "A->B", "ts": NOW, "topic": "orders", "partition": 1,
+         "reason": "truncated", "action": "fail", "cluster": "B"}
+    ],
+}  # fmt: skip
+
+
+def config_at(state: Path):
+    return parse_config(flow_properties("127.0.0.1:1", "127.0.0.1:2", state))
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    """Delta tables with known rows: two minutes of metrics of A.orders (2 partitions), A.clicks."""
+    from deltalake import write_deltalake
+
+    state = tmp_path_factory.mktemp("dashboard") / "state"
+    config = config_at(state)
+    root = tables_root(config)
+    ensure_tables(root)
+    for name, rows in ROWS.items():
+        table = pa.Table.from_pylist(rows, schema=SCHEMAS[name])
+        write_deltalake(table_path(root, name), table, mode="append")
+    return config
+
+
+def test_figures_show_each_topic_and_partition(spark, tables):
+    figs = build_figures(spark, tables)
+    assert set(figs) == {p.stem for p in SQL_DIR.glob("*.sql")}
+    trace = {(name, t.name): t for name, fig in figs.items() for t in fig.data}
+    naive = [m.replace(tzinfo=None) for m in (M0, M1)]
+    p50 = trace["latency", "A.orders p50"]
+    assert list(p50.x) == naive and list(p50.y) == [175.0, 100.0]  # record-weighted
+    assert list(trace["latency", "A.orders p99"].y) == [400.0, 200.0]
+    assert list(trace["throughput", "A.orders"].y) == [40, 30]
+    assert list(trace["throughput", "A.clicks"].y) == [5]
+    assert list(trace["lag_over_time", "A.orders"].y) == [6, 2]  # last lag per partition
+    lag = trace["lag", "A.orders"]
+    assert dict(zip(lag.x, lag.y, strict=True)) == {"A.orders p0": 0, "A.orders p1": 2}
+    beats = {t.x[0]: t.y[0] for t in figs["heartbeats"].data}
+    assert set(beats) == {"A→B on B<br>0 hops, 2 heartbeats", "C→A on B<br>1 hop, 1 heartbeat"}
+    assert 3 <= beats["A→B on B<br>0 hops, 2 heartbeats"] < 60
+    (ready,) = figs["failover_readiness"].data
+    first = [col[0] for col in ready.cells.values]  # source, target, group, partitions, age, lag
+    assert first[:4] == ["A", "B", "app", "2"] and first[5] == "2"
+    (translated,) = figs["offset_translation"].data
+    assert list(translated.cells.values[-1]) == ["8", "30"]
+    (gaps,) = figs["gaps"].data
+    assert "truncated" in [col[0] for col in gaps.cells.values]
+    assert not any(fig.layout.annotations for fig in figs.values())
+
+
+def test_select_lists_match_what_spark_returns(spark, tables):
+    from mirror_lib.views import create_views
+
+    create_views(spark, tables)
+    for path in sorted(SQL_DIR.glob("*.sql")):
+        sql = path.read_text()
+        assert select_columns(sql) == spark.sql(sql).columns, path.name
+
+
+def test_mirror_dashboard_writes_an_offline_page_also_for_empty_tables(tmp_path, subprocess_env):
+    config = config_at(tmp_path / "state")
+    ensure_tables(tables_root(config))  # materialized, but nothing replicated yet
+    config_file = write_properties(tmp_path / "mm2.properties", dict(config.properties))
+    out = tmp_path / "out" / "health.html"
+    run = subprocess.run(
+        [sys.executable, "-m", "mirror_lib.cli", "dashboard", str(config_file), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == str(out.resolve())
+    page = out.read_text()
+    assert "plotly.js v" in page and "<script src=" not in page  # inlined: works offline
+    for heading in ("Replication latency", "Throughput", "Replication lag", "Heartbeats",
+                    "Failover readiness", "Gaps and flow events"):  # fmt: skip
+        assert f"<h2>{heading}</h2>" in page
+    stems = [p.stem for p in SQL_DIR.glob("*.sql")]
+    assert all(f'id="fig-{stem}"' in page for stem in stems)
+    assert page.count(f'"text":"{NO_DATA}"') == len(stems)
+    assert "flows: A-&gt;B" in page
+
+
+def test_mirror_dashboard_without_tables_says_what_to_run(tmp_path, subprocess_env):
+    state = tmp_path / "empty-state"
+    config_file = write_properties(
+        tmp_path / "mm2.properties", flow_properties("127.0.0.1:1", "127.0.0.1:2", state)
+    )
+    out = tmp_path / "health.html"
+    run = subprocess.run(
+        [sys.executable, "-m", "mirror_lib.cli", "dashboard", str(config_file), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=60,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "mirror.state.dir" in run.stderr and f"mirror run {config_file} --once" in run.stderr
+    assert not out.exists() and not state.exists()
