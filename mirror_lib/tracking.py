@@ -25,7 +25,7 @@ from typing import Any
 
 from mirror_lib.config import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
-from mirror_lib.properties import redact
+from mirror_lib.properties import format_properties, redact
 from mirror_lib.run_metrics import Series, window_metrics
 from mirror_lib.settings import global_setting
 
@@ -112,19 +112,12 @@ def run_params(config: MirrorConfig, flow_names: Sequence[str]) -> dict[str, str
     return {k: _value(v) for k, v in params.items()}
 
 
-def _escape(text: str, key: bool = False) -> str:
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    if key:
-        return re.sub(r"([ =:#!])", r"\\\1", out)
-    return "\\" + out if out.startswith((" ", "\f")) else out
-
-
 def properties_text(props: Mapping[str, str]) -> str:
     """The configuration as ``mm2.properties`` text, secrets redacted."""
-    lines = ["# logged by mirror_lib.tracking; sensitive values are <redacted>"]
-    for key, value in redact(props).items():
-        lines.append(f"{_escape(key, key=True)} = {_escape(hide_credentials(value))}")
-    return "\n".join(lines) + "\n"
+    safe = {k: hide_credentials(v) for k, v in redact(props).items()}
+    return format_properties(
+        safe, header="logged by mirror_lib.tracking; sensitive values are <redacted>"
+    )
 
 
 def _client(config: MirrorConfig) -> tuple[Any, str]:
