@@ -51,7 +51,8 @@ def test_job_tasks_replicate_checkpoint_materialize_and_maintain(
     run_task("materialization", args, spark, **quiet)
     config = load_config(config_path)
     syncs = read_table(tables_root(config), "offset_syncs").to_pylist()
-    assert {r["remote_topic"] for r in syncs} == {f"A.{topic}"}
+    # B's internal topics are shared by every A->B flow of the test session: other topics too
+    assert f"A.{topic}" in {r["remote_topic"] for r in syncs}
     result = run_task("maintenance", ["--config-path", str(config_path)], spark, **quiet)
     assert "offset_syncs" in result
     assert len(read_table(tables_root(config), "offset_syncs").to_pylist()) == len(syncs)
