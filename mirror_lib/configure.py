@@ -104,7 +104,8 @@ def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) ->
     flow = config.flow(flow_name)
     check_clusters(config, [flow.source, flow.target], timeout_s)
     ctx = FlowContext.create(config, flow_name)
-    on_source = list_topic_partitions(AdminClient(ctx.client("source", "admin")))
+    source_admin = AdminClient(ctx.client("source", "admin"))
+    on_source = list_topic_partitions(source_admin)
     on_target = list_topic_partitions(AdminClient(ctx.client("target", "admin")))
     topics = []
     for topic in sorted(on_source):
@@ -119,9 +120,7 @@ def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) ->
                 "exists_on_target": remote in on_target,
             }
         )
-    listing = AdminClient(ctx.client("source", "admin")).list_consumer_groups(
-        request_timeout=timeout_s
-    )
+    listing = source_admin.list_consumer_groups(request_timeout=timeout_s)
     ids = sorted(g.group_id for g in listing.result(timeout_s + 5).valid)
     groups = [{"group": g} for g in ids if ctx.should_checkpoint_group(g)]
     return FlowPreview(config, flow_name, topics, groups, None)

@@ -102,6 +102,12 @@ def tables_writer(spark: Any, config: MirrorConfig) -> str:
     return choice
 
 
+def spark_table_name(config: MirrorConfig, name: str) -> str:
+    """Name of a table for Delta's Spark writer: in ``mirror.tables.schema`` when set."""
+    schema = config.properties.get("mirror.tables.schema", "").strip()
+    return f"{schema}.{name}" if schema else name
+
+
 def tables_root(config: MirrorConfig) -> str:
     """Folder of the delta-rs tables (``<mirror.state.dir>/tables/<name>``)."""
     return (
@@ -189,7 +195,6 @@ def materialize_caught_up(
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
     """foreachBatch body for Delta's Spark writer (idempotent through txnAppId/txnVersion)."""
-    schema = config.properties.get("mirror.tables.schema", "").strip()
 
     def write(df: Any, batch_id: int) -> None:
         tables = decode_rows(df.collect(), config, cluster)  # internal topics: small batches
@@ -201,7 +206,7 @@ def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
                     .option("txnAppId", f"mirror-materialize-{cluster}-{name}")
                     .option("txnVersion", batch_id)
                     .mode("append")
-                    .saveAsTable(f"{schema}.{name}" if schema else name)
+                    .saveAsTable(spark_table_name(config, name))
                 )
 
     return write
@@ -232,13 +237,12 @@ def _maintain_with_sql(
 ) -> dict[str, Any]:
     from mirror_lib.views import create_views
 
-    schema = config.properties.get("mirror.tables.schema", "").strip()
+    seconds = int(retention_days * 86400)
     done: dict[str, Any] = {}
     for name in TABLES:
-        table = f"{schema}.{name}" if schema else name
+        table = spark_table_name(config, name)
         if not spark.catalog.tableExists(table):
             continue
-        seconds = int(retention_days * 86400)
         spark.sql(
             f"DELETE FROM {table} WHERE record_ts < current_timestamp() - "
             f"make_dt_interval(0, 0, 0, {seconds})"

@@ -21,11 +21,10 @@ Row = dict[str, Any]
 
 def _read(config: MirrorConfig, spark: Any, name: str, ts: str) -> list[Row]:
     """Rows of a table, ``_ms`` = column ``ts`` in epoch ms (delta-rs; Spark for its writer)."""
-    from mirror_lib.materialize import tables_root, tables_writer
+    from mirror_lib.materialize import spark_table_name, tables_root, tables_writer
 
     if spark is not None and tables_writer(spark, config) == "spark":
-        schema = config.properties.get("mirror.tables.schema", "").strip()
-        df = spark.table(f"{schema}.{name}" if schema else name)
+        df = spark.table(spark_table_name(config, name))
         return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
     import pyarrow as pa
 

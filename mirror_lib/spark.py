@@ -63,10 +63,10 @@ def get_spark() -> Any:
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
+        if active is None and os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+            active = SparkSession.builder.getOrCreate()  # a job task: the cluster's session
     except ImportError:
         active = None
-    if active is None and os.environ.get("DATABRICKS_RUNTIME_VERSION"):
-        active = SparkSession.builder.getOrCreate()  # a job task: the cluster's session
     if active is not None:
         register_sources(active)
         return active

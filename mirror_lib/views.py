@@ -92,11 +92,10 @@ VIEWS: dict[str, str] = {
 
 
 def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, Any]) -> dict:
-    from mirror_lib.materialize import tables_root, tables_writer
+    from mirror_lib.materialize import spark_table_name, tables_root, tables_writer
 
     if tables_writer(spark, config) == "spark" and not as_of:
-        schema = config.properties.get("mirror.tables.schema", "").strip()
-        return {f"t_{t}": f"{schema}.{t}" if schema else t for t in TABLES}
+        return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
     from mirror_lib.delta_store import register_tables
 
     register_tables(spark, tables_root(config), prefix=prefix + "t_", **as_of)
