@@ -121,8 +121,10 @@ class FlowSettings:
     admin_timeout_ms: int
     delivery: str
     starting_offsets: str
-    batch_max_records: int
-    batch_max_bytes: int
+    batch_duration: float
+    commit_interval_ms: int
+    commit_max_records: int
+    commit_max_bytes: int
     on_gap: str
     trigger_interval: float
     separator_configured: bool = False

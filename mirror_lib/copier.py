@@ -1,18 +1,27 @@
-"""Copy planned offset ranges from the source to the target inside one task slot (D2-D4, D8).
+"""Copy a task slot's partitions for one time slice (D2-D4, D8).
 
-Per slot: a transactional producer with a stable ``transactional.id`` (fences zombies), a
-``read_committed`` source consumer and the ledger (:mod:`mirror_lib.ledger`). Work is committed
-in chunks: records, their offset syncs (when the offset-syncs topic is on the target), the
-metrics records and the ledger offsets go into one transaction, so a crash at any point leaves
-either all of a chunk or none of it, and a replay skips exactly what was delivered.
+A slice task keeps one ``read_committed`` source consumer and one transactional producer (one
+``init_transactions`` per slot per slice, which fences zombies) and copies records as they arrive.
+It commits a Kafka transaction every ``mirror.commit.interval.ms`` while at the source's head (or
+after ``mirror.commit.max.records`` / ``.bytes``); behind the head, transactions grow up to ten
+intervals. Each transaction holds the records, their offset syncs (when that topic is on the
+target), the metrics and segment records, and the ledger offsets (:mod:`mirror_lib.ledger`), so a
+crash at any point leaves all of a transaction or none of it, and the next task continues exactly
+where the ledger says.
+
+The per-record path is a consume -> produce loop. Downstream offsets come from two delivery
+reports per partition and consume batch (the first record of a transaction and the last of each
+batch): records of one transaction to one partition are contiguous downstream, which the copier
+checks (count = last - first + 1). Should another producer write into a remote partition, the
+transaction is aborted and the rest of the slice reports every record (exact, slower).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from array import array
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,29 +29,33 @@ from typing import Any
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirror_lib import events
+from mirror_lib import events, testhooks
 from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
 from mirror_lib.flow import FlowContext, produce_plain
 from mirror_lib.formats import OffsetSync
 from mirror_lib.ledger import ledger_consumer, ledger_offsets, read_ledger
-from mirror_lib.offset_sync import SegmentTracker, mm2_compatible_points
+from mirror_lib.offset_sync import Segment, mm2_compatible_points
+
+log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-CHUNK_RECORDS = 200_000
-CHUNK_SECONDS = 5.0
+NO_END = 2**63 - 1
+CONSUME_BATCH = 10_000
+IDLE_POLL_S = 0.1
 STALL_SECONDS = 60.0
+BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
 _FENCED = {
     KafkaError._FENCED,
     KafkaError.PRODUCER_FENCED,
     KafkaError.INVALID_PRODUCER_EPOCH,
     KafkaError.INVALID_PRODUCER_ID_MAPPING,
-    KafkaError._FATAL,
 }
+_GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 _CLIENTS: dict[tuple[str, str, int], Any] = {}
 
 
-class _Fenced(Exception):
-    """The cached transactional producer was fenced by a newer instance: rebuild and retry."""
+class _Interleaved(Exception):
+    """Another producer wrote into a remote partition inside our transaction."""
 
 
 @dataclass
@@ -52,22 +65,12 @@ class CopyResult:
     slot: int
     records: int = 0
     bytes: int = 0
-    skipped: int = 0
+    transactions: int = 0
     next_offsets: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass
-class _Stats:
-    records: int = 0
-    bytes: int = 0
-    first_u: int = -1
-    last_u: int = -1
-    latency: array = field(default_factory=lambda: array("d"))
-    age: array = field(default_factory=lambda: array("d"))
-
-
-def _summary(values: Any) -> dict[str, float]:
-    """min/avg/max/p50/p99 of an array('d') or numpy array (empty: {})."""
+def summary(values: Any) -> dict[str, float]:
+    """min/avg/max/p50/p99 of a sequence of numbers (empty: {})."""
     a = np.asarray(values, dtype=np.float64)
     if not a.size:
         return {}
@@ -81,6 +84,94 @@ def _summary(values: Any) -> dict[str, float]:
     }
 
 
+class _Part:
+    """One upstream partition of the slice: position and the open transaction's accumulators."""
+
+    __slots__ = (
+        "acked",
+        "bytes",
+        "committed",
+        "consumed",
+        "d_first",
+        "d_last",
+        "done",
+        "error",
+        "expect",
+        "n",
+        "partition",
+        "remote",
+        "runs",
+        "topic",
+        "ts",
+        "until",
+        "us",
+    )
+
+    def __init__(self, topic: str, partition: int, remote: str, start: int, until: int) -> None:
+        self.topic, self.partition, self.remote = topic, partition, remote
+        self.expect = self.committed = start
+        self.until = until
+        self.done = start >= until
+        self.reset()
+
+    def reset(self) -> None:
+        self.n = self.bytes = 0
+        self.runs: list[tuple[int, int]] = []  # (upstream start, index of its first record)
+        self.ts = array("d")
+        self.consumed: list[tuple[float, int]] = []  # (consume time, records of that batch)
+        self.d_first = self.d_last = -1
+        self.acked = array("q")  # exact mode: every downstream offset, in order
+        self.us = array("q")  # exact mode: every upstream offset, in order
+        self.error: tuple[KafkaError, int] | None = None
+
+    def ack_first(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.error = self.error or (err, -1)
+        else:
+            self.d_first = msg.offset()
+
+    def ack_last(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.error = self.error or (err, -1)
+        else:
+            self.d_last = msg.offset()
+
+    def ack_both(self, err: KafkaError | None, msg: Any) -> None:
+        self.ack_first(err, msg)
+        self.ack_last(err, msg)
+
+    def ack_each(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.error = self.error or (err, -1)
+        else:
+            self.acked.append(msg.offset())
+
+    def segments(self, exact: bool) -> list[Segment]:
+        """Segments of the open transaction (after every record was acknowledged)."""
+        if exact:
+            return _exact_segments(self.us, self.acked)
+        if self.d_last - self.d_first + 1 != self.n:
+            raise _Interleaved(f"{self.remote}[{self.partition}]")
+        out = []
+        bounds = [*(i for _u, i in self.runs[1:]), self.n]
+        for (u, i), j in zip(self.runs, bounds, strict=True):
+            d = self.d_first + i
+            out.append(Segment(u, u + j - i - 1, d, d + j - i - 1))
+        return out
+
+
+def _exact_segments(us: Sequence[int], ds: Sequence[int]) -> list[Segment]:
+    if len(us) != len(ds):
+        raise BrokerError("delivery reports missing for some records", transient=True)
+    out: list[Segment] = []
+    start = 0
+    for i in range(1, len(us) + 1):
+        if i == len(us) or us[i] != us[i - 1] + 1 or ds[i] != ds[i - 1] + 1:
+            out.append(Segment(us[start], us[i - 1], ds[start], ds[i - 1]))
+            start = i
+    return out
+
+
 def _client(key: tuple[str, str, int], make: Any) -> Any:
     if key not in _CLIENTS:
         _CLIENTS[key] = make()
@@ -89,38 +180,34 @@ def _client(key: tuple[str, str, int], make: Any) -> Any:
 
 def _drop_clients(options_key: str, slot: int) -> None:
     for key in [k for k in _CLIENTS if k[0] == options_key and k[2] == slot]:
-        _CLIENTS.pop(key, None)
+        client = _CLIENTS.pop(key, None)
+        with contextlib.suppress(Exception):
+            client.close()
 
 
-def _producer(ctx: FlowContext, slot: int) -> Producer:
+def make_producer(ctx: FlowContext, slot: int) -> Producer:
+    """The slot's producer: transactional (fencing older instances) or plain idempotent."""
     defaults = {
         "linger.ms": 5,
         "batch.size": 1_000_000,
         "acks": "all",
         "queue.buffering.max.messages": 500_000,
     }
+    extra: dict[str, Any] = {"enable.idempotence": True}
     if ctx.settings.exactly_once:
-        producer = Producer(
-            ctx.client(
-                "target",
-                "producer",
-                defaults,
-                **{
-                    "transactional.id": ctx.transactional_id(slot),
-                    "enable.idempotence": True,
-                },
-            )
-        )
+        extra["transactional.id"] = ctx.transactional_id(slot)
+    producer = Producer(ctx.client("target", "producer", defaults, **extra))
+    if ctx.settings.exactly_once:
         producer.init_transactions(60)
-        return producer
-    return Producer(ctx.client("target", "producer", defaults, **{"enable.idempotence": True}))
+    return producer
 
 
-def _consumer(ctx: FlowContext) -> Consumer:
+def make_consumer(ctx: FlowContext) -> Consumer:
+    """A ``read_committed`` source consumer that never joins a group or commits."""
     defaults = {
-        "fetch.wait.max.ms": 50,
+        "fetch.wait.max.ms": 100,
         "fetch.error.backoff.ms": 50,
-        "queued.max.messages.kbytes": 65536,
+        "queued.max.messages.kbytes": 32768,
     }
     return Consumer(
         ctx.client(
@@ -138,262 +225,371 @@ def _consumer(ctx: FlowContext) -> Consumer:
     )
 
 
-class RangeCopy:
-    """One task's copy of its ranges; create, then :meth:`run`."""
+class SliceCopy:
+    """One task's slice: create, then :meth:`run`."""
 
     def __init__(
         self,
         ctx: FlowContext,
         options_key: str,
         slot: int,
-        ranges: Sequence[tuple[str, int, int, int]],
-        batch_id: int,
-        query_id: str,
-    ):
+        partitions: Sequence[TP],
+        *,
+        until: dict[TP, int] | None = None,
+        counts: dict[str, int] | None = None,
+        duration_s: float | None = None,
+        batch_id: int = -1,
+        query_id: str = "",
+    ) -> None:
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
-        self.ranges = ranges
-        # A transactional producer is made per task: pooled workers caching one per slot would
-        # fence each other; init_transactions here fences real zombies of this slot.
-        self.producer: Producer = (
-            _producer(ctx, slot)
-            if ctx.settings.exactly_once
-            else _client((options_key, "producer", slot), lambda: _producer(ctx, slot))
+        s = ctx.settings
+        self.partitions = list(partitions)
+        self.until = until or {}
+        self.counts = counts
+        self.duration_s = s.batch_duration if duration_s is None else duration_s
+        self.eos = s.exactly_once
+        self.interval = s.commit_interval_ms / 1000.0
+        self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
+        self.exact = False
+        self.result = CopyResult(slot)
+        self.consumer: Consumer = _client(
+            (options_key, "consumer", slot), lambda: make_consumer(ctx)
         )
-        self.consumer: Consumer = _client((options_key, "consumer", slot), lambda: _consumer(ctx))
         self.ledger: Consumer = _client(
             (options_key, "ledger", slot), lambda: ledger_consumer(ctx, slot)
         )
-        self.eos = ctx.settings.exactly_once
-        self.result = CopyResult(slot)
-
-    # -- delivery tracking -----------------------------------------------------------------
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        try:
-            key = (msg.topic(), msg.partition())
-            upstream = self.pending[key].popleft()
-            if err is not None:
-                self.errors.append((err, key, upstream))
-                return
-            self.trackers[key].add(upstream, msg.offset())
-            self.acks[key].append(time.time() * 1000.0)
-        except Exception as exc:  # never raise into librdkafka; re-raised in _commit_chunk
-            self.callback_errors.append(exc)
-
-    def run(self) -> CopyResult:
-        ctx = self.ctx
-        remote = {(t, p): (ctx.remote_topic(t), p) for t, p, _, _ in self.ranges}
-        delivered = read_ledger(self.ledger, remote.values())
-        self.todo: dict[TP, int] = {}
-        begin: dict[TP, int] = {}
-        for t, p, start, end in self.ranges:
-            first = max(start, delivered.get(remote[(t, p)], start))
-            self.result.skipped += min(first, end) - start
-            if first < end:
-                self.todo[(t, p)], begin[(t, p)] = end, first
-        if not self.todo:
-            return self.result
-        self.remote = remote
-        assignment = [TopicPartition(t, p, off) for (t, p), off in begin.items()]
-        self.consumer.assign(assignment)
-        self.consumer.resume(assignment)  # a reused consumer keeps pauses of earlier tasks
-        self._new_chunk()
+        self.producer: Producer = make_producer(ctx, slot)
         self.in_txn = False
-        self._begin()
-        chunk_start, last_progress = time.monotonic(), time.monotonic()
-        while self.todo:
-            msgs = self.consumer.consume(num_messages=10_000, timeout=0.2)
-            consumed_ms = time.time() * 1000.0
-            if msgs:
-                last_progress = time.monotonic()
-            for msg in msgs:
-                self._handle(msg, consumed_ms)
-            self.producer.poll(0)
-            chunk_full = self.chunk_records >= CHUNK_RECORDS
-            if self.chunk_records and (
-                chunk_full or not self.todo or time.monotonic() - chunk_start >= CHUNK_SECONDS
-            ):
-                self._commit_chunk(more=bool(self.todo))
-                chunk_start = time.monotonic()
-            if time.monotonic() - last_progress > STALL_SECONDS:
+        self.txn_start = 0.0
+        self.txn_records = self.txn_bytes = 0
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _start(self) -> None:
+        ctx = self.ctx
+        remote = {(t, p): (ctx.remote_topic(t), p) for t, p in self.partitions}
+        delivered = read_ledger(self.ledger, remote.values())
+        self.parts: dict[TP, _Part] = {}
+        for (t, p), (rt, _p) in remote.items():
+            start = delivered.get((rt, p))
+            if start is None:
                 raise BrokerError(
-                    f"no data from {ctx.source} for {STALL_SECONDS:.0f}s while copying "
-                    f"{sorted(self.todo)}",
+                    f"no delivery ledger entry for {t}[{p}] in group {ctx.ledger_group(self.slot)} "
+                    f"on {ctx.target}; the planner writes one before a slice starts",
                     transient=True,
                 )
-        if self.in_txn:
-            self.producer.abort_transaction(30)
-            self.in_txn = False
-        self.consumer.unassign()
+            self.parts[(t, p)] = _Part(t, p, rt, start, self.until.get((t, p), NO_END))
+        todo = [TopicPartition(t, p, part.expect) for (t, p), part in self.parts.items()]
+        todo = [tp for tp in todo if not self.parts[(tp.topic, tp.partition)].done]
+        self.consumer.assign(todo)
+        self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> CopyResult:
+        try:
+            self._start()
+            try:
+                self._loop(time.monotonic() + self.duration_s)
+            except _Interleaved as exc:
+                log.warning("another producer writes into %s: exact delivery reports now", exc)
+                self._abort()
+                self.exact = True
+                self._start()
+                self._loop(time.monotonic() + self.duration_s)
+        finally:
+            if self.in_txn:
+                self._abort()
+            with contextlib.suppress(KafkaException):
+                self.consumer.unassign()
         return self.result
 
-    def _handle(self, msg: Any, consumed_ms: float) -> None:
-        tp = (msg.topic(), msg.partition())
-        err = msg.error()
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                if tp in self.todo and msg.offset() >= self.todo[tp]:
-                    self._done(tp)
-                return
-            if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                raise DataLossError(
-                    f"{tp[0]}[{tp[1]}]: the planned range is no longer on {self.ctx.source} "
-                    f"({err.str()}); nothing after it was committed"
+    def _loop(self, deadline: float) -> None:
+        refresh = self.ctx.settings.refresh_topics_interval
+        next_refresh = time.monotonic() + refresh
+        last_progress = time.monotonic()
+        while not self._all_done():
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            timeout = max(self.txn_start + self.interval - now, 0.0) if self.in_txn else IDLE_POLL_S
+            msgs = self.consumer.consume(CONSUME_BATCH, min(timeout, deadline - now))
+            if msgs:
+                last_progress = time.monotonic()
+                self._copy(msgs)
+            self._maybe_commit(behind=len(msgs) >= CONSUME_BATCH)
+            if self.until and time.monotonic() - last_progress > STALL_SECONDS:
+                raise BrokerError(
+                    f"no data from {self.ctx.source} for {STALL_SECONDS:.0f}s while copying "
+                    f"{sorted(tp for tp, part in self.parts.items() if not part.done)}",
+                    transient=True,
                 )
-            raise BrokerError(
-                f"consuming {tp[0]}[{tp[1]}] failed: {err.str()}", transient=err.retriable()
-            )
-        end = self.todo.get(tp)
-        offset = msg.offset()
-        if end is None or offset >= end:
-            if end is not None:
-                self._done(tp)
-            return
-        rt, p = self.remote[tp]
-        ts_type, ts = msg.timestamp()
-        key, value, headers = msg.key(), msg.value(), msg.headers()
-        self.pending[(rt, p)].append(offset)
-        while True:
+            if self.counts is not None and time.monotonic() >= next_refresh:
+                next_refresh = time.monotonic() + refresh
+                if self._new_partitions():
+                    break  # end the slice early: the planner sets the new ones up
+        self._commit()
+
+    def _all_done(self) -> bool:
+        return bool(self.until) and all(part.done for part in self.parts.values())
+
+    def _copy(self, msgs: list[Any]) -> None:
+        groups: dict[TP, list[Any]] = {}
+        notices = []
+        for msg in msgs:
+            if msg.error() is not None:
+                notices.append(msg)
+            else:
+                groups.setdefault((msg.topic(), msg.partition()), []).append(msg)
+        consumed_ms = time.time() * 1000.0
+        for tp, group in groups.items():
+            part = self.parts.get(tp)
+            if part is None or part.done:
+                continue
+            finished = group[-1].offset() >= part.until
+            if finished:
+                group = [m for m in group if m.offset() < part.until]
+            if group:
+                if not self.in_txn:
+                    self._begin()
+                self._produce(part, group, consumed_ms)
+            if finished:
+                self._finish(part, part.until)
+        for msg in notices:  # after the records: an end-of-partition follows its records
+            self._event(msg)
+
+    def _produce(self, part: _Part, group: list[Any], consumed_ms: float) -> None:
+        produce = self.producer.produce
+        rt, p, exact = part.remote, part.partition, self.exact
+        runs, ts_append, us_append = part.runs, part.ts.append, part.us.append
+        expect, n, size = part.expect, part.n, 0
+        if n == 0:  # a transaction's first record always opens a run
+            expect = group[0].offset()
+            runs.append((expect, 0))
+        last = len(group) - 1
+        for i, msg in enumerate(group):
+            off = msg.offset()
+            if off != expect:
+                runs.append((off, n))
+            expect = off + 1
+            key, value = msg.key(), msg.value()
+            ts = msg.timestamp()[1]
+            ts_append(ts)
+            if exact:
+                us_append(off)
+                cb = part.ack_each
+            elif n == 0:
+                cb = part.ack_both if i == last else part.ack_first
+            else:
+                cb = part.ack_last if i == last else None
             try:
-                self.producer.produce(
+                produce(
                     rt,
                     value,
                     key,
                     partition=p,
-                    timestamp=max(ts, 0),
-                    headers=headers,
-                    on_delivery=self._on_delivery,
+                    timestamp=ts if ts > 0 else 0,
+                    headers=msg.headers(),
+                    on_delivery=cb,
                 )
-                break
             except BufferError:
-                self.producer.poll(0.05)
+                self._produce_when_room(part, msg, cb)
             except KafkaException as exc:
-                self.pending[(rt, p)].pop()
-                self._fail_record(exc.args[0], tp, offset)
-        size = (len(key) if key else 0) + (len(value) if value else 0)
-        st = self.stats[tp]
-        st.records += 1
-        st.bytes += size
-        st.first_u = offset if st.first_u < 0 else st.first_u
-        st.last_u = offset
-        created = float(ts) if ts_type else consumed_ms
-        st.age.append(consumed_ms - created)
-        self.create_ts[(rt, p)].append(created)
-        self.chunk_records += 1
-        if offset == end - 1:
-            self._done(tp)
+                self._fail_record(exc.args[0], part, off)
+            n += 1
+            size += (len(key) if key else 0) + (len(value) if value else 0)
+        part.expect, part.n = expect, n
+        part.bytes += size
+        part.consumed.append((consumed_ms, len(group)))
+        self.txn_records += len(group)
+        self.txn_bytes += size
 
-    def _done(self, tp: TP) -> None:
-        self.todo.pop(tp, None)
-        self.consumer.pause([TopicPartition(*tp)])
+    def _produce_when_room(self, part: _Part, msg: Any, cb: Any) -> None:
+        while True:
+            self.producer.poll(0.05)
+            try:
+                self.producer.produce(
+                    part.remote,
+                    msg.value(),
+                    msg.key(),
+                    partition=part.partition,
+                    timestamp=max(msg.timestamp()[1], 0),
+                    headers=msg.headers(),
+                    on_delivery=cb,
+                )
+                return
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                self._fail_record(exc.args[0], part, msg.offset())
 
+    def _event(self, msg: Any) -> None:
+        err = msg.error()
+        code = err.code()
+        part = self.parts.get((msg.topic(), msg.partition()))
+        if code == KafkaError._PARTITION_EOF:
+            if part is not None and not part.done:
+                self._move(part, min(msg.offset(), part.until))
+                if part.expect >= part.until:
+                    self._finish(part, part.until)
+            return
+        where = f"{msg.topic()}[{msg.partition()}]"
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            raise DataLossError(
+                f"{where}: the records from offset {part.expect if part else '?'} are no longer "
+                f"on {self.ctx.source} ({err.str()}); nothing after them was copied, the next "
+                "slice records the gap"
+            )
+        if code in _GONE:
+            raise BrokerError(
+                f"{where} vanished on {self.ctx.source} ({err.str()})", transient=True
+            )
+        if err.fatal():
+            raise BrokerError(f"consuming {where} failed: {err.str()}", transient=False)
+        log.warning("source %s: %s (retrying)", self.ctx.source, err.str())
+
+    def _move(self, part: _Part, end: int) -> None:
+        """Everything before ``end`` was seen: the ledger may move past markers and aborts."""
+        if end > part.expect:
+            part.expect = end
+            if not self.in_txn:
+                self._begin()
+
+    def _finish(self, part: _Part, end: int) -> None:
+        self._move(part, end)
+        part.done = True
+        with contextlib.suppress(KafkaException):
+            self.consumer.pause([TopicPartition(part.topic, part.partition)])
+
+    def _new_partitions(self) -> bool:
+        try:
+            md = self.consumer.list_topics(timeout=5)
+        except KafkaException:
+            return False
+        counts = self.counts or {}
+        return any(
+            topic.error is None
+            and len(topic.partitions) > counts.get(name, 0)
+            and self.ctx.should_replicate(name)
+            for name, topic in md.topics.items()
+        )
+
+    # -- transactions ------------------------------------------------------------------------
     def _begin(self) -> None:
         if self.eos:
             self.producer.begin_transaction()
-            self.in_txn = True
+        self.in_txn = True
+        self.txn_start = time.monotonic()
+        self.txn_records = self.txn_bytes = 0
 
-    def _fail_record(self, err: KafkaError, tp: TP, offset: int) -> None:
-        if self.in_txn:
-            self.in_txn = False
+    def _maybe_commit(self, behind: bool) -> None:
+        if not self.in_txn:
+            return
+        age = time.monotonic() - self.txn_start
+        if (
+            self.txn_records >= self.max_records
+            or self.txn_bytes >= self.max_bytes
+            or age >= self.interval * (BEHIND_FACTOR if behind else 1)
+        ):
+            self._commit()
+
+    def _abort(self) -> None:
+        if self.eos and self.in_txn:
             with contextlib.suppress(KafkaException):
                 self.producer.abort_transaction(30)
+        self.in_txn = False
+        for part in self.parts.values():
+            part.reset()
+
+    def _fail_record(self, err: KafkaError, part: _Part, offset: int) -> None:
+        self._abort()
         code = err.code()
-        where = f"{tp[0]}[{tp[1]}] offset {offset}"
+        where = f"{part.topic}[{part.partition}] offset {offset}"
         if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
             raise RecordTooLargeError(
                 f"record {where} is larger than {self.ctx.target} accepts ({err.str()}); "
-                "nothing from this chunk on was committed: raise the target topic's "
+                "nothing from this transaction on was committed: raise the target topic's "
                 "max.message.bytes and the producer's message.max.bytes"
             )
-        if code in _FENCED or err.fatal():
-            raise _Fenced(str(err))
         raise BrokerError(
-            f"producing {where} to {self.ctx.target} failed: {err.str()}", transient=err.retriable()
+            f"producing {where} to {self.ctx.target} failed: {err.str()}",
+            transient=err.retriable() and code not in _FENCED,
         )
 
-    def _new_chunk(self) -> None:
-        self.pending: dict[TP, deque] = {rp: deque() for rp in self.remote.values()}
-        self.trackers = {rp: SegmentTracker() for rp in self.remote.values()}
-        self.acks: dict[TP, array] = {rp: array("d") for rp in self.remote.values()}
-        self.create_ts: dict[TP, array] = {rp: array("d") for rp in self.remote.values()}
-        self.stats = {tp: _Stats() for tp in self.remote}
-        self.errors: list[tuple[KafkaError, TP, int]] = []
-        self.callback_errors: list[Exception] = []
-        self.chunk_records = 0
-
-    def _commit_chunk(self, more: bool) -> None:
+    def _commit(self) -> None:
+        if not self.in_txn:
+            return
         ctx = self.ctx
         if self.producer.flush(60) > 0:
             raise BrokerError(f"{ctx.target} did not acknowledge records in 60s", transient=True)
-        if self.callback_errors:
-            raise self.callback_errors[0]
-        if self.errors:
-            err, (rt, p), upstream = self.errors[0]
-            source = next(tp for tp, r in self.remote.items() if r == (rt, p))
-            self._fail_record(err, source, upstream)
-        metrics = [events.encode(m) for m in self._metrics()]
-        syncs = self._sync_records()
-        next_u = {self.remote[tp]: st.last_u + 1 for tp, st in self.stats.items() if st.records}
-        extra_out = [(ctx.metrics_topic, k, v) for k, v in metrics]
+        acked_ms = time.time() * 1000.0
+        moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
+        for part in moved.values():
+            if part.error is not None:
+                err, _ = part.error
+                first = part.runs[0][0] if part.runs else part.committed
+                self._fail_record(err, part, first)
+        segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
+        out = [(ctx.metrics_topic, *events.encode(e)) for e in self._metrics(segments, acked_ms)]
+        syncs = self._sync_records(segments)
         if ctx.offset_syncs_on_target:
-            extra_out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
-        for topic, k, v in extra_out:
+            out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
+        for topic, k, v in out:
             self.producer.produce(topic, v, k, partition=0)
+        ledger = {(part.remote, part.partition): part.expect for part in moved.values()}
         try:
             if self.eos:
                 self.producer.send_offsets_to_transaction(
-                    ledger_offsets(next_u), self.ledger.consumer_group_metadata(), 60
+                    ledger_offsets(ledger), self.ledger.consumer_group_metadata(), 60
                 )
+                testhooks.hold_before_commit()
                 self.producer.commit_transaction(60)
-                self.in_txn = False
             else:
                 if self.producer.flush(60) > 0:
                     raise BrokerError("metrics/offset syncs not acknowledged", transient=True)
-                self.ledger.commit(offsets=ledger_offsets(next_u), asynchronous=False)
+                if ledger:
+                    self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
         except KafkaException as exc:
             err = exc.args[0]
-            if err.code() in _FENCED or err.fatal():
-                raise _Fenced(str(err)) from exc
             raise BrokerError(
-                f"committing to {ctx.target} failed: {err.str()}", transient=err.retriable()
+                f"committing to {ctx.target} failed: {err.str()}",
+                transient=err.retriable() and err.code() not in _FENCED and not err.fatal(),
             ) from exc
+        self.in_txn = False
         if not ctx.offset_syncs_on_target and syncs:
             produce_plain(
                 ctx, "source", ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs]
             )
-        for tp, st in self.stats.items():
-            self.result.records += st.records
-            self.result.bytes += st.bytes
-            if st.records:
-                self.result.next_offsets[f"{tp[0]}:{tp[1]}"] = st.last_u + 1
-        self._new_chunk()
-        if more:
-            self._begin()
+        self.result.transactions += 1
+        for part in moved.values():
+            part.committed = part.expect
+            self.result.records += part.n
+            self.result.bytes += part.bytes
+            self.result.next_offsets[f"{part.topic}:{part.partition}"] = part.expect
+            part.reset()
 
-    def _sync_records(self) -> list[OffsetSync]:
-        lag_max = self.ctx.settings.offset_lag_max
-        out = []
+    def _sync_records(self, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
         if not self.ctx.settings.emit_offset_syncs:
-            return out
-        for tp, (rt, p) in self.remote.items():
-            for segment in self.trackers[(rt, p)].close():
-                for point in mm2_compatible_points(segment, lag_max):
-                    out.append(OffsetSync(tp[0], p, point.upstream, point.downstream))
-        return out
+            return []
+        lag_max = self.ctx.settings.offset_lag_max
+        return [
+            OffsetSync(tp[0], tp[1], point.upstream, point.downstream)
+            for tp, segs in segments.items()
+            for seg in segs
+            for point in mm2_compatible_points(seg, lag_max)
+        ]
 
-    def _metrics(self) -> list[dict[str, Any]]:
-
+    def _metrics(self, segments: dict[TP, list[Segment]], acked_ms: float) -> list[dict]:
         out = []
-        for tp, st in self.stats.items():
-            if not st.records:
-                continue
-            rp = self.remote[tp]
-            segments = self.trackers[rp].segments()
-            acks, created = np.asarray(self.acks[rp]), np.asarray(self.create_ts[rp])
-            n = min(len(acks), len(created))
+        for tp, segs in segments.items():
+            part = self.parts[tp]
+            ts = np.frombuffer(part.ts, dtype=np.float64)
+            consumed = np.repeat(
+                [c for c, _n in part.consumed], [n for _c, n in part.consumed]
+            ).astype(np.float64)
+            created = np.where(ts > 0, ts, consumed)
             _low, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
             common = {
                 "topic": tp[0],
-                "remote_topic": rp[0],
+                "remote_topic": part.remote,
                 "partition": tp[1],
                 "batch_id": self.batch_id,
             }
@@ -404,15 +600,15 @@ class RangeCopy:
                     **common,
                     query_id=self.query_id,
                     slot=self.slot,
-                    records=st.records,
-                    bytes=st.bytes,
-                    upstream_first=st.first_u,
-                    upstream_last=st.last_u,
-                    downstream_first=segments[0].downstream_start if segments else None,
-                    downstream_last=segments[-1].downstream_end if segments else None,
-                    lag=max(high - (st.last_u + 1), 0) if high >= 0 else None,
-                    latency_ms=_summary(acks[:n] - created[:n]),
-                    age_ms=_summary(st.age),
+                    records=part.n,
+                    bytes=part.bytes,
+                    upstream_first=segs[0].upstream_start,
+                    upstream_last=segs[-1].upstream_end,
+                    downstream_first=segs[0].downstream_start,
+                    downstream_last=segs[-1].downstream_end,
+                    lag=max(high - part.expect, 0) if high >= 0 else None,
+                    latency_ms=summary(acked_ms - created),
+                    age_ms=summary(consumed - created),
                 )
             )
             out.append(
@@ -422,30 +618,26 @@ class RangeCopy:
                     **common,
                     segments=[
                         [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
-                        for g in segments
+                        for g in segs
                     ],
                 )
             )
         return out
 
 
-def copy_ranges(
+def copy_slice(
     ctx: FlowContext,
     options_key: str,
     slot: int,
-    ranges: Sequence[tuple[str, int, int, int]],
-    batch_id: int,
-    query_id: str,
+    partitions: Sequence[TP],
+    **kwargs: Any,
 ) -> CopyResult:
-    """Copy ``ranges`` for ``slot``; a fenced cached producer is rebuilt and the copy redone."""
-    for attempt in range(3):
-        try:
-            return RangeCopy(ctx, options_key, slot, ranges, batch_id, query_id).run()
-        except (_Fenced, SystemError):  # SystemError: librdkafka failed inside a callback
-            _drop_clients(options_key, slot)
-            if attempt == 2:
-                raise
-        except Exception:
-            _drop_clients(options_key, slot)
-            raise
-    raise AssertionError("unreachable")
+    """Copy ``partitions`` for ``slot`` for one slice (see :class:`SliceCopy` for ``kwargs``).
+
+    Cached clients are dropped after a failure, so the next slice starts from fresh ones.
+    """
+    try:
+        return SliceCopy(ctx, options_key, slot, partitions, **kwargs).run()
+    except Exception:
+        _drop_clients(options_key, slot)
+        raise

@@ -1,6 +1,7 @@
 """Progress of a catch-up (``mirror run --once``, the demo): records done / to do and rate.
 
-A bar on a terminal; one plain line per finished micro-batch otherwise (logs, CI, jobs).
+A bar on a terminal; otherwise a plain line when the count moved, at most every
+``LINE_SECONDS`` (logs, CI, jobs). Counts come from the delivery ledger, so they are exact.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 from typing import Any, TextIO
 
 TP = tuple[str, int]
+LINE_SECONDS = 5.0
 
 
 class CatchUpProgress:
@@ -21,21 +23,15 @@ class CatchUpProgress:
         self.tty = self.stream.isatty()
         self.started = time.monotonic()
         self.base: int | None = None
-        self.last_batch: int | None = None
+        self.last_done: int | None = None
+        self.last_line = 0.0
 
-    def update(self, progress: dict[str, Any] | None, target: dict[TP, int]) -> str | None:
-        """The line for this progress (None when nothing new happened)."""
-        from mirror_lib.runner import end_offsets
-
-        if not progress:
-            return None
+    def update(self, delivered: dict[TP, int], target: dict[TP, int]) -> str | None:
+        """The line for these ledger positions (None when nothing new is worth a line)."""
+        reached = sum(min(delivered.get(tp, 0), off) for tp, off in target.items())
         if self.base is None:
-            starts = end_offsets(
-                {"sources": [{"endOffset": progress["sources"][0].get("startOffset") or "{}"}]}
-            )
-            self.base = sum(min(starts.get(tp, 0), off) for tp, off in target.items())
-        ends = end_offsets(progress)
-        done = sum(min(ends.get(tp, 0), off) for tp, off in target.items()) - self.base
+            self.base = reached
+        done = reached - self.base
         total = max(sum(target.values()) - self.base, 0)
         rate = done / max(time.monotonic() - self.started, 1e-9)
         if self.tty:
@@ -44,15 +40,14 @@ class CatchUpProgress:
                 f"\r{self.flow} [{'#' * filled}{'.' * (30 - filled)}] "
                 f"{done}/{total} records {rate:,.0f} rec/s"
             )
-        if progress["batchId"] == self.last_batch:
+        now = time.monotonic()
+        if done == self.last_done or (done < total and now - self.last_line < LINE_SECONDS):
             return None
-        self.last_batch = progress["batchId"]
-        return (
-            f"{self.flow} batch {progress['batchId']}: {done}/{total} records, {rate:,.0f} rec/s\n"
-        )
+        self.last_done, self.last_line = done, now
+        return f"{self.flow}: {done}/{total} records, {rate:,.0f} rec/s\n"
 
     def __call__(self, runner: Any, target: dict[TP, int]) -> None:
-        line = self.update(runner.query.lastProgress if runner.query else None, target)
+        line = self.update(runner.delivered(target), target)
         if line:
             self.stream.write(line)
             self.stream.flush()

@@ -1,8 +1,9 @@
 """Start, watch and stop a flow's streaming queries with a SparkSession passed in.
 
-One :class:`FlowRunner` per flow. ``run_once`` gives availableNow semantics on Spark 4.1 without
-one giant batch: it snapshots the source's end offsets, lets the budgeted planner work through
-them batch by batch, and stops when every snapshotted partition is replicated.
+One :class:`FlowRunner` per flow (the replication query) plus :class:`CompanionJob` threads
+(heartbeats, checkpoints). ``--once`` gives availableNow semantics on Spark 4.1: it snapshots the
+source's end offsets, passes them to the planner as ``until``, and stops when the delivery ledger
+reached them for every partition.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mirror_lib.companions import CompanionJob
 from mirror_lib.config import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.flow import FlowContext
@@ -128,45 +130,51 @@ def raise_query_error(
 
 
 class FlowRunner:
-    """One streaming query of a flow: ``replication`` (default), ``checkpoints``, ``heartbeats``."""
+    """The replication query of a flow: a planner of time slices and long-running copy tasks."""
 
     def __init__(
         self, spark: Any, config: MirrorConfig, flow_name: str, job: str = "replication"
     ) -> None:
-        from mirror_lib.periodic import JOBS
-
-        if job not in ("replication", *JOBS):
-            raise ConfigError("job", job, "one of replication, " + ", ".join(JOBS))
+        if job != "replication":
+            raise ConfigError(
+                "job", job, "replication (heartbeats and checkpoints run as CompanionJob threads)"
+            )
         self.spark = spark
         self.job = job
         self.ctx = FlowContext.create(config, flow_name)
-        if job != "heartbeats" and not self.ctx.flow.enabled:
+        if not self.ctx.flow.enabled:
             raise ConfigError(f"{flow_name}.enabled", "false", "true to replicate this flow")
         self.query: Any = None
+        self._ledger: Any = None
 
     @property
     def checkpoint(self) -> Path:
         return flow_dir(self.ctx.config, self.ctx.flow.name) / self.job
 
-    def start(self) -> Any:
-        """Start the query; its trigger is the job's interval."""
-        from mirror_lib.periodic import job_interval
+    @property
+    def ledger(self) -> Any:
+        if self._ledger is None:
+            from mirror_lib.ledger import LedgerView
+
+            self._ledger = LedgerView(self.ctx)
+        return self._ledger
+
+    def start(self, until: dict[tuple[str, int], int] | None = None) -> Any:
+        """Start the query. ``until``: copy only up to these offsets (``--once``)."""
+        from mirror_lib.source import format_until
 
         register_sources(self.spark)
         _claim_checkpoint(self.ctx, self.checkpoint.parent)
         options = self.ctx.to_options()
-        if self.job == "replication":
-            fmt, interval = "mirror", self.ctx.settings.trigger_interval
-        else:
-            fmt, interval = "mirror_periodic", job_interval(self.ctx, self.job)
-            options.update(job=self.job, interval=str(interval))
-        df = self.spark.readStream.format(fmt).options(**options).load()
+        if until is not None:
+            options["until"] = format_until(until)
+        df = self.spark.readStream.format("mirror").options(**options).load()
         self.query = (
-            df.writeStream.format(fmt)
+            df.writeStream.format("mirror")
             .options(**options)
             .option("checkpointLocation", str(self.checkpoint.resolve()))
             .queryName(f"mirror-{self.job}-{self.ctx.flow.name}")
-            .trigger(processingTime=f"{interval} seconds")
+            .trigger(processingTime=f"{self.ctx.settings.trigger_interval} seconds")
             .start()
         )
         return self.query
@@ -200,15 +208,21 @@ class FlowRunner:
         tps = [(t, p) for t, n in counts.items() if self.ctx.should_replicate(t) for p in range(n)]
         return {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items()}
 
+    def delivered(self, partitions: Collection[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Next upstream offset per partition, from the delivery ledger (the truth, D3)."""
+        return self.ledger.positions(partitions)
+
     def lag(self) -> int:
-        """Records the replication query still has to copy (source LSO - last batch's end)."""
-        ends = end_offsets(self.query.lastProgress if self.query else None)
-        return sum(max(hi - ends.get(tp, 0), 0) for tp, hi in self.snapshot().items())
+        """Records the flow still has to copy (source LSO - delivered), from the ledger."""
+        snapshot = self.snapshot()
+        done = self.delivered(snapshot)
+        return sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items())
 
     def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
-        """True when the last finished batch reached ``target`` for every partition."""
-        ends = end_offsets(self.query.lastProgress if self.query else None)
-        return all(ends.get(tp, 0) >= off for tp, off in target.items() if off > 0)
+        """True when the ledger reached ``target`` for every partition."""
+        wanted = {tp: off for tp, off in target.items() if off > 0}
+        done = self.delivered(wanted)
+        return all(done.get(tp, 0) >= off for tp, off in wanted.items())
 
     def await_caught_up(
         self, target: dict[tuple[str, int], int], timeout_s: float | None, on_progress: Any = None
@@ -217,7 +231,7 @@ class FlowRunner:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while deadline is None or time.monotonic() < deadline:
             self.raise_if_failed()
-            if self.query.lastProgress and self.caught_up(target):
+            if self.caught_up(target):
                 return True
             if on_progress is not None:
                 on_progress(self, target)
@@ -300,18 +314,19 @@ def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) ->
         report(f"{ctx.flow.name}: {written} checkpoints written, {skipped} bad records skipped")
 
 
-def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[FlowRunner]:
-    """Checkpoint queries of the given flows and heartbeat queries of every heartbeat flow.
+def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[CompanionJob]:
+    """Checkpoint jobs of the given flows and heartbeat jobs of every heartbeat flow.
 
     As in MM2, heartbeats run for all cluster pairs with emit.heartbeats.enabled (default true),
     not only replicating ones, so that a flow's source has a ``heartbeats`` topic to replicate.
+    They are driver threads (:mod:`mirror_lib.companions`); ``spark`` is not used.
     """
     jobs = []
     for name in names:
         s = config.flow(name).settings
         if s.emit_checkpoints or s.sync_group_offsets:
-            jobs.append(FlowRunner(spark, config, name, "checkpoints"))
-    jobs += [FlowRunner(spark, config, f.name, "heartbeats") for f in config.heartbeat_flows()]
+            jobs.append(CompanionJob(config, name, "checkpoints"))
+    jobs += [CompanionJob(config, f.name, "heartbeats") for f in config.heartbeat_flows()]
     return jobs
 
 
@@ -369,8 +384,11 @@ def run_flows(
         targets = {r.ctx.flow.name: r.snapshot() for r in runners}
         for r in runners:
             _check_matches(r.ctx, targets[r.ctx.flow.name], once, report)
-        for r in runners + jobs:
-            r.start()
+        for r in runners:
+            r.start(targets[r.ctx.flow.name] if once else None)
+            report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
+        for j in jobs:
+            j.start()
             report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
         deadline = None if duration_s is None else time.monotonic() + duration_s
         if once:

@@ -1,8 +1,9 @@
-"""The replication sink: Spark hands each task its slot's ranges; :mod:`copier` does the work.
+"""The replication sink: Spark hands each task its slot's slice; :mod:`copier` does the work.
 
-``write()`` runs on executors (a pooled Python worker per task); ``commit()``/``abort()`` run on
-the driver in a worker without a SparkSession (platform.md §1.7). Delivery state lives in Kafka
-(transactions + ledger), so ``commit()`` has nothing to make durable and replays are safe.
+``write()`` runs on executors (a pooled Python worker per task) and lasts a whole slice;
+``commit()``/``abort()`` run on the driver in a worker without a SparkSession (platform.md §1.7).
+Delivery state lives in Kafka (transactions + ledger), so ``commit()`` has nothing to make durable
+and replays are safe.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
-from mirror_lib.copier import CopyResult, copy_ranges
+from mirror_lib.copier import CopyResult, copy_slice
 from mirror_lib.flow import FlowContext
 
 _CONTEXTS: dict[str, FlowContext] = {}
@@ -35,8 +36,8 @@ def flow_context(options: dict[str, str]) -> tuple[FlowContext, str]:
     return _CONTEXTS[key], key
 
 
-class RangeCopier(DataSourceStreamWriter):
-    """Executes the planner's ranges: consume from the source, produce to the target."""
+class SliceCopier(DataSourceStreamWriter):
+    """Runs one slice of a task slot: consume from the source, produce to the target."""
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
@@ -44,18 +45,32 @@ class RangeCopier(DataSourceStreamWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         from pyspark import TaskContext
 
+        from mirror_lib.source import SlotWork
+
         rows = list(iterator)
+        if not rows:
+            return CopyMessage(CopyResult(slot=-1))
         task = TaskContext.get()
         batch_id = int(task.getLocalProperty("streaming.sql.batchId") or -1) if task else -1
         query_id = (task.getLocalProperty("sql.streaming.queryId") or "") if task else ""
-        if not rows:
-            return CopyMessage(CopyResult(slot=-1))
+        work = SlotWork.from_json(rows[0].slot, rows[0].work)
         ctx, key = flow_context(self.options)
-        ranges = [(r.topic, r.partition, r.start, r.end) for r in rows]
-        return CopyMessage(copy_ranges(ctx, key, rows[0].slot, ranges, batch_id, query_id))
+        until = work.until_offsets()
+        return CopyMessage(
+            copy_slice(
+                ctx,
+                key,
+                work.slot,
+                work.partitions,
+                until=until,
+                counts=None if until else work.counts,
+                batch_id=batch_id,
+                query_id=query_id,
+            )
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to persist: records, syncs, metrics and ledger were committed in Kafka."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Open transactions of failed tasks are aborted when their transactional.id is reused."""
+        """Open transactions of killed tasks are aborted when their transactional.id is reused."""

@@ -1,21 +1,26 @@
-"""The replication data source: a planner that emits ``[start, end)`` offset ranges (D2).
+"""The replication data source: a planner of time slices (D2).
 
-Every micro-batch the planner lists the source topics the flow replicates (new topics and
-partitions are picked up without restart), creates missing remote topics, checks for vanished
-ranges (D10) and returns per-partition end offsets capped by the flow's records/bytes budget.
-``partitions()`` groups the ranges by task slot; the sink (:mod:`mirror_lib.sink`) copies them.
+A micro-batch is a checkpoint interval, not a unit of latency: each batch is one *slice* in which
+every task slot copies its partitions continuously for ``mirror.batch.duration.seconds``
+(:mod:`mirror_lib.copier`). Between slices the planner lists the source topics the flow
+replicates (new topics and partitions are picked up), creates missing remote topics, reads where
+each partition stands from the delivery ledger (:mod:`mirror_lib.ledger`, the truth about what
+was delivered), writes start positions for partitions seen for the first time, and checks for
+vanished ranges (D10).
 
-Offsets (JSON, string keys): ``{"v": 1, "topics": {topic: {"id": id, "p": {"0": end}, "s":
-{"0": start}}}}``; ``s`` holds the batch's start only for partitions first seen or moved past a gap
-in that batch, so a replayed batch re-plans exactly the same ranges.
+Offsets (JSON, string keys): ``{"v": 2, "slice": n, "topics": {topic: {"id": id, "n": count,
+"p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice ended; a
+replayed slice simply continues from the ledger. With the ``until`` option (``--once``) a slice
+copies only up to those offsets, and no new slice is planned once the ledger reached them.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -26,32 +31,70 @@ from pyspark.sql.datasource import (
 )
 
 from mirror_lib import events
-from mirror_lib.budget import allocate
 from mirror_lib.errors import DataLossError
 from mirror_lib.flow import FlowContext, stable_slot
-from mirror_lib.kafka_offsets import (
-    batch_ranges,
-    list_topic_partitions,
-    partition_bounds,
-    positions,
-    topic_ids,
-)
+from mirror_lib.kafka_offsets import list_topic_partitions, partition_bounds, topic_ids
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "topic string, partition int, start long, end long, slot int"
+SCHEMA = "slot int, work string"
+TP = tuple[str, int]
 
 
 @dataclass
 class SlotWork(InputPartition):
-    """All ranges of one task slot in one batch: (topic, partition, start, end)."""
+    """What one task slot copies in one slice: its partitions and, with --once, where to stop.
+
+    ``counts`` are the source's partition counts at planning; a task that sees more (or a new
+    matching topic) ends its slice early so that the planner sets them up.
+    """
 
     slot: int
-    ranges: list[tuple[str, int, int, int]]
+    partitions: list[TP]
+    until: list[tuple[str, int, int]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    slice: int = 0
+
+    def until_offsets(self) -> dict[TP, int]:
+        return {(t, p): end for t, p, end in self.until}
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"p": self.partitions, "u": self.until, "c": self.counts, "s": self.slice},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, slot: int, text: str) -> SlotWork:
+        data = json.loads(text)
+        return cls(
+            slot,
+            [(t, int(p)) for t, p in data["p"]],
+            [(t, int(p), int(end)) for t, p, end in data["u"]],
+            {t: int(n) for t, n in data["c"].items()},
+            int(data["s"]),
+        )
+
+
+def parse_until(text: str | None) -> dict[TP, int]:
+    """The ``until`` option: ``{"topic": {"0": end}}`` -> ``{(topic, 0): end}``."""
+    if not text:
+        return {}
+    return {
+        (t, int(p)): int(end) for t, parts in json.loads(text).items() for p, end in parts.items()
+    }
+
+
+def format_until(until: dict[TP, int]) -> str:
+    """The ``until`` option for end offsets per partition (see :func:`parse_until`)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, p), end in sorted(until.items()):
+        out.setdefault(topic, {})[str(p)] = end
+    return json.dumps(out, sort_keys=True)
 
 
 class MirrorDataSource(DataSource):
-    """``readStream.format("mirror")`` plans ranges; ``writeStream.format("mirror")`` copies."""
+    """``readStream.format("mirror")`` plans slices; ``writeStream.format("mirror")`` copies."""
 
     @classmethod
     def name(cls) -> str:
@@ -61,19 +104,15 @@ class MirrorDataSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return RangePlanner(dict(self.options))
+        return SlicePlanner(dict(self.options))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        from mirror_lib.sink import RangeCopier
+        from mirror_lib.sink import SliceCopier
 
-        return RangeCopier(dict(self.options))
-
-
-def _offsets(topics: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {"v": 1, "topics": topics}
+        return SliceCopier(dict(self.options))
 
 
-class RangePlanner(DataSourceStreamReader):
+class SlicePlanner(DataSourceStreamReader):
     """Driver-side planner; one instance lives for a whole query run (platform.md §1.2)."""
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -81,17 +120,27 @@ class RangePlanner(DataSourceStreamReader):
         self._ctx: FlowContext | None = None
         self._admins: dict[str, Any] = {}
         self._syncer: Any = None
+        self._ledger: Any = None
         self._position: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
         self._last_refresh = {"configs": 0.0, "acls": 0.0, "partitions": 0.0}
         self._known_topics: set[str] = set()
         self._internal_ready = False
+        self.until = parse_until(options.get("until"))
 
     @property
     def ctx(self) -> FlowContext:
         if self._ctx is None:
             self._ctx = FlowContext.from_options(self.options)
         return self._ctx
+
+    @property
+    def ledger(self) -> Any:
+        if self._ledger is None:
+            from mirror_lib.ledger import LedgerView
+
+            self._ledger = LedgerView(self.ctx)
+        return self._ledger
 
     def _admin(self, side: str) -> Any:
         if side not in self._admins:
@@ -128,8 +177,16 @@ class RangePlanner(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict:
         if start is None:
             start = self._position or self.initialOffset()
-        end = self._plan(start, first=False)
-        return end
+        plan = self._plan(start, first=False)
+        work = [
+            tp
+            for tp, pos in plan_positions(plan).items()
+            if not self.until or pos < self.until.get(tp, -1)
+        ]
+        if not work and (self.until or plan["topics"].keys() == start.get("topics", {}).keys()):
+            return start  # nothing to copy: no new slice
+        plan["slice"] = int(start.get("slice", 0)) + 1
+        return plan
 
     def _plan(self, start: dict[str, Any] | None, *, first: bool) -> dict[str, Any]:
         ctx = self.ctx
@@ -143,42 +200,46 @@ class RangePlanner(DataSourceStreamReader):
         }
         target_counts = self._ensure_remote(counts)
         ids = topic_ids(self._admin("source"), counts)
-        tps = [(t, p) for t, n in counts.items() for p in range(n)]
+        # a remote partition that is not there yet is planned once it exists
+        planned = {t: min(n, target_counts.get(ctx.remote_topic(t), 0)) for t, n in counts.items()}
+        tps = [(t, p) for t, n in planned.items() for p in range(n)]
         bounds = partition_bounds(self._admin("source"), tps)
+        delivered = self.ledger.positions(tps)
+        missing = [tp for tp in tps if tp not in delivered]
+        former = self.ledger.former_positions(missing) if missing else {}
         previous = (start or {}).get("topics", {})
-        known = positions(start)
-        begin: dict[tuple[str, int], int] = {}
+        starts: dict[TP, int] = {}
+        pos_of: dict[TP, int] = {}
         for (topic, p), (lo, hi) in bounds.items():
-            if p >= target_counts.get(ctx.remote_topic(topic), 0):
-                continue  # remote partition not there yet: plan it once it exists
+            pos = delivered.get((topic, p))
             old = previous.get(topic)
-            pos = known.get((topic, p))
-            if old is not None and old.get("id") not in (None, ids.get(topic)):
-                pos = self._gap(topic, p, pos, lo, hi, "topic was deleted and re-created")
+            if pos is not None and old is not None and old.get("id") not in (None, ids.get(topic)):
+                pos = starts[(topic, p)] = self._gap(
+                    topic, p, pos, lo, hi, "topic was deleted and re-created"
+                )
             elif pos is None:
-                latest = first and (s.starting_offsets or self._reset_policy()) == "latest"
-                pos = hi if latest else lo
+                pos = former.get((topic, p))
+                if pos is None:
+                    latest = first and (s.starting_offsets or self._reset_policy()) == "latest"
+                    pos = hi if latest else lo
+                starts[(topic, p)] = pos
             elif pos < lo:
-                pos = self._gap(topic, p, pos, lo, hi, "records were deleted (retention)")
-            elif pos > hi:
-                pos = self._gap(topic, p, pos, lo, hi, "partition was truncated or re-created")
-            begin[(topic, p)] = pos
-        moved = {tp for tp, b in begin.items() if known.get(tp) != b}
-        ends = dict(begin)
-        if not first:
-            backlog = {tp: bounds[tp][1] - b for tp, b in begin.items()}
-            grant = allocate(backlog, s.batch_max_records, s.batch_max_bytes)
-            ends = {tp: b + grant.get(tp, 0) for tp, b in begin.items()}
+                pos = starts[(topic, p)] = self._gap(
+                    topic, p, pos, lo, hi, "records were deleted (retention)"
+                )
+            pos_of[(topic, p)] = pos
+        if starts:
+            self.ledger.commit(starts)
         topics: dict[str, dict[str, Any]] = {}
-        for (topic, p), end in sorted(ends.items()):
-            entry = topics.setdefault(topic, {"id": ids.get(topic), "p": {}})
-            entry["p"][str(p)] = end
-            if (topic, p) in moved and not first:
-                entry.setdefault("s", {})[str(p)] = begin[(topic, p)]
+        for topic, n in sorted(planned.items()):
+            if n:
+                topics[topic] = {"id": ids.get(topic), "n": n, "c": counts[topic], "p": {}}
+        for (topic, p), pos in sorted(pos_of.items()):
+            topics[topic]["p"][str(p)] = pos
         for topic, entry in previous.items():
             if topic not in topics:  # vanished for now: remember it to detect a re-creation
-                topics[topic] = {"id": entry.get("id"), "p": dict(entry["p"])}
-        return _offsets(topics)
+                topics[topic] = {"id": entry.get("id"), "n": 0, "p": {}}
+        return {"v": 2, "slice": int((start or {}).get("slice", 0)), "topics": topics}
 
     def _reset_policy(self) -> str:
         consumer = self.ctx.config.cluster(self.ctx.source).consumer
@@ -256,18 +317,36 @@ class RangePlanner(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         self._position = end
-        slots: dict[int, list[tuple[str, int, int, int]]] = {}
+        if end.get("slice") == start.get("slice") and end.get("v") == start.get("v"):
+            return []
         tasks = self.ctx.settings.tasks
-        for topic, p, first, stop in batch_ranges(start, end):
-            slots.setdefault(stable_slot(topic, p, tasks), []).append((topic, p, first, stop))
-        return [SlotWork(slot, ranges) for slot, ranges in sorted(slots.items())]
+        counts = {t: int(e["c"]) for t, e in end.get("topics", {}).items() if "c" in e}
+        slots: dict[int, SlotWork] = {}
+        for (topic, p), pos in sorted(plan_positions(end).items()):
+            stop = self.until.get((topic, p))
+            if self.until and (stop is None or pos >= stop):
+                continue
+            slot = stable_slot(topic, p, tasks)
+            work = slots.setdefault(slot, SlotWork(slot, [], [], counts, int(end["slice"])))
+            work.partitions.append((topic, p))
+            if stop is not None:
+                work.until.append((topic, p, stop))
+        return [slots[slot] for slot in sorted(slots)]
 
-    def read(self, partition: SlotWork) -> Iterator[tuple[str, int, int, int, int]]:
-        for topic, p, first, stop in partition.ranges:
-            yield (topic, p, first, stop, partition.slot)
+    def read(self, partition: SlotWork) -> Iterator[tuple[int, str]]:
+        yield (partition.slot, partition.to_json())
 
     def commit(self, end: dict[str, Any]) -> None:
         self._position = end
+
+
+def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
+    """Next upstream offset per planned partition of a slice plan (``{}`` for none)."""
+    return {
+        (topic, int(p)): int(pos)
+        for topic, entry in (plan or {}).get("topics", {}).items()
+        for p, pos in entry.get("p", {}).items()
+    }
 
 
 def _best_effort(call: Any, what: str) -> None:

@@ -77,13 +77,11 @@ def register_sources(spark: Any) -> None:
     """Register mirror_lib's Python data sources on ``spark`` (idempotent)."""
     from mirror_lib.delta_store import DeltaRsDataSource
     from mirror_lib.materialize import MaterializeDataSource
-    from mirror_lib.periodic import PeriodicDataSource
     from mirror_lib.records_source import RecordsDataSource
     from mirror_lib.source import MirrorDataSource
 
     for source in (
         MirrorDataSource,
-        PeriodicDataSource,
         RecordsDataSource,
         MaterializeDataSource,
         DeltaRsDataSource,

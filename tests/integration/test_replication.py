@@ -45,9 +45,15 @@ def test_records_identical_in_order_across_topics_and_partitions(
     for topic in topics:
         create_topic(brokers.source, topic, 4)
         produce_exact(brokers.source, topic, mixed_records(7_000, 4, topic))
-    config = make_config(topics=f"{unique_name}-.*", **{"mirror.batch.max.records": "6000"})
-    status = run_once(spark, config)
-    assert status["A->B"].batches >= 4, "the budget must split the 21k-record backlog"
+    config = make_config(topics=f"{unique_name}-.*", **{"mirror.commit.max.records": "6000"})
+    run_once(spark, config)
+    batches = [
+        e for e in metrics_events(brokers.target) if e["type"] == "batch" and e["topic"] in topics
+    ]
+    assert sum(e["records"] for e in batches) == 21_000, "metrics count every record once"
+    assert len(batches) >= 12 and max(e["records"] for e in batches) <= 6000, (
+        "transactions are capped by mirror.commit.max.records"
+    )
     for topic in topics:
         source = consume_all(brokers.source, topic)
         target = consume_all(brokers.target, f"A.{topic}")
@@ -77,7 +83,7 @@ def transactional_source(bootstrap: str, topic: str) -> None:
 def test_translation_is_exact_and_gaps_map_to_next_record(spark, brokers, make_config, unique_name):
     create_topic(brokers.source, unique_name, 2)
     transactional_source(brokers.source, unique_name)
-    config = make_config(topics=unique_name, **{"mirror.batch.max.records": "7"})
+    config = make_config(topics=unique_name, **{"mirror.commit.max.records": "7"})
     run_once(spark, config)
     indexes = load_segments(FlowContext.create(config, "A->B"))
     source = consume_all(brokers.source, unique_name)

@@ -15,24 +15,18 @@ from mirror_lib.runner import _claim_checkpoint, flow_dir
 from mirror_lib.spark import check_java
 
 
-def progress(batch: int, start: str, end: str) -> dict:
-    return {"batchId": batch, "sources": [{"startOffset": start, "endOffset": end}]}
-
-
-def test_progress_prints_done_to_do_and_rate_once_per_batch_when_not_a_terminal():
+def test_progress_prints_done_to_do_and_rate_when_not_a_terminal():
     out = io.StringIO()
     bar = CatchUpProgress("A->B", out)
     target = {("t", 0): 100, ("t", 1): 100}
-    first = progress(
-        0,
-        '{"topics": {"t": {"p": {"0": 0, "1": 0}}}}',
-        '{"topics": {"t": {"p": {"0": 40, "1": 10}}}}',
-    )
-    line = bar.update(first, target)
-    assert line.startswith("A->B batch 0: 50/200 records, ") and line.endswith(" rec/s\n")
-    assert bar.update(first, target) is None, "one line per batch"
-    done = progress(1, "{}", '{"topics": {"t": {"p": {"0": 100, "1": 120}}}}')
-    assert bar.update(done, target).startswith("A->B batch 1: 200/200 records")
+    assert bar.update({}, target).startswith("A->B: 0/200 records, ")
+    assert bar.update({("t", 0): 40, ("t", 1): 10}, target) is None, "at most every 5 s"
+    bar.last_line -= 10
+    line = bar.update({("t", 0): 40, ("t", 1): 10}, target)
+    assert line.startswith("A->B: 50/200 records, ") and line.endswith(" rec/s\n")
+    assert bar.update({("t", 0): 40, ("t", 1): 10}, target) is None, "nothing new, no line"
+    done = bar.update({("t", 0): 100, ("t", 1): 120}, target)
+    assert done.startswith("A->B: 200/200 records"), "the last line is never held back"
 
 
 def test_progress_is_a_bar_on_a_terminal():
@@ -41,7 +35,8 @@ def test_progress_is_a_bar_on_a_terminal():
             return True
 
     bar = CatchUpProgress("A->B", Tty())
-    line = bar.update(progress(3, "{}", '{"topics": {"t": {"p": {"0": 50}}}}'), {("t", 0): 100})
+    bar.base = 0
+    line = bar.update({("t", 0): 50}, {("t", 0): 100})
     assert line.startswith("\rA->B [###############...............] 50/100 records")
 
 
