@@ -279,7 +279,7 @@ def _build_cluster(
             role, name = key.split(".", 1)
             put(role, name, value, key)
     for key, value in props.items():
-        if not key.startswith(prefix):
+        if not key.startswith(prefix) or key in _ALIAS_KEYS:  # clusters named source/target
             continue
         name = key[len(prefix) :]
         head = name.split(".", 1)[0]

@@ -110,7 +110,7 @@ _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 def _ignored_reason(key: str) -> str | None:
     if key in IGNORED:
         return IGNORED[key]
-    if ".override." in key:
+    if ".override." in key or key.startswith("override."):
         return "a Connect per-connector override; set the client setting itself"
     return next((why for p, why in IGNORED_PREFIXES.items() if key.startswith(p)), None)
 
