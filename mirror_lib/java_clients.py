@@ -51,7 +51,8 @@ _NO_MEANING = "has no meaning for mirror_lib (bytes are copied as they are)"
 _JVM_ONLY = "is a JVM setting with no librdkafka equivalent"
 #: Java names ignored with one warning, and why.
 IGNORED: dict[str, str] = {
-    "max.poll.records": "librdkafka fetches by bytes (fetch.max.bytes, max.partition.fetch.bytes)",
+    "max.poll.records": "librdkafka fetches by bytes (fetch.max.bytes, max.partition.fetch.bytes)"
+    " and has it only for share consumers",
     "key.serializer": _NO_MEANING,
     "value.serializer": _NO_MEANING,
     "key.deserializer": _NO_MEANING,
@@ -75,7 +76,6 @@ IGNORED: dict[str, str] = {
     "metadata.max.idle.ms": _JVM_ONLY,
     "default.api.timeout.ms": "mirror_lib sets its own call timeouts (admin.timeout.ms)",
     "exclude.internal.topics": "mirror_lib's topic filters decide",
-    "enable.metrics.push": _JVM_ONLY,
     "socket.connection.setup.timeout.max.ms": "librdkafka has socket.connection.setup.timeout.ms",
     "sasl.kerberos.ticket.renew.window.factor": _JVM_ONLY,
     "sasl.kerberos.ticket.renew.jitter": _JVM_ONLY,

@@ -342,7 +342,7 @@ def test_flow_keys_naming_unknown_clusters_are_warned(files, capsys, tmp_path):
 @pytest.mark.parametrize(
     ("extra", "key", "expected"),
     [
-        ("target.producer.enable.idempotence = false", "target.producer.enable.idempotence", "true"),
+        ("target.producer.enable.idempotence = false", "producer.enable.idempotence", "true"),
         ("target.producer.acks = 1", "target.producer.acks", "all or unset"),
         ("source.consumer.isolation.level = read_uncommitted", "isolation.level", "aborted"),
         ("target.producer.batch.size = 0", "target.producer.batch.size", "1 .. 2147483647"),
