@@ -43,7 +43,7 @@ def test_jaas_forms_java_accepts(text):
 
 
 def test_jaas_quoted_values_keep_special_characters():
-    entry = parse_jaas(f"{PLAIN} required username=\"a b\" password='x\";=y' extra=\"\\\"q\\\"\";")
+    entry = parse_jaas(f'{PLAIN} required username="a b" password=\'x";=y\' extra="\\"q\\"";')
     assert entry.options == {"username": "a b", "password": 'x";=y', "extra": '"q"'}
 
 
