@@ -192,7 +192,14 @@ def _keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: lis
 
 
 def _check_value(name: str, value: str, where: str) -> str:
-    """``value`` normalized for librdkafka, or a ConfigError from librdkafka's own range."""
+    """``value`` normalized for librdkafka, or a ConfigError (secrets never shown)."""
+    try:
+        return _checked(name, value, where)
+    except ConfigError as exc:
+        raise ConfigError(exc.key, redact_value(name, value), exc.expected) from None
+
+
+def _checked(name: str, value: str, where: str) -> str:
     if has_reference(value):
         return value
     if name == "security.protocol":

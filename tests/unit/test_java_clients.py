@@ -207,3 +207,13 @@ def test_alias_keys_are_honoured_not_passed_to_clients():
     assert "cluster.alias" not in str(client_config(config.cluster("A"), "consumer"))
     with pytest.raises(ConfigError, match=r"A->B\.source\.cluster\.alias"):
         cfg(**{"A->B.source.cluster.alias": "primary"})
+
+
+def test_the_property_list_is_the_installed_librdkafkas():
+    from tests.tools.librdkafka_dump import configuration_table, parse_table
+
+    try:
+        table = configuration_table()
+    except (OSError, RuntimeError) as exc:  # not the manylinux wheel: no bundled library
+        pytest.skip(f"no bundled librdkafka to compare with: {exc}")
+    assert parse_table(table) == PROPERTIES
