@@ -202,6 +202,8 @@ def _check_value(name: str, value: str, where: str) -> str:
 def _checked(name: str, value: str, where: str) -> str:
     if has_reference(value):
         return value
+    if name in ("sasl.username", "sasl.password") and not value:
+        raise ConfigError(where, value, "a non-empty credential (or no setting at all)")
     if name == "security.protocol":
         if value.strip().upper() not in _PROTOCOLS:
             raise ConfigError(where, value, "one of " + ", ".join(_PROTOCOLS))

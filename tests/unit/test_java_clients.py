@@ -217,3 +217,11 @@ def test_the_property_list_is_the_installed_librdkafkas():
     except (OSError, RuntimeError) as exc:  # not the manylinux wheel: no bundled library
         pytest.skip(f"no bundled librdkafka to compare with: {exc}")
     assert parse_table(table) == PROPERTIES
+
+
+def test_an_empty_credential_is_never_sent(monkeypatch):
+    monkeypatch.setenv("EMPTY_PW", "")
+    config = cfg(**{"A.sasl.username": "u", "A.sasl.password": "${env:EMPTY_PW}"})
+    assert check_clients(config) == []  # unresolved: nothing to say yet
+    with pytest.raises(ConfigError, match=r"A\.sasl\.password = '': expected a non-empty"):
+        client_config(config.cluster("A"), "consumer")
