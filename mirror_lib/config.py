@@ -283,10 +283,15 @@ def _build_cluster(
             continue
         name = key[len(prefix) :]
         head = name.split(".", 1)[0]
-        if head in ROLES and "." in name:
-            put(head, name.split(".", 1)[1], value, key)
+        if _is_setting(name):
+            warnings.append(
+                f"{key} is ignored: {name} is a flow setting (set it at the top level or as "
+                f"<source>-><target>.{name})"
+            )
         elif name.startswith((*IGNORED_PREFIXES, *_ALIAS_KEYS)):
             warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting, not a client one")
+        elif head in ROLES and "." in name:
+            put(head, name.split(".", 1)[1], value, key)
         else:
             put("client", name, value, key)
     bootstrap = sections["client"].pop("bootstrap.servers", "").strip()

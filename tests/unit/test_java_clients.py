@@ -225,3 +225,21 @@ def test_an_empty_credential_is_never_sent(monkeypatch):
     assert check_clients(config) == []  # unresolved: nothing to say yet
     with pytest.raises(ConfigError, match=r"A\.sasl\.password = .*non-empty credential"):
         client_config(config.cluster("A"), "consumer")
+
+
+def test_cluster_level_mm2_keys_are_warned_not_sent_to_clients():
+    config = cfg(
+        **{
+            "A.replication.factor": "3",
+            "A.admin.timeout.ms": "5000",
+            "A.consumer.poll.timeout.ms": "500",
+            "B.offset.flush.timeout.ms": "1000",
+        }
+    )
+    assert "A.replication.factor is ignored: replication.factor is a flow setting" in " ".join(
+        config.warnings
+    )
+    assert any(w.startswith("B.offset.flush.timeout.ms is ignored") for w in config.warnings)
+    assert any(w.startswith("A.consumer.poll.timeout.ms is ignored") for w in config.warnings)
+    assert check_clients(config) == []
+    assert "timeout.ms" not in client_config(config.cluster("A"), "admin")
