@@ -144,7 +144,8 @@ def _truststore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: l
                 where,
                 location,
                 f"a PEM file: librdkafka cannot read a {kind} truststore. Convert it with "
-                f"`{convert}` and set ssl.ca.location = ca.pem (or ssl.truststore.type = PEM)",
+                f"`{convert}` and set ssl.ca.location = ca.pem (or ssl.truststore.type = PEM); "
+                "for public CAs (cloud services) ssl.ca.location = probe uses the system's",
             )
         out["ssl.ca.location"] = location
     if password and (location or inline):
