@@ -146,4 +146,5 @@ def check_clients(config: MirrorConfig) -> list[str]:
                     client_config(cluster, role, overrides=overrides, resolve=False, notes=notes)
     for flow in config.enabled_flows():
         _delivery_conflicts(config, flow, notes)
+    _WARNED.update(notes)  # the caller shows them; clients built later in this process do not
     return list(dict.fromkeys(notes))
