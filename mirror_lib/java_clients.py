@@ -171,8 +171,9 @@ def _keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: lis
             out["ssl.keystore.location"] = location
             if password:
                 out["ssl.keystore.password"] = password[0]
+                password = None
             key_password = props.pop("ssl.key.password", None)
-            if key_password and password and key_password[0] != password[0]:
+            if key_password and key_password[0] != out.get("ssl.keystore.password"):
                 notes.append(
                     f"{key_password[1]} is ignored: librdkafka opens a PKCS12 keystore's key with "
                     "ssl.keystore.password"
@@ -188,8 +189,9 @@ def _keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: lis
                 f"`keytool -importkeystore -srckeystore {location} -destkeystore keystore.p12 "
                 "-deststoretype PKCS12` and set ssl.keystore.type = PKCS12",
             )
-    elif password and not (chain or key):
-        notes.append(f"{password[1]} is ignored: no ssl.keystore.location is set")
+    if password:
+        why = "a PEM keystore has no store password" if location or chain else "no keystore is set"
+        notes.append(f"{password[1]} is ignored: {why} (ssl.key.password opens a PEM key)")
 
 
 def _check_value(name: str, value: str, where: str) -> str:

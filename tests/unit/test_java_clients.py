@@ -243,3 +243,34 @@ def test_cluster_level_mm2_keys_are_warned_not_sent_to_clients():
     assert any(w.startswith("A.consumer.poll.timeout.ms is ignored") for w in config.warnings)
     assert check_clients(config) == []
     assert "timeout.ms" not in client_config(config.cluster("A"), "admin")
+
+
+def test_store_passwords_are_used_or_warned_never_dropped_silently():
+    conf, notes = translate(
+        props(
+            ssl__keystore__location="/k.p12",
+            ssl__keystore__type="PKCS12",
+            ssl__keystore__password="store",
+            ssl__key__password="other",
+        ),
+        "producer",
+    )
+    assert conf == {"ssl.keystore.location": "/k.p12", "ssl.keystore.password": "store"}
+    assert notes == [
+        "A.ssl.key.password is ignored: librdkafka opens a PKCS12 keystore's key with "
+        "ssl.keystore.password"
+    ]
+    conf, notes = translate(
+        props(
+            ssl__keystore__location="/k.pem",
+            ssl__keystore__password="store",
+            ssl__key__password="kp",
+        ),
+        "producer",
+    )
+    assert conf == {
+        "ssl.certificate.location": "/k.pem",
+        "ssl.key.location": "/k.pem",
+        "ssl.key.password": "kp",
+    }
+    assert notes[0].startswith("A.ssl.keystore.password is ignored: a PEM keystore")
