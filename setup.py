@@ -17,6 +17,7 @@ EXTRAS = {
         "ruff>=0.6",
         "nbval>=0.11",
         "pyyaml>=6",
+        "cryptography>=42",
     ],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mirror_lib.clients import check_clients
 from mirror_lib.config import load_config
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.plan import describe_config, format_description
@@ -25,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    description = describe_config(config)
+    description = describe_config(config, client_warnings=check_clients(config))
     if args.json:
         print(json.dumps(description, indent=2, default=str))
     else:
@@ -37,6 +38,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from mirror_lib.tracking import run_and_log
 
     config = load_config(args.config)
+    for warning in check_clients(config):  # refuses what no client could be built from
+        print(f"mirror: warning: {warning}", file=sys.stderr)
     run_and_log(  # run_flows, logged to MLflow with --mlflow or mirror.mlflow.enabled = true
         None,
         config,

@@ -134,15 +134,18 @@ class FlowContext:
     ) -> dict[str, Any]:
         """librdkafka config for ``role`` on ``cluster`` ("source"/"target" or an alias).
 
-        ``defaults`` yield to the user's settings; ``extra`` overrides them.
+        ``defaults`` yield to the user's settings (with the flow's ``A->B.consumer.*`` etc.);
+        ``extra`` overrides them.
         """
         alias = {"source": self.source, "target": self.target}.get(cluster, cluster)
+        side = "source" if alias == self.source else "target" if alias == self.target else ""
         return client_config(
             self.config.cluster(alias),
             role,
             client_id=f"mirror|{self.flow.name}|{role}",
             defaults=defaults,
             extra=extra,
+            overrides=self.flow.overrides(side, role) if side else None,
         )
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from mirror_lib.config import FlowConfig, MirrorConfig
+from mirror_lib.java_clients import IGNORED, RENAMED
+from mirror_lib.librdkafka_conf import PROPERTIES
 from mirror_lib.settings import BY_KEY
 
 
@@ -61,14 +64,20 @@ def describe_flow(flow: FlowConfig) -> dict[str, Any]:
     }
 
 
-def describe_config(config: MirrorConfig) -> dict[str, Any]:
-    """Clusters (redacted), enabled flows, heartbeat-only flows and warnings."""
-    warnings = []
+def describe_config(config: MirrorConfig, client_warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """Clusters (redacted), enabled flows, heartbeat-only flows and warnings.
+
+    ``client_warnings`` are those of :func:`mirror_lib.clients.check_clients` (settings ignored).
+    """
+    warnings = list(config.warnings)
     for key in config.unknown_keys:
         name = key.split(".", 1)[1] if "->" in key.split(".", 1)[0] else key
         close = difflib.get_close_matches(name, list(BY_KEY), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if not close and (name in PROPERTIES or name in RENAMED or name in IGNORED):
+            hint = f" (a client setting: set it per cluster, e.g. <alias>.{name})"
         warnings.append(f"unknown key {key!r} is ignored{hint}")
+    warnings.extend(client_warnings)
     if not config.enabled_flows():
         warnings.append("no flow is enabled: set e.g. A->B.enabled = true")
     return {

@@ -2,8 +2,9 @@
 
 MM2 reads ``mm2.properties`` with ``java.util.Properties``; we accept the same syntax (``=``, ``:``
 or whitespace separators, ``#``/``!`` comments, backslash line continuations and escapes).
-Secret values may be references (``${env:NAME}``, ``${secret:scope/key}``, ``${file:path:key}``)
-that stay unresolved until a Kafka client is built, and every printed form is redacted.
+Secret values may be references (``${env:NAME}``, ``${secret:scope/key}``, ``${file:path:key}``,
+and MM2's declared config providers) that stay unresolved until a Kafka client is built, and every
+printed form is redacted.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from mirror_lib.errors import ConfigError
@@ -22,7 +24,7 @@ _SENSITIVE = re.compile(
     r"ssl\.keystore\.key|ssl\.key$|private)",
     re.IGNORECASE,
 )
-_REFERENCE = re.compile(r"\$\{(?P<kind>[a-z]+):(?P<body>[^}]*)\}")
+_REFERENCE = re.compile(r"\$\{(?P<kind>[A-Za-z0-9_.\-]+):(?P<body>[^}]*)\}")
 
 SecretLookup = Callable[[str, str], str]
 """Resolves ``(scope, key)`` of a ``${secret:scope/key}`` reference (e.g. Databricks secrets)."""
@@ -131,20 +133,88 @@ def has_reference(value: str) -> bool:
     return bool(_REFERENCE.search(value))
 
 
-def check_references(key: str, value: str) -> None:
-    """Reject references of unknown kinds before anything starts."""
+@dataclass(frozen=True)
+class ConfigProvider:
+    """A config provider as MM2 declares it (``config.providers.<name>.class``), or a built-in.
+
+    ``kind`` is ``file`` (``${name:/path:key}``, a key of a properties file), ``dir``
+    (``${name:/dir:file}``, a file's content), ``env`` (``${name:VAR}``) or ``secret``
+    (``${name:scope/key}`` through a lookup function, e.g. Databricks secrets).
+    """
+
+    name: str
+    kind: str
+    allowed_paths: tuple[str, ...] = ()
+    allowlist: str = ""
+
+
+BUILTIN_PROVIDERS: dict[str, ConfigProvider] = {
+    "env": ConfigProvider("env", "env"),
+    "secret": ConfigProvider("secret", "secret"),
+    "file": ConfigProvider("file", "file"),
+}
+_FORMS = {
+    "env": "${%s:NAME}",
+    "secret": "${%s:scope/key}",
+    "file": "${%s:/path/file.properties:key}",
+    "dir": "${%s:/path/dir:file}",
+}
+#: MM2's provider classes (``org.apache.kafka.common.config.provider.<class>``) -> kind.
+PROVIDER_CLASSES = {
+    "FileConfigProvider": "file",
+    "DirectoryConfigProvider": "dir",
+    "EnvVarConfigProvider": "env",
+}
+
+
+def parse_providers(props: Mapping[str, str]) -> dict[str, ConfigProvider]:
+    """Built-in providers plus those declared with ``config.providers`` (MM2's syntax)."""
+    providers = dict(BUILTIN_PROVIDERS)
+    for name in [n.strip() for n in props.get("config.providers", "").split(",") if n.strip()]:
+        key = f"config.providers.{name}.class"
+        raw = props.get(key, "").strip()
+        kind = PROVIDER_CLASSES.get(raw.rsplit(".", 1)[-1])
+        if kind is None:
+            raise ConfigError(
+                key,
+                raw or None,
+                "org.apache.kafka.common.config.provider.FileConfigProvider, "
+                "DirectoryConfigProvider or EnvVarConfigProvider (other providers cannot run "
+                "without a JVM: use ${env:NAME} or ${secret:scope/key} instead)",
+            )
+        param = f"config.providers.{name}.param."
+        allowed = props.get(param + "allowed.paths", "")
+        providers[name] = ConfigProvider(
+            name,
+            kind,
+            tuple(p.strip() for p in allowed.split(",") if p.strip()),
+            props.get(param + "allowlist.pattern", "").strip(),
+        )
+    return providers
+
+
+def _valid_forms(providers: Mapping[str, ConfigProvider]) -> str:
+    return ", ".join(_FORMS[p.kind] % name for name, p in providers.items())
+
+
+def check_references(
+    key: str, value: str, providers: Mapping[str, ConfigProvider] | None = None
+) -> None:
+    """Reject references to undeclared providers or of the wrong form before anything starts."""
+    providers = BUILTIN_PROVIDERS if providers is None else providers
     for match in _REFERENCE.finditer(value):
-        kind, body = match["kind"], match["body"]
-        if kind == "env" and body:
-            continue
-        if kind == "secret" and re.fullmatch(r"[^/]+/.+", body):
-            continue
-        if kind == "file" and ":" in body:
+        provider = providers.get(match["kind"])
+        body = match["body"]
+        if provider is not None and (
+            (provider.kind == "env" and body and ":" not in body)
+            or (provider.kind == "secret" and re.fullmatch(r"[^/]+/.+", body))
+            or (provider.kind in ("file", "dir") and re.fullmatch(r".+:[^:]+", body))
+        ):
             continue
         raise ConfigError(
             key,
             REDACTED if is_sensitive(key) else value,
-            "references of the form ${env:NAME}, ${secret:scope/key} or ${file:/path:key}",
+            "references of the form " + _valid_forms(providers),
         )
 
 
@@ -158,16 +228,43 @@ def redact(props: Mapping[str, str]) -> dict[str, str]:
     return {k: redact_value(k, v) for k, v in props.items()}
 
 
-def resolve_references(key: str, value: str, secret_lookup: SecretLookup | None = None) -> str:
+def _check_allowed(key: str, ref: str, path: str, provider: ConfigProvider) -> None:
+    if not provider.allowed_paths:
+        return
+    real = Path(path).resolve()
+    if not any(real.is_relative_to(Path(a).resolve()) for a in provider.allowed_paths):
+        raise ConfigError(
+            key,
+            ref,
+            f"a path under config.providers.{provider.name}.param.allowed.paths "
+            f"({', '.join(provider.allowed_paths)})",
+        )
+
+
+def resolve_references(
+    key: str,
+    value: str,
+    secret_lookup: SecretLookup | None = None,
+    providers: Mapping[str, ConfigProvider] | None = None,
+) -> str:
     """Replace every reference in ``value`` by its secret; called only when clients are built."""
+    providers = BUILTIN_PROVIDERS if providers is None else providers
 
     def resolve(match: re.Match[str]) -> str:
-        kind, body = match["kind"], match["body"]
-        if kind == "env":
+        provider, body = providers.get(match["kind"]), match["body"]
+        if provider is None:
+            raise ConfigError(key, match[0], "references of the form " + _valid_forms(providers))
+        if provider.kind == "env":
             if body not in os.environ:
                 raise ConfigError(key, match[0], f"environment variable {body} to be set")
+            if provider.allowlist and not re.fullmatch(provider.allowlist, body):
+                raise ConfigError(
+                    key,
+                    match[0],
+                    f"a variable matching config.providers.{provider.name}.param.allowlist.pattern",
+                )
             return os.environ[body]
-        if kind == "secret":
+        if provider.kind == "secret":
             scope, _, name = body.partition("/")
             if secret_lookup is None:
                 raise ConfigError(
@@ -175,6 +272,12 @@ def resolve_references(key: str, value: str, secret_lookup: SecretLookup | None 
                 )
             return secret_lookup(scope, name)
         path, _, name = body.rpartition(":")
+        _check_allowed(key, match[0], path, provider)
+        if provider.kind == "dir":
+            file = Path(path) / name
+            if not file.is_file():
+                raise ConfigError(key, match[0], f"a readable file {name} in directory {path}")
+            return file.read_text(encoding="utf-8")
         props = read_properties_file(path)
         if name not in props:
             raise ConfigError(key, match[0], f"key {name} in {path}")

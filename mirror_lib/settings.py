@@ -93,7 +93,13 @@ def _text(key: str, raw: str) -> str:
 
 def _nonempty(key: str, raw: str) -> str:
     if not raw:
-        raise ConfigError(key, raw, "a non-empty string")
+        raise ConfigError(
+            key,
+            raw,
+            "a non-empty string (empty only together with an empty source.cluster.alias, the "
+            "pre-3.0 idiom for keeping topic names; prefer replication.policy.class = "
+            "IdentityReplicationPolicy)",
+        )
     return raw
 
 
@@ -343,6 +349,16 @@ def _experiment(key: str, raw: str) -> str:
     return raw.strip()
 
 
+_SCHEMA = r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)?|`[^`]+`(\.`[^`]+`)?"
+
+
+def _schema(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value and not re.fullmatch(_SCHEMA, value):
+        raise ConfigError(key, raw, "a schema name such as main.mirror (catalog.schema), or empty")
+    return value
+
+
 #: Process-wide ``mirror.*`` keys (top level, never per flow); read with :func:`global_setting`.
 GLOBAL_SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -368,6 +384,29 @@ GLOBAL_SETTINGS: tuple[Setting, ...] = (
         "MLflow experiment name (on Databricks a relative name goes under /Shared/)",
     ),
 )
+GLOBAL_SETTINGS += (
+    Setting(
+        "mirror.tables.enabled",
+        "tables_enabled",
+        "true",
+        _bool,
+        "materialize the internal topics into Delta tables",
+    ),
+    Setting(
+        "mirror.tables.writer",
+        "tables_writer",
+        "auto",
+        _choice("auto", "delta-rs", "spark"),
+        "delta-rs, Delta's Spark writer, or auto",
+    ),
+    Setting(
+        "mirror.tables.schema",
+        "tables_schema",
+        "",
+        _schema,
+        "catalog.schema of the tables and views with the Spark writer",
+    ),
+)
 GLOBAL_BY_KEY: dict[str, Setting] = {s.key: s for s in GLOBAL_SETTINGS}
 
 
@@ -379,7 +418,6 @@ def global_setting(props: Mapping[str, str], key: str) -> Any:
 
 #: MM2/Connect keys we accept and ignore (they configure Connect, not replication semantics).
 IGNORED_PREFIXES: tuple[str, ...] = (
-    "config.providers",
     "dedicated.mode",
     "topic.filter.class",
     "group.filter.class",
@@ -402,6 +440,4 @@ IGNORED_PREFIXES: tuple[str, ...] = (
     "rest.",
     "name",
     "connector.class",
-    "source.cluster.alias",
-    "target.cluster.alias",
 )

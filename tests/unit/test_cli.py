@@ -34,11 +34,11 @@ def test_validate_json_is_machine_readable():
 
 def test_bad_config_exits_2_naming_key_and_value(tmp_path):
     bad = tmp_path / "bad.properties"
-    bad.write_text(EXAMPLE.read_text() + "\nA->C.enabled = true\n")
+    bad.write_text(EXAMPLE.read_text() + "\nA->B.tasks.max = 0\n")
     out = mirror("validate", str(bad))
     assert out.returncode == 2
-    assert "A->C.enabled" in out.stderr
-    assert "known clusters" in out.stderr
+    assert "A->B.tasks.max = '0'" in out.stderr
+    assert ">= 1" in out.stderr
     assert "Traceback" not in out.stderr
 
 

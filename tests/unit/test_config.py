@@ -108,7 +108,6 @@ def test_cluster_client_properties_and_roles():
 @pytest.mark.parametrize(
     ("props", "key", "expected"),
     [
-        ({"A->C.enabled": "true"}, "A->C.enabled", "known clusters"),
         ({"A->A.enabled": "true"}, "A->A.enabled", "two different clusters"),
         ({"topics": "orders[", "A->B.enabled": "true"}, "topics", "regular expression"),
         ({"A->B.groups.exclude": "(x"}, "A->B.groups.exclude", "regular expression"),
