@@ -575,24 +575,30 @@ def baseline_main(args: argparse.Namespace) -> int:
 
 
 def copier_main(args: argparse.Namespace) -> int:
-    """(c) The engine's copy loop alone: ``mirror_lib.copier.copy_ranges`` for all partitions in
-    one slot, without Spark, the planner or topic creation (the caller creates the topics)."""
+    """(c) The engine's copy loop alone: ``mirror_lib.copier.copy_slice`` for all partitions in
+    one slot up to their current end, without Spark, the planner or topic creation (the caller
+    creates the topics; the start positions go into the ledger as the planner would write them)."""
     from mirror_lib.config import parse_config
-    from mirror_lib.copier import copy_ranges
+    from mirror_lib.copier import copy_slice
     from mirror_lib.flow import FlowContext
+    from mirror_lib.ledger import LedgerView
 
     props = mirror_props(args.source, args.target, Path(args.state), args.topic)
     props["mirror.delivery"] = args.delivery
+    props["tasks.max"] = "1"
     ctx = FlowContext.create(parse_config(props), "A->B")
     t0 = time.monotonic()
     probe = ck.Consumer({"bootstrap.servers": args.source, "group.id": "bench-hw"})
     parts = sorted(probe.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
-    ranges = []
+    starts, until = {}, {}
     for p in parts:
         lo, hi = probe.get_watermark_offsets(ck.TopicPartition(args.topic, p), timeout=10)
-        ranges.append((args.topic, p, lo, hi))
+        starts[(args.topic, p)], until[(args.topic, p)] = lo, hi
     probe.close()
-    result = copy_ranges(ctx, "bench", 0, ranges, 0, "bench")
+    ledger = LedgerView(ctx)
+    ledger.commit(starts)
+    ledger.close()
+    result = copy_slice(ctx, "bench", 0, sorted(until), until=until, duration_s=3600)
     out = {"records": result.records, "bytes": result.bytes, "seconds": time.monotonic() - t0}
     print(json.dumps(out), flush=True)
     return 0
@@ -865,7 +871,7 @@ class Bench:
             create_topic(self.tgt, name, n)
         create_topic(self.tgt, "mm2-offset-syncs.A.internal", 1)
         state = Path(tempfile.mkdtemp(prefix="state-", dir=self.workdir))
-        log(f"(c) engine copy loop without Spark: copy_ranges {topic} -> {remote}")
+        log(f"(c) engine copy loop without Spark: copy_slice {topic} -> {remote}")
         cmd = [
             sys.executable,
             str(Path(__file__).resolve()),
@@ -1426,7 +1432,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     base = sub.add_parser("baseline", help="(internal) the hand-written copy loop")
     for name in ("--source", "--target", "--topic", "--dest"):
         base.add_argument(name, required=True)
-    cop = sub.add_parser("copier", help="(internal) mirror_lib.copier.copy_ranges without Spark")
+    cop = sub.add_parser("copier", help="(internal) mirror_lib.copier.copy_slice without Spark")
     for name in ("--source", "--target", "--topic", "--state"):
         cop.add_argument(name, required=True)
     cop.add_argument("--delivery", default="exactly_once")

@@ -262,6 +262,7 @@ class SliceCopy:
         self.in_txn = False
         self.txn_start = 0.0
         self.txn_records = self.txn_bytes = 0
+        self.end_early = False
 
     # -- set-up ------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -322,6 +323,8 @@ class SliceCopy:
                     f"{sorted(tp for tp, part in self.parts.items() if not part.done)}",
                     transient=True,
                 )
+            if self.end_early:
+                break
             if self.counts is not None and time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + refresh
                 if self._new_partitions():
@@ -438,10 +441,10 @@ class SliceCopy:
                 f"on {self.ctx.source} ({err.str()}); nothing after them was copied, the next "
                 "slice records the gap"
             )
-        if code in _GONE:
-            raise BrokerError(
-                f"{where} vanished on {self.ctx.source} ({err.str()})", transient=True
-            )
+        if code in _GONE:  # deleted (maybe re-created): the planner decides between slices
+            log.warning("%s vanished on %s (%s): ending the slice", where, self.ctx.source, err)
+            self.end_early = True
+            return
         if err.fatal():
             raise BrokerError(f"consuming {where} failed: {err.str()}", transient=False)
         log.warning("source %s: %s (retrying)", self.ctx.source, err.str())

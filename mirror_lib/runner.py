@@ -146,6 +146,7 @@ class FlowRunner:
             raise ConfigError(f"{flow_name}.enabled", "false", "true to replicate this flow")
         self.query: Any = None
         self._ledger: Any = None
+        self._sample: tuple[int, int, float] | None = None
 
     @property
     def checkpoint(self) -> Path:
@@ -165,6 +166,8 @@ class FlowRunner:
 
         register_sources(self.spark)
         _claim_checkpoint(self.ctx, self.checkpoint.parent)
+        done = sum(self.delivered(self.snapshot()).values())
+        self._sample = (done, done, time.monotonic())  # progress() counts from here
         options = self.ctx.to_options()
         if until is not None:
             options["until"] = format_until(until)
@@ -214,9 +217,21 @@ class FlowRunner:
 
     def lag(self) -> int:
         """Records the flow still has to copy (source LSO - delivered), from the ledger."""
+        return self.progress()["lag"]
+
+    def progress(self) -> dict[str, Any]:
+        """Records copied since the first call, records/s since the previous call, and lag."""
         snapshot = self.snapshot()
         done = self.delivered(snapshot)
-        return sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items())
+        total, now = sum(done.values()), time.monotonic()
+        base, last_total, last_time = self._sample or (total, total, now)
+        self._sample = (base, total, now)
+        rate = (total - last_total) / (now - last_time) if now > last_time else 0.0
+        return {
+            "copied": total - base,
+            "records_per_s": round(rate, 1),
+            "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items()),
+        }
 
     def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
         """True when the ledger reached ``target`` for every partition."""
@@ -248,21 +263,25 @@ class FlowRunner:
         )
 
 
-def progress_rows(runners: list[FlowRunner], tables: list[Any], clusters: list[str]) -> list[dict]:
-    """One row per running query: batches done, records/s and, for replication, the lag."""
+def progress_rows(runners: list[Any], tables: list[Any], clusters: list[str]) -> list[dict]:
+    """One row per running part: batches (slices) done and, for replication, records copied,
+    records/s and lag from the delivery ledger (a slice lasts a minute; the ledger moves on
+    every commit)."""
     rows = []
     for r in runners:
         st = r.status()
-        rows.append(
-            {
-                "flow": st.flow,
-                "job": st.job,
-                "active": st.active,
-                "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
-                "records_per_s": round(st.records_per_second or 0.0, 1),
-                "lag": r.lag() if r.job == "replication" and r.query is not None else None,
-            }
-        )
+        row = {
+            "flow": st.flow,
+            "job": st.job,
+            "active": st.active,
+            "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
+            "copied": None,
+            "records_per_s": round(st.records_per_second or 0.0, 1),
+            "lag": None,
+        }
+        if r.job == "replication" and r.query is not None:
+            row.update(r.progress())
+        rows.append(row)
     for q, cluster in zip(tables, clusters, strict=True):
         last = q.lastProgress
         rows.append(
@@ -271,6 +290,7 @@ def progress_rows(runners: list[FlowRunner], tables: list[Any], clusters: list[s
                 "job": "tables",
                 "active": q.isActive,
                 "batches": last["batchId"] + 1 if last else 0,
+                "copied": None,
                 "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
                 "lag": None,
             }

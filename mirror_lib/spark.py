@@ -25,8 +25,12 @@ def check_java() -> None:
         )
 
 
-def local_spark_session(app_name: str = "mirror", cores: int = 2, **conf: str) -> Any:
-    """Start (or reuse) a local[cores] session tuned for small machines; needs pyspark + Java."""
+def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -> Any:
+    """Start (or reuse) a local[cores] session tuned for small machines; needs pyspark + Java.
+
+    ``cores`` are task slots, not CPUs: copy tasks hold a slot for a whole slice while mostly
+    waiting on Kafka, so there are more slots than CPUs, leaving room for materialization.
+    """
     check_java()
     try:
         from pyspark.sql import SparkSession
@@ -43,10 +47,10 @@ def local_spark_session(app_name: str = "mirror", cores: int = 2, **conf: str) -
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.memory", "2g")
+        .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
     )
     for key, value in conf.items():

@@ -1,0 +1,60 @@
+"""Long-running copy tasks (issue 11): a slice is a checkpoint interval, not a unit of latency."""
+
+from __future__ import annotations
+
+import time
+
+from mirror_lib.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.runner import FlowRunner, run_flows
+from tests.integration.test_replication import mixed_records, view
+
+
+def test_a_clean_stop_in_the_middle_of_a_slice_loses_and_duplicates_nothing(
+    spark, brokers, make_config, unique_name
+):
+    create_topic(brokers.source, unique_name, 2)
+    produce_exact(brokers.source, unique_name, mixed_records(3000, 2, "a"))
+    config = make_config(
+        topics=unique_name,
+        **{"mirror.batch.duration.seconds": "300", "mirror.commit.max.records": "100"},
+    )
+    runner = FlowRunner(spark, config, "A->B")
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        while sum(runner.delivered(runner.snapshot()).values()) < 500:
+            runner.raise_if_failed()
+            assert time.monotonic() < deadline, "nothing was copied within 120 s"
+            time.sleep(0.2)
+        assert runner.query.lastProgress is None, "the first slice is still running"
+    finally:
+        stopping = time.monotonic()
+        runner.stop()
+    assert time.monotonic() - stopping < 30, "a stop ends the slice's tasks within seconds"
+    produce_exact(brokers.source, unique_name, mixed_records(1000, 2, "b"))
+    run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
+    assert view(consume_all(brokers.target, f"A.{unique_name}")) == view(
+        consume_all(brokers.source, unique_name)
+    )
+
+
+def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_name):
+    """Records produced after the slice started are copied within it, without a new batch."""
+    create_topic(brokers.source, unique_name, 1)
+    config = make_config(topics=unique_name, **{"mirror.batch.duration.seconds": "300"})
+    runner = FlowRunner(spark, config, "A->B")
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not runner.delivered([(unique_name, 0)]):  # the planner wrote the start position
+            runner.raise_if_failed()
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        for round_ in range(3):
+            produce_exact(brokers.source, unique_name, mixed_records(50, 1, f"r{round_}"))
+            target = {(unique_name, 0): 50 * (round_ + 1)}
+            assert runner.await_caught_up(target, 60), f"round {round_} was not copied in 60 s"
+        assert runner.query.lastProgress is None, "all of it inside the first slice"
+    finally:
+        runner.stop()
+    assert len(consume_all(brokers.target, f"A.{unique_name}")) == 150
