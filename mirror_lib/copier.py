@@ -237,15 +237,19 @@ class SliceCopy:
         *,
         until: dict[TP, int] | None = None,
         counts: dict[str, int] | None = None,
+        ids: dict[str, str] | None = None,
         duration_s: float | None = None,
         batch_id: int = -1,
         query_id: str = "",
     ) -> None:
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
+        self.options_key = options_key
         s = ctx.settings
         self.partitions = list(partitions)
+        self._mine = {t for t, _p in self.partitions}
         self.until = until or {}
         self.counts = counts
+        self.ids = ids or {}
         self.duration_s = s.batch_duration if duration_s is None else duration_s
         self.eos = s.exactly_once
         self.interval = s.commit_interval_ms / 1000.0
@@ -267,6 +271,11 @@ class SliceCopy:
     # -- set-up ------------------------------------------------------------------------------
     def _start(self) -> None:
         ctx = self.ctx
+        if self._replaced():
+            log.warning("a source topic was re-created since planning: ending the slice")
+            self.parts = {}
+            self.end_early = True
+            return
         remote = {(t, p): (ctx.remote_topic(t), p) for t, p in self.partitions}
         delivered = read_ledger(self.ledger, remote.values())
         self.parts: dict[TP, _Part] = {}
@@ -327,8 +336,8 @@ class SliceCopy:
                 break
             if self.counts is not None and time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + refresh
-                if self._new_partitions():
-                    break  # end the slice early: the planner sets the new ones up
+                if self._new_partitions() or self._replaced():
+                    break  # end the slice early: the planner sets them up
         self._commit()
 
     def _all_done(self) -> bool:
@@ -461,6 +470,27 @@ class SliceCopy:
         part.done = True
         with contextlib.suppress(KafkaException):
             self.consumer.pause([TopicPartition(part.topic, part.partition)])
+
+    def _replaced(self) -> bool:
+        """True when a topic's id differs from the planner's: deleted and re-created since.
+
+        Checked at slice start (a replayed slice was planned before) and on every refresh.
+        """
+        if not self.ids:
+            return False
+        from confluent_kafka.admin import AdminClient
+
+        from mirror_lib.kafka_offsets import topic_ids
+
+        admin = _client(
+            (self.options_key, "admin", self.slot),
+            lambda: AdminClient(self.ctx.client("source", "admin")),
+        )
+        try:
+            now = topic_ids(admin, {t for t, _p in self.partitions})
+        except BrokerError:
+            return True  # a topic of the plan is gone
+        return any(now.get(t) != self.ids[t] for t in self._mine if t in self.ids)
 
     def _new_partitions(self) -> bool:
         try:

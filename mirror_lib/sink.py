@@ -64,6 +64,7 @@ class SliceCopier(DataSourceStreamWriter):
                 work.partitions,
                 until=until,
                 counts=None if until else work.counts,
+                ids=work.ids,
                 batch_id=batch_id,
                 query_id=query_id,
             )

@@ -54,13 +54,20 @@ class SlotWork(InputPartition):
     until: list[tuple[str, int, int]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     slice: int = 0
+    ids: dict[str, str] = field(default_factory=dict)
 
     def until_offsets(self) -> dict[TP, int]:
         return {(t, p): end for t, p, end in self.until}
 
     def to_json(self) -> str:
         return json.dumps(
-            {"p": self.partitions, "u": self.until, "c": self.counts, "s": self.slice},
+            {
+                "p": self.partitions,
+                "u": self.until,
+                "c": self.counts,
+                "s": self.slice,
+                "i": self.ids,
+            },
             separators=(",", ":"),
         )
 
@@ -73,6 +80,7 @@ class SlotWork(InputPartition):
             [(t, int(p), int(end)) for t, p, end in data["u"]],
             {t: int(n) for t, n in data["c"].items()},
             int(data["s"]),
+            dict(data.get("i", {})),
         )
 
 
@@ -321,13 +329,14 @@ class SlicePlanner(DataSourceStreamReader):
             return []
         tasks = self.ctx.settings.tasks
         counts = {t: int(e["c"]) for t, e in end.get("topics", {}).items() if "c" in e}
+        ids = {t: e["id"] for t, e in end.get("topics", {}).items() if e.get("id")}
         slots: dict[int, SlotWork] = {}
         for (topic, p), pos in sorted(plan_positions(end).items()):
             stop = self.until.get((topic, p))
             if self.until and (stop is None or pos >= stop):
                 continue
             slot = stable_slot(topic, p, tasks)
-            work = slots.setdefault(slot, SlotWork(slot, [], [], counts, int(end["slice"])))
+            work = slots.setdefault(slot, SlotWork(slot, [], [], counts, int(end["slice"]), ids))
             work.partitions.append((topic, p))
             if stop is not None:
                 work.until.append((topic, p, stop))
