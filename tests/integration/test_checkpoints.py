@@ -303,7 +303,7 @@ def test_corrupt_internal_records_are_skipped_and_the_query_keeps_running(
             what="a newer checkpoint after the corrupt records",
         )
         for r in runners:
-            assert r.query.isActive
+            assert r.status().active, f"{r.job} stopped"
     client = MirrorClient.from_config(config, "B")
     client.remote_consumer_offsets(group, "A")
     assert client.skipped_records >= 1
