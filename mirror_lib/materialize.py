@@ -118,7 +118,7 @@ def tables_root(config: MirrorConfig) -> str:
 
 
 def start_materialization(
-    spark: Any, config: MirrorConfig, cluster: str, *, interval_s: float = 10.0
+    spark: Any, config: MirrorConfig, cluster: str, *, interval_s: float = 30.0
 ) -> Any:
     """Start the materialization query of ``cluster`` (see :func:`materialize_caught_up`)."""
     from mirror_lib.spark import register_sources
