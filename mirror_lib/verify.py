@@ -397,15 +397,21 @@ def verify_flow(
     run_id = uuid.uuid4().hex
     report = VerifyReport(ctx.flow.name, run_id, run_tasks(tasks, spark, parallelism))
     if record:
-        from mirror_lib.state_tables import append_rows
-
-        rows = []
-        for p in report.partitions:
-            ts = datetime.fromisoformat(p.verified_ts)
-            row = {**asdict(p), "run_id": run_id, "source": ctx.source, "target": ctx.target}
-            rows.append({**row, "verified_ts": ts, "record_ts": ts})
-        append_rows(config, "verifications", rows, spark)
+        record_report(config, report, spark)
     return report
+
+
+def record_report(config: MirrorConfig, report: VerifyReport, spark: Any = None) -> None:
+    """Append one ``verifications`` row per partition of ``report``."""
+    from mirror_lib.state_tables import append_rows
+
+    flow = config.flow(report.flow)
+    rows = []
+    for p in report.partitions:
+        ts = datetime.fromisoformat(p.verified_ts)
+        row = {**asdict(p), "run_id": report.run_id, "source": flow.source, "target": flow.target}
+        rows.append({**row, "verified_ts": ts, "record_ts": ts})
+    append_rows(config, "verifications", rows, spark)
 
 
 def format_report(report: VerifyReport) -> str:
