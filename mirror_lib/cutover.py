@@ -91,11 +91,10 @@ def readiness(
     ends: dict[TP, int],
     indexes: dict[TP, SegmentIndex],
     options: CutoverOptions,
-    want_checkpoints: bool,
+    groups: set[str],
 ) -> Step:
-    """Lag (A's end - replicated end, summed), checkpoint and heartbeat age against the limits."""
+    """Lag (A's end - replicated end, summed), checkpoint age of ``groups`` and heartbeat age."""
     from mirror_lib.mirror_client import MirrorClient
-    from mirror_lib.translate import read_topic, reader_conf
 
     lag = 0
     for tp, end in ends.items():
@@ -105,15 +104,14 @@ def readiness(
     problems = [f"lag {lag} > {options.max_lag}"] if lag > options.max_lag else []
     facts = [f"lag {lag} records"]
     now_ms = time.time() * 1000
-    if want_checkpoints and ctx.settings.emit_checkpoints:
-        stamps = [m.timestamp()[1] for m in read_topic(reader_conf(ctx), ctx.checkpoints_topic)]
-        age = (now_ms - max(stamps)) / 1000 if stamps else None
+    if groups and ctx.settings.emit_checkpoints:
+        age = _checkpoint_age(ctx, groups, now_ms)
         facts.append("no checkpoint yet" if age is None else f"checkpoint age {age:.0f}s")
         if age is None or age > options.max_age_s:
             problems.append(f"checkpoint age {age if age is None else round(age)}s")
     if ctx.settings.emit_heartbeats:
         client = MirrorClient(ctx.client("target", "consumer"), ctx.policy)
-        beats = client.latest_heartbeats([ctx.policy.format_remote_topic(ctx.source, "heartbeats")])
+        beats = client.latest_heartbeats([ctx.policy.heartbeats_topic()])
         last = beats.get((ctx.source, ctx.target))
         age = None if last is None else (now_ms - last) / 1000
         facts.append("no heartbeat yet" if age is None else f"heartbeat age {age:.0f}s")
@@ -123,6 +121,23 @@ def readiness(
         limit = f"limits: lag {options.max_lag}, ages {options.max_age_s:.0f}s"
         return Step("readiness", "refused", f"not ready: {', '.join(problems)} ({limit})")
     return Step("readiness", "ok", ", ".join(facts))
+
+
+def _checkpoint_age(ctx: FlowContext, groups: set[str], now_ms: float) -> float | None:
+    """Seconds since the newest checkpoint of any of ``groups`` (None: none yet)."""
+    from mirror_lib.errors import DecodeError
+    from mirror_lib.formats import Checkpoint
+    from mirror_lib.translate import read_topic, reader_conf
+
+    newest = None
+    for msg in read_topic(reader_conf(ctx), ctx.checkpoints_topic):
+        try:
+            group = Checkpoint.decode(msg.key(), msg.value()).group
+        except DecodeError:
+            continue
+        if group in groups:
+            newest = max(newest or 0, msg.timestamp()[1])
+    return None if newest is None else (now_ms - newest) / 1000
 
 
 def _end_offsets(ctx: FlowContext, tps: list[TP]) -> dict[TP, int]:
@@ -192,7 +207,8 @@ def run_cutover(
     indexes = load_segments(ctx)
     ends = _end_offsets(ctx, tps)
     moves = plan_group_moves(ctx, options.groups, set(partitions), indexes)
-    result.steps.append(readiness(ctx, ends, indexes, options, bool(moves)))
+    groups = {m.group for m in moves}
+    result.steps.append(readiness(ctx, ends, indexes, options, groups))
     if not result.ok:
         return result
     if not options.producers_stopped:
