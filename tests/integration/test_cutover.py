@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -11,6 +12,7 @@ from mirror_lib.cutover import CutoverOptions, run_cutover
 from mirror_lib.embedded import consume_all, create_topic, produce_exact
 from mirror_lib.state_tables import read_rows
 from mirror_lib.verify import verify_flow
+from mirror_lib.views import create_views
 from tests.integration.conftest import write_properties
 from tests.integration.test_checkpoints import (
     FAST,
@@ -19,6 +21,8 @@ from tests.integration.test_checkpoints import (
     running,
     wait_for,
 )
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
 
 
 def committed_on(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
@@ -103,6 +107,15 @@ def test_cutover_dry_run_then_applied_with_three_groups(
     assert sorted(r["status"] for r in rows) == ["migrated"] * 2 + ["migrating"] * 2
     assert {r["source_end_offset"] for r in rows if r["status"] == "migrated"} == {23}
     assert any(r["status"] == "complete" for r in read_rows(config, "verifications"))
+
+    create_views(spark, config)
+    status = spark.sql(
+        f"SELECT partition, status, source_end_offset FROM migration_status "
+        f"WHERE topic = '{topic}' ORDER BY partition"
+    ).collect()
+    assert [tuple(r) for r in status] == [(0, "migrated", 23), (1, "migrated", 23)]
+    tile = spark.sql((SQL_DIR / "migrations.sql").read_text()).collect()
+    assert {r.status for r in tile if r.topic == topic} == {"migrated"}
 
     again = run_cutover(config, "A->B", CutoverOptions(groups=groups, producers_stopped=True,
                                                        max_age_s=1e9, wait_s=5))  # fmt: skip

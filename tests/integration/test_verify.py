@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from mirror_lib.embedded import consume_all, create_topic, produce_exact
 from mirror_lib.runner import run_flows
 from mirror_lib.state_tables import read_rows
 from mirror_lib.verify import verify_flow
+from mirror_lib.views import create_views
 from tests.integration.conftest import flow_properties, write_properties
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
 
 
 def records(tag: str, n: int, partitions: int = 2) -> list[dict]:
@@ -76,6 +80,18 @@ def test_verify_complete_behind_and_first_difference(
     stored = [r for r in read_rows(config, "verifications") if r["topic"] == topic]
     assert len(stored) == 6
     assert {r["status"] for r in stored} == {"complete", "behind", "different"}
+
+    create_views(spark, config)  # the view and the dashboard tile read the same rows
+    latest = spark.sql(
+        f"SELECT partition, status, diff_downstream_offset FROM verification_status "
+        f"WHERE topic = '{topic}' ORDER BY partition"
+    ).collect()
+    assert [tuple(r) for r in latest] == [(0, "different", extra.offset), (1, "complete", None)]
+    tile = spark.sql((SQL_DIR / "verifications.sql").read_text()).collect()
+    assert [(r.partition, r.status) for r in tile if r.topic == topic] == [
+        (0, "different"),
+        (1, "complete"),
+    ]
 
     path = write_properties(tmp_path / "mm2.properties", props)
     cli = subprocess.run(
