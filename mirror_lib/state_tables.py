@@ -73,3 +73,20 @@ def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[dict[s
     from mirror_lib.materialize import tables_root
 
     return read_table(tables_root(config), name).to_pylist()
+
+
+def ensure_spark_tables(spark: Any, config: MirrorConfig) -> list[str]:
+    """With Delta's Spark writer: create every missing table empty (views need all of them)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from mirror_lib.materialize import spark_table_name
+
+    created = []
+    for name, schema in SCHEMAS.items():
+        table = spark_table_name(config, name)
+        if spark.catalog.tableExists(table):
+            continue
+        empty = spark.createDataFrame([], from_arrow_schema(schema))
+        empty.write.format("delta").mode("ignore").saveAsTable(table)
+        created.append(table)
+    return created

@@ -114,6 +114,9 @@ def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, 
     from mirror_lib.materialize import spark_table_name, tables_root, tables_writer
 
     if tables_writer(spark, config) == "spark" and not as_of:
+        from mirror_lib.state_tables import ensure_spark_tables
+
+        ensure_spark_tables(spark, config)  # e.g. `verifications` before the first verify
         return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
     from mirror_lib.delta_store import register_tables
 
