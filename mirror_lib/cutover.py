@@ -21,6 +21,7 @@ from typing import Any
 
 from mirror_lib.config import MirrorConfig
 from mirror_lib.cutover_groups import GroupMove, commit_group_moves, plan_group_moves
+from mirror_lib.errors import ConfigError
 from mirror_lib.flow import FlowContext
 from mirror_lib.offset_sync import SegmentIndex
 
@@ -44,6 +45,16 @@ class CutoverOptions:
     max_lag: int = 10_000
     max_age_s: float = 300
     wait_s: float = 300
+
+    def __post_init__(self) -> None:
+        for key, value, least in (("max_lag", self.max_lag, 0), ("max_age_s", self.max_age_s, 0),
+                                  ("wait_s", self.wait_s, 0)):  # fmt: skip
+            if value < least:
+                raise ConfigError(key, value, f"a number >= {least}")
+        if self.retire and self.producers_stopped:
+            raise ConfigError(
+                "retire", True, "retire alone, after a cutover with producers_stopped"
+            )
 
 
 @dataclass

@@ -33,3 +33,15 @@ def test_one_refused_group_stops_every_commit():
         GroupMove("b", "t", "A.t", 0, 5, 5, None, "refused: 1 active member(s) on B (STABLE)"),
     ]
     assert commit_group_moves(None, moves) == moves  # no admin client is even built
+
+
+def test_bad_options_are_refused_before_anything_starts():
+    import pytest
+
+    from mirror_lib.cutover import CutoverOptions
+    from mirror_lib.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_lag = -1: expected a number >= 0"):
+        CutoverOptions(max_lag=-1)
+    with pytest.raises(ConfigError, match="retire alone"):
+        CutoverOptions(retire=True, producers_stopped=True)
