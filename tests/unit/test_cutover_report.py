@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from mirror_lib.cutover import RULE, CutoverResult, PartitionCutover, Step, format_cutover
+import pytest
+
+from mirror_lib.cutover import (
+    RULE,
+    CutoverOptions,
+    CutoverResult,
+    PartitionCutover,
+    Step,
+    format_cutover,
+)
+from mirror_lib.errors import ConfigError
 from mirror_lib.cutover_groups import GroupMove, commit_group_moves
 
 
@@ -36,11 +46,6 @@ def test_one_refused_group_stops_every_commit():
 
 
 def test_bad_options_are_refused_before_anything_starts():
-    import pytest
-
-    from mirror_lib.cutover import CutoverOptions
-    from mirror_lib.errors import ConfigError
-
     with pytest.raises(ConfigError, match="max_lag = -1: expected a number >= 0"):
         CutoverOptions(max_lag=-1)
     with pytest.raises(ConfigError, match="retire alone"):
