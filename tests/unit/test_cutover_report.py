@@ -12,8 +12,8 @@ from mirror_lib.cutover import (
     Step,
     format_cutover,
 )
-from mirror_lib.errors import ConfigError
 from mirror_lib.cutover_groups import GroupMove, commit_group_moves
+from mirror_lib.errors import ConfigError
 
 
 def result(*steps: Step, dry_run: bool = True) -> CutoverResult:
