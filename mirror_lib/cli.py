@@ -68,6 +68,12 @@ def _print_offsets(rows: list, as_json: bool, with_current: bool = False) -> Non
 def _cmd_translate(args: argparse.Namespace) -> int:
     from mirror_lib.failover import translate_group
 
+    if args.spark_checkpoint or args.offsets_json:
+        from mirror_lib.cli_migrate import cmd_translate_offsets
+
+        return cmd_translate_offsets(args)
+    if not args.group:
+        raise ConfigError("--group", None, "a consumer group id (or --spark-checkpoint PATH)")
     config = load_config(args.config)
     _print_offsets(translate_group(config, args.group, args.source, args.target), args.json)
     return 0
@@ -138,13 +144,20 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("config", help="mm2.properties file")
-        cmd.add_argument("--group", required=True, help="consumer group id")
+        cmd.add_argument("--group", required=name == "failover", help="consumer group id")
         cmd.add_argument("--source", required=True, help="cluster alias the group consumed on")
         cmd.add_argument("--target", required=True, help="cluster alias to fail over to")
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "failover":
             cmd.add_argument("--apply", action="store_true", help="commit the offsets")
+        else:
+            from mirror_lib.cli_migrate import add_translate_options
+
+            add_translate_options(cmd)
         cmd.set_defaults(func=func)
+    from mirror_lib.cli_migrate import add_commands
+
+    add_commands(sub)  # verify, cutover
     status = sub.add_parser("status", help="per flow: last batch, lag, latency, ages")
     status.add_argument("config", help="mm2.properties file")
     status.add_argument("--json", action="store_true", help="machine-readable output")

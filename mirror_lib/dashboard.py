@@ -32,6 +32,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Heartbeats", ("heartbeats",)),
     ("Failover readiness", ("failover_readiness", "offset_translation")),
     ("Gaps and flow events", ("gaps",)),
+    ("Verification and cutover", ("verifications", "migrations")),
 )
 #: Table column headers with their units (other columns: the name with spaces).
 HEADERS = {
@@ -45,6 +46,8 @@ HEADERS = {
     "upstream_offset": "committed offset on source",
     "offset": "translated offset on target",
     "group_id": "group",
+    "verified_ts": "verified (UTC)",
+    "status_ts": "since (UTC)",
 }
 TITLES = {
     "latency": "Replication latency per topic (ms): p50 solid, p99 dashed",
@@ -55,6 +58,8 @@ TITLES = {
     "failover_readiness": "Failover readiness per consumer group",
     "offset_translation": "Translated offsets per group and partition (= `mirror translate`)",
     "gaps": "Gaps, errors and decode errors (newest first)",
+    "verifications": "Latest `mirror verify` per partition (differences first)",
+    "migrations": "Cutover per partition: end offset on the source, matching offset on the target",
 }
 _CHART_HEIGHT = 380
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}

@@ -235,8 +235,10 @@ def maintain_tables(
 def _maintain_with_sql(
     spark: Any, config: MirrorConfig, retention_days: float, vacuum_hours: float
 ) -> dict[str, Any]:
+    from mirror_lib.state_tables import ensure_spark_tables
     from mirror_lib.views import create_views
 
+    ensure_spark_tables(spark, config)  # tables no command has written yet: empty, for the views
     seconds = int(retention_days * 86400)
     done: dict[str, Any] = {}
     for name in TABLES:

@@ -57,6 +57,27 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("partition", pa.int32()), ("reason", pa.string()), ("action", pa.string()),
         ("details", pa.string()), *_ORIGIN,
     ]),
+    # One row per partition per `mirror verify` run; upstream_to/downstream_to = verified point
+    # (next offsets to verify), checksum = sha256 chained over every verified record so far.
+    "verifications": pa.schema([
+        ("run_id", pa.string()), ("flow", pa.string()), ("source", pa.string()),
+        ("target", pa.string()), ("topic", pa.string()), ("remote_topic", pa.string()),
+        ("partition", pa.int32()), ("status", pa.string()), ("behind", pa.int64()),
+        ("upstream_from", pa.int64()), ("upstream_to", pa.int64()),
+        ("downstream_from", pa.int64()), ("downstream_to", pa.int64()),
+        ("records", pa.int64()), ("total_records", pa.int64()), ("checksum", pa.string()),
+        ("source_end_offset", pa.int64()), ("diff_upstream_offset", pa.int64()),
+        ("diff_downstream_offset", pa.int64()), ("detail", pa.string()),
+        ("duration_ms", pa.float64()), ("verified_ts", TS), ("record_ts", TS),
+    ]),
+    # One row per partition and step of `mirror cutover --apply`: migrating -> migrated -> retired.
+    "migrations": pa.schema([
+        ("run_id", pa.string()), ("flow", pa.string()), ("source", pa.string()),
+        ("target", pa.string()), ("topic", pa.string()), ("remote_topic", pa.string()),
+        ("partition", pa.int32()), ("status", pa.string()), ("source_end_offset", pa.int64()),
+        ("target_offset", pa.int64()), ("groups", pa.string()), ("detail", pa.string()),
+        ("ts", TS), ("record_ts", TS),
+    ]),
 }  # fmt: skip
 
 TABLES = tuple(SCHEMAS)

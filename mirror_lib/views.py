@@ -88,6 +88,25 @@ VIEWS: dict[str, str] = {
                lag.lag AS replication_lag, hb.heartbeat_age_seconds
         FROM cp LEFT JOIN lag ON lag.source = cp.source AND lag.target = cp.target
                 LEFT JOIN hb ON hb.source = cp.source AND hb.target = cp.target""",
+    # Latest `mirror verify` answer per partition (verified_to: next upstream offset to verify).
+    "verification_status": """
+        SELECT flow, topic, remote_topic, partition, status, behind, total_records,
+               upstream_to AS verified_to, diff_upstream_offset, diff_downstream_offset, detail,
+               verified_ts,
+               (unix_millis(current_timestamp()) - unix_millis(verified_ts)) / 1000.0
+                 AS age_seconds
+        FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
+                                            ORDER BY verified_ts DESC, run_id DESC) AS rn
+              FROM {t_verifications})
+        WHERE rn = 1""",
+    # Latest `mirror cutover` status per partition: migrating -> migrated -> retired.
+    "migration_status": """
+        SELECT flow, topic, remote_topic, partition, status, source_end_offset, target_offset,
+               groups, ts AS status_ts
+        FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
+                                            ORDER BY ts DESC) AS rn
+              FROM {t_migrations})
+        WHERE rn = 1""",
 }
 
 
@@ -95,6 +114,9 @@ def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, 
     from mirror_lib.materialize import spark_table_name, tables_root, tables_writer
 
     if tables_writer(spark, config) == "spark" and not as_of:
+        from mirror_lib.state_tables import ensure_spark_tables
+
+        ensure_spark_tables(spark, config)  # e.g. `verifications` before the first verify
         return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
     from mirror_lib.delta_store import register_tables
 

@@ -64,6 +64,18 @@ ROWS = {
         {"type": "gap", "flow": "A->B", "ts": NOW, "topic": "orders", "partition": 1,
          "reason": "truncated", "action": "fail", "cluster": "B"}
     ],
+    "verifications": [
+        {"run_id": "r1", "flow": "A->B", "source": "A", "target": "B", "topic": "orders",
+         "remote_topic": "A.orders", "partition": p, "status": status, "behind": behind,
+         "upstream_to": u, "downstream_to": u, "total_records": u, "verified_ts": NOW,
+         "record_ts": NOW}
+        for p, status, behind, u in ((0, "complete", 0, 30), (1, "behind", 2, 38))
+    ],
+    "migrations": [
+        {"run_id": "r2", "flow": "A->B", "source": "A", "target": "B", "topic": "orders",
+         "remote_topic": "A.orders", "partition": 0, "status": "migrated",
+         "source_end_offset": 30, "target_offset": 30, "groups": "app", "ts": NOW}
+    ],
 }  # fmt: skip
 
 
@@ -110,6 +122,10 @@ def test_figures_show_each_topic_and_partition(spark, tables):
     assert list(translated.cells.values[-1]) == ["8", "30"]
     (gaps,) = figs["gaps"].data
     assert "truncated" in [col[0] for col in gaps.cells.values]
+    (verified,) = figs["verifications"].data  # flow, topic, partition, status, behind, ...
+    assert list(verified.cells.values[3]) == ["behind", "complete"]
+    (migrated,) = figs["migrations"].data
+    assert list(migrated.cells.values[3]) == ["migrated"]
     assert not any(fig.layout.annotations for fig in figs.values())
 
 

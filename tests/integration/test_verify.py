@@ -1,0 +1,110 @@
+"""`mirror verify` against real brokers: complete after a copy, behind, a tampered target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from mirror_lib.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.runner import run_flows
+from mirror_lib.state_tables import read_rows
+from mirror_lib.verify import verify_flow
+from mirror_lib.views import create_views
+from tests.integration.conftest import flow_properties, write_properties
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
+
+
+def records(tag: str, n: int, partitions: int = 2) -> list[dict]:
+    return [
+        {
+            "key": f"{tag}-k{i}".encode(),
+            "value": None if i % 7 == 3 else f"{tag}-v{i}".encode(),
+            "headers": [("h", f"{i}".encode()), ("n", None)][: i % 3],
+            "partition": i % partitions,
+            "timestamp": 1_700_000_000_000 + i,
+        }
+        for i in range(n)
+    ]
+
+
+def by_partition(report) -> dict[int, object]:
+    return {p.partition: p for p in report.partitions}
+
+
+def test_verify_complete_behind_and_first_difference(
+    spark, brokers, tmp_path, unique_name, subprocess_env
+):
+    topic = unique_name
+    create_topic(brokers.source, topic, 2)
+    produce_exact(brokers.source, topic, records("a", 40))
+    props = flow_properties(brokers.source, brokers.target, tmp_path / "state", topics=topic)
+    from mirror_lib.config import parse_config
+
+    config = parse_config(props)
+    run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
+
+    first = verify_flow(config, "A->B", spark=spark)  # one Spark task per partition
+    assert [(p.partition, p.status, p.records) for p in first.partitions] == [
+        (0, "complete", 20),
+        (1, "complete", 20),
+    ]
+    assert first.ok and first.complete
+    assert {p.upstream_to for p in first.partitions} == {20}
+
+    produce_exact(brokers.source, topic, records("b", 10))  # not replicated yet
+    second = verify_flow(config, "A->B")
+    for p in second.partitions:
+        assert (p.status, p.behind, p.describe()) == ("behind", 5, "behind by 5")
+        assert (p.upstream_from, p.records, p.total_records) == (20, 0, 20)  # resumed
+    assert second.ok and not second.complete
+
+    (extra,) = produce_exact(brokers.target, f"A.{topic}", [{"value": b"forged", "partition": 0}])
+    run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
+    third = by_partition(verify_flow(config, "A->B"))
+    assert third[1].status == "complete" and third[1].total_records == 25
+    bad = third[0]
+    assert bad.status == "different"
+    assert (bad.diff_upstream_offset, bad.diff_downstream_offset) == (20, extra.offset)
+    assert bad.describe().startswith(
+        f"different at upstream offset 20 / downstream offset {extra.offset}: target holds"
+    )
+    assert (bad.records, bad.upstream_to) == (0, 20)
+    target = consume_all(brokers.target, f"A.{topic}", partitions=[0])
+    assert [r.value for r in target if r.offset > extra.offset] == [
+        r["value"] for r in records("b", 10) if r["partition"] == 0
+    ], "the copy itself continued after the forged record"
+
+    stored = [r for r in read_rows(config, "verifications") if r["topic"] == topic]
+    assert len(stored) == 6
+    assert {r["status"] for r in stored} == {"complete", "behind", "different"}
+
+    create_views(spark, config)  # the view and the dashboard tile read the same rows
+    latest = spark.sql(
+        f"SELECT partition, status, diff_downstream_offset FROM verification_status "
+        f"WHERE topic = '{topic}' ORDER BY partition"
+    ).collect()
+    assert [tuple(r) for r in latest] == [(0, "different", extra.offset), (1, "complete", None)]
+    tile = spark.sql((SQL_DIR / "verifications.sql").read_text()).collect()
+    assert [(r.partition, r.status) for r in tile if r.topic == topic] == [
+        (0, "different"),
+        (1, "complete"),
+    ]
+
+    path = write_properties(tmp_path / "mm2.properties", props)
+    cli = subprocess.run(
+        [sys.executable, "-m", "mirror_lib.cli", "verify", str(path), "--flow", "A->B", "--json"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=180,
+    )
+    assert cli.returncode == 1, cli.stderr
+    out = json.loads(cli.stdout)
+    assert not out["ok"]
+    assert [p["result"].split(":")[0] for p in out["partitions"]] == [
+        f"different at upstream offset 20 / downstream offset {extra.offset}",
+        "complete",
+    ]
