@@ -183,9 +183,11 @@ class SlicePlanner(DataSourceStreamReader):
         return self._initial
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict:
+        fresh = start is None and self._position is None and self._initial is None
         if start is None:
             start = self._position or self.initialOffset()
-        plan = self._plan(start, first=False)
+        # on a new query Spark asks for the latest offset right before the initial one: plan once
+        plan = dict(start) if fresh else self._plan(start, first=False)
         work = [
             tp
             for tp, pos in plan_positions(plan).items()
