@@ -44,6 +44,7 @@ CONSUME_BATCH = 10_000
 IDLE_POLL_S = 0.1
 STALL_SECONDS = 60.0
 BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
+DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
 _FENCED = {
     KafkaError._FENCED,
     KafkaError.PRODUCER_FENCED,
@@ -313,7 +314,7 @@ class SliceCopy:
         return self.result
 
     def _loop(self, deadline: float) -> None:
-        refresh = self.ctx.settings.refresh_topics_interval
+        refresh = min(self.ctx.settings.refresh_topics_interval, DISCOVERY_SECONDS)
         next_refresh = time.monotonic() + refresh
         last_progress = time.monotonic()
         while not self._all_done():

@@ -284,7 +284,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "mirror.batch.duration.seconds",
         "batch_duration",
-        "60",
+        "300",
         _seconds,
         "life of one micro-batch (a time slice): copy tasks run that long, then Spark checkpoints",
     ),
