@@ -342,6 +342,9 @@ def parse_config(props: Mapping[str, str], origin: str = "<dict>") -> MirrorConf
     )
     for flow in config.flows:
         flow.policy()  # fails early on an unknown policy class
+    from mirror_lib.databricks import check_state_dir
+
+    check_state_dir(config.state_dir)  # on Databricks: never the driver's local disk
     return config
 
 

@@ -137,9 +137,12 @@ def test_every_notebook_follows_the_pattern():
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
-        assert "parameters" in code[0].metadata.get("tags", []), path.name
-        assert "Widgets(" in code[0].source, path.name
+        # first the Databricks install cell (a no-op elsewhere), then the parameters
+        assert "install" in code[0].metadata.get("tags", []), path.name
+        assert "%pip install" in code[0].source, path.name
+        assert "parameters" in code[1].metadata.get("tags", []), path.name
+        assert "Widgets(" in code[1].source, path.name
         for cell in code:  # golden outputs only where they are compared
             checked = cell.source.startswith("# NBVAL_CHECK_OUTPUT")
             assert bool(cell.get("outputs")) == checked, f"{path.name}: {cell.source[:60]}"
-        assert not any("dbutils." in c.source for c in code), path.name
+        assert not any("dbutils." in c.source for c in code[1:]), path.name
