@@ -71,6 +71,9 @@ def config_at(state: Path):
     return parse_config(flow_properties("127.0.0.1:1", "127.0.0.1:2", state))
 
 
+BUCKETS_2S = ((M0, 4), (M1, 4), (M1, 10), (M1, 20))
+
+
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     """Delta tables with known rows: two minutes of metrics of A.orders (2 partitions), A.clicks."""
@@ -90,13 +93,17 @@ def test_figures_show_each_topic_and_partition(spark, tables):
     figs = build_figures(spark, tables)
     assert set(figs) == {p.stem for p in SQL_DIR.glob("*.sql")}
     trace = {(name, t.name): t for name, fig in figs.items() for t in fig.data}
-    naive = [m.replace(tzinfo=None) for m in (M0, M1)]
+    # 75 s of metrics: 2 s buckets (at most 60 points), not two minutes
+    naive = [(m + dt.timedelta(seconds=s)).replace(tzinfo=None) for m, s in BUCKETS_2S]
     p50 = trace["latency", "A.orders p50"]
-    assert list(p50.x) == naive and list(p50.y) == [175.0, 100.0]  # record-weighted
-    assert list(trace["latency", "A.orders p99"].y) == [400.0, 200.0]
-    assert list(trace["throughput", "A.orders"].y) == [40, 30]
+    assert list(p50.x) == naive and list(p50.y) == [175.0, 100.0, 100.0, 100.0]  # weighted
+    assert list(trace["latency", "A.orders p99"].y) == [400.0, 200.0, 200.0, 200.0]
+    assert list(trace["throughput", "A.orders"].y) == [40, 20, 5, 5]
     assert list(trace["throughput", "A.clicks"].y) == [5]
-    assert list(trace["lag_over_time", "A.orders"].y) == [6, 2]  # last lag per partition
+    # latest lag per partition, carried through buckets where a partition copied nothing
+    assert list(trace["lag_over_time", "A.orders"].y) == [6, 1, 7, 2]
+    assert figs["latency"].layout.xaxis.title.text == "time (UTC), 2 s buckets"
+    assert figs["throughput"].layout.title.text == "Records replicated per 2 s, per topic"
     lag = trace["lag", "A.orders"]
     assert dict(zip(lag.x, lag.y, strict=True)) == {"A.orders p0": 0, "A.orders p1": 2}
     beats = {t.x[0]: t.y[0] for t in figs["heartbeats"].data}
@@ -116,7 +123,9 @@ def test_figures_show_each_topic_and_partition(spark, tables):
 def test_select_lists_match_what_spark_returns(spark, tables):
     from mirror_lib.views import create_views
 
-    create_views(spark, tables)
+    create_views(spark, tables)  # a minute: what the Lakeview dashboard shows
+    lag = spark.sql("SELECT lag FROM lag_per_minute WHERE topic = 'A.orders' ORDER BY minute")
+    assert [r["lag"] for r in lag.collect()] == [6, 2]
     for path in sorted(SQL_DIR.glob("*.sql")):
         sql = path.read_text()
         assert select_columns(sql) == spark.sql(sql).columns, path.name
