@@ -20,6 +20,7 @@ from mirror_lib.delta_store import ensure_tables, table_path
 from mirror_lib.lakeview import select_columns
 from mirror_lib.materialize import tables_root
 from mirror_lib.tables import SCHEMAS
+from tests.browser import chromium_available, render
 from tests.integration.conftest import flow_properties, write_properties
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
@@ -172,3 +173,49 @@ def test_mirror_dashboard_without_tables_says_what_to_run(tmp_path, subprocess_e
     assert run.returncode == 1, run.stderr
     assert "mirror.state.dir" in run.stderr and f"mirror run {config_file} --once" in run.stderr
     assert not out.exists() and not state.exists()
+
+
+def assert_every_tile_draws(report: dict, stems: list[str]) -> dict[str, dict]:
+    """No JavaScript error; one drawn, sized plot per SQL file; each shows data or says none."""
+    assert report["errors"] == [], report["errors"]
+    figures = {f["id"].removeprefix("fig-"): f for f in report["figures"]}
+    assert sorted(figures) == sorted(stems)
+    for name, fig in figures.items():
+        assert fig["drawn"] and fig["width"] > 300 and fig["height"] > 100, fig
+        if fig["annotations"] == [NO_DATA]:
+            continue
+        assert fig["traces"], fig
+        assert sum(fig["markers"]) + fig["bars"] + fig["table_cells"] > 0, (name, fig)
+    return figures
+
+
+@pytest.mark.skipif(not chromium_available(), reason="needs Debian's chromium: make chromium")
+def test_the_page_draws_in_a_real_browser(spark, tables, tmp_path):
+    from mirror_lib.dashboard import write_dashboard
+
+    page = write_dashboard(spark, tables, tmp_path / "health.html")
+    stems = [p.stem for p in SQL_DIR.glob("*.sql")]
+    figures = assert_every_tile_draws(render(page, tmp_path), stems)
+    assert not any(f["annotations"] for f in figures.values())  # every tile has data
+    latency = figures["latency"]
+    assert latency["markers"] == [4, 4, 1, 1]  # A.orders p50/p99 over 2 s buckets, A.clicks
+    assert latency["xaxis_title"] == "time (UTC), 2 s buckets"
+    assert figures["lag"]["bars"] == 3  # A.orders p0, p1 and A.clicks p0
+    assert figures["heartbeats"]["bars"] == 2
+    assert figures["failover_readiness"]["table_cells"] > 0
+
+
+@pytest.mark.skipif(not chromium_available(), reason="needs Debian's chromium: make chromium")
+def test_the_browser_probe_sees_javascript_errors_and_undrawn_tiles(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><title>t</title></head><body>"
+        '<div class="plotly-graph-div" id="fig-latency"></div>'
+        "<script>no_such_function();</script></body></html>"
+    )
+    report = render(page, tmp_path)
+    assert any("no_such_function" in e for e in report["errors"]), report["errors"]
+    (fig,) = report["figures"]
+    assert fig["id"] == "fig-latency" and not fig["drawn"]
+    with pytest.raises(AssertionError):
+        assert_every_tile_draws(report, ["latency"])
