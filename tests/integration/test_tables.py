@@ -113,6 +113,7 @@ def test_offset_syncs_hold_every_committed_segment(spark, brokers, flow):
     assert segments and table == segments
 
 
+@pytest.mark.spark40
 def test_metrics_add_up_and_latency_is_plausible(spark, flow):
     name = flow["name"]
     (total,) = rows(
@@ -125,6 +126,7 @@ def test_metrics_add_up_and_latency_is_plausible(spark, flow):
         assert 0 < row["latency_ms_p50"] <= row["latency_ms_p99"] < flow["wall_s"] * 1000
 
 
+@pytest.mark.spark40
 def test_sql_translation_equals_library_translation(spark, flow):
     library = {
         (r.topic, r.partition): r.offset
@@ -170,6 +172,7 @@ def test_time_travel_gives_the_earlier_translation(spark, flow):
     assert sorted(r["offset"] for r in old) == [10, 20, 30]
 
 
+@pytest.mark.spark40
 def test_restarted_materialization_writes_no_duplicates(spark, brokers, flow):
     config = flow["config"]
     query = start_materialization(spark, config, "B", interval_s=0.2)
@@ -258,6 +261,7 @@ def test_mirror_status_reads_the_tables(flow, tmp_path, subprocess_env):
     assert json.loads(out.stdout)["A->B"]["records"] == health.records
 
 
+@pytest.mark.spark40
 def test_one_health_for_either_writer_and_the_views(spark, flow):
     """The same numbers from delta-rs files, from Spark-held tables and from the SQL views."""
     from mirror_lib.config import parse_config
