@@ -130,6 +130,17 @@ def test_dev_is_isolated_and_paused_prod_runs_as_a_service_principal():
     assert triggered == {"mirror_replication", "mirror_catch_up", "mirror_maintenance"}
     assert prod["mode"] == "production"
     assert prod["presets"]["trigger_pause_status"] == "UNPAUSED"
+    # prod runs one replication shape at a time: both would write the same checkpoints
+    overrides = prod["resources"]["jobs"]
+    assert overrides["mirror_replication"] == {
+        "continuous": {"pause_status": "${var.continuous_pause_status}"}
+    }
+    assert overrides["mirror_catch_up"] == {
+        "schedule": {"pause_status": "${var.catch_up_pause_status}"}
+    }
+    variables = BUNDLE["variables"]
+    statuses = [variables[f"{v}_pause_status"]["default"] for v in ("continuous", "catch_up")]
+    assert statuses == ["UNPAUSED", "PAUSED"]
     assert prod["run_as"] == {"service_principal_name": "${var.service_principal}"}
     levels = {
         p.get("group_name") or p.get("service_principal_name"): p["level"]
