@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium lint format bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -55,7 +55,7 @@ test-main: lint chromium ## lint and the full suite on the main virtualenv only
 	$(BIN)/pytest
 
 # Replication, checkpoints, materialization and one notebook on pyspark 4.0.x: the tests marked
-# spark40 in these files (about 6 minutes).
+# spark40 in these files (about 4 minutes on a busy 2-core machine).
 SPARK40_FILES ?= tests/integration/test_replication.py tests/integration/test_checkpoints.py \
 	tests/integration/test_tables.py tests/notebooks/test_notebooks.py
 test-spark40: $(STAMP40) ## the spark40-marked tests on pyspark 4.0.x (Databricks Runtime 17.3 LTS)
