@@ -4,10 +4,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv demo test lint format bench clean
+.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium lint format bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,24 @@ $(STAMP): setup.py constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP) ## create/refresh the local virtualenv from constraints.txt
+
+# Databricks Runtime 17.3 LTS is Spark 4.0: a second, smaller virtualenv (no MLflow, plotly or
+# dashboards) runs the engine's tests on the pyspark 4.0.x pinned in constraints-spark40.txt.
+VENV40 ?= .venv-spark40
+STAMP40 := $(VENV40)/.installed
+$(STAMP40): setup.py constraints.txt constraints-spark40.txt
+	$(PYTHON) -m venv $(VENV40)
+	$(VENV40)/bin/pip install -q --upgrade pip
+	grep -v '^pyspark==' constraints.txt > $(VENV40)/constraints-base.txt
+	$(VENV40)/bin/pip install -q -c $(VENV40)/constraints-base.txt -c constraints-spark40.txt \
+		-e ".[kafka,spark,delta,embedded,notebooks,test]"
+	touch $(STAMP40)
+
+venv-spark40: $(STAMP40) ## the pyspark 4.0.x virtualenv of `make test-spark40`
+
+# The dashboard test drives Debian's chromium; installed once, as root, when missing.
+chromium: ## install Debian's chromium for the dashboard browser test (needs root)
+	@test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 
 demo: $(STAMP) ## run the embedded demo (two local brokers, Spark local, Delta on disk)
 	$(BIN)/mirror validate examples/mm2.properties
@@ -29,11 +47,22 @@ format: $(STAMP) ## apply ruff formatting and fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: lint ## lint, then the full test suite (unit, integration, notebooks)
+test: lint chromium ## lint, then the full suite, then the pyspark 4.0 tier
 	$(BIN)/pytest
+	$(MAKE) test-spark40
+
+test-main: lint chromium ## lint and the full suite on the main virtualenv only
+	$(BIN)/pytest
+
+# Replication, checkpoints, materialization and one notebook on pyspark 4.0.x: the tests marked
+# spark40 in these files (about 4 minutes on a busy 2-core machine).
+SPARK40_FILES ?= tests/integration/test_replication.py tests/integration/test_checkpoints.py \
+	tests/integration/test_tables.py tests/notebooks/test_notebooks.py
+test-spark40: $(STAMP40) ## the spark40-marked tests on pyspark 4.0.x (Databricks Runtime 17.3 LTS)
+	$(VENV40)/bin/pytest -p no:cacheprovider -m spark40 $(SPARK40_FILES)
 
 bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/replication.py
 
 clean: ## remove the virtualenv and local state
-	rm -rf $(VENV) mirror-state .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV40) mirror-state .pytest_cache .ruff_cache

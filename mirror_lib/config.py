@@ -507,6 +507,9 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
     )
     for flow in config.flows:
         flow.policy()  # fails early on an unknown policy class
+    from mirror_lib.databricks import check_state_dir
+
+    check_state_dir(config.state_dir)  # on Databricks: never the driver's local disk
     return config
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,7 +205,7 @@ def _chart(go: Any, fig: go.Figure, spec: Chart, rows: list[dict[str, Any]]) -> 
     legend = {"showlegend": spec.legend is not None, "legend_title_text": spec.legend or ""}
     fig.update_layout(xaxis_title=spec.x_title, yaxis_title=spec.y_title, barmode="stack", **legend)
     fig.update_yaxes(rangemode="tozero")
-    xs = [r[spec.x] for r in rows] if spec.x == "minute" else []
+    xs = [r[spec.x] for r in rows] if spec.x_title == "minute (UTC)" else []
     if xs and max(xs) - min(xs) <= dt.timedelta(minutes=30):  # short runs: a tick per minute
         fig.update_xaxes(dtick=60_000, tickformat="%H:%M\n%b %d")
     if spec.labels:  # leave room above the bars for their labels
@@ -228,11 +228,25 @@ def _table(go: Any, fig: go.Figure, rows: list[dict[str, Any]]) -> None:
         fig.update_layout(title_text=f"{fig.layout.title.text} — first {len(shown)} of {len(rows)}")
 
 
-def figure(name: str, rows: list[dict[str, Any]]) -> go.Figure:
-    """The figure of one SQL file's rows: a chart for known names, else a table; empty-safe."""
+def bucket_label(seconds: int) -> str:
+    """``minute``, ``5 s``, ``10 min``, ``hour``, ``6 h``: the time bucket in words."""
+    if seconds % 3600 == 0:
+        return "hour" if seconds == 3600 else f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return "minute" if seconds == 60 else f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
+def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> go.Figure:
+    """The figure of one SQL file's rows: a chart for known names, else a table; empty-safe.
+
+    ``bucket_seconds``: the time bucket of the rows' ``minute`` column (see
+    :func:`mirror_lib.views.bucket_for`), named in titles and axes.
+    """
     go = _plotly()
     fig = go.Figure()
-    title = TITLES.get(name, name.replace("_", " "))
+    label = bucket_label(bucket_seconds)
+    title = TITLES.get(name, name.replace("_", " ")).replace("per minute", f"per {label}")
     fig.update_layout(title_text=title, height=_CHART_HEIGHT, template="plotly_white",
                       margin={"l": 70, "r": 30, "t": 60, "b": 90})  # fmt: skip
     if not rows:
@@ -242,7 +256,11 @@ def figure(name: str, rows: list[dict[str, Any]]) -> go.Figure:
         fig.add_annotation(text=NO_DATA, showarrow=False, font={"size": 18, "color": "#777"},
                            xref="paper", yref="paper", x=0.5, y=0.5)  # fmt: skip
     elif name in CHARTS:
-        _chart(go, fig, CHARTS[name], rows)
+        spec = CHARTS[name]
+        if spec.x == "minute" and bucket_seconds != 60:
+            spec = replace(spec, x_title=f"time (UTC), {label} buckets",
+                           y_title=spec.y_title.replace("/ minute", f"/ {label}"))  # fmt: skip
+        _chart(go, fig, spec, rows)
     else:
         _table(go, fig, rows)
     return fig
@@ -251,13 +269,17 @@ def figure(name: str, rows: list[dict[str, Any]]) -> go.Figure:
 def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
     """One figure per ``dashboards/sql`` file (keyed by its stem), over freshly created views."""
     from mirror_lib.materialize import tables_writer
-    from mirror_lib.views import create_views
+    from mirror_lib.views import create_views, data_bucket
 
     _plotly()
     if tables_writer(spark, config) == "delta-rs":
         require_tables(config)
-    create_views(spark, config)
-    return {name: figure(name, query_rows(spark, sql)) for name, sql in load_queries().items()}
+    bucket = data_bucket(spark, config)  # a 45 s run: 1 s buckets, not one or two minutes
+    create_views(spark, config, bucket_seconds=bucket)
+    return {
+        name: figure(name, query_rows(spark, sql), bucket_seconds=bucket)
+        for name, sql in load_queries().items()
+    }
 
 
 def render_html(

@@ -19,6 +19,10 @@ from mirror_lib.config import FlowConfig, MirrorConfig, parse_config
 from mirror_lib.filters import GroupFilter, TopicFilter, should_replicate_topic
 from mirror_lib.plan import metrics_topic
 from mirror_lib.policy import ReplicationPolicy, is_cycle
+from mirror_lib.properties import has_reference, is_sensitive
+
+#: Option carrying secret values resolved on the driver; Spark redacts options named like this.
+SECRET_OPTION = "secret.properties"
 
 
 def stable_slot(topic: str, partition: int, slots: int) -> int:
@@ -46,17 +50,29 @@ class FlowContext:
     def from_options(cls, options: dict[str, str]) -> FlowContext:
         """Rebuild from data source options written by :meth:`to_options`."""
         props = json.loads(options["properties"])
+        props.update(json.loads(options.get(SECRET_OPTION, "{}")))
         return cls.create(
             parse_config(props, origin=options.get("origin", "<options>")), options["flow"]
         )
 
     def to_options(self) -> dict[str, str]:
-        """Spark data source options carrying this context (secrets as unresolved references)."""
-        return {
-            "properties": json.dumps(dict(self.config.properties), sort_keys=True),
+        """Spark data source options carrying this context.
+
+        Secret references stay unresolved; secret values resolved on the driver (serverless, see
+        :mod:`mirror_lib.databricks`) go into an option whose name Spark's redaction matches.
+        """
+        props = dict(self.config.properties)
+        values = {k: v for k, v in props.items() if is_sensitive(k) and not has_reference(v)}
+        options = {
+            "properties": json.dumps(
+                {k: v for k, v in props.items() if k not in values}, sort_keys=True
+            ),
             "flow": self.flow.name,
             "origin": self.config.origin,
         }
+        if values:
+            options[SECRET_OPTION] = json.dumps(values, sort_keys=True)
+        return options
 
     @property
     def source(self) -> str:

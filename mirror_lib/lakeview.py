@@ -45,7 +45,9 @@ def _field(name: str, expression: str | None = None) -> dict[str, str]:
 def _widget(
     name: str, dataset: str, fields: list[dict[str, str]], spec: dict[str, Any], pos: tuple
 ) -> dict[str, Any]:
-    query = {"datasetName": dataset, "fields": fields, "disaggregated": False}
+    # Tables show the dataset's rows as they are (disaggregated); charts and counters aggregate.
+    disaggregated = spec["widgetType"] == "table"
+    query = {"datasetName": dataset, "fields": fields, "disaggregated": disaggregated}
     x, y, width, height = pos
     return {
         "widget": {"name": name, "queries": [{"name": "main_query", "query": query}], "spec": spec},

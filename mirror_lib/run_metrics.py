@@ -1,7 +1,7 @@
 """What a run did, from the materialized Delta tables of its time window (no Spark needed).
 
 :func:`window_metrics` reads ``replication_metrics``, ``heartbeats`` and ``checkpoints`` with
-delta-rs (or with Spark where Delta's Spark writer holds them) and returns summary metrics plus the
+:func:`mirror_lib.health.read_rows` (either writer) and returns summary metrics plus the
 lag history as MLflow-style points ``(key, value, timestamp ms, step)``; used by
 :mod:`mirror_lib.tracking`. :func:`summarize` and :func:`lag_series` are pure.
 """
@@ -13,26 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from mirror_lib.config import MirrorConfig
+from mirror_lib.health import TIMESTAMPS, last_seen, latency, order, read_rows
 
 MAX_LAG_POINTS = 1000  # lag history: one point per second, coarser on long runs
 Series = list[tuple[str, float, int, int]]  # metric points: (key, value, timestamp ms, step)
 Row = dict[str, Any]
-
-
-def _read(config: MirrorConfig, spark: Any, name: str, ts: str) -> list[Row]:
-    """Rows of a table, ``_ms`` = column ``ts`` in epoch ms (delta-rs; Spark for its writer)."""
-    from mirror_lib.materialize import spark_table_name, tables_root, tables_writer
-
-    if spark is not None and tables_writer(spark, config) == "spark":
-        df = spark.table(spark_table_name(config, name))
-        return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
-    import pyarrow as pa
-
-    from mirror_lib.delta_store import read_table
-
-    table = read_table(tables_root(config), name)
-    ms = table[ts].cast(pa.timestamp("ms", tz="UTC"), safe=False).cast(pa.int64())
-    return table.append_column("_ms", ms).to_pylist()
 
 
 def summarize(
@@ -45,10 +30,7 @@ def summarize(
 ) -> tuple[dict[str, float], Series]:
     """Summary metrics and lag history of ``flows`` ((name, source, target)) in the window."""
     names = {name for name, _s, _t in flows}
-    rows = sorted(
-        (m for m in metrics if m["flow"] in names and m["_ms"] is not None),
-        key=lambda m: (m["_ms"], m["upstream_last"] or 0),
-    )
+    rows = sorted((m for m in metrics if m["flow"] in names and m["_ms"] is not None), key=order)
     window = [m for m in rows if started_ms <= m["_ms"] <= ended_ms]
     seconds = max((ended_ms - started_ms) / 1000, 1e-3)
     records = sum(m["records"] or 0 for m in window)
@@ -62,23 +44,10 @@ def summarize(
         out["records_per_second_replicating"] = records / (
             (window[-1]["_ms"] - window[0]["_ms"]) / 1000  # first to last chunk
         )
-    p50 = [
-        (m["latency_ms_p50"], m["records"] or 0) for m in window if m["latency_ms_p50"] is not None
-    ]
-    if weight := sum(w for _v, w in p50):  # record-weighted mean of the chunks' p50
-        out["latency_ms_p50"] = sum(v * w for v, w in p50) / weight
-    for key in ("latency_ms_p99", "latency_ms_max"):  # the worst chunk
-        if values := [m[key] for m in window if m[key] is not None]:
-            out[key] = max(values)
+    out.update(latency(window))  # the same definitions as mirror status and the SQL views
     pairs = {(s, t) for _n, s, t in flows}
     for kind, table, hops in (("heartbeat", heartbeats, True), ("checkpoint", checkpoints, False)):
-        last: dict[tuple[str, str], int] = {}
-        for r in table:
-            pair = (r["source"], r["target"])
-            fresh = r["_ms"] is not None and r["_ms"] <= ended_ms and (not hops or r["hops"] == 0)
-            if pair in pairs and fresh:
-                last[pair] = max(last.get(pair, 0), r["_ms"])
-        if last:  # the stalest flow
+        if last := last_seen(table, pairs, ended_ms, hops):  # the stalest flow
             out[f"{kind}_age_seconds"] = (ended_ms - min(last.values())) / 1000
     before = [m for m in rows if m["_ms"] < started_ms]
     return out, lag_series(before, window, started_ms, ended_ms)
@@ -115,12 +84,7 @@ def window_metrics(
 ) -> tuple[dict[str, float], Series]:
     """:func:`summarize` over the materialized tables of ``config``."""
     flows = [(f.name, f.source, f.target) for f in map(config.flow, flow_names)]
-    tables = [
-        _read(config, spark, name, ts)
-        for name, ts in (
-            ("replication_metrics", "ts"),
-            ("heartbeats", "heartbeat_ts"),
-            ("checkpoints", "record_ts"),
-        )
-    ]
-    return summarize(*tables, flows, started_ms, ended_ms)
+    t = {name: read_rows(config, name, spark) for name in TIMESTAMPS}
+    return summarize(
+        t["replication_metrics"], t["heartbeats"], t["checkpoints"], flows, started_ms, ended_ms
+    )

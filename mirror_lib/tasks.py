@@ -18,6 +18,7 @@ COMMON = (
     text("config_path", "", "mm2.properties path", required=True, help="an mm2.properties path"),
     text("flows", "", "flows (A->B, comma-separated; empty: all enabled)"),
     text("tables_schema", "", "catalog.schema of the Delta tables (overrides the config)"),
+    text("state_dir", "", "mirror.state.dir: checkpoints, tables (overrides the config)"),
 )
 RUNNING = (
     text("duration_seconds", "0", "stop after (0: run until stopped)", parse=as_number(0)),
@@ -38,10 +39,9 @@ TASKS: dict[str, tuple[tuple[str, ...] | None, tuple[Param, ...]]] = {
 
 
 def _config(values: dict[str, Any]) -> Any:
-    from mirror_lib.config import load_config
+    from mirror_lib.databricks import load_job_config
 
-    overrides = {"mirror.tables.schema": values["tables_schema"]} if values["tables_schema"] else {}
-    return load_config(values["config_path"], **overrides)
+    return load_job_config(values["config_path"], values["tables_schema"], values["state_dir"])
 
 
 def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = print) -> Any:

@@ -12,8 +12,10 @@ from typing import Any
 from mirror_lib.config import MirrorConfig
 from mirror_lib.tables import TABLES
 
-#: View name -> SELECT over the tables (``{t_<table>}`` placeholders). Latency p50 is the
-#: record-weighted mean of per-chunk p50s and p99 the maximum of per-chunk p99s (conservative).
+#: View name -> SELECT over the tables (``{t_<table>}`` placeholders; ``{bucket}``: the time
+#: bucket of the ``*_per_minute`` views, a minute unless :func:`create_views` is given another).
+#: Latency p50 is the record-weighted mean of per-chunk p50s and p99 the maximum of per-chunk
+#: p99s (conservative), as in :mod:`mirror_lib.health`.
 VIEWS: dict[str, str] = {
     "latest_checkpoints": """
         SELECT source, target, group_id, topic, partition, upstream_offset, downstream_offset,
@@ -46,19 +48,30 @@ VIEWS: dict[str, str] = {
         FROM hit LEFT JOIN last ON last.source = hit.source AND last.target = hit.target
              AND last.remote_topic = hit.topic AND last.partition = hit.partition""",
     "latency_per_minute": """
-        SELECT flow, remote_topic AS topic, date_trunc('minute', ts) AS minute,
+        SELECT flow, remote_topic AS topic, {bucket} AS minute,
                sum(records) AS records, sum(bytes) AS bytes,
                sum(latency_ms_p50 * records) / sum(records) AS latency_ms_p50,
                max(latency_ms_p99) AS latency_ms_p99, max(latency_ms_max) AS latency_ms_max
         FROM {t_replication_metrics} GROUP BY ALL""",
-    # Lag of a topic in a minute: the sum over its partitions of each one's last lag in that
-    # minute (partitions that copied nothing in the minute are not counted).
+    # Lag of a topic in a time bucket: the sum over its partitions of each one's latest lag at the
+    # end of the bucket, carried forward through buckets where a partition copied nothing (the
+    # lag definition of mirror_lib.health). ``partitions``: partitions with a known lag.
     "lag_per_minute": """
-        SELECT flow, topic, minute, sum(lag) AS lag, count(*) AS partitions
-        FROM (SELECT flow, remote_topic AS topic, partition, date_trunc('minute', ts) AS minute,
-                     max_by(lag, struct(ts, upstream_last)) AS lag
-              FROM {t_replication_metrics} GROUP BY ALL)
-        GROUP BY ALL""",
+        WITH p AS (SELECT flow, remote_topic AS topic, partition, {bucket} AS minute,
+                          max_by(lag, struct(ts, upstream_last)) AS lag
+                   FROM {t_replication_metrics} GROUP BY ALL),
+        grid AS (SELECT b.flow, b.topic, b.minute, k.partition
+                 FROM (SELECT DISTINCT flow, topic, minute FROM p) b
+                 JOIN (SELECT DISTINCT flow, topic, partition FROM p) k
+                   ON k.flow = b.flow AND k.topic = b.topic),
+        filled AS (SELECT grid.flow, grid.topic, grid.minute,
+                          last(p.lag, true) OVER (PARTITION BY grid.flow, grid.topic,
+                               grid.partition ORDER BY grid.minute
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lag
+                   FROM grid LEFT JOIN p ON p.flow = grid.flow AND p.topic = grid.topic
+                        AND p.partition = grid.partition AND p.minute = grid.minute)
+        SELECT flow, topic, minute, sum(lag) AS lag, count(lag) AS partitions
+        FROM filled GROUP BY ALL""",
     "replication_lag": """
         SELECT flow, topic, remote_topic, partition, lag, upstream_last, ts AS measured_ts
         FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
@@ -124,6 +137,40 @@ def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, 
     return {f"t_{t}": f"{prefix}t_{t}" for t in TABLES}
 
 
+#: Time buckets of the ``*_per_minute`` views (seconds) that :func:`bucket_for` chooses from.
+BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 21600, 86400)
+MAX_POINTS = 60  # points per series that a chart of the whole run shows at most
+
+
+def bucket_for(span_seconds: float | None) -> int:
+    """The smallest bucket giving at most :data:`MAX_POINTS` points over ``span_seconds``.
+
+    A 45 s run gets 1 s buckets (45 points, not one or two minutes), a day 30 min buckets.
+    """
+    if span_seconds is None:
+        return 60
+    return next((b for b in BUCKETS if span_seconds / b <= MAX_POINTS), BUCKETS[-1])
+
+
+def _data_bucket(spark: Any, refs: dict[str, str]) -> int:
+    span = spark.sql(
+        "SELECT (unix_millis(max(ts)) - unix_millis(min(ts))) / 1000.0 AS s "
+        f"FROM {refs['t_replication_metrics']}"
+    ).first()["s"]
+    return bucket_for(None if span is None else float(span))
+
+
+def data_bucket(spark: Any, config: MirrorConfig) -> int:
+    """:func:`bucket_for` the time span of the config's replication metrics."""
+    return _data_bucket(spark, _table_refs(spark, config, "", {}))
+
+
+def _bucket_sql(seconds: int) -> str:
+    if seconds == 60:
+        return "date_trunc('minute', ts)"
+    return f"timestamp_seconds(floor(unix_millis(ts) / {seconds * 1000}) * {seconds})"
+
+
 def create_views(
     spark: Any,
     config: MirrorConfig,
@@ -131,10 +178,14 @@ def create_views(
     as_of_version: int | None = None,
     as_of_timestamp: str | None = None,
     prefix: str = "",
+    bucket_seconds: int | None = 60,
 ) -> list[str]:
     """Create (or replace) every view; ``as_of_*`` pins the tables to a past version/time.
 
-    Returns the view names (with ``prefix``). Time-travelled views are always temp views.
+    ``bucket_seconds``: the time bucket of the ``*_per_minute`` views' ``minute`` column (a
+    minute by default, as the Lakeview dashboard shows); None chooses one for the length of the
+    data (:func:`bucket_for`), as the static dashboard does. Returns the view names (with
+    ``prefix``). Time-travelled views are always temp views.
     """
     as_of = {
         k: v
@@ -142,12 +193,15 @@ def create_views(
         if v is not None
     }
     refs = _table_refs(spark, config, prefix, as_of)
+    if bucket_seconds is None:
+        bucket_seconds = _data_bucket(spark, refs)
+    bucket = _bucket_sql(bucket_seconds)
     temp = refs["t_checkpoints"].startswith(prefix + "t_")
     schema = config.properties.get("mirror.tables.schema", "").strip()
     qualify = "" if temp or not schema else schema + "."
     names = []
     for name, body in VIEWS.items():
-        sql = body.format(**refs)
+        sql = body.format(**refs, bucket=bucket)
         for other in VIEWS:  # views built on views use the same prefix and schema
             sql = sql.replace(f"FROM {other}", f"FROM {qualify}{prefix}{other}")
         kind = "TEMPORARY VIEW" if temp else "VIEW"

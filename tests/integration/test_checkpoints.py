@@ -104,6 +104,7 @@ def read_from_committed(bootstrap: str, group: str, topic: str, partitions: int)
     return out
 
 
+@pytest.mark.spark40
 def test_translated_offsets_resume_exactly_where_the_group_stopped(
     spark, brokers, make_config, unique_name
 ):

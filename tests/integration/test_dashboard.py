@@ -20,6 +20,7 @@ from mirror_lib.delta_store import ensure_tables, table_path
 from mirror_lib.lakeview import select_columns
 from mirror_lib.materialize import tables_root
 from mirror_lib.tables import SCHEMAS
+from tests.browser import chromium_available, render
 from tests.integration.conftest import flow_properties, write_properties
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
@@ -83,6 +84,9 @@ def config_at(state: Path):
     return parse_config(flow_properties("127.0.0.1:1", "127.0.0.1:2", state))
 
 
+BUCKETS_2S = ((M0, 4), (M1, 4), (M1, 10), (M1, 20))
+
+
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     """Delta tables with known rows: two minutes of metrics of A.orders (2 partitions), A.clicks."""
@@ -102,13 +106,17 @@ def test_figures_show_each_topic_and_partition(spark, tables):
     figs = build_figures(spark, tables)
     assert set(figs) == {p.stem for p in SQL_DIR.glob("*.sql")}
     trace = {(name, t.name): t for name, fig in figs.items() for t in fig.data}
-    naive = [m.replace(tzinfo=None) for m in (M0, M1)]
+    # 75 s of metrics: 2 s buckets (at most 60 points), not two minutes
+    naive = [(m + dt.timedelta(seconds=s)).replace(tzinfo=None) for m, s in BUCKETS_2S]
     p50 = trace["latency", "A.orders p50"]
-    assert list(p50.x) == naive and list(p50.y) == [175.0, 100.0]  # record-weighted
-    assert list(trace["latency", "A.orders p99"].y) == [400.0, 200.0]
-    assert list(trace["throughput", "A.orders"].y) == [40, 30]
+    assert list(p50.x) == naive and list(p50.y) == [175.0, 100.0, 100.0, 100.0]  # weighted
+    assert list(trace["latency", "A.orders p99"].y) == [400.0, 200.0, 200.0, 200.0]
+    assert list(trace["throughput", "A.orders"].y) == [40, 20, 5, 5]
     assert list(trace["throughput", "A.clicks"].y) == [5]
-    assert list(trace["lag_over_time", "A.orders"].y) == [6, 2]  # last lag per partition
+    # latest lag per partition, carried through buckets where a partition copied nothing
+    assert list(trace["lag_over_time", "A.orders"].y) == [6, 1, 7, 2]
+    assert figs["latency"].layout.xaxis.title.text == "time (UTC), 2 s buckets"
+    assert figs["throughput"].layout.title.text == "Records replicated per 2 s, per topic"
     lag = trace["lag", "A.orders"]
     assert dict(zip(lag.x, lag.y, strict=True)) == {"A.orders p0": 0, "A.orders p1": 2}
     beats = {t.x[0]: t.y[0] for t in figs["heartbeats"].data}
@@ -132,7 +140,9 @@ def test_figures_show_each_topic_and_partition(spark, tables):
 def test_select_lists_match_what_spark_returns(spark, tables):
     from mirror_lib.views import create_views
 
-    create_views(spark, tables)
+    create_views(spark, tables)  # a minute: what the Lakeview dashboard shows
+    lag = spark.sql("SELECT lag FROM lag_per_minute WHERE topic = 'A.orders' ORDER BY minute")
+    assert [r["lag"] for r in lag.collect()] == [6, 2]
     for path in sorted(SQL_DIR.glob("*.sql")):
         sql = path.read_text()
         assert select_columns(sql) == spark.sql(sql).columns, path.name
@@ -179,3 +189,49 @@ def test_mirror_dashboard_without_tables_says_what_to_run(tmp_path, subprocess_e
     assert run.returncode == 1, run.stderr
     assert "mirror.state.dir" in run.stderr and f"mirror run {config_file} --once" in run.stderr
     assert not out.exists() and not state.exists()
+
+
+def assert_every_tile_draws(report: dict, stems: list[str]) -> dict[str, dict]:
+    """No JavaScript error; one drawn, sized plot per SQL file; each shows data or says none."""
+    assert report["errors"] == [], report["errors"]
+    figures = {f["id"].removeprefix("fig-"): f for f in report["figures"]}
+    assert sorted(figures) == sorted(stems)
+    for name, fig in figures.items():
+        assert fig["drawn"] and fig["width"] > 300 and fig["height"] > 100, fig
+        if fig["annotations"] == [NO_DATA]:
+            continue
+        assert fig["traces"], fig
+        assert sum(fig["markers"]) + fig["bars"] + fig["table_cells"] > 0, (name, fig)
+    return figures
+
+
+@pytest.mark.skipif(not chromium_available(), reason="needs Debian's chromium: make chromium")
+def test_the_page_draws_in_a_real_browser(spark, tables, tmp_path):
+    from mirror_lib.dashboard import write_dashboard
+
+    page = write_dashboard(spark, tables, tmp_path / "health.html")
+    stems = [p.stem for p in SQL_DIR.glob("*.sql")]
+    figures = assert_every_tile_draws(render(page, tmp_path), stems)
+    assert not any(f["annotations"] for f in figures.values())  # every tile has data
+    latency = figures["latency"]
+    assert latency["markers"] == [4, 4, 1, 1]  # A.orders p50/p99 over 2 s buckets, A.clicks
+    assert latency["xaxis_title"] == "time (UTC), 2 s buckets"
+    assert figures["lag"]["bars"] == 3  # A.orders p0, p1 and A.clicks p0
+    assert figures["heartbeats"]["bars"] == 2
+    assert figures["failover_readiness"]["table_cells"] > 0
+
+
+@pytest.mark.skipif(not chromium_available(), reason="needs Debian's chromium: make chromium")
+def test_the_browser_probe_sees_javascript_errors_and_undrawn_tiles(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><title>t</title></head><body>"
+        '<div class="plotly-graph-div" id="fig-latency"></div>'
+        "<script>no_such_function();</script></body></html>"
+    )
+    report = render(page, tmp_path)
+    assert any("no_such_function" in e for e in report["errors"]), report["errors"]
+    (fig,) = report["figures"]
+    assert fig["id"] == "fig-latency" and not fig["drawn"]
+    with pytest.raises(AssertionError):
+        assert_every_tile_draws(report, ["latency"])

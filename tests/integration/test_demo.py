@@ -8,8 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mirror_lib.config import load_config
+from mirror_lib.health import read_rows
+from mirror_lib.views import bucket_for
+from tests.browser import chromium_available, render
+
 
 def processes(name: str) -> set[int]:
+    """PIDs of ``name`` processes of this virtualenv (not other checkouts' test runs)."""
     pids = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -17,7 +23,7 @@ def processes(name: str) -> set[int]:
                 cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if name in cmd:
+            if name in cmd and sys.prefix in cmd:
                 pids.add(int(entry.name))
     return pids
 
@@ -56,5 +62,20 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
     assert f"dashboard: {dashboard}" in text.splitlines(), text
     page = dashboard.read_text()
     assert "Kafka mirror health" in page and "A.orders p99" in page
+    if chromium_available():  # `make test` installs it (make chromium)
+        from tests.integration.test_dashboard import SQL_DIR, assert_every_tile_draws
+
+        report = render(dashboard, tmp_path)
+        figures = assert_every_tile_draws(report, [p.stem for p in SQL_DIR.glob("*.sql")])
+        # latency tiles bucket by the run's length: a point per batch second, not a minute
+        config = load_config(tmp_path / "demo" / "mm2.properties")
+        ms = [(r["remote_topic"], r["_ms"]) for r in read_rows(config, "replication_metrics")]
+        span = (max(m for _t, m in ms) - min(m for _t, m in ms)) / 1000
+        bucket = bucket_for(span)
+        assert bucket <= 2, span
+        points = {t: len({m // (bucket * 1000) for u, m in ms if u == t}) for t, _m in ms}
+        latency = figures["latency"]
+        assert latency["xaxis_title"] == f"time (UTC), {bucket} s buckets", latency
+        assert sorted(latency["markers"]) == sorted(2 * list(points.values())), (latency, points)
     leftover = (processes("tansu") | processes("java")) - before - {os.getpid()}
     assert not leftover, f"processes left running: {leftover}"

@@ -38,6 +38,7 @@ def run_once(spark, config, timeout_s: float = 240):
     return run_flows(spark, config, once=True, timeout_s=timeout_s, report=lambda *_: None)
 
 
+@pytest.mark.spark40
 def test_records_identical_in_order_across_topics_and_partitions(
     spark, brokers, make_config, unique_name
 ):
@@ -223,6 +224,7 @@ def test_remote_topic_gets_partition_count_and_filtered_configs(
     assert configs["min.insync.replicas"].is_default, "excluded by config.properties.exclude"
 
 
+@pytest.mark.spark40
 def test_at_least_once_mode_and_once_run_checkpoints(spark, brokers, make_config, unique_name):
     """Without transactions the copy is still exact on a clean run, and --once checkpoints."""
     from confluent_kafka import Consumer, TopicPartition

@@ -142,3 +142,19 @@ def test_cli_dashboard_exit_codes(tmp_path, capsys):
     assert main(["dashboard", str(props), "--out", str(tmp_path / "d.html")]) == 1
     assert "mirror: failed: no Delta tables" in capsys.readouterr().err
     assert main(["dashboard", str(props)]) == 2  # --out is required
+
+
+def test_time_buckets_suit_the_length_of_the_run():
+    from mirror_lib.dashboard import bucket_label
+    from mirror_lib.views import MAX_POINTS, bucket_for
+
+    assert bucket_for(None) == 60  # no data: a minute
+    assert bucket_for(45) == 1  # a 45 s demo: 45 points, not one or two minutes
+    assert bucket_for(75) == 2
+    assert bucket_for(3600) == 60
+    assert bucket_for(86400) == 1800
+    assert bucket_for(10**9) == 86400
+    for span in (1, 59, 61, 600, 7200, 10**6):
+        assert span / bucket_for(span) <= MAX_POINTS
+    labels = [bucket_label(s) for s in (1, 30, 60, 120, 3600, 21600)]
+    assert labels == ["1 s", "30 s", "minute", "2 min", "hour", "6 h"]

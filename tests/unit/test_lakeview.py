@@ -68,3 +68,11 @@ def test_select_columns_takes_aliases_and_skips_comments():
     assert select_columns(sql) == ["a", "d", "e", "g"]
     with pytest.raises(ValueError):
         select_columns("-- nothing here")
+
+
+def test_tables_are_disaggregated_and_charts_aggregate():
+    for item in widgets(COMMITTED):
+        widget = item["widget"]
+        (query,) = widget["queries"]
+        is_table = widget["spec"]["widgetType"] == "table"
+        assert query["query"]["disaggregated"] is is_table, widget["name"]

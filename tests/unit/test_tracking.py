@@ -62,6 +62,8 @@ def test_settings_defaults_and_validation(tmp_path):
 
 def test_tracking_uri_precedence(tmp_path, clean_env):
     config = cfg(tmp_path)
+    # built before "Databricks" below, which refuses a local mirror.state.dir
+    explicit = cfg(tmp_path, **{"mirror.mlflow.tracking.uri": "sqlite:////x/m.db"})
     state = (tmp_path / "state").resolve()
     assert tracking_uri(config) == f"sqlite:///{state}/mlflow.db"
     assert artifact_location(tracking_uri(config)) == (state / "mlruns").as_uri()
@@ -69,7 +71,6 @@ def test_tracking_uri_precedence(tmp_path, clean_env):
     assert tracking_uri(config) == "databricks"
     clean_env.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
     assert tracking_uri(config) == "http://mlflow:5000"
-    explicit = cfg(tmp_path, **{"mirror.mlflow.tracking.uri": "sqlite:////x/m.db"})
     assert tracking_uri(explicit) == "sqlite:////x/m.db"
     assert artifact_location("http://mlflow:5000") is None
     assert artifact_location("sqlite:////x/m.db") == "file:///x/mlruns"
