@@ -118,9 +118,17 @@ def tables_root(config: MirrorConfig) -> str:
 
 
 def start_materialization(
-    spark: Any, config: MirrorConfig, cluster: str, *, interval_s: float = 30.0
+    spark: Any,
+    config: MirrorConfig,
+    cluster: str,
+    *,
+    interval_s: float = 30.0,
+    available_now: bool = False,
 ) -> Any:
-    """Start the materialization query of ``cluster`` (see :func:`materialize_caught_up`)."""
+    """Start the materialization query of ``cluster`` (see :func:`materialize_caught_up`).
+
+    ``available_now``: one batch, then the query ends (the only trigger serverless allows).
+    """
     from mirror_lib.spark import register_sources
 
     register_sources(spark)
@@ -145,6 +153,8 @@ def start_materialization(
         ensure_tables(root)
         writer = writer.format("mirror_delta").options(**options).option("root", root)
     writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
+    if available_now:
+        return writer.trigger(availableNow=True).start()
     return writer.trigger(processingTime=f"{interval_s} seconds").start()
 
 
@@ -176,7 +186,7 @@ def materialize_caught_up(
         for p in range(n)
     ]
     target = {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items() if hi > 0}
-    query = start_materialization(spark, config, cluster, interval_s=0.5)
+    query = start_materialization(spark, config, cluster, available_now=True)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while deadline is None or time.monotonic() < deadline:
@@ -184,6 +194,8 @@ def materialize_caught_up(
             ends = end_offsets(query.lastProgress)
             if query.lastProgress and all(ends.get(tp, 0) >= hi for tp, hi in target.items()):
                 return
+            if not query.isActive:  # availableNow ran one (capped or replayed) batch: again
+                query = start_materialization(spark, config, cluster, available_now=True)
             time.sleep(0.5)
         raise MirrorRuntimeError(
             f"materialization of {cluster} did not catch up within {timeout_s}s; "

@@ -147,6 +147,7 @@ class FlowRunner:
         self.query: Any = None
         self._ledger: Any = None
         self._sample: tuple[int, int, float] | None = None
+        self._until: dict[tuple[str, int], int] | None = None
 
     @property
     def checkpoint(self) -> Path:
@@ -161,7 +162,12 @@ class FlowRunner:
         return self._ledger
 
     def start(self, until: dict[tuple[str, int], int] | None = None) -> Any:
-        """Start the query. ``until``: copy only up to these offsets (``--once``)."""
+        """Start the query. ``until``: copy only up to these offsets (``--once``).
+
+        With ``until`` the query runs ``availableNow`` (one slice, then it ends: the only trigger
+        serverless allows); :meth:`await_caught_up` starts it again should one slice not reach
+        ``until`` (a slice's time ran out, or Spark replayed an interrupted one).
+        """
         from mirror_lib.source import format_until
 
         register_sources(self.spark)
@@ -171,15 +177,19 @@ class FlowRunner:
         options = self.ctx.to_options()
         if until is not None:
             options["until"] = format_until(until)
+        self._until = until
         df = self.spark.readStream.format("mirror").options(**options).load()
-        self.query = (
+        writer = (
             df.writeStream.format("mirror")
             .options(**options)
             .option("checkpointLocation", str(self.checkpoint.resolve()))
             .queryName(f"mirror-{self.job}-{self.ctx.flow.name}")
-            .trigger(processingTime=f"{self.ctx.settings.trigger_interval} seconds")
-            .start()
         )
+        if until is not None:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.ctx.settings.trigger_interval} seconds")
+        self.query = writer.start()
         return self.query
 
     def stop(self) -> None:
@@ -248,6 +258,9 @@ class FlowRunner:
             self.raise_if_failed()
             if self.caught_up(target):
                 return True
+            if self._until is not None and not self.query.isActive:
+                self.raise_if_failed()
+                self.start(self._until)  # the availableNow slice ended short of the snapshot
             if on_progress is not None:
                 on_progress(self, target)
             time.sleep(0.5)
