@@ -26,6 +26,7 @@ from mirror_lib.flow import FlowContext, produce_plain
 from mirror_lib.formats import OffsetSync
 from mirror_lib.ledger import ledger_consumer, ledger_offsets, read_ledger
 from mirror_lib.offset_sync import SegmentTracker, mm2_compatible_points
+from mirror_lib.testhooks import hold_before_commit
 
 TP = tuple[str, int]
 CHUNK_RECORDS = 200_000
@@ -216,7 +217,7 @@ class RangeCopy:
                 chunk_start = time.monotonic()
             if time.monotonic() - last_progress > STALL_SECONDS:
                 raise BrokerError(
-                    f"no data from {ctx.source} for {STALL_SECONDS:.0f}s while copying "
+                    f"no data from {ctx.where('source')} for {STALL_SECONDS:.0f}s while copying "
                     f"{sorted(self.todo)}",
                     transient=True,
                 )
@@ -236,11 +237,12 @@ class RangeCopy:
                 return
             if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 raise DataLossError(
-                    f"{tp[0]}[{tp[1]}]: the planned range is no longer on {self.ctx.source} "
-                    f"({err.str()}); nothing after it was committed"
+                    f"{tp[0]}[{tp[1]}]: the planned range is no longer on "
+                    f"{self.ctx.where('source')} ({err.str()}); nothing after it was committed"
                 )
             raise BrokerError(
-                f"consuming {tp[0]}[{tp[1]}] failed: {err.str()}", transient=err.retriable()
+                f"consuming {tp[0]}[{tp[1]}] from {self.ctx.where('source')} failed: {err.str()}",
+                transient=err.retriable(),
             )
         end = self.todo.get(tp)
         offset = msg.offset()
@@ -300,14 +302,15 @@ class RangeCopy:
         where = f"{tp[0]}[{tp[1]}] offset {offset}"
         if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
             raise RecordTooLargeError(
-                f"record {where} is larger than {self.ctx.target} accepts ({err.str()}); "
+                f"record {where} is larger than {self.ctx.where('target')} accepts ({err.str()}); "
                 "nothing from this chunk on was committed: raise the target topic's "
                 "max.message.bytes and the producer's message.max.bytes"
             )
         if code in _FENCED or err.fatal():
             raise _Fenced(str(err))
         raise BrokerError(
-            f"producing {where} to {self.ctx.target} failed: {err.str()}", transient=err.retriable()
+            f"producing {where} to {self.ctx.where('target')} failed: {err.str()}",
+            transient=err.retriable(),
         )
 
     def _new_chunk(self) -> None:
@@ -323,7 +326,9 @@ class RangeCopy:
     def _commit_chunk(self, more: bool) -> None:
         ctx = self.ctx
         if self.producer.flush(60) > 0:
-            raise BrokerError(f"{ctx.target} did not acknowledge records in 60s", transient=True)
+            raise BrokerError(
+                f"{ctx.where('target')} did not acknowledge records in 60s", transient=True
+            )
         if self.callback_errors:
             raise self.callback_errors[0]
         if self.errors:
@@ -343,18 +348,23 @@ class RangeCopy:
                 self.producer.send_offsets_to_transaction(
                     ledger_offsets(next_u), self.ledger.consumer_group_metadata(), 60
                 )
+                hold_before_commit()
                 self.producer.commit_transaction(60)
                 self.in_txn = False
             else:
                 if self.producer.flush(60) > 0:
-                    raise BrokerError("metrics/offset syncs not acknowledged", transient=True)
+                    raise BrokerError(
+                        f"metrics/offset syncs not acknowledged by {ctx.where('target')}",
+                        transient=True,
+                    )
                 self.ledger.commit(offsets=ledger_offsets(next_u), asynchronous=False)
         except KafkaException as exc:
             err = exc.args[0]
             if err.code() in _FENCED or err.fatal():
                 raise _Fenced(str(err)) from exc
             raise BrokerError(
-                f"committing to {ctx.target} failed: {err.str()}", transient=err.retriable()
+                f"committing to {ctx.where('target')} failed: {err.str()}",
+                transient=err.retriable(),
             ) from exc
         if not ctx.offset_syncs_on_target and syncs:
             produce_plain(

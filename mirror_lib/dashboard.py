@@ -54,7 +54,7 @@ TITLES = {
     "heartbeats": "Heartbeat age per cluster pair (seconds since the last heartbeat)",
     "failover_readiness": "Failover readiness per consumer group",
     "offset_translation": "Translated offsets per group and partition (= `mirror translate`)",
-    "gaps": "Gaps, errors and decode errors (newest first)",
+    "gaps": "Gaps, outages, errors and decode errors (newest first)",
 }
 _CHART_HEIGHT = 380
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}

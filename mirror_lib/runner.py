@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config import MirrorConfig
-from mirror_lib.errors import ConfigError, MirrorRuntimeError
+from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.flow import FlowContext
 from mirror_lib.kafka_offsets import positions
 from mirror_lib.progress import CatchUpProgress
 from mirror_lib.spark import register_sources
+from mirror_lib.supervise import Supervisor, Unit, failure_text
 
 log = logging.getLogger(__name__)
 
@@ -228,17 +229,38 @@ class FlowRunner:
         """Re-raise a failed query's error as a MirrorRuntimeError with the cause's message."""
         raise_query_error(
             self.query,
-            f"flow {self.ctx.flow.name}",
+            f"{self.job} of {self.ctx.label}",
             "everything committed before the failure is kept; restarting resumes from the last "
             "committed batch",
         )
 
 
-def progress_rows(runners: list[FlowRunner], tables: list[Any], clusters: list[str]) -> list[dict]:
-    """One row per running query: batches done, records/s and, for replication, the lag."""
+def _lag_or_none(r: FlowRunner) -> int | None:
+    """The replication lag, or None when it cannot be measured now (e.g. during an outage)."""
+    if r.job != "replication" or r.query is None:
+        return None
+    try:
+        return r.lag()
+    except MirrorError:
+        return None
+
+
+def progress_rows(
+    runners: list[FlowRunner],
+    tables: list[Any],
+    clusters: list[str],
+    waiting: dict[str, str] | None = None,
+) -> list[dict]:
+    """One row per running query: batches done, records/s and, for replication, the lag.
+
+    ``waiting``: query name -> outage line of the queries waiting through an outage (they get
+    ``outage`` and no lag measurement, which would wait for the unreachable cluster).
+    """
+    waiting = waiting or {}
     rows = []
     for r in runners:
         st = r.status()
+        outage = waiting.get(_unit_name(r))
         rows.append(
             {
                 "flow": st.flow,
@@ -246,7 +268,8 @@ def progress_rows(runners: list[FlowRunner], tables: list[Any], clusters: list[s
                 "active": st.active,
                 "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
                 "records_per_s": round(st.records_per_second or 0.0, 1),
-                "lag": r.lag() if r.job == "replication" and r.query is not None else None,
+                "lag": None if outage else _lag_or_none(r),
+                "outage": outage,
             }
         )
     for q, cluster in zip(tables, clusters, strict=True):
@@ -259,9 +282,55 @@ def progress_rows(runners: list[FlowRunner], tables: list[Any], clusters: list[s
                 "batches": last["batchId"] + 1 if last else 0,
                 "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
                 "lag": None,
+                "outage": waiting.get(f"tables of {cluster}"),
             }
         )
     return rows
+
+
+def _unit_name(r: FlowRunner) -> str:
+    return f"{r.job} of {r.ctx.flow.name}"
+
+
+def _runner_unit(r: FlowRunner) -> Unit:
+    return Unit(_unit_name(r), r.ctx, lambda: r.query, r.start)
+
+
+def _table_unit(spark: Any, config: MirrorConfig, tables: list[Any], i: int, cluster: str) -> Unit:
+    """Materialization of ``cluster`` (restart replaces ``tables[i]``)."""
+    from mirror_lib.materialize import start_materialization
+
+    def restart() -> Any:
+        tables[i] = start_materialization(spark, config, cluster)
+        return tables[i]
+
+    flow = next((f for f in config.flows if f.target == cluster), config.flows[0])
+    return Unit(f"tables of {cluster}", FlowContext(config, flow), lambda: tables[i], restart)
+
+
+def _catch_up_through_outages(
+    r: FlowRunner,
+    target: dict[tuple[str, int], int],
+    limit: float | None,
+    bar: Any,
+    sup: Supervisor,
+) -> bool:
+    """:meth:`FlowRunner.await_caught_up`, restarting the query after transient failures."""
+    deadline = None if limit is None else time.monotonic() + limit
+    unit = _runner_unit(r)
+    while True:
+        left = None if deadline is None else max(deadline - time.monotonic(), 0)
+        try:
+            caught = r.await_caught_up(target, left, bar)
+            sup.watch(unit, r.raise_if_failed)  # ends an outage the catch-up went through
+            return caught
+        except MirrorRuntimeError:
+            text = failure_text(r.query)
+            if text is None or not is_transient_text(text):
+                raise
+        while failure_text(r.query) is not None:
+            sup.watch(unit, r.raise_if_failed)  # raises after mirror.outage.max.seconds
+            time.sleep(0.5)
 
 
 def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
@@ -365,6 +434,8 @@ def run_flows(
     jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]
     clusters = materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
     tables: list[Any] = []
+    lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
+    sup = Supervisor(config, once, report, lags.get)
     try:
         targets = {r.ctx.flow.name: r.snapshot() for r in runners}
         for r in runners:
@@ -377,7 +448,7 @@ def run_flows(
             limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
             for r in runners:
                 bar = CatchUpProgress(r.ctx.flow.name) if show_progress else None
-                caught = r.await_caught_up(targets[r.ctx.flow.name], limit, bar)
+                caught = _catch_up_through_outages(r, targets[r.ctx.flow.name], limit, bar, sup)
                 if bar is not None:
                     bar.finish()
                 if not caught:
@@ -396,20 +467,29 @@ def run_flows(
                 report(f"materialized the internal topics of {cluster} into Delta tables")
         else:
             tables = [start_materialization(spark, config, c) for c in clusters]
+            units = [(_runner_unit(r), r.raise_if_failed) for r in runners + jobs]
+            units += [
+                (
+                    _table_unit(spark, config, tables, i, c),
+                    lambda i=i, c=c: raise_query_error(tables[i], f"materialization of {c}"),
+                )
+                for i, c in enumerate(clusters)
+            ]
             next_progress = time.monotonic() + progress_interval_s
             while deadline is None or time.monotonic() < deadline:
-                for r in runners + jobs:
-                    r.raise_if_failed()
-                for q, cluster in zip(tables, clusters, strict=True):
-                    raise_query_error(q, f"materialization of {cluster}")
+                for unit, raise_terminal in units:
+                    sup.watch(unit, raise_terminal)
                 if on_progress is not None and time.monotonic() >= next_progress:
-                    on_progress(progress_rows(runners + jobs, tables, clusters))
+                    rows = progress_rows(runners + jobs, tables, clusters, sup.waiting())
+                    lags.update({x["flow"]: x["lag"] for x in rows if x["lag"] is not None})
+                    on_progress(rows)
                     next_progress = time.monotonic() + progress_interval_s
                 time.sleep(1)
             if on_progress is not None:
-                on_progress(progress_rows(runners + jobs, tables, clusters))
+                on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:
+        sup.close()
         for r in runners + jobs:
             r.stop()
         for q in tables:

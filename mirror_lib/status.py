@@ -25,6 +25,7 @@ class FlowHealth:
     latency_ms_p99: float | None
     checkpoint_age_seconds: float | None
     heartbeat_age_seconds: float | None
+    outage: str | None = None  # what a live run of this flow is waiting for, if anything
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,7 +81,25 @@ def flow_status(config: MirrorConfig, now_ms: float | None = None) -> list[FlowH
             checkpoint_age_seconds=(now_ms - _ms(max(cps))) / 1000 if cps else None,
             heartbeat_age_seconds=(now_ms - _ms(max(hbs))) / 1000 if hbs else None,
         ))  # fmt: skip
+    _add_outages(config, out)
     return out
+
+
+def _add_outages(config: MirrorConfig, rows: list[FlowHealth]) -> None:
+    """Outages a live `mirror run` on this state folder is waiting through right now."""
+    from mirror_lib.supervise import current_outages
+
+    now = time.time() * 1000.0
+    for row in rows:
+        waits = [o for o in current_outages(config) if o.get("flow") == row.flow]
+        row.outage = (
+            "; ".join(
+                f"{o['query']} waiting for {o['role']} cluster {o['cluster']} (bootstrap "
+                f"{o['bootstrap']}) for {(now - o['started_ms']) / 1000:.0f}s: {o['reason']}"
+                for o in waits
+            )
+            or None
+        )
 
 
 def format_status(rows: list[FlowHealth]) -> str:
@@ -101,4 +120,5 @@ def format_status(rows: list[FlowHealth]) -> str:
             f"{show(r.checkpoint_age_seconds, '{:.0f}s'):>9} "
             f"{show(r.heartbeat_age_seconds, '{:.0f}s'):>8}"
         )
+    lines += [f"{r.flow}: outage: {r.outage}" for r in rows if r.outage]
     return "\n".join(lines)

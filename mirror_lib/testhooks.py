@@ -1,0 +1,34 @@
+"""Test-only hooks: let a test land a kill at an exact point (inert unless the env asks).
+
+``MIRROR_TEST_HOLD_BEFORE_COMMIT=<file>``: once this process has passed
+``MIRROR_TEST_HOLD_AFTER_COMMITS`` (default 0) commits, :func:`hold_before_commit` creates
+``<file>`` and blocks until the process is killed: a transaction is then open for sure.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+HOLD_ENV = "MIRROR_TEST_HOLD_BEFORE_COMMIT"
+AFTER_ENV = "MIRROR_TEST_HOLD_AFTER_COMMITS"
+_commits = 0
+_lock = threading.Lock()
+
+
+def hold_before_commit() -> None:
+    """Called right before a transaction commits; blocks forever when the test hook is armed."""
+    global _commits
+    path = os.environ.get(HOLD_ENV)
+    if not path:
+        return
+    with _lock:
+        due = _commits >= int(os.environ.get(AFTER_ENV, "0") or 0)
+        _commits += 1
+    if not due:
+        return
+    Path(path).touch()
+    while True:  # until the test kills the process
+        time.sleep(3600)
