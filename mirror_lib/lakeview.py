@@ -153,7 +153,7 @@ def build_lakeview(queries: dict[str, str] | None = None) -> dict[str, Any]:
         table("translation", "offset_translation", cols["offset_translation"],
               "Translated offsets on the target (= mirror translate)", (0, 5, 6, 6)),
         table("gaps_table", "gaps", cols["gaps"],
-              "Gaps, errors and decode errors (newest first)", (0, 11, 6, 6)),
+              "Gaps, outages, errors and decode errors (newest first)", (0, 11, 6, 6)),
     ]  # fmt: skip
     return {
         "datasets": datasets,
