@@ -33,7 +33,7 @@ from mirror_lib.settings import global_setting
 log = logging.getLogger(__name__)
 
 BACKOFF_START_S = 1.0
-BACKOFF_MAX_S = 30.0
+BACKOFF_MAX_S = 10.0
 ONCE_DEFAULT_MAX_S = 120.0
 PROBE_TIMEOUT_S = 3.0
 OUTAGES_FILE = "outages.json"
@@ -49,7 +49,7 @@ def outage_limit(config: MirrorConfig, once: bool) -> float | None:
 
 
 def backoff(attempt: int) -> float:
-    """Seconds before retry number ``attempt`` (1, 2, 4, ... capped at 30)."""
+    """Seconds before retry number ``attempt`` (1, 2, 4, 8, then 10)."""
     return min(BACKOFF_START_S * 2 ** max(attempt - 1, 0), BACKOFF_MAX_S)
 
 

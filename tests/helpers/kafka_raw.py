@@ -334,7 +334,8 @@ def read_batches(bootstrap: str, topic: str, partition: int, timeout_s: float = 
         brokers, leaders = conn.metadata(topic)
         if partition not in leaders:
             raise RawKafkaError(f"{topic}[{partition}] not in metadata of {bootstrap}")
-        leader = brokers.get(leaders[partition])
+        # One broker: read where we are connected (a test proxy may stand in its Metadata).
+        leader = brokers.get(leaders[partition]) if len(brokers) > 1 else None
     with Connection(*(leader or _host_port(bootstrap)), timeout_s) as conn:
         batches: list[Batch] = []
         offset = 0

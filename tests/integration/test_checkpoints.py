@@ -269,11 +269,13 @@ def test_chain_hops_upstream_clusters_and_heartbeats(
     with running(spark, config, ["A->B", "B->C"]) as runners:
         wait_for(
             lambda: (
-                "B.A.heartbeats" in c.heartbeat_topics() and c.latest_heartbeats().get(("A", "B"))
+                "B.A.heartbeats" in c.heartbeat_topics()
+                and c.latest_heartbeats().get(("A", "B"))
+                and c.latest_heartbeats().get(("B", "C"))  # under load it may come later
             ),
             runners,
-            120,
-            "B.A.heartbeats with A->B heartbeats on C",
+            180,
+            "B.A.heartbeats with A->B heartbeats and B->C heartbeats on C",
         )
     assert c.upstream_clusters() == {"A", "B"}
     assert c.replication_hops("B") == 1
