@@ -479,10 +479,14 @@ def run_flows(
             while deadline is None or time.monotonic() < deadline:
                 for unit, raise_terminal in units:
                     sup.watch(unit, raise_terminal)
-                if on_progress is not None and time.monotonic() >= next_progress:
-                    rows = progress_rows(runners + jobs, tables, clusters, sup.waiting())
+                if time.monotonic() >= next_progress:
+                    rows: list[dict[str, Any]] = []
+                    if on_progress is not None:
+                        rows = progress_rows(runners + jobs, tables, clusters, sup.waiting())
+                        on_progress(rows)
+                    elif not sup.outages:  # records behind, for the next outage's events
+                        rows = progress_rows(runners, [], [])
                     lags.update({x["flow"]: x["lag"] for x in rows if x["lag"] is not None})
-                    on_progress(rows)
                     next_progress = time.monotonic() + progress_interval_s
                 time.sleep(1)
             if on_progress is not None:

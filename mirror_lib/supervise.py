@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -140,12 +141,17 @@ class Supervisor:
     ) -> None:
         self.config = config
         self.limit = outage_limit(config, once)
-        self.report = report
+        self._report = report
         self.lag_of = lag_of
         self.outages: dict[str, Outage] = {}
         self.pending: list[tuple[FlowContext, dict[str, Any]]] = []
         self.status_file = Path(config.state_dir) / OUTAGES_FILE
         self._progress_at_restart: dict[str, int] = {}
+
+    def report(self, line: str) -> None:
+        """Say it now: the run's output is often a file or a pipe (block-buffered)."""
+        self._report(line)
+        sys.stdout.flush()
 
     # -- the loop's one call ----------------------------------------------------------------
     def watch(self, unit: Unit, raise_terminal: Callable[[], None]) -> None:
