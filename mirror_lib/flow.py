@@ -171,7 +171,9 @@ class FlowContext:
         return client_config(
             self.config.cluster(alias),
             role,
-            client_id=f"mirror|{self.flow.name}|{role}",
+            # The side and alias let lower layers name the cluster in errors (admin.where_from).
+            client_id=f"mirror|{self.flow.name}|{'source' if alias == self.source else 'target'}"
+            f"={alias}|{role}",
             defaults=defaults,
             extra=extra,
         )

@@ -157,3 +157,14 @@ def test_an_outage_longer_than_the_limit_fails_with_a_clear_message(tmp_path, mo
         r"still failing after \d+s of retries \(mirror.outage.max.seconds = 5\)",
     ):
         h.watch()  # fmt: skip
+
+
+def test_admin_errors_name_the_cluster_from_the_flow_client_config(tmp_path):
+    from mirror_lib.admin import where_from
+
+    ctx = FlowContext.create(config(tmp_path), "A->B")
+    assert where_from(ctx.client("target", "admin")) == "target cluster B (bootstrap 127.0.0.1:10)"
+    assert where_from(ctx.client("source", "consumer")) == (
+        "source cluster A (bootstrap 127.0.0.1:9)"
+    )
+    assert where_from({"bootstrap.servers": "h:1"}) == "cluster at bootstrap h:1"
