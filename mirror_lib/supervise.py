@@ -197,7 +197,7 @@ class Supervisor:
         )
         self.outages[unit.name] = outage
         self.report(f"{outage.line()}; retrying with backoff")
-        self._queue(ctx, "outage_started", outage, reason=reason)
+        self._queue(ctx, "outage_started", outage, reason=reason, action="retrying")
         self._write_status()
         return outage
 
@@ -248,6 +248,9 @@ class Supervisor:
             outage,
             duration_s=round(duration, 3),
             restarts=outage.attempts,
+            reason=f"{outage.role} cluster {outage.cluster} (bootstrap {outage.bootstrap}) "
+            f"unavailable for {duration:.0f}s; {outage.attempts} restarts",
+            action="resumed",
         )
         self._write_status()
 

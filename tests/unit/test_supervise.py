@@ -168,3 +168,19 @@ def test_admin_errors_name_the_cluster_from_the_flow_client_config(tmp_path):
         "source cluster A (bootstrap 127.0.0.1:9)"
     )
     assert where_from({"bootstrap.servers": "h:1"}) == "cluster at bootstrap h:1"
+
+
+def test_mirror_status_shows_what_a_live_run_waits_for(tmp_path, monkeypatch):
+    from mirror_lib.status import FlowHealth, _add_outages, format_status
+
+    h = Harness(tmp_path, monkeypatch)
+    h.query.fail(text_of(BrokerError("listing topics failed", transient=True)))
+    h.watch()
+    row = FlowHealth("A->B", None, 0, None, None, None, None, None, None)
+    _add_outages(h.config, [row])
+    assert row.outage is not None
+    assert "replication of A->B waiting for target cluster B (bootstrap 127.0.0.1:10)" in row.outage
+    assert "A->B: outage: replication of A->B waiting" in format_status([row])
+    h.sup.close()
+    _add_outages(h.config, [row])
+    assert row.outage is None
