@@ -6,8 +6,9 @@ checkpoint in this process with capped exponential backoff, for as long as
 ``mirror.outage.max.seconds`` allows; the other queries keep running. A terminal failure (auth,
 authorization, a record too large, a gap with ``mirror.on.gap = fail``) is raised at once.
 An outage is recorded as ``outage_started`` / ``outage_ended`` events on the flow's metrics
-topic (so in ``flow_events``) and, while it lasts, in ``<mirror.state.dir>/outages.json``, which
-``mirror status`` shows.
+topic (so in ``flow_events``) and, while it lasts, in ``<mirror.state.dir>/outages-<pid>.json``
+(one per process: job tasks that split a run's parts share the folder), which ``mirror status``
+shows.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 10.0
 ONCE_DEFAULT_MAX_S = 120.0
 PROBE_TIMEOUT_S = 3.0
-OUTAGES_FILE = "outages.json"
+OUTAGES_GLOB = "outages-*.json"  # one file per running process (job tasks share a state dir)
 
 
 def outage_limit(config: MirrorConfig, once: bool) -> float | None:
@@ -145,7 +146,7 @@ class Supervisor:
         self.lag_of = lag_of
         self.outages: dict[str, Outage] = {}
         self.pending: list[tuple[FlowContext, dict[str, Any]]] = []
-        self.status_file = Path(config.state_dir) / OUTAGES_FILE
+        self.status_file = Path(config.state_dir) / f"outages-{os.getpid()}.json"
         self._progress_at_restart: dict[str, int] = {}
 
     def report(self, line: str) -> None:
@@ -311,13 +312,15 @@ class Supervisor:
 
 def current_outages(config: MirrorConfig) -> list[dict[str, Any]]:
     """Outages a live ``mirror run`` on this state folder is waiting through (for ``status``)."""
-    path = Path(config.state_dir) / OUTAGES_FILE
-    try:
-        data = json.loads(path.read_text())
-        os.kill(int(data["pid"]), 0)  # the run that wrote it is still alive
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    return list(data.get("outages") or [])
+    out = []
+    for path in sorted(Path(config.state_dir).glob(OUTAGES_GLOB)):
+        try:
+            data = json.loads(path.read_text())
+            os.kill(int(data["pid"]), 0)  # the run that wrote it is still alive
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out += list(data.get("outages") or [])
+    return out
 
 
 def _first_line(text: str) -> str:
