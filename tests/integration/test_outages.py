@@ -131,12 +131,16 @@ def outage_events(run: Run) -> list[dict]:
 
 
 def hold_outage(run: Run, proxy: TcpProxy, mode: str, role: str, alias: str) -> None:
-    """Keep ``proxy`` in ``mode`` for OUTAGE_S; the run must notice and report the outage."""
+    """Keep ``proxy`` in ``mode`` for OUTAGE_S, and longer (up to 60 s more) until the run
+    reports the outage in ``mirror status``: it notices when a client call times out, which on
+    a busy machine can take most of a minute."""
     proxy.set_mode(mode)
     started = time.monotonic()
     config = load_config(run.config)
     noticed = False
-    while time.monotonic() - started < OUTAGE_S:
+    while time.monotonic() - started < OUTAGE_S or (
+        not noticed and time.monotonic() - started < OUTAGE_S + 60
+    ):
         run.assert_alive()
         waits = current_outages(config)
         noticed = noticed or any(o["cluster"] == alias and o["role"] == role for o in waits)
