@@ -20,8 +20,10 @@ _TRANSIENT_CODES = re.compile(
     r"COORDINATOR_LOAD_IN_PROGRESS|COORDINATOR_NOT_AVAILABLE|NOT_COORDINATOR|"
     r"NETWORK_EXCEPTION|BROKER_NOT_AVAILABLE|REPLICA_NOT_AVAILABLE|NOT_ENOUGH_REPLICAS\w*|"
     r"CONCURRENT_TRANSACTIONS|UNKNOWN_TOPIC_OR_PART)\b"
-    # Spark could not start a Python worker in time (a busy machine): retrying may succeed.
+    # Spark could not start a Python worker in time (a busy machine), or lost one while another
+    # task of the run was interrupted: a restarted query gets fresh workers.
     r"|Python worker failed to connect back|SocketTimeoutException"
+    r"|Python worker exited unexpectedly"
 )
 
 

@@ -50,6 +50,7 @@ def test_transient_and_terminal_errors_are_told_apart_from_a_failed_query_text()
     assert not is_transient_text("KafkaError{code=SASL_AUTHENTICATION_FAILED,val=58}")
     assert not is_transient_text("java.lang.NullPointerException")
     assert is_transient_text("SparkException: Python worker failed to connect back.")
+    assert is_transient_text("SparkException: Python worker exited unexpectedly (crashed).")
     # The last of our errors decides (a terminal one raised while handling a transient one).
     both = text_of(BrokerError("x", transient=True)) + text_of(DataLossError("gap"))
     assert not is_transient_text(both)
