@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import astuple, dataclass, field
@@ -242,6 +243,16 @@ def _source_name(source: Any) -> str:
         return "UNKNOWN_CONFIG"
 
 
+def where_from(conf: Mapping[str, Any]) -> str:
+    """The cluster a client config is for, for messages: ``target cluster B (bootstrap ...)``
+    (side and alias come from the client.id that ``FlowContext.client`` sets)."""
+    servers = conf.get("bootstrap.servers", "?")
+    match = re.search(r"\|(source|target)=([^|]+)\|", str(conf.get("client.id", "")))
+    if match:
+        return f"{match.group(1)} cluster {match.group(2)} (bootstrap {servers})"
+    return f"cluster at bootstrap {servers}"
+
+
 class KafkaAdminOps(AdminOps):
     """AdminOps over confluent-kafka's AdminClient.
 
@@ -261,11 +272,13 @@ class KafkaAdminOps(AdminOps):
         explicit_only_configs: bool | None = None,
     ) -> None:
         self._admin = ka.AdminClient(dict(conf))
+        self.where = where_from(conf)
         self.timeout_s = timeout_s
         self._acl_apis = acl_apis
         self._explicit_only = explicit_only_configs
 
     def _wait(self, fut: concurrent.futures.Future, what: str) -> Any:
+        what = f"{what} on {self.where}"
         try:
             return fut.result(timeout=self.timeout_s + 5)
         except KafkaException as e:
@@ -279,7 +292,7 @@ class KafkaAdminOps(AdminOps):
         try:
             md = self._admin.list_topics(timeout=self.timeout_s)
         except KafkaException as e:
-            raise map_kafka_error(e.args[0], "list topics") from e
+            raise map_kafka_error(e.args[0], f"list topics on {self.where}") from e
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:

@@ -184,5 +184,7 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
         producer.commit_transaction(30)
     except KafkaException as exc:
         raise BrokerError(
-            f"checkpoints not committed on {ctx.target}: {exc.args[0].str()}", transient=True
+            f"checkpoints of {ctx.label} not committed on {ctx.where('target')}: "
+            f"{exc.args[0].str()}",
+            transient=True,
         ) from exc

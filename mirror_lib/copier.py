@@ -285,7 +285,7 @@ class SliceCopy:
             if start is None:
                 raise BrokerError(
                     f"no delivery ledger entry for {t}[{p}] in group {ctx.ledger_group(self.slot)} "
-                    f"on {ctx.target}; the planner writes one before a slice starts",
+                    f"on {ctx.where('target')}; the planner writes one before a slice starts",
                     transient=True,
                 )
             self.parts[(t, p)] = _Part(t, p, rt, start, self.until.get((t, p), NO_END))
@@ -329,8 +329,8 @@ class SliceCopy:
             self._maybe_commit(behind=len(msgs) >= CONSUME_BATCH)
             if self.until and time.monotonic() - last_progress > STALL_SECONDS:
                 raise BrokerError(
-                    f"no data from {self.ctx.source} for {STALL_SECONDS:.0f}s while copying "
-                    f"{sorted(tp for tp, part in self.parts.items() if not part.done)}",
+                    f"no data from {self.ctx.where('source')} for {STALL_SECONDS:.0f}s while "
+                    f"copying {sorted(tp for tp, part in self.parts.items() if not part.done)}",
                     transient=True,
                 )
             if self.end_early:
@@ -448,16 +448,21 @@ class SliceCopy:
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             raise DataLossError(
                 f"{where}: the records from offset {part.expect if part else '?'} are no longer "
-                f"on {self.ctx.source} ({err.str()}); nothing after them was copied, the next "
-                "slice records the gap"
+                f"on {self.ctx.where('source')} ({err.str()}); nothing after them was copied, "
+                "the next slice records the gap"
             )
         if code in _GONE:  # deleted (maybe re-created): the planner decides between slices
-            log.warning("%s vanished on %s (%s): ending the slice", where, self.ctx.source, err)
+            log.warning(
+                "%s vanished on %s (%s): ending the slice", where, self.ctx.where("source"), err
+            )
             self.end_early = True
             return
         if err.fatal():
-            raise BrokerError(f"consuming {where} failed: {err.str()}", transient=False)
-        log.warning("source %s: %s (retrying)", self.ctx.source, err.str())
+            raise BrokerError(
+                f"consuming {where} from {self.ctx.where('source')} failed: {err.str()}",
+                transient=False,
+            )
+        log.warning("%s: %s (retrying)", self.ctx.where("source"), err.str())
 
     def _move(self, part: _Part, end: int) -> None:
         """Everything before ``end`` was seen: the ledger may move past markers and aborts."""
@@ -539,12 +544,12 @@ class SliceCopy:
         where = f"{part.topic}[{part.partition}] offset {offset}"
         if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
             raise RecordTooLargeError(
-                f"record {where} is larger than {self.ctx.target} accepts ({err.str()}); "
+                f"record {where} is larger than {self.ctx.where('target')} accepts ({err.str()}); "
                 "nothing from this transaction on was committed: raise the target topic's "
                 "max.message.bytes and the producer's message.max.bytes"
             )
         raise BrokerError(
-            f"producing {where} to {self.ctx.target} failed: {err.str()}",
+            f"producing {where} to {self.ctx.where('target')} failed: {err.str()}",
             transient=err.retriable() and code not in _FENCED,
         )
 
@@ -553,7 +558,9 @@ class SliceCopy:
             return
         ctx = self.ctx
         if self.producer.flush(60) > 0:
-            raise BrokerError(f"{ctx.target} did not acknowledge records in 60s", transient=True)
+            raise BrokerError(
+                f"{ctx.where('target')} did not acknowledge records in 60s", transient=True
+            )
         acked_ms = time.time() * 1000.0
         moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
         for part in moved.values():
@@ -578,13 +585,16 @@ class SliceCopy:
                 self.producer.commit_transaction(60)
             else:
                 if self.producer.flush(60) > 0:
-                    raise BrokerError("metrics/offset syncs not acknowledged", transient=True)
+                    raise BrokerError(
+                        f"metrics/offset syncs not acknowledged by {ctx.where('target')}",
+                        transient=True,
+                    )
                 if ledger:
                     self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
         except KafkaException as exc:
             err = exc.args[0]
             raise BrokerError(
-                f"committing to {ctx.target} failed: {err.str()}",
+                f"committing to {ctx.where('target')} failed: {err.str()}",
                 transient=err.retriable() and err.code() not in _FENCED and not err.fatal(),
             ) from exc
         self.in_txn = False

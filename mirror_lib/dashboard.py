@@ -57,7 +57,7 @@ TITLES = {
     "heartbeats": "Heartbeat age per cluster pair (seconds since the last heartbeat)",
     "failover_readiness": "Failover readiness per consumer group",
     "offset_translation": "Translated offsets per group and partition (= `mirror translate`)",
-    "gaps": "Gaps, errors and decode errors (newest first)",
+    "gaps": "Gaps, outages, errors and decode errors (newest first)",
     "verifications": "Latest `mirror verify` per partition (differences first)",
     "migrations": "Cutover per partition: end offset on the source, matching offset on the target",
 }

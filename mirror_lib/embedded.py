@@ -112,9 +112,13 @@ def _free_port(avoid: set[int]) -> int:
             return port
 
 
-def _launch(binary: str, alias: str, port: int, workdir: Path) -> EmbeddedBroker:
+def _launch(
+    binary: str, alias: str, port: int, workdir: Path, advertised_port: int | None = None
+) -> EmbeddedBroker:
+    """Start tansu on ``port``; ``advertised_port`` (tests: a proxy's) is what Metadata names."""
     url = f"tcp://127.0.0.1:{port}"
-    args = f"broker --listener-url {url} --advertised-listener-url {url}"
+    advertised = f"tcp://127.0.0.1:{advertised_port or port}"
+    args = f"broker --listener-url {url} --advertised-listener-url {advertised}"
     args += " --storage-engine memory://tansu/"  # the only engine in this build; lost on stop
     log_path = workdir / f"tansu-{alias}-{port}.log"
     env = {**os.environ, "NO_COLOR": "1"}  # no ANSI colours in the log

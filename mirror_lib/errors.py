@@ -2,10 +2,29 @@
 
 Two families: :class:`ConfigError` (bad input, found before anything starts; CLI exit 2) and
 :class:`MirrorRuntimeError` (something failed while running; CLI exit code 1). Every error says
-whether retrying the same call may succeed (``transient``).
+whether retrying the same call may succeed (``transient``). A transient error carries the note
+:data:`TRANSIENT_NOTE`, so that the runner can tell it from a terminal one in the text of a failed
+Spark query (Python tracebacks print notes): see :func:`is_transient_text`.
 """
 
 from __future__ import annotations
+
+import re
+
+#: Printed under the message of every transient error in a traceback.
+TRANSIENT_NOTE = "mirror_lib: transient (retrying may succeed)"
+#: librdkafka / Kafka error codes that mean "try again" in a text without our own error.
+_TRANSIENT_CODES = re.compile(
+    r"\b(_TRANSPORT|_ALL_BROKERS_DOWN|_TIMED_OUT|_MSG_TIMED_OUT|_RESOLVE|_WAIT_COORD|"
+    r"REQUEST_TIMED_OUT|NOT_LEADER_FOR_PARTITION|NOT_LEADER_OR_FOLLOWER|LEADER_NOT_AVAILABLE|"
+    r"COORDINATOR_LOAD_IN_PROGRESS|COORDINATOR_NOT_AVAILABLE|NOT_COORDINATOR|"
+    r"NETWORK_EXCEPTION|BROKER_NOT_AVAILABLE|REPLICA_NOT_AVAILABLE|NOT_ENOUGH_REPLICAS\w*|"
+    r"CONCURRENT_TRANSACTIONS|UNKNOWN_TOPIC_OR_PART)\b"
+    # Spark could not start a Python worker in time (a busy machine), or lost one while another
+    # task of the run was interrupted: a restarted query gets fresh workers.
+    r"|Python worker failed to connect back|SocketTimeoutException"
+    r"|Python worker exited unexpectedly"
+)
 
 
 class MirrorError(Exception):
@@ -41,6 +60,8 @@ class MirrorRuntimeError(MirrorError, RuntimeError):
         super().__init__(message)
         if transient is not None:
             self.transient = transient
+        if self.transient:
+            self.add_note(TRANSIENT_NOTE)
 
 
 class DecodeError(MirrorRuntimeError):
@@ -68,3 +89,16 @@ class RecordTooLargeError(MirrorRuntimeError):
 
 class EmbeddedBrokerError(MirrorRuntimeError):
     """An embedded test broker could not be started or stopped."""
+
+
+def is_transient_text(text: str) -> bool:
+    """Whether the text of a failure (e.g. a failed query's exception) is worth retrying.
+
+    Our own errors decide (the last mirror_lib error in the text, with or without
+    :data:`TRANSIENT_NOTE`); without one, known retriable Kafka error codes do. Anything else
+    (auth, authorization, a record too large, a gap, a bug) is terminal.
+    """
+    ours = list(re.finditer(r"mirror_lib\.errors\.(\w+):", text))
+    if ours:
+        return TRANSIENT_NOTE in text[ours[-1].start() :]
+    return bool(_TRANSIENT_CODES.search(text))

@@ -134,6 +134,37 @@ class FlowContext:
     def metrics_topic(self) -> str:
         return metrics_topic(self.flow)
 
+    def where(self, side: str) -> str:
+        """Names a cluster of this flow for messages: ``source cluster A (bootstrap host:port)``.
+
+        ``side`` is "source", "target" or an alias of one of them.
+        """
+        alias = {"source": self.source, "target": self.target}.get(side, side)
+        role = "source" if alias == self.source else "target"
+        servers = self.config.cluster(alias).bootstrap_servers
+        return f"{role} cluster {alias} (bootstrap {servers})"
+
+    def admin(self, side: str) -> Any:
+        """An AdminClient on ``side`` whose failures name the cluster and this flow
+        (:mod:`mirror_lib.kafka_offsets` reads its ``mirror_where``)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(self.client(side, "admin"))
+        admin.mirror_where = f"{self.where(side)} for {self.label}"
+        return admin
+
+    @property
+    def label(self) -> str:
+        """What this flow is to the user: ``flow A->B``, or the heartbeats MM2 emits for every
+        cluster pair when the user did not enable the pair."""
+        name = self.flow.name
+        if self.flow.enabled:
+            return f"flow {name}"
+        return (
+            f"heartbeats {name}, emitted for every cluster pair as MM2 does; turn off with "
+            f"`{name}.emit.heartbeats.enabled = false`"
+        )
+
     def ledger_group(self, slot: int) -> str:
         """Target-side group whose committed offsets record the next upstream offset (D3).
 
@@ -158,7 +189,9 @@ class FlowContext:
         return client_config(
             self.config.cluster(alias),
             role,
-            client_id=f"mirror|{self.flow.name}|{role}",
+            # The side and alias let lower layers name the cluster in errors (admin.where_from).
+            client_id=f"mirror|{self.flow.name}|{'source' if alias == self.source else 'target'}"
+            f"={alias}|{role}",
             defaults=defaults,
             extra=extra,
             overrides=self.flow.overrides(side, role) if side else None,
@@ -186,5 +219,7 @@ def produce_plain(
         producer.produce(topic, value, key, partition=0, timestamp=timestamp)
     if producer.flush(timeout_s) > 0:
         raise BrokerError(
-            f"{topic} on {side} did not acknowledge records in {timeout_s}s", transient=True
+            f"writing to {topic} on {ctx.where(side)} for {ctx.label}: records not acknowledged "
+            f"in {timeout_s}s",
+            transient=True,
         )

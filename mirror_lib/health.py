@@ -117,6 +117,7 @@ class FlowHealth:
     latency_ms_p99: float | None
     checkpoint_age_seconds: float | None
     heartbeat_age_seconds: float | None
+    outage: str | None = None  # what a live run of this flow is waiting for, if anything
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -18,6 +18,12 @@ from mirror_lib.errors import BrokerError
 TP = tuple[str, int]
 
 
+def named(admin: Any, what: str) -> str:
+    """``what`` plus the cluster and flow an AdminClient made by ``FlowContext.admin`` serves."""
+    where = getattr(admin, "mirror_where", "")
+    return f"{what} on {where}" if where else what
+
+
 def wait_futures(futures: dict[Any, Any], what: str, timeout_s: float = 35) -> dict[Any, Any]:
     """Results of confluent-kafka admin futures by key; failures become BrokerError."""
     out = {}
@@ -37,7 +43,8 @@ def list_topic_partitions(admin: AdminClient, timeout_s: float = 30) -> dict[str
     try:
         md = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
-        raise BrokerError(f"listing topics failed: {exc.args[0]}", transient=True) from exc
+        what = named(admin, "listing topics")
+        raise BrokerError(f"{what} failed: {exc.args[0]}", transient=True) from exc
     return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
 
@@ -47,7 +54,7 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], timeout_s: float = 30) 
     if not names:
         return {}
     futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
-    described = wait_futures(futures, "describing topics", timeout_s + 5)
+    described = wait_futures(futures, named(admin, "describing topics"), timeout_s + 5)
     return {name: str(desc.topic_id) for name, desc in described.items()}
 
 
@@ -65,7 +72,9 @@ def partition_bounds(
             isolation_level=IsolationLevel.READ_COMMITTED,
             request_timeout=timeout_s,
         )
-        for tp, info in wait_futures(futures, "listing offsets", timeout_s + 5).items():
+        for tp, info in wait_futures(
+            futures, named(admin, "listing offsets"), timeout_s + 5
+        ).items():
             result[(tp.topic, tp.partition)][index] = max(int(info.offset), 0)
     return {tp: (lo, hi) for tp, (lo, hi) in result.items()}
 

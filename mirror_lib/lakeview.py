@@ -155,7 +155,7 @@ def build_lakeview(queries: dict[str, str] | None = None) -> dict[str, Any]:
         table("translation", "offset_translation", cols["offset_translation"],
               "Translated offsets on the target (= mirror translate)", (0, 5, 6, 6)),
         table("gaps_table", "gaps", cols["gaps"],
-              "Gaps, errors and decode errors (newest first)", (0, 11, 6, 6)),
+              "Gaps, outages, errors and decode errors (newest first)", (0, 11, 6, 6)),
         table("verifications_table", "verifications", cols["verifications"],
               "Latest mirror verify per partition (differences first)", (0, 17, 6, 6)),
         table("migrations_table", "migrations", cols["migrations"],

@@ -20,11 +20,12 @@ from typing import Any
 
 from mirror_lib.companions import CompanionJob
 from mirror_lib.config import MirrorConfig
-from mirror_lib.errors import ConfigError, MirrorRuntimeError
+from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.flow import FlowContext
 from mirror_lib.kafka_offsets import positions
 from mirror_lib.progress import CatchUpProgress
 from mirror_lib.spark import register_sources
+from mirror_lib.supervise import Supervisor, Unit, failure_text
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ class FlowRunner:
         self._ledger: Any = None
         self._sample: tuple[int, int, float] | None = None
         self._until: dict[tuple[str, int], int] | None = None
+        self._parts: list[tuple[str, int]] = []
 
     @property
     def checkpoint(self) -> Path:
@@ -219,7 +221,19 @@ class FlowRunner:
         admin = AdminClient(self.ctx.client("source", "admin"))
         counts = list_topic_partitions(admin)
         tps = [(t, p) for t, n in counts.items() if self.ctx.should_replicate(t) for p in range(n)]
+        self._parts = tps
         return {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items()}
+
+    def restart(self) -> Any:
+        """Start the query again as it was started (``--once`` keeps its snapshot)."""
+        return self.start(self._until)
+
+    def delivered_total(self, timeout_s: float = 3.0) -> int:
+        """Sum of the ledger over the partitions of the last snapshot; -1 when unreadable."""
+        try:
+            return sum(self.ledger.positions(self._parts, timeout_s).values())
+        except MirrorError:
+            return -1
 
     def delivered(self, partitions: Collection[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Next upstream offset per partition, from the delivery ledger (the truth, D3)."""
@@ -270,19 +284,41 @@ class FlowRunner:
         """Re-raise a failed query's error as a MirrorRuntimeError with the cause's message."""
         raise_query_error(
             self.query,
-            f"flow {self.ctx.flow.name}",
+            f"{self.job} of {self.ctx.label}",
             "everything committed before the failure is kept; restarting resumes from the last "
             "committed batch",
         )
 
 
-def progress_rows(runners: list[Any], tables: list[Any], clusters: list[str]) -> list[dict]:
+def _progress_or_none(r: Any) -> dict[str, Any]:
+    """Copied records, records/s and lag of a replication query from the delivery ledger, or
+    nothing when they cannot be measured now (e.g. during an outage)."""
+    if r.job != "replication" or r.query is None:
+        return {}
+    try:
+        return r.progress()
+    except MirrorError:
+        return {}
+
+
+def progress_rows(
+    runners: list[Any],
+    tables: list[Any],
+    clusters: list[str],
+    waiting: dict[str, str] | None = None,
+) -> list[dict]:
     """One row per running part: batches (slices) done and, for replication, records copied,
-    records/s and lag from the delivery ledger (a slice lasts a minute; the ledger moves on
-    every commit)."""
+    records/s and lag from the delivery ledger (a slice lasts minutes; the ledger moves on every
+    commit).
+
+    ``waiting``: query name -> outage line of the parts waiting through an outage (they get
+    ``outage`` and no ledger measurement, which would wait for the unreachable cluster).
+    """
+    waiting = waiting or {}
     rows = []
     for r in runners:
         st = r.status()
+        outage = waiting.get(_unit_name(r))
         row = {
             "flow": st.flow,
             "job": st.job,
@@ -291,9 +327,10 @@ def progress_rows(runners: list[Any], tables: list[Any], clusters: list[str]) ->
             "copied": None,
             "records_per_s": round(st.records_per_second or 0.0, 1),
             "lag": None,
+            "outage": outage,
         }
-        if r.job == "replication" and r.query is not None:
-            row.update(r.progress())
+        if not outage:
+            row.update(_progress_or_none(r))
         rows.append(row)
     for q, cluster in zip(tables, clusters, strict=True):
         last = q.lastProgress
@@ -306,9 +343,57 @@ def progress_rows(runners: list[Any], tables: list[Any], clusters: list[str]) ->
                 "copied": None,
                 "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
                 "lag": None,
+                "outage": waiting.get(f"tables of {cluster}"),
             }
         )
     return rows
+
+
+def _unit_name(r: FlowRunner) -> str:
+    return f"{r.job} of {r.ctx.flow.name}"
+
+
+def _runner_unit(r: FlowRunner) -> Unit:
+    """A replication query; it counts as recovered once the delivery ledger moves (a slice lasts
+    minutes, so Spark's batch count would tell too late)."""
+    return Unit(_unit_name(r), r.ctx, lambda: r.query, r.restart, lambda _q: r.delivered_total())
+
+
+def _table_unit(spark: Any, config: MirrorConfig, tables: list[Any], i: int, cluster: str) -> Unit:
+    """Materialization of ``cluster`` (restart replaces ``tables[i]``)."""
+    from mirror_lib.materialize import start_materialization
+
+    def restart() -> Any:
+        tables[i] = start_materialization(spark, config, cluster)
+        return tables[i]
+
+    flow = next((f for f in config.flows if f.target == cluster), config.flows[0])
+    return Unit(f"tables of {cluster}", FlowContext(config, flow), lambda: tables[i], restart)
+
+
+def _catch_up_through_outages(
+    r: FlowRunner,
+    target: dict[tuple[str, int], int],
+    limit: float | None,
+    bar: Any,
+    sup: Supervisor,
+) -> bool:
+    """:meth:`FlowRunner.await_caught_up`, restarting the query after transient failures."""
+    deadline = None if limit is None else time.monotonic() + limit
+    unit = _runner_unit(r)
+    while True:
+        left = None if deadline is None else max(deadline - time.monotonic(), 0)
+        try:
+            caught = r.await_caught_up(target, left, bar)
+            sup.watch(unit, r.raise_if_failed)  # ends an outage the catch-up went through
+            return caught
+        except MirrorRuntimeError:
+            text = failure_text(r.query)
+            if text is None or not is_transient_text(text):
+                raise
+        while failure_text(r.query) is not None:
+            sup.watch(unit, r.raise_if_failed)  # raises after mirror.outage.max.seconds
+            time.sleep(0.5)
 
 
 def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
@@ -413,6 +498,8 @@ def run_flows(
     jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]
     clusters = materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
     tables: list[Any] = []
+    lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
+    sup = Supervisor(config, once, report, lags.get)
     try:
         targets = {r.ctx.flow.name: r.snapshot() for r in runners}
         for r in runners:
@@ -422,13 +509,13 @@ def run_flows(
             report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
         for j in jobs:
             j.start()
-            report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
+            report(f"started {j.job} of {j.ctx.flow.name} (a driver thread, every {j.interval}s)")
         deadline = None if duration_s is None else time.monotonic() + duration_s
         if once:
             limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
             for r in runners:
                 bar = CatchUpProgress(r.ctx.flow.name) if show_progress else None
-                caught = r.await_caught_up(targets[r.ctx.flow.name], limit, bar)
+                caught = _catch_up_through_outages(r, targets[r.ctx.flow.name], limit, bar, sup)
                 if bar is not None:
                     bar.finish()
                 if not caught:
@@ -447,20 +534,35 @@ def run_flows(
                 report(f"materialized the internal topics of {cluster} into Delta tables")
         else:
             tables = [start_materialization(spark, config, c) for c in clusters]
+            units = [(_runner_unit(r), r.raise_if_failed) for r in runners]
+            units += [
+                (
+                    _table_unit(spark, config, tables, i, c),
+                    lambda i=i, c=c: raise_query_error(tables[i], f"materialization of {c}"),
+                )
+                for i, c in enumerate(clusters)
+            ]
             next_progress = time.monotonic() + progress_interval_s
             while deadline is None or time.monotonic() < deadline:
-                for r in runners + jobs:
-                    r.raise_if_failed()
-                for q, cluster in zip(tables, clusters, strict=True):
-                    raise_query_error(q, f"materialization of {cluster}")
-                if on_progress is not None and time.monotonic() >= next_progress:
-                    on_progress(progress_rows(runners + jobs, tables, clusters))
+                for unit, raise_terminal in units:
+                    sup.watch(unit, raise_terminal)
+                for j in jobs:  # companions retry transient errors on their own thread
+                    j.raise_if_failed()
+                if time.monotonic() >= next_progress:
+                    rows: list[dict[str, Any]] = []
+                    if on_progress is not None:
+                        rows = progress_rows(runners + jobs, tables, clusters, sup.waiting())
+                        on_progress(rows)
+                    elif not sup.outages:  # records behind, for the next outage's events
+                        rows = progress_rows(runners, [], [])
+                    lags.update({x["flow"]: x["lag"] for x in rows if x["lag"] is not None})
                     next_progress = time.monotonic() + progress_interval_s
                 time.sleep(1)
             if on_progress is not None:
-                on_progress(progress_rows(runners + jobs, tables, clusters))
+                on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:
+        sup.close()
         for r in runners + jobs:
             r.stop()
         for q in tables:

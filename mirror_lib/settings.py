@@ -359,6 +359,18 @@ def _schema(key: str, raw: str) -> str:
     return value
 
 
+def _outage_seconds(key: str, raw: str) -> float | None:
+    if not raw.strip():
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(key, raw, "a number of seconds > 0, or empty for the default") from None
+    if not value > 0:
+        raise ConfigError(key, raw, "a number of seconds > 0, or empty for the default")
+    return value
+
+
 #: Process-wide ``mirror.*`` keys (top level, never per flow); read with :func:`global_setting`.
 GLOBAL_SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -382,6 +394,14 @@ GLOBAL_SETTINGS: tuple[Setting, ...] = (
         "mirror_lib",
         _experiment,
         "MLflow experiment name (on Databricks a relative name goes under /Shared/)",
+    ),
+    Setting(
+        "mirror.outage.max.seconds",
+        "outage_max_seconds",
+        "",
+        _outage_seconds,
+        "how long a run keeps retrying an unreachable cluster (or another transient failure) "
+        "before it fails; empty: indefinitely for continuous runs, 120 s for `--once`",
     ),
 )
 GLOBAL_SETTINGS += (

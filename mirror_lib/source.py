@@ -152,9 +152,7 @@ class SlicePlanner(DataSourceStreamReader):
 
     def _admin(self, side: str) -> Any:
         if side not in self._admins:
-            from confluent_kafka.admin import AdminClient
-
-            self._admins[side] = AdminClient(self.ctx.client(side, "admin"))
+            self._admins[side] = self.ctx.admin(side)
         return self._admins[side]
 
     def _topic_syncer(self) -> Any:

@@ -7,6 +7,7 @@ Spark writer (Unity Catalog tables on Databricks).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from mirror_lib.config import MirrorConfig
@@ -18,8 +19,28 @@ __all__ = ["FlowHealth", "flow_status", "format_status"]
 def flow_status(
     config: MirrorConfig, now_ms: float | None = None, spark: Any = None
 ) -> list[FlowHealth]:
-    """Health of every enabled flow, computed from the materialized tables (either writer)."""
-    return flow_health(config, now_ms, spark)
+    """Health of every enabled flow from the materialized tables (either writer), plus any
+    outage a live run on this state folder is waiting through."""
+    rows = flow_health(config, now_ms, spark)
+    _add_outages(config, rows)
+    return rows
+
+
+def _add_outages(config: MirrorConfig, rows: list[FlowHealth]) -> None:
+    """Outages a live `mirror run` on this state folder is waiting through right now."""
+    from mirror_lib.supervise import current_outages
+
+    now = time.time() * 1000.0
+    for row in rows:
+        waits = [o for o in current_outages(config) if o.get("flow") == row.flow]
+        row.outage = (
+            "; ".join(
+                f"{o['query']} waiting for {o['role']} cluster {o['cluster']} (bootstrap "
+                f"{o['bootstrap']}) for {(now - o['started_ms']) / 1000:.0f}s: {o['reason']}"
+                for o in waits
+            )
+            or None
+        )
 
 
 def format_status(rows: list[FlowHealth]) -> str:
@@ -40,4 +61,5 @@ def format_status(rows: list[FlowHealth]) -> str:
             f"{show(r.checkpoint_age_seconds, '{:.0f}s'):>9} "
             f"{show(r.heartbeat_age_seconds, '{:.0f}s'):>8}"
         )
+    lines += [f"{r.flow}: outage: {r.outage}" for r in rows if r.outage]
     return "\n".join(lines)

@@ -1,28 +1,34 @@
-"""Test-only hooks, inert unless their environment variable is set (tests kill inside them).
+"""Test-only hooks: let a test land a kill at an exact point (inert unless the env asks).
 
-``MIRROR_TEST_HOLD_BEFORE_COMMIT=<file>``: once the process has committed
-``MIRROR_TEST_HOLD_AFTER_COMMITS`` (default 0) transactions, the next commit creates ``<file>``
-and blocks until the process is killed, so a test can land a SIGKILL inside an open transaction
-deterministically instead of by luck.
+``MIRROR_TEST_HOLD_BEFORE_COMMIT=<file>``: once this process has passed
+``MIRROR_TEST_HOLD_AFTER_COMMITS`` (default 0) commits, :func:`hold_before_commit` creates
+``<file>`` and blocks until the process is killed: a transaction is then open for sure.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
+HOLD_ENV = "MIRROR_TEST_HOLD_BEFORE_COMMIT"
+AFTER_ENV = "MIRROR_TEST_HOLD_AFTER_COMMITS"
 _commits = 0
+_lock = threading.Lock()
 
 
 def hold_before_commit() -> None:
-    """Block forever right before a transaction commit when the test asks for it."""
+    """Called right before a transaction commits; blocks forever when the test hook is armed."""
     global _commits
-    marker = os.environ.get("MIRROR_TEST_HOLD_BEFORE_COMMIT")
-    if not marker:
+    path = os.environ.get(HOLD_ENV)
+    if not path:
         return
-    _commits += 1
-    if _commits > int(os.environ.get("MIRROR_TEST_HOLD_AFTER_COMMITS", "0")):
-        Path(marker).touch()
-        while True:
-            time.sleep(1)
+    with _lock:
+        due = _commits >= int(os.environ.get(AFTER_ENV, "0") or 0)
+        _commits += 1
+    if not due:
+        return
+    Path(path).touch()
+    while True:  # until the test kills the process
+        time.sleep(3600)

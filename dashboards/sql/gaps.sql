@@ -1,4 +1,4 @@
--- Data gaps and other flow events (vanished source ranges, decode errors).
+-- Data gaps, outages (outage_started/outage_ended) and other flow events (decode errors, ...).
 SELECT ts, type, flow, topic, partition, reason, action
 FROM flow_events_recent
 ORDER BY ts DESC

@@ -51,6 +51,23 @@ def wait_for(check: Callable[[], object], runners, timeout_s: float = 90, what: 
     pytest.fail(f"timed out waiting for {what}")
 
 
+def wait_cycles(runners, job: str, cycles: int, timeout_s: float = 120) -> None:
+    """Wait until the ``job`` queries ran ``cycles`` more batches (not a fixed sleep: holds on a
+    busy machine, where a few seconds may be no cycle at all)."""
+    jobs = [r for r in runners if r.job == job]
+
+    def batch_ids() -> list[int]:
+        return [(r.query.lastProgress or {}).get("batchId", -1) for r in jobs]
+
+    start = batch_ids()
+    wait_for(
+        lambda: all(now >= then + cycles for now, then in zip(batch_ids(), start, strict=True)),
+        runners,
+        timeout_s,
+        f"{cycles} more {job} cycles",
+    )
+
+
 def consume_group(bootstrap: str, group: str, topic: str, partitions: int, count: int):
     """Consume ``count`` records per partition on ``topic`` as ``group`` and commit them."""
     consumer = Consumer(
@@ -196,7 +213,7 @@ def test_group_sync_skips_active_groups_and_never_rewinds(spark, brokers, make_c
         admin = Consumer({"bootstrap.servers": brokers.target, "group.id": group})
         assert admin.committed([remote], 10)[0].offset == 20
         admin.commit(offsets=[TopicPartition(remote.topic, 0, 45)], asynchronous=False)
-        time.sleep(4)
+        wait_cycles(runners, "checkpoints", 3)  # several syncs that could rewind it
         assert admin.committed([remote], 10)[0].offset == 45, "the sync rewound a target group"
         admin.close()
 
@@ -231,7 +248,7 @@ def test_active_active_no_loops_failover_and_failback(spark, brokers, tmp_path, 
             runners,
             what="B->A checkpoints",
         )
-        time.sleep(2)
+        wait_cycles(runners, "replication", 2)  # more batches, in which a loop would show
     on_a = set(MirrorClient.from_config(config, "A").topics())
     on_b = set(MirrorClient.from_config(config, "B").topics())
     assert f"B.{p}" in on_a and f"A.{p}" in on_b
@@ -270,11 +287,13 @@ def test_chain_hops_upstream_clusters_and_heartbeats(
     with running(spark, config, ["A->B", "B->C"]) as runners:
         wait_for(
             lambda: (
-                "B.A.heartbeats" in c.heartbeat_topics() and c.latest_heartbeats().get(("A", "B"))
+                "B.A.heartbeats" in c.heartbeat_topics()
+                and c.latest_heartbeats().get(("A", "B"))
+                and c.latest_heartbeats().get(("B", "C"))  # under load it may come later
             ),
             runners,
-            120,
-            "B.A.heartbeats with A->B heartbeats on C",
+            180,
+            "B.A.heartbeats with A->B heartbeats and B->C heartbeats on C",
         )
     assert c.upstream_clusters() == {"A", "B"}
     assert c.replication_hops("B") == 1

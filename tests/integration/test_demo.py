@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from mirror_lib.config import load_config
@@ -14,22 +14,25 @@ from mirror_lib.views import bucket_for
 from tests.browser import chromium_available, render
 
 
-def processes(name: str) -> set[int]:
-    """PIDs of ``name`` processes of this virtualenv (not other checkouts' test runs)."""
+def tagged_processes(tag: str) -> set[int]:
+    """Processes whose environment carries ``MIRROR_TEST_TAG=tag``: everything the demo started,
+    however deep, also after they were re-parented; never other tests' brokers or JVMs."""
+    needle = f"MIRROR_TEST_TAG={tag}".encode()
     pids = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                env = (entry / "environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if name in cmd and sys.prefix in cmd:
+            if needle in env:
                 pids.add(int(entry.name))
     return pids
 
 
 def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subprocess_env):
-    before = processes("tansu") | processes("java")
+    tag = uuid.uuid4().hex
+    env = {**subprocess_env, "MIRROR_TEST_TAG": tag}
     out = subprocess.run(
         [
             sys.executable,
@@ -41,7 +44,7 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
             "--workdir",
             str(tmp_path / "demo"),
         ],
-        env=subprocess_env,
+        env=env,
         capture_output=True,
         text=True,
         timeout=400,
@@ -77,5 +80,5 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
         latency = figures["latency"]
         assert latency["xaxis_title"] == f"time (UTC), {bucket} s buckets", latency
         assert sorted(latency["markers"]) == sorted(2 * list(points.values())), (latency, points)
-    leftover = (processes("tansu") | processes("java")) - before - {os.getpid()}
-    assert not leftover, f"processes left running: {leftover}"
+    leftover = tagged_processes(tag)
+    assert not leftover, f"processes the demo started are still running: {leftover}"

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mirror_lib.config import load_config
 from mirror_lib.delta_store import read_table
 from mirror_lib.embedded import consume_all, create_topic, produce_exact
@@ -68,15 +70,27 @@ def test_continuous_run_reports_live_progress_for_the_chosen_parts(
     create_topic(brokers.source, topic, 2)
     produce_exact(brokers.source, topic, [{"value": f"v{i}"} for i in range(20)])
     seen: list[list[dict]] = []
-    run_flows(
-        spark,
-        config,
-        duration_s=8,
-        parts=("replication", "heartbeats"),
-        on_progress=seen.append,
-        progress_interval_s=2,
-        report=lambda *_: None,
-    )
+
+    class Done(Exception):
+        """Stops the run once the progress shows what the test waits for (no fixed sleep)."""
+
+    def on_progress(rows: list[dict]) -> None:
+        seen.append(rows)
+        repl = next((r for r in rows if r["job"] == "replication"), None)
+        lag = repl and repl["lag"]
+        if len(seen) >= 2 and repl["batches"] > 0 and isinstance(lag, int) and lag <= 3:
+            raise Done
+
+    with pytest.raises(Done):
+        run_flows(
+            spark,
+            config,
+            duration_s=240,  # a deadline only: the run stops as soon as progress shows the copy
+            parts=("replication", "heartbeats"),
+            on_progress=on_progress,
+            progress_interval_s=2,
+            report=lambda *_: None,
+        )
     assert len(seen) >= 2
     last = {row["job"]: row for row in seen[-1]}
     assert set(last) == {"replication", "heartbeats"}  # no checkpoints, no tables

@@ -176,7 +176,10 @@ def test_time_travel_gives_the_earlier_translation(spark, flow):
 def test_restarted_materialization_writes_no_duplicates(spark, brokers, flow):
     config = flow["config"]
     query = start_materialization(spark, config, "B", interval_s=0.2)
-    time.sleep(3)
+    deadline = time.monotonic() + 120
+    while not query.recentProgress and time.monotonic() < deadline:  # a batch written, at least
+        assert query.exception() is None, query.exception()
+        time.sleep(0.2)
     query.stop()  # mid-stream; the restart replays from the checkpoint
     materialize_caught_up(spark, config, "B", timeout_s=120)
     create_views(spark, config)

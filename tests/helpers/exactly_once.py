@@ -1,0 +1,70 @@
+"""Exactly-once checks on the committed view computed by the raw reader (not read_committed)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from tests.helpers.kafka_raw import RawKafkaError, committed_records
+
+Rows = dict[int, list[tuple[bytes | None, bytes | None]]]
+
+
+def committed_rows(bootstrap: str, topic: str, partitions: int) -> Rows:
+    """(key, value) per partition in offset order, as a correct read_committed reader sees them."""
+    return {
+        p: [(r.key, r.value) for r in recs]
+        for p, recs in committed_records(bootstrap, topic, partitions).items()
+    }
+
+
+def committed_count(bootstrap: str, topic: str, partitions: int) -> int:
+    """Committed records of ``topic`` (0 while it does not exist yet)."""
+    try:
+        return sum(len(v) for v in committed_rows(bootstrap, topic, partitions).values())
+    except (RawKafkaError, OSError):
+        return 0
+
+
+def exactly_once_problems(source: Rows, target: Rows) -> list[str]:
+    """What differs between the source's and the target's partitions (empty: exactly once)."""
+    problems = []
+    for p in sorted(source):
+        want, got = source[p], target.get(p, [])
+        if want == got:
+            continue
+        dupes = sum(n - 1 for n in Counter(got).values() if n > 1)
+        missing = len(set(want) - set(got))
+        order = " (same records, other order)" if not dupes and not missing else ""
+        problems.append(
+            f"partition {p}: {len(got)} records on the target for {len(want)} on the source "
+            f"({dupes} duplicates, {missing} missing){order}"
+        )
+    return problems
+
+
+def wait_exactly_once(
+    source_bootstrap: str,
+    topic: str,
+    target_bootstrap: str,
+    remote: str,
+    partitions: int,
+    timeout_s: float,
+    alive: object = None,
+) -> None:
+    """Wait until the target's committed view holds every source record, then assert that it
+    holds each exactly once and in order per partition. ``alive()`` is asserted while waiting."""
+    source = committed_rows(source_bootstrap, topic, partitions)
+    total = sum(len(v) for v in source.values())
+    deadline = time.monotonic() + timeout_s
+    seen = 0
+    while time.monotonic() < deadline:
+        if callable(alive):
+            alive()
+        seen = committed_count(target_bootstrap, remote, partitions)
+        if seen >= total:
+            break
+        time.sleep(0.5)
+    target = committed_rows(target_bootstrap, remote, partitions)
+    problems = exactly_once_problems(source, target)
+    assert not problems, f"not exactly once after {timeout_s:.0f}s ({seen}/{total}): {problems}"

@@ -1,0 +1,148 @@
+"""A loopback TCP proxy for fault tests: open, refuse, blackhole (cut and hang) or slow.
+
+``mirror run`` reaches a broker only through the proxy when the broker advertises the proxy's
+port (:func:`proxied_broker`), so cutting the proxy is an outage of that cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from mirror_lib import embedded
+
+OPEN, REFUSE, BLACKHOLE, SLOW = "open", "refuse", "blackhole", "slow"
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:``port`` to 127.0.0.1:``upstream``; :meth:`set_mode` injects faults.
+
+    - ``refuse``: existing connections are cut and new ones refused (nothing listens).
+    - ``blackhole``: existing connections are cut; new ones are accepted and never answered.
+    - ``slow``: every forwarded chunk is delayed by ``delay_s``.
+    """
+
+    def __init__(self, port: int, upstream: int) -> None:
+        self.port, self.upstream = port, upstream
+        self.mode, self.delay_s = OPEN, 0.0
+        self._lock = threading.Lock()
+        self._conns: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self._stopped = False
+
+    def start(self) -> TcpProxy:
+        self._listen()
+        return self
+
+    def _listen(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        sock.listen(64)
+        self._listener = sock
+        threading.Thread(target=self._accept, args=(sock,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # listener closed
+            with self._lock:
+                self._conns.append(client)
+                mode = self.mode
+            if mode == BLACKHOLE:
+                continue  # held open, never answered, cut at the next mode change
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns.append(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if self.mode == SLOW:
+                    time.sleep(self.delay_s)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def _cut(self) -> None:
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def set_mode(self, mode: str, delay_s: float = 0.0) -> None:
+        """Switch to ``mode``; every change but to/from ``slow`` cuts live connections."""
+        with self._lock:
+            previous, self.mode, self.delay_s = self.mode, mode, delay_s
+        if mode == SLOW or (previous == SLOW and mode == OPEN):
+            return
+        if mode == REFUSE and self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        self._cut()
+        if mode != REFUSE and self._listener is None and not self._stopped:
+            self._listen()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        self._cut()
+
+
+@contextlib.contextmanager
+def proxied_broker(alias: str, workdir: Path) -> Iterator[tuple[embedded.EmbeddedBroker, TcpProxy]]:
+    """A tansu broker that advertises a proxy's port, and that proxy (stopped afterwards).
+
+    Clients bootstrap at ``127.0.0.1:<proxy.port>``; every connection goes through the proxy.
+    """
+    binary = embedded.tansu_binary()
+    workdir.mkdir(parents=True, exist_ok=True)
+    for _attempt in range(5):
+        broker_port = embedded._free_port(set())
+        proxy = TcpProxy(embedded._free_port({broker_port}), broker_port).start()
+        broker = embedded._launch(binary, alias, broker_port, workdir, advertised_port=proxy.port)
+        try:
+            if embedded._wait_ready(broker, time.monotonic() + 30):
+                break
+        except BaseException:
+            proxy.stop()
+            embedded.stop_brokers([broker])
+            raise
+        proxy.stop()
+        embedded.stop_brokers([broker])
+    else:
+        raise RuntimeError(f"no free port pair for proxied broker {alias} after 5 attempts")
+    try:
+        yield broker, proxy
+    finally:
+        proxy.stop()
+        embedded.stop_brokers([broker])
+
+
+def bootstrap(proxy: TcpProxy) -> str:
+    """Bootstrap servers that go through ``proxy``."""
+    return f"127.0.0.1:{proxy.port}"
