@@ -52,12 +52,13 @@ def wait_for(check: Callable[[], object], runners, timeout_s: float = 90, what: 
 
 
 def wait_cycles(runners, job: str, cycles: int, timeout_s: float = 120) -> None:
-    """Wait until the ``job`` queries ran ``cycles`` more batches (not a fixed sleep: holds on a
+    """Wait until the ``job`` parts ran ``cycles`` more rounds (not a fixed sleep: holds on a
     busy machine, where a few seconds may be no cycle at all)."""
     jobs = [r for r in runners if r.job == job]
 
     def batch_ids() -> list[int]:
-        return [(r.query.lastProgress or {}).get("batchId", -1) for r in jobs]
+        ids = [r.status().last_batch_id for r in jobs]
+        return [-1 if i is None else i for i in ids]
 
     start = batch_ids()
     wait_for(
