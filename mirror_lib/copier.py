@@ -44,6 +44,8 @@ CONSUME_BATCH = 10_000
 IDLE_POLL_S = 0.1
 STALL_SECONDS = 60.0
 BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
+SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
+SOURCE_DOWN_S = 30.0  # no answer this long: the slice fails (transient) so the run reports it
 DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
 _FENCED = {
     KafkaError._FENCED,
@@ -317,6 +319,7 @@ class SliceCopy:
         refresh = min(self.ctx.settings.refresh_topics_interval, DISCOVERY_SECONDS)
         next_refresh = time.monotonic() + refresh
         last_progress = time.monotonic()
+        self.last_heard = self.next_probe = time.monotonic()
         while not self._all_done():
             now = time.monotonic()
             if now >= deadline:
@@ -326,6 +329,7 @@ class SliceCopy:
             if msgs:
                 last_progress = time.monotonic()
                 self._copy(msgs)
+            self._check_source(msgs)
             self._maybe_commit(behind=len(msgs) >= CONSUME_BATCH)
             if self.until and time.monotonic() - last_progress > STALL_SECONDS:
                 raise BrokerError(
@@ -340,6 +344,31 @@ class SliceCopy:
                 if self._new_partitions() or self._replaced():
                     break  # end the slice early: the planner sets them up
         self._commit()
+
+    def _check_source(self, msgs: list[Any]) -> None:
+        """Fail the slice (transient) when the source has not answered for SOURCE_DOWN_S.
+
+        An idle source sends nothing, so after SILENCE_PROBE_S of silence the task asks it for
+        metadata; librdkafka itself only retries, which would hide an outage from the run.
+        """
+        now = time.monotonic()
+        if any(m.error() is None or m.error().code() == KafkaError._PARTITION_EOF for m in msgs):
+            self.last_heard = now
+            return
+        if now - self.last_heard < SILENCE_PROBE_S or now < self.next_probe:
+            return
+        self.next_probe = now + 5.0
+        try:
+            self.consumer.list_topics(timeout=5)
+            self.last_heard = time.monotonic()
+        except KafkaException as exc:
+            silent = time.monotonic() - self.last_heard
+            if silent > SOURCE_DOWN_S:
+                raise BrokerError(
+                    f"{self.ctx.where('source')} did not answer for {silent:.0f}s "
+                    f"({exc.args[0].str()}); nothing was lost, the run retries",
+                    transient=True,
+                ) from exc
 
     def _all_done(self) -> bool:
         return bool(self.until) and all(part.done for part in self.parts.values())
