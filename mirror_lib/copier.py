@@ -53,6 +53,20 @@ _FENCED = {
     KafkaError.INVALID_PRODUCER_EPOCH,
     KafkaError.INVALID_PRODUCER_ID_MAPPING,
 }
+_PASSING = {  # delivery failures an outage causes: the run retries them
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+}
+FLUSH_S = 30.0  # a target that acknowledges nothing this long fails the slice (transient)
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 _CLIENTS: dict[tuple[str, str, int], Any] = {}
 
@@ -308,6 +322,11 @@ class SliceCopy:
                 self.exact = True
                 self._start()
                 self._loop(time.monotonic() + self.duration_s)
+        except BaseException:
+            # no abort_transaction here: it would wait on a target that may be down; the next
+            # slice's init_transactions fences this producer and aborts what it left open
+            self.in_txn = False
+            raise
         finally:
             if self.in_txn:
                 self._abort()
@@ -568,8 +587,9 @@ class SliceCopy:
             part.reset()
 
     def _fail_record(self, err: KafkaError, part: _Part, offset: int) -> None:
-        self._abort()
         code = err.code()
+        if code not in _PASSING:  # the target answers: end the transaction now
+            self._abort()
         where = f"{part.topic}[{part.partition}] offset {offset}"
         if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
             raise RecordTooLargeError(
@@ -579,16 +599,17 @@ class SliceCopy:
             )
         raise BrokerError(
             f"producing {where} to {self.ctx.where('target')} failed: {err.str()}",
-            transient=err.retriable() and code not in _FENCED,
+            transient=(err.retriable() or code in _PASSING) and code not in _FENCED,
         )
 
     def _commit(self) -> None:
         if not self.in_txn:
             return
         ctx = self.ctx
-        if self.producer.flush(60) > 0:
+        if self.producer.flush(FLUSH_S) > 0:
             raise BrokerError(
-                f"{ctx.where('target')} did not acknowledge records in 60s", transient=True
+                f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
+                transient=True,
             )
         acked_ms = time.time() * 1000.0
         moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
@@ -624,7 +645,9 @@ class SliceCopy:
             err = exc.args[0]
             raise BrokerError(
                 f"committing to {ctx.where('target')} failed: {err.str()}",
-                transient=err.retriable() and err.code() not in _FENCED and not err.fatal(),
+                transient=(err.retriable() or err.code() in _PASSING)
+                and err.code() not in _FENCED
+                and not err.fatal(),
             ) from exc
         self.in_txn = False
         if not ctx.offset_syncs_on_target and syncs:
