@@ -294,7 +294,7 @@ class SliceCopy:
             self.end_early = True
             return
         remote = {(t, p): (ctx.remote_topic(t), p) for t, p in self.partitions}
-        delivered = read_ledger(self.ledger, remote.values())
+        delivered = read_ledger(self.ledger, remote.values(), where=ctx.where("target"))
         self.parts: dict[TP, _Part] = {}
         for (t, p), (rt, _p) in remote.items():
             start = delivered.get((rt, p))

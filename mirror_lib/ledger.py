@@ -41,7 +41,7 @@ def ledger_consumer(ctx: FlowContext, slot: int, *, stable: bool = True) -> Cons
 
 
 def read_ledger(
-    consumer: Consumer, remote_partitions: Iterable[TP], timeout_s: float = 60
+    consumer: Consumer, remote_partitions: Iterable[TP], timeout_s: float = 60, where: str = ""
 ) -> dict[TP, int]:
     """Next upstream offset per remote partition that has a ledger entry.
 
@@ -58,7 +58,10 @@ def read_ledger(
             committed = consumer.committed(tps, timeout=timeout_s)
         except KafkaException as exc:
             err = exc.args[0]
-            raise BrokerError(f"reading the delivery ledger failed: {err}", transient=True) from exc
+            raise BrokerError(
+                f"reading the delivery ledger{' on ' + where if where else ''} failed: {err}",
+                transient=True,
+            ) from exc
         failed = [tp for tp in committed if tp.error is not None]
         if not failed:
             return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
@@ -102,7 +105,8 @@ class LedgerView:
         out: dict[TP, int] = {}
         for slot, tps in sorted(by_slot.items()):
             remote = {(ctx.remote_topic(t), p): (t, p) for t, p in tps}
-            for rtp, offset in read_ledger(self._consumer(slot), remote, timeout_s).items():
+            ledger = read_ledger(self._consumer(slot), remote, timeout_s, ctx.where("target"))
+            for rtp, offset in ledger.items():
                 out[remote[rtp]] = offset
         return out
 
@@ -117,7 +121,7 @@ class LedgerView:
         admin = AdminClient(ctx.client("target", "admin"))
         listed = wait_futures(
             {"groups": admin.list_consumer_groups(request_timeout=timeout_s)},
-            f"listing consumer groups on {ctx.target}",
+            f"listing consumer groups on {ctx.where('target')}",
             timeout_s + 5,
         )["groups"]
         slots = sorted(
@@ -130,7 +134,8 @@ class LedgerView:
         for slot in slots:
             consumer = ledger_consumer(ctx, slot, stable=False)
             try:
-                for rtp, offset in read_ledger(consumer, wanted, timeout_s).items():
+                ledger = read_ledger(consumer, wanted, timeout_s, ctx.where("target"))
+                for rtp, offset in ledger.items():
                     out[wanted[rtp]] = max(offset, out.get(wanted[rtp], -1))
             finally:
                 consumer.close()
@@ -151,7 +156,8 @@ class LedgerView:
                 self._consumer(slot).commit(offsets=ledger_offsets(offsets), asynchronous=False)
             except KafkaException as exc:
                 raise BrokerError(
-                    f"writing start positions into the delivery ledger on {ctx.target} failed: "
+                    f"writing start positions into the delivery ledger on {ctx.where('target')} "
+                    "failed: "
                     f"{exc.args[0]}",
                     transient=True,
                 ) from exc
