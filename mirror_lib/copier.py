@@ -12,8 +12,9 @@ where the ledger says.
 The per-record path is a consume -> produce loop. Downstream offsets come from two delivery
 reports per partition and consume batch (the first record of a transaction and the last of each
 batch): records of one transaction to one partition are contiguous downstream, which the copier
-checks (count = last - first + 1). Should another producer write into a remote partition, the
-transaction is aborted and the rest of the slice reports every record (exact, slower).
+checks (count = last - first + 1; the bookkeeping is :mod:`mirror_lib.copy_state`). Should
+another producer write into a remote partition, the transaction is aborted and the rest of the
+slice reports every record (exact, slower).
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror_lib import events, testhooks
+from mirror_lib.copy_state import Interleaved, PartState
 from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
 from mirror_lib.flow import FlowContext, produce_plain
 from mirror_lib.formats import OffsetSync
@@ -71,10 +71,6 @@ _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaE
 _CLIENTS: dict[tuple[str, str, int], Any] = {}
 
 
-class _Interleaved(Exception):
-    """Another producer wrote into a remote partition inside our transaction."""
-
-
 @dataclass
 class CopyResult:
     """The commit message of one task: what it copied (picklable, small)."""
@@ -84,109 +80,6 @@ class CopyResult:
     bytes: int = 0
     transactions: int = 0
     next_offsets: dict[str, int] = field(default_factory=dict)
-
-
-def summary(values: Any) -> dict[str, float]:
-    """min/avg/max/p50/p99 of a sequence of numbers (empty: {})."""
-    a = np.asarray(values, dtype=np.float64)
-    if not a.size:
-        return {}
-    p50, p99 = np.percentile(a, [50, 99])
-    return {
-        "min": float(a.min()),
-        "avg": float(a.mean()),
-        "max": float(a.max()),
-        "p50": float(p50),
-        "p99": float(p99),
-    }
-
-
-class _Part:
-    """One upstream partition of the slice: position and the open transaction's accumulators."""
-
-    __slots__ = (
-        "acked",
-        "bytes",
-        "committed",
-        "consumed",
-        "d_first",
-        "d_last",
-        "done",
-        "error",
-        "expect",
-        "n",
-        "partition",
-        "remote",
-        "runs",
-        "topic",
-        "ts",
-        "until",
-        "us",
-    )
-
-    def __init__(self, topic: str, partition: int, remote: str, start: int, until: int) -> None:
-        self.topic, self.partition, self.remote = topic, partition, remote
-        self.expect = self.committed = start
-        self.until = until
-        self.done = start >= until
-        self.reset()
-
-    def reset(self) -> None:
-        self.n = self.bytes = 0
-        self.runs: list[tuple[int, int]] = []  # (upstream start, index of its first record)
-        self.ts = array("d")
-        self.consumed: list[tuple[float, int]] = []  # (consume time, records of that batch)
-        self.d_first = self.d_last = -1
-        self.acked = array("q")  # exact mode: every downstream offset, in order
-        self.us = array("q")  # exact mode: every upstream offset, in order
-        self.error: tuple[KafkaError, int] | None = None
-
-    def ack_first(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self.error = self.error or (err, -1)
-        else:
-            self.d_first = msg.offset()
-
-    def ack_last(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self.error = self.error or (err, -1)
-        else:
-            self.d_last = msg.offset()
-
-    def ack_both(self, err: KafkaError | None, msg: Any) -> None:
-        self.ack_first(err, msg)
-        self.ack_last(err, msg)
-
-    def ack_each(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self.error = self.error or (err, -1)
-        else:
-            self.acked.append(msg.offset())
-
-    def segments(self, exact: bool) -> list[Segment]:
-        """Segments of the open transaction (after every record was acknowledged)."""
-        if exact:
-            return _exact_segments(self.us, self.acked)
-        if self.d_last - self.d_first + 1 != self.n:
-            raise _Interleaved(f"{self.remote}[{self.partition}]")
-        out = []
-        bounds = [*(i for _u, i in self.runs[1:]), self.n]
-        for (u, i), j in zip(self.runs, bounds, strict=True):
-            d = self.d_first + i
-            out.append(Segment(u, u + j - i - 1, d, d + j - i - 1))
-        return out
-
-
-def _exact_segments(us: Sequence[int], ds: Sequence[int]) -> list[Segment]:
-    if len(us) != len(ds):
-        raise BrokerError("delivery reports missing for some records", transient=True)
-    out: list[Segment] = []
-    start = 0
-    for i in range(1, len(us) + 1):
-        if i == len(us) or us[i] != us[i - 1] + 1 or ds[i] != ds[i - 1] + 1:
-            out.append(Segment(us[start], us[i - 1], ds[start], ds[i - 1]))
-            start = i
-    return out
 
 
 def _client(key: tuple[str, str, int], make: Any) -> Any:
@@ -295,7 +188,7 @@ class SliceCopy:
             return
         remote = {(t, p): (ctx.remote_topic(t), p) for t, p in self.partitions}
         delivered = read_ledger(self.ledger, remote.values(), where=ctx.where("target"))
-        self.parts: dict[TP, _Part] = {}
+        self.parts: dict[TP, PartState] = {}
         for (t, p), (rt, _p) in remote.items():
             start = delivered.get((rt, p))
             if start is None:
@@ -304,7 +197,7 @@ class SliceCopy:
                     f"on {ctx.where('target')}; the planner writes one before a slice starts",
                     transient=True,
                 )
-            self.parts[(t, p)] = _Part(t, p, rt, start, self.until.get((t, p), NO_END))
+            self.parts[(t, p)] = PartState(t, p, rt, start, self.until.get((t, p), NO_END))
         todo = [TopicPartition(t, p, part.expect) for (t, p), part in self.parts.items()]
         todo = [tp for tp in todo if not self.parts[(tp.topic, tp.partition)].done]
         self.consumer.assign(todo)
@@ -316,7 +209,7 @@ class SliceCopy:
             self._start()
             try:
                 self._loop(time.monotonic() + self.duration_s)
-            except _Interleaved as exc:
+            except Interleaved as exc:
                 log.warning("another producer writes into %s: exact delivery reports now", exc)
                 self._abort()
                 self.exact = True
@@ -417,7 +310,7 @@ class SliceCopy:
         for msg in notices:  # after the records: an end-of-partition follows its records
             self._event(msg)
 
-    def _produce(self, part: _Part, group: list[Any], consumed_ms: float) -> None:
+    def _produce(self, part: PartState, group: list[Any], consumed_ms: float) -> None:
         produce = self.producer.produce
         rt, p, exact = part.remote, part.partition, self.exact
         runs, ts_append, us_append = part.runs, part.ts.append, part.us.append
@@ -463,7 +356,7 @@ class SliceCopy:
         self.txn_records += len(group)
         self.txn_bytes += size
 
-    def _produce_when_room(self, part: _Part, msg: Any, cb: Any) -> None:
+    def _produce_when_room(self, part: PartState, msg: Any, cb: Any) -> None:
         while True:
             self.producer.poll(0.05)
             try:
@@ -512,14 +405,14 @@ class SliceCopy:
             )
         log.warning("%s: %s (retrying)", self.ctx.where("source"), err.str())
 
-    def _move(self, part: _Part, end: int) -> None:
+    def _move(self, part: PartState, end: int) -> None:
         """Everything before ``end`` was seen: the ledger may move past markers and aborts."""
         if end > part.expect:
             part.expect = end
             if not self.in_txn:
                 self._begin()
 
-    def _finish(self, part: _Part, end: int) -> None:
+    def _finish(self, part: PartState, end: int) -> None:
         self._move(part, end)
         part.done = True
         with contextlib.suppress(KafkaException):
@@ -586,7 +479,7 @@ class SliceCopy:
         for part in self.parts.values():
             part.reset()
 
-    def _fail_record(self, err: KafkaError, part: _Part, offset: int) -> None:
+    def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
         code = err.code()
         if code not in _PASSING:  # the target answers: end the transaction now
             self._abort()
@@ -677,11 +570,7 @@ class SliceCopy:
         out = []
         for tp, segs in segments.items():
             part = self.parts[tp]
-            ts = np.frombuffer(part.ts, dtype=np.float64)
-            consumed = np.repeat(
-                [c for c, _n in part.consumed], [n for _c, n in part.consumed]
-            ).astype(np.float64)
-            created = np.where(ts > 0, ts, consumed)
+            latency, age = part.latency_and_age(acked_ms)
             _low, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
             common = {
                 "topic": tp[0],
@@ -703,8 +592,8 @@ class SliceCopy:
                     downstream_first=segs[0].downstream_start,
                     downstream_last=segs[-1].downstream_end,
                     lag=max(high - part.expect, 0) if high >= 0 else None,
-                    latency_ms=summary(acked_ms - created),
-                    age_ms=summary(consumed - created),
+                    latency_ms=latency,
+                    age_ms=age,
                 )
             )
             out.append(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.copier import NO_END, _exact_segments, _Interleaved, _Part
+from mirror_lib.copier import NO_END
+from mirror_lib.copy_state import Interleaved, PartState, exact_segments
 from mirror_lib.offset_sync import Segment
 
 
-def part_with(runs: list[tuple[int, int]], n: int, d_first: int, d_last: int) -> _Part:
-    part = _Part("t", 0, "A.t", 0, NO_END)
+def part_with(runs: list[tuple[int, int]], n: int, d_first: int, d_last: int) -> PartState:
+    part = PartState("t", 0, "A.t", 0, NO_END)
     part.runs, part.n, part.d_first, part.d_last = runs, n, d_first, d_last
     return part
 
@@ -25,13 +26,13 @@ def test_one_record_transaction_is_one_segment():
 
 
 def test_a_downstream_range_longer_than_the_records_means_another_writer():
-    with pytest.raises(_Interleaved):
+    with pytest.raises(Interleaved):
         part_with([(0, 0)], 3, 10, 13).segments(exact=False)  # 4 offsets for 3 records
 
 
 def test_exact_reports_split_on_a_gap_on_either_side():
     us, ds = [0, 1, 2, 5, 6, 7], [10, 11, 13, 14, 15, 16]
-    assert _exact_segments(us, ds) == [
+    assert exact_segments(us, ds) == [
         Segment(0, 1, 10, 11),
         Segment(2, 2, 13, 13),
         Segment(5, 7, 14, 16),
