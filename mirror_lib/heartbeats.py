@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.flow import FlowContext, produce_plain
+from mirror_lib.flow import FlowContext
 from mirror_lib.formats import Heartbeat
 
 _READY: set[tuple[str, str]] = set()
@@ -28,24 +28,13 @@ def ensure_heartbeats_topic(ctx: FlowContext) -> None:
     _READY.add(key)
 
 
-def _beat(ctx: FlowContext) -> tuple[int, Heartbeat]:
-    now = int(time.time() * 1000)
-    return now, Heartbeat(ctx.source, ctx.target, now)
-
-
 def emit_heartbeat(ctx: FlowContext, timeout_s: float = 30) -> int:
     """Write one Heartbeat(source, target, now) to the target's heartbeats topic."""
-    ensure_heartbeats_topic(ctx)
-    now, beat = _beat(ctx)
-    produce_plain(
-        ctx,
-        "target",
-        ctx.policy.heartbeats_topic(),
-        [(beat.key(), beat.value())],
-        timestamp=now,
-        timeout_s=timeout_s,
-    )
-    return 1
+    beater = Heartbeater(ctx)
+    try:
+        return beater.emit(timeout_s)
+    finally:
+        beater.close()
 
 
 class Heartbeater:
@@ -60,13 +49,15 @@ class Heartbeater:
     def emit(self, timeout_s: float = 30) -> int:
         """Write one heartbeat and wait for its acknowledgement."""
         ensure_heartbeats_topic(self.ctx)
-        now, beat = _beat(self.ctx)
+        now = int(time.time() * 1000)
+        beat = Heartbeat(self.ctx.source, self.ctx.target, now)
         self.producer.produce(
             self.ctx.policy.heartbeats_topic(), beat.value(), beat.key(), partition=0, timestamp=now
         )
         if self.producer.flush(timeout_s) > 0:
             raise BrokerError(
-                f"heartbeats on {self.ctx.target} did not acknowledge records in {timeout_s:.0f}s",
+                f"{self.ctx.label}: {self.ctx.where('target')} did not acknowledge a heartbeat "
+                f"in {timeout_s:.0f}s",
                 transient=True,
             )
         return 1
