@@ -163,8 +163,13 @@ class FlowRunner:
             self._ledger = LedgerView(self.ctx)
         return self._ledger
 
-    def start(self, until: dict[tuple[str, int], int] | None = None) -> Any:
-        """Start the query. ``until``: copy only up to these offsets (``--once``).
+    def start(
+        self,
+        until: dict[tuple[str, int], int] | None = None,
+        snapshot: dict[tuple[str, int], int] | None = None,
+    ) -> Any:
+        """Start the query. ``until``: copy only up to these offsets (``--once``). ``snapshot``:
+        a :meth:`snapshot` the caller just took (else one is taken here, for progress).
 
         With ``until`` the query runs ``availableNow`` (one slice, then it ends: the only trigger
         serverless allows); :meth:`await_caught_up` starts it again should one slice not reach
@@ -174,7 +179,11 @@ class FlowRunner:
 
         register_sources(self.spark)
         _claim_checkpoint(self.ctx, self.checkpoint.parent)
-        done = sum(self.delivered(self.snapshot()).values())
+        if snapshot is None:
+            snapshot = self.snapshot()
+        else:
+            self._parts = list(snapshot)
+        done = sum(self.delivered(snapshot).values())
         self._sample = (done, done, time.monotonic())  # progress() counts from here
         options = self.ctx.to_options()
         if until is not None:
@@ -505,7 +514,8 @@ def run_flows(
         for r in runners:
             _check_matches(r.ctx, targets[r.ctx.flow.name], once, report)
         for r in runners:
-            r.start(targets[r.ctx.flow.name] if once else None)
+            target = targets[r.ctx.flow.name]
+            r.start(target if once else None, snapshot=target)
             report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
         for j in jobs:
             j.start()
