@@ -22,6 +22,9 @@ FAST = {
     "emit.checkpoints.interval.seconds": "1",
     "emit.heartbeats.interval.seconds": "2",
     "sync.group.offsets.interval.seconds": "1",
+    # topics that appear while a slice runs (heartbeats topics, remote topics of a chain) are
+    # looked for every 2 s instead of every 60 s
+    "refresh.topics.interval.seconds": "2",
 }
 
 
@@ -276,6 +279,7 @@ def test_chain_hops_upstream_clusters_and_heartbeats(
         "topics": f"{unique_name}.*",
         "emit.checkpoints.enabled": "false",
         "emit.heartbeats.interval.seconds": "1",
+        "refresh.topics.interval.seconds": "2",  # each hop's remote topic appears mid-slice
         "replication.factor": "1",
         "offset-syncs.topic.replication.factor": "1",
         "heartbeats.topic.replication.factor": "1",
