@@ -68,7 +68,6 @@ _PASSING = {  # delivery failures an outage causes: the run retries them
 }
 FLUSH_S = 30.0  # a target that acknowledges nothing this long fails the slice (transient)
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
-_CLIENTS: dict[tuple[str, str, int], Any] = {}
 
 
 @dataclass
@@ -80,19 +79,6 @@ class CopyResult:
     bytes: int = 0
     transactions: int = 0
     next_offsets: dict[str, int] = field(default_factory=dict)
-
-
-def _client(key: tuple[str, str, int], make: Any) -> Any:
-    if key not in _CLIENTS:
-        _CLIENTS[key] = make()
-    return _CLIENTS[key]
-
-
-def _drop_clients(options_key: str, slot: int) -> None:
-    for key in [k for k in _CLIENTS if k[0] == options_key and k[2] == slot]:
-        client = _CLIENTS.pop(key, None)
-        with contextlib.suppress(Exception):
-            client.close()
 
 
 def make_producer(ctx: FlowContext, slot: int) -> Producer:
@@ -166,17 +152,16 @@ class SliceCopy:
         self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.exact = False
         self.result = CopyResult(slot)
-        self.consumer: Consumer = _client(
-            (options_key, "consumer", slot), lambda: make_consumer(ctx)
-        )
-        self.ledger: Consumer = _client(
-            (options_key, "ledger", slot), lambda: ledger_consumer(ctx, slot)
-        )
+        # Clients live for one slice (minutes): a client that outlived a topic's re-creation
+        # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
+        self.consumer: Consumer = make_consumer(ctx)
+        self.ledger: Consumer = ledger_consumer(ctx, slot)
         self.producer: Producer = make_producer(ctx, slot)
         self.in_txn = False
         self.txn_start = 0.0
         self.txn_records = self.txn_bytes = 0
         self.end_early = False
+        self._admin: Any = None
 
     # -- set-up ------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -223,9 +208,15 @@ class SliceCopy:
         finally:
             if self.in_txn:
                 self._abort()
-            with contextlib.suppress(KafkaException):
-                self.consumer.unassign()
+            self._close()
         return self.result
+
+    def _close(self) -> None:
+        for consumer in (self.consumer, self.ledger):
+            with contextlib.suppress(Exception):
+                consumer.close()
+        with contextlib.suppress(Exception):
+            self.producer.flush(0)
 
     def _loop(self, deadline: float) -> None:
         refresh = min(self.ctx.settings.refresh_topics_interval, DISCOVERY_SECONDS)
@@ -429,10 +420,9 @@ class SliceCopy:
 
         from mirror_lib.kafka_offsets import topic_ids
 
-        admin = _client(
-            (self.options_key, "admin", self.slot),
-            lambda: AdminClient(self.ctx.client("source", "admin")),
-        )
+        if self._admin is None:
+            self._admin = AdminClient(self.ctx.client("source", "admin"))
+        admin = self._admin
         try:
             now = topic_ids(admin, {t for t, _p in self.partitions})
         except BrokerError:
@@ -617,12 +607,5 @@ def copy_slice(
     partitions: Sequence[TP],
     **kwargs: Any,
 ) -> CopyResult:
-    """Copy ``partitions`` for ``slot`` for one slice (see :class:`SliceCopy` for ``kwargs``).
-
-    Cached clients are dropped after a failure, so the next slice starts from fresh ones.
-    """
-    try:
-        return SliceCopy(ctx, options_key, slot, partitions, **kwargs).run()
-    except Exception:
-        _drop_clients(options_key, slot)
-        raise
+    """Copy ``partitions`` for ``slot`` for one slice (see :class:`SliceCopy` for ``kwargs``)."""
+    return SliceCopy(ctx, options_key, slot, partitions, **kwargs).run()
