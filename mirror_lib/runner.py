@@ -24,7 +24,7 @@ from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError, is_t
 from mirror_lib.flow import FlowContext
 from mirror_lib.kafka_offsets import positions
 from mirror_lib.progress import CatchUpProgress
-from mirror_lib.spark import register_sources
+from mirror_lib.spark import register_sources, stop_query
 from mirror_lib.supervise import Supervisor, Unit, failure_text
 
 log = logging.getLogger(__name__)
@@ -204,8 +204,8 @@ class FlowRunner:
         return self.query
 
     def stop(self) -> None:
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
+        """Stop the query and wait for its copy tasks to end (an open transaction is fenced)."""
+        stop_query(self.spark, self.query)
 
     def status(self) -> FlowStatus:
         q = self.query
@@ -576,7 +576,6 @@ def run_flows(
         for r in runners + jobs:
             r.stop()
         for q in tables:
-            if q.isActive:
-                q.stop()
+            stop_query(spark, q)
         if own_session:
             spark.stop()
