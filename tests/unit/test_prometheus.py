@@ -179,3 +179,24 @@ def test_a_port_in_use_is_a_config_error_naming_it():
     assert err.value.key == "mirror.metrics.port" and err.value.value == port
     assert "in use" in str(err.value)
     endpoint.check_free()  # free again once the other listener closed
+
+
+def test_run_refuses_a_busy_port_before_it_contacts_a_cluster(tmp_path, capsys):
+    from mirror_lib.cli import main
+    from mirror_lib.runner import run_flows
+
+    unreachable = config(**{"mirror.state.dir": str(tmp_path)})  # a:9092 would fail after 10 s
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError) as err:
+            run_flows(None, unreachable, metrics_port=port, report=lambda *_: None)
+        assert err.value.key == "--metrics-port" and "in use" in err.value.expected
+    props = tmp_path / "mm2.properties"
+    props.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+    )
+    props.write_text(props.read_text() + "A->B.enabled = true\n")
+    assert main(["run", str(props), "--metrics-port", "70000"]) == 2
+    assert "--metrics-port = '70000': expected a TCP port 1..65535" in capsys.readouterr().err
