@@ -102,7 +102,12 @@ class FlowMetrics:
         self.apply(event)
 
     def apply(self, event: dict[str, Any]) -> None:
-        """Account for one event of this flow (events of other flows are ignored)."""
+        """Account for one event of this flow (events of other flows are ignored).
+
+        ``batch``: records, bytes, latency/age summaries, ``latency_ms_buckets``, ``txn`` and
+        ``aborted``; ``gap``: ``expected_offset`` and ``available_start``; ``skip`` (the
+        stale-data policy): ``records``. All name ``topic`` (upstream) and ``partition``.
+        """
         if event.get("flow") != self.flow:
             return
         kind = event.get("type")
@@ -222,7 +227,7 @@ class MirrorCollector(Collector):
         committed, aborted = (
             CounterMetricFamily(f"mirror_transactions_{what}", text, labels=list(FLOW_LABELS))
             for what, text in (
-                ("committed", "Kafka transactions the copy tasks committed"),
+                ("committed", "Kafka transactions the copy tasks committed with records"),
                 ("aborted", "Kafka transactions the copy tasks aborted and reported"),
             )
         )
