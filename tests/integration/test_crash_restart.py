@@ -24,12 +24,14 @@ TOTAL = 24_000
 PARTITIONS = 4
 
 
-def start_mirror(config_path, env, *extra: str) -> subprocess.Popen:
+def start_mirror(config_path, env, *extra: str, log: Path | None = None) -> subprocess.Popen:
+    """`mirror run` in its own process group; its output goes to ``log`` (kept for a failure)."""
+    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
         [sys.executable, "-m", "mirror_lib.cli", "run", str(config_path), *extra],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: JVM and Python workers die with it
     )
 
@@ -94,7 +96,7 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
         if hold_after is not None:
             env[HOLD_ENV], env[AFTER_ENV] = str(held), str(hold_after)
         start = committed_count(brokers.target, remote, PARTITIONS)
-        proc = start_mirror(config, env, "--duration", "600")
+        proc = start_mirror(config, env, "--duration", "600", log=tmp_path / f"run-{round_no}.log")
         if hold_after is not None:  # a transaction is open and its records are written
             wait_for(held.exists, proc, 300, f"the hold before commit (round {round_no})")
         else:
@@ -110,7 +112,9 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
         kill_group(proc)
         seen.append(committed_count(brokers.target, remote, PARTITIONS))
     assert 0 < seen[0] < TOTAL, f"the first kill must land mid-copy, saw {seen}"
-    final = start_mirror(config, subprocess_env, "--once", "--timeout", "300")
+    final = start_mirror(
+        config, subprocess_env, "--once", "--timeout", "300", log=tmp_path / "run-final.log"
+    )
     assert final.wait(400) == 0
     copied = committed_rows(brokers.target, remote, PARTITIONS)
     source = committed_rows(brokers.source, unique_name, PARTITIONS)
