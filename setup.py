@@ -33,5 +33,5 @@ setup(
     python_requires=">=3.10",
     install_requires=[],
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["mirror = mirror_lib.cli:entry_point"]},
+    entry_points={"console_scripts": ["mirror = mirror_lib.app.cli:entry_point"]},
 )

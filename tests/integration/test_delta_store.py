@@ -20,8 +20,8 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from mirror_lib import delta_store as store
-from mirror_lib.tables import SCHEMAS
+from mirror_lib.tables import delta_rs as store
+from mirror_lib.tables.schemas import SCHEMAS
 
 deltalake = pytest.importorskip("deltalake")
 

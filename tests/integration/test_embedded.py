@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib import embedded
 from mirror_lib.errors import ConfigError, EmbeddedBrokerError
+from mirror_lib.testing import embedded
 
 RECORDS: list[dict[str, object]] = [
     {"key": b"k1", "value": b"v1", "partition": 0, "timestamp": 1_600_000_000_000,

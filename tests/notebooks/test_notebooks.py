@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib import embedded
-from mirror_lib.config import load_config
-from mirror_lib.failover import translate_group
+from mirror_lib.config.model import load_config
+from mirror_lib.replication.failover import translate_group
+from mirror_lib.testing import embedded
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))

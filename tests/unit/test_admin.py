@@ -9,7 +9,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import admin as ka
 
-from mirror_lib.admin import (
+from mirror_lib.errors import BrokerError, UnsupportedOperationError
+from mirror_lib.kafka.admin import (
     AclBinding,
     ConfigEntry,
     ConfigOp,
@@ -22,7 +23,6 @@ from mirror_lib.admin import (
     kafka_error_name,
     map_kafka_error,
 )
-from mirror_lib.errors import BrokerError, UnsupportedOperationError
 
 # --- error mapping -----------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Tests of mirror_lib.checkpoint_logic: checkpoint emission (mm2.md §4.4), the checkpoint store,
+"""Tests of mirror_lib.offsets.checkpoints: checkpoint emission (mm2.md §4.4), the checkpoint store,
 group-offset sync (§4.5) and the scenarios of §9.1 steps 7-9, §9.2, §9.6-9.8."""
 
 from __future__ import annotations
@@ -9,7 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror_lib.checkpoint_logic import (
+from mirror_lib.mm2.filters import GroupFilter
+from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy, make_policy
+from mirror_lib.offsets.checkpoints import (
     CheckpointStore,
     accept_group,
     checkpoints_monotonic,
@@ -18,10 +21,7 @@ from mirror_lib.checkpoint_logic import (
     is_idle_group,
     is_more_recent,
 )
-from mirror_lib.filters import GroupFilter
-from mirror_lib.formats import Checkpoint
-from mirror_lib.offset_sync import Segment, SegmentIndex
-from mirror_lib.policy import DefaultReplicationPolicy, ReplicationPolicy, make_policy
+from mirror_lib.offsets.segments import Segment, SegmentIndex
 
 G = "app"
 POLICY = DefaultReplicationPolicy()

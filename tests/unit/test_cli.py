@@ -12,7 +12,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mm2.properties"
 
 def mirror(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "mirror_lib.app.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.clients import client_config
-from mirror_lib.config import load_config, parse_config
+from mirror_lib.config.model import load_config, parse_config
+from mirror_lib.config.properties import REDACTED, parse_properties
 from mirror_lib.errors import ConfigError
-from mirror_lib.properties import REDACTED, parse_properties
+from mirror_lib.kafka.clients import client_config
 
 BASE = {
     "clusters": "A, B",

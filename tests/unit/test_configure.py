@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror_lib.config import load_config
-from mirror_lib.configure import configure_flow, flow_properties
+from mirror_lib.app.configure import configure_flow, flow_properties
+from mirror_lib.config.model import load_config
+from mirror_lib.config.properties import format_properties, parse_properties
 from mirror_lib.errors import ConfigError
-from mirror_lib.properties import format_properties, parse_properties
 
 KEYS = st.text(min_size=1).filter(lambda k: k.strip() == k and k[0] not in "#!")
 

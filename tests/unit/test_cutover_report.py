@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.cutover import (
+from mirror_lib.errors import ConfigError
+from mirror_lib.replication.cutover import (
     RULE,
     CutoverOptions,
     CutoverResult,
@@ -12,8 +13,7 @@ from mirror_lib.cutover import (
     Step,
     format_cutover,
 )
-from mirror_lib.cutover_groups import GroupMove, commit_group_moves
-from mirror_lib.errors import ConfigError
+from mirror_lib.replication.cutover_groups import GroupMove, commit_group_moves
 
 
 def result(*steps: Step, dry_run: bool = True) -> CutoverResult:

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib import dashboard
-from mirror_lib.cli import main
-from mirror_lib.config import parse_config
-from mirror_lib.dashboard import (
+from mirror_lib.app import dashboard
+from mirror_lib.app.cli import main
+from mirror_lib.app.dashboard import (
     MAX_TABLE_ROWS,
     NO_DATA,
     SECTIONS,
@@ -22,6 +21,7 @@ from mirror_lib.dashboard import (
     sql_dir,
     write_dashboard,
 )
+from mirror_lib.config.model import parse_config
 from mirror_lib.errors import MirrorRuntimeError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def test_no_tables_is_a_clear_error_before_spark_starts(tmp_path):
     with pytest.raises(MirrorRuntimeError, match="nothing has been materialized"):
         write_dashboard(None, cfg, tmp_path / "d.html")
     assert not (tmp_path / "d.html").exists() and not (tmp_path / "state").exists()
-    from mirror_lib.delta_store import ensure_tables
+    from mirror_lib.tables.delta_rs import ensure_tables
 
     ensure_tables(str(tmp_path / "state"))
     require_tables(cfg)  # tables exist now (empty is fine)
@@ -145,8 +145,8 @@ def test_cli_dashboard_exit_codes(tmp_path, capsys):
 
 
 def test_time_buckets_suit_the_length_of_the_run():
-    from mirror_lib.dashboard import bucket_label
-    from mirror_lib.views import MAX_POINTS, bucket_for
+    from mirror_lib.app.dashboard import bucket_label
+    from mirror_lib.tables.views import MAX_POINTS, bucket_for
 
     assert bucket_for(None) == 60  # no data: a minute
     assert bucket_for(45) == 1  # a 45 s demo: 45 points, not one or two minutes

@@ -6,18 +6,18 @@ import json
 
 import pytest
 
-from mirror_lib.config import parse_config
-from mirror_lib.databricks import (
+from mirror_lib.app.tasks import TASKS
+from mirror_lib.app.widgets import parse_job_args
+from mirror_lib.config.databricks import (
     check_state_dir,
     default_path,
     load_job_config,
     resolve_secrets_on_driver,
     volume_path,
 )
+from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.flow import SECRET_OPTION, FlowContext
-from mirror_lib.tasks import TASKS
-from mirror_lib.widgets import parse_job_args
+from mirror_lib.replication.context import SECRET_OPTION, FlowContext
 
 DBR = {"DATABRICKS_RUNTIME_VERSION": "17.3"}
 PROPS = {

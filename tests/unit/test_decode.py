@@ -1,4 +1,5 @@
-"""Tests of mirror_lib.decode: raw internal-topic records -> rows of the five Delta tables."""
+"""Tests of mirror_lib.tables.decode: raw internal-topic records -> rows of the five Delta
+tables."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror_lib.decode import RawRecord, classify, decode_records
 from mirror_lib.errors import ConfigError
-from mirror_lib.formats import Checkpoint, Heartbeat, OffsetSync
-from mirror_lib.policy import DefaultReplicationPolicy, make_policy
-from mirror_lib.tables import SCHEMAS
+from mirror_lib.mm2.formats import Checkpoint, Heartbeat, OffsetSync
+from mirror_lib.mm2.policy import DefaultReplicationPolicy, make_policy
+from mirror_lib.tables.decode import RawRecord, classify, decode_records
+from mirror_lib.tables.schemas import SCHEMAS
 
 POLICY = make_policy("DefaultReplicationPolicy")
 UNDERSCORE = make_policy("DefaultReplicationPolicy", separator="__")

@@ -11,8 +11,8 @@ import pytest
 
 deltalake = pytest.importorskip("deltalake")
 
-from mirror_lib import delta_store as store  # noqa: E402
-from mirror_lib.tables import SCHEMAS, TABLES  # noqa: E402
+from mirror_lib.tables import delta_rs as store  # noqa: E402
+from mirror_lib.tables.schemas import SCHEMAS, TABLES  # noqa: E402
 
 NOW = datetime.now(timezone.utc)
 

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror_lib.budget import allocate
-from mirror_lib.config import parse_config
+from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.flow import stable_slot
-from mirror_lib.materialize import tables_enabled, tables_writer
-from mirror_lib.runner import end_offsets
+from mirror_lib.replication.budget import allocate
+from mirror_lib.replication.context import stable_slot
+from mirror_lib.spark.materialize import tables_enabled, tables_writer
+from mirror_lib.spark.runner import end_offsets
 
 
 def test_allocate_grants_everything_that_fits():

@@ -1,4 +1,4 @@
-"""Tests of mirror_lib.filters against mm2.md §3.3, §6.3 and §6.4."""
+"""Tests of mirror_lib.mm2.filters against mm2.md §3.3, §6.3 and §6.4."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror_lib.errors import ConfigError
-from mirror_lib.filters import (
+from mirror_lib.mm2.filters import (
     DEFAULT_GROUPS,
     DEFAULT_GROUPS_EXCLUDE,
     DEFAULT_TOPICS,
@@ -21,7 +21,7 @@ from mirror_lib.filters import (
     parse_list,
     should_replicate_topic,
 )
-from mirror_lib.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from mirror_lib.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 DEFAULT = DefaultReplicationPolicy()
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from mirror_lib.config import parse_config
+from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
-from mirror_lib.flow import FlowContext
-from mirror_lib.progress import CatchUpProgress
-from mirror_lib.runner import _claim_checkpoint, flow_dir
-from mirror_lib.spark import check_java
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.spark.progress import CatchUpProgress
+from mirror_lib.spark.runner import _claim_checkpoint, flow_dir
+from mirror_lib.spark.session import check_java
 
 
 def test_progress_prints_done_to_do_and_rate_when_not_a_terminal():

@@ -1,4 +1,4 @@
-"""Byte-exact tests of mirror_lib.formats against the worked examples of mm2.md §1."""
+"""Byte-exact tests of mirror_lib.mm2.formats against the worked examples of mm2.md §1."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror_lib.errors import DecodeError
-from mirror_lib.formats import Checkpoint, Heartbeat, OffsetSync
+from mirror_lib.mm2.formats import Checkpoint, Heartbeat, OffsetSync
 
 INT32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.lakeview import OUT, build_lakeview, render, select_columns
+from mirror_lib.app.lakeview import OUT, build_lakeview, render, select_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 SQL = {p.stem: p.read_text() for p in sorted((ROOT / "dashboards" / "sql").glob("*.sql"))}
@@ -22,7 +22,7 @@ def widgets(dashboard: dict) -> list[dict]:
 
 def test_committed_file_is_what_the_generator_builds():
     assert OUT == ROOT / "dashboards" / "mirror_health.lvdash.json"
-    assert build_lakeview() == COMMITTED, "run: python -m mirror_lib.lakeview --write"
+    assert build_lakeview() == COMMITTED, "run: python -m mirror_lib.app.lakeview --write"
     assert render(COMMITTED) == OUT.read_text()
 
 

@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from mirror_lib.cli import main
-from mirror_lib.clients import check_clients, client_config
-from mirror_lib.config import ROLES, MirrorConfig, load_config
+from mirror_lib.app.cli import main
+from mirror_lib.config.model import ROLES, MirrorConfig, load_config
+from mirror_lib.kafka.clients import check_clients, client_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 KEYPASS = "k3y-pass"

@@ -1,4 +1,4 @@
-"""Tests of mirror_lib.offset_sync: segments (D4), MM2 emission rules (mm2.md §4.1) and MM2's
+"""Tests of mirror_lib.offsets.segments: segments (D4), MM2 emission rules (mm2.md §4.1) and MM2's
 OffsetSyncStore translation (§4.2, §4.3, §9.16)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror_lib.errors import ConfigError
-from mirror_lib.offset_sync import (
+from mirror_lib.offsets.segments import (
     SYNCS_PER_PARTITION,
     Mm2SyncRules,
     OffsetSyncStore,

@@ -1,4 +1,4 @@
-"""Tests of mirror_lib.policy against mm2.md §2.1, §2.4, §3.1-3.3, §4.4 and §5."""
+"""Tests of mirror_lib.mm2.policy against mm2.md §2.1, §2.4, §3.1-3.3, §4.4 and §5."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from mirror_lib.errors import ConfigError
-from mirror_lib.policy import (
+from mirror_lib.mm2.policy import (
     VALID_POLICY_CLASSES,
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,

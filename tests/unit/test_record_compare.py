@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mirror_lib.offset_sync import Segment
-from mirror_lib.record_compare import OffsetMap, Rec, compare_ranges, encode_record
-from mirror_lib.verify import fits
+from mirror_lib.offsets.record_compare import OffsetMap, Rec, compare_ranges, encode_record
+from mirror_lib.offsets.segments import Segment
+from mirror_lib.replication.verify import fits
 
 
 def rec(offset: int, n: int, **change) -> Rec:

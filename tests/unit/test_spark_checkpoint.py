@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
-from mirror_lib.spark_checkpoint import (
+from mirror_lib.replication.spark_checkpoint import (
     ConsumerRestart,
     format_restart,
     parse_offset_log,
@@ -105,12 +105,12 @@ def test_restart_options_for_subscribe_and_assign():
 
 def test_cli_translate_needs_a_group_or_a_consumer_offsets_source():
     out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "translate", str(EXAMPLE), "--source", "A",
+        [sys.executable, "-m", "mirror_lib.app.cli", "translate", str(EXAMPLE), "--source", "A",
          "--target", "B"], capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "--group = <missing>" in out.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "translate", str(EXAMPLE), "--source", "A",
+        [sys.executable, "-m", "mirror_lib.app.cli", "translate", str(EXAMPLE), "--source", "A",
          "--target", "B", "--offsets-json", "{nope"], capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "--offsets-json" in out.stderr

@@ -6,8 +6,7 @@ import traceback
 
 import pytest
 
-from mirror_lib import supervise
-from mirror_lib.config import parse_config
+from mirror_lib.config.model import parse_config
 from mirror_lib.errors import (
     BrokerError,
     DataLossError,
@@ -15,8 +14,15 @@ from mirror_lib.errors import (
     RecordTooLargeError,
     is_transient_text,
 )
-from mirror_lib.flow import FlowContext
-from mirror_lib.supervise import Supervisor, Unit, backoff, current_outages, outage_limit
+from mirror_lib.replication import supervise
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.supervise import (
+    Supervisor,
+    Unit,
+    backoff,
+    current_outages,
+    outage_limit,
+)
 from tests.helpers.fake_query import FakeQuery
 
 
@@ -161,7 +167,7 @@ def test_an_outage_longer_than_the_limit_fails_with_a_clear_message(tmp_path, mo
 
 
 def test_admin_errors_name_the_cluster_from_the_flow_client_config(tmp_path):
-    from mirror_lib.admin import where_from
+    from mirror_lib.kafka.admin import where_from
 
     ctx = FlowContext.create(config(tmp_path), "A->B")
     assert where_from(ctx.client("target", "admin")) == "target cluster B (bootstrap 127.0.0.1:10)"
@@ -172,7 +178,7 @@ def test_admin_errors_name_the_cluster_from_the_flow_client_config(tmp_path):
 
 
 def test_mirror_status_shows_what_a_live_run_waits_for(tmp_path, monkeypatch):
-    from mirror_lib.status import FlowHealth, _add_outages, format_status
+    from mirror_lib.app.status import FlowHealth, _add_outages, format_status
 
     h = Harness(tmp_path, monkeypatch)
     h.query.fail(text_of(BrokerError("listing topics failed", transient=True)))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.config import parse_config
+from mirror_lib.app.tasks import main, run_task
+from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.materialize import maintain_tables
-from mirror_lib.tables import TABLES
-from mirror_lib.tasks import main, run_task
+from mirror_lib.spark.materialize import maintain_tables
+from mirror_lib.tables.schemas import TABLES
 
 
 def test_bad_parameters_fail_before_anything_starts(tmp_path, capsys):

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from mirror_lib.admin import (
+from mirror_lib.errors import ConfigError, UnsupportedOperationError
+from mirror_lib.kafka.admin import (
     AclBinding,
     ConfigEntry,
     ConfigOp,
@@ -14,8 +15,7 @@ from mirror_lib.admin import (
     RecordingAdminOps,
     broker_error,
 )
-from mirror_lib.errors import ConfigError, UnsupportedOperationError
-from mirror_lib.topic_sync import (
+from mirror_lib.replication.topic_sync import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     ConfigPropertyFilter,
     TopicSyncer,

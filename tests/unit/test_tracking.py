@@ -8,11 +8,7 @@ from pathlib import Path
 import pytest
 
 import mirror_lib
-from mirror_lib.config import parse_config
-from mirror_lib.errors import ConfigError
-from mirror_lib.properties import REDACTED, parse_properties, redact
-from mirror_lib.run_metrics import lag_series, summarize
-from mirror_lib.tracking import (
+from mirror_lib.app.tracking import (
     artifact_location,
     experiment_name,
     mlflow_enabled,
@@ -23,6 +19,10 @@ from mirror_lib.tracking import (
     tracking_uri,
     versions,
 )
+from mirror_lib.config.model import parse_config
+from mirror_lib.config.properties import REDACTED, parse_properties, redact
+from mirror_lib.errors import ConfigError
+from mirror_lib.tables.run_metrics import lag_series, summarize
 
 SECRET = "s3cr3t-unit-value"
 
@@ -198,7 +198,8 @@ def test_lag_series_is_bounded_on_long_runs():
 
 
 def test_run_and_log_without_mlflow_is_run_flows(tmp_path, monkeypatch):
-    from mirror_lib import runner, tracking
+    from mirror_lib.app import tracking
+    from mirror_lib.spark import runner
 
     calls = []
     monkeypatch.setattr(runner, "run_flows", lambda *a, **k: calls.append((a, k)) or {"ok": 1})
@@ -210,7 +211,8 @@ def test_run_and_log_without_mlflow_is_run_flows(tmp_path, monkeypatch):
 def test_interrupted_run_is_logged_killed_and_re_raised(tmp_path, monkeypatch, clean_env):
     from mlflow import MlflowClient
 
-    from mirror_lib import runner, tracking
+    from mirror_lib.app import tracking
+    from mirror_lib.spark import runner
 
     def interrupted(*_a, **_k):
         raise KeyboardInterrupt

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.errors import ConfigError
-from mirror_lib.widgets import (
+from mirror_lib.app.widgets import (
     Widgets,
     as_bool,
     as_number,
@@ -14,6 +13,7 @@ from mirror_lib.widgets import (
     parse_job_args,
     text,
 )
+from mirror_lib.errors import ConfigError
 
 
 class FakeWidgets:
