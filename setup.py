@@ -15,6 +15,7 @@ EXTRAS = {
         "pytest-timeout>=2.3",
         "hypothesis>=6.100",
         "ruff>=0.6",
+        "import-linter>=2.1",
         "nbval>=0.11",
         "pyyaml>=6",
         "cryptography>=42",

@@ -1,7 +1,7 @@
 """Static plotly dashboard (``mirror dashboard``): the Lakeview SQL on Spark, one offline HTML file.
 
 Every figure runs one file of ``dashboards/sql`` (figure name = file stem) over the views of
-:func:`mirror_lib.tables.views.create_views`, so this page and the Lakeview dashboard show the same
+:func:`mirror_lib.spark.views.create_views`, so this page and the Lakeview dashboard show the same
 numbers. The SQL files are found in an installed wheel (``mirror_lib/dashboard_sql``, package
 data) or in a source checkout / editable install (``dashboards/sql``), see :func:`sql_dir`.
 """
@@ -86,8 +86,8 @@ def require_tables(config: MirrorConfig) -> None:
     """Raise unless at least one delta-rs table exists under ``mirror.state.dir``."""
     from deltalake import DeltaTable
 
-    from mirror_lib.spark.materialize import tables_root
     from mirror_lib.tables.delta_rs import table_path
+    from mirror_lib.tables.location import tables_root
     from mirror_lib.tables.schemas import TABLES
 
     root = tables_root(config)
@@ -241,7 +241,7 @@ def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> g
     """The figure of one SQL file's rows: a chart for known names, else a table; empty-safe.
 
     ``bucket_seconds``: the time bucket of the rows' ``minute`` column (see
-    :func:`mirror_lib.tables.views.bucket_for`), named in titles and axes.
+    :func:`mirror_lib.spark.views.bucket_for`), named in titles and axes.
     """
     go = _plotly()
     fig = go.Figure()
@@ -268,8 +268,8 @@ def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> g
 
 def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
     """One figure per ``dashboards/sql`` file (keyed by its stem), over freshly created views."""
-    from mirror_lib.spark.materialize import tables_writer
-    from mirror_lib.tables.views import create_views, data_bucket
+    from mirror_lib.spark.views import create_views, data_bucket
+    from mirror_lib.tables.location import tables_writer
 
     _plotly()
     if tables_writer(spark, config) == "delta-rs":

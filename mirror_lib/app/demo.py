@@ -105,7 +105,7 @@ class Workload:
 
 def _report(spark: Any, config: MirrorConfig, workload: Workload) -> dict[str, Any]:
     from mirror_lib.replication.failover import translate_group
-    from mirror_lib.tables.views import create_views
+    from mirror_lib.spark.views import create_views
 
     create_views(spark, config)
     per_topic = {

@@ -209,7 +209,7 @@ def log_run(
     ``extra_params`` go with a run created here. What cannot be read (tables, dashboard) is
     skipped with a warning and a ``mirror.<what>`` tag. ``status``: FINISHED, FAILED or KILLED.
     """
-    from mirror_lib.spark.materialize import tables_enabled
+    from mirror_lib.tables.location import tables_enabled
 
     names = _flow_names(config, flow_names)
     if run_id is None:

@@ -17,10 +17,10 @@ from confluent_kafka import Consumer, KafkaException
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2 import policy as pol
 from mirror_lib.mm2.formats import Checkpoint, Heartbeat
 from mirror_lib.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
-from mirror_lib.replication.translate import read_topic
 
 __all__ = ["MirrorClient", "TopicPartition"]
 

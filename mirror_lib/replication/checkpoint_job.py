@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.offsets.checkpoints import (
     CheckpointStore,
@@ -27,7 +28,7 @@ from mirror_lib.offsets.checkpoints import (
 )
 from mirror_lib.offsets.segments import SegmentIndex
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.translate import add_segments, read_topic, reader_conf
+from mirror_lib.replication.translate import add_segments, reader_conf
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]

@@ -17,6 +17,7 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.flow_status import FlowStatus
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,6 @@ class CompanionJob:
         return self._thread is not None and self._thread.is_alive()
 
     def status(self) -> Any:
-        from mirror_lib.spark.runner import FlowStatus
 
         return FlowStatus(
             flow=self.ctx.flow.name,

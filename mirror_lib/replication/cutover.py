@@ -138,8 +138,9 @@ def readiness(
 def _checkpoint_age(ctx: FlowContext, groups: set[str], now_ms: float) -> float | None:
     """Seconds since the newest checkpoint of any of ``groups`` (None: none yet)."""
     from mirror_lib.errors import DecodeError
+    from mirror_lib.kafka.reader import read_topic
     from mirror_lib.mm2.formats import Checkpoint
-    from mirror_lib.replication.translate import read_topic, reader_conf
+    from mirror_lib.replication.translate import reader_conf
 
     newest = None
     for msg in read_topic(reader_conf(ctx), ctx.checkpoints_topic):

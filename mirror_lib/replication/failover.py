@@ -8,7 +8,6 @@ with ``apply``, commits them - refusing a group that has active members there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -18,6 +17,7 @@ from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.offsets.checkpoints import is_idle_group
+from mirror_lib.tables.location import tables_root
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,6 @@ def translate_group_as_of(
     Reads the materialized ``checkpoints`` Delta table as of ``version`` or ``timestamp``
     (ISO-8601, e.g. "2026-11-21T02:13:00Z"): "what would a failover at 02:13 have given us".
     """
-    from mirror_lib.spark.materialize import tables_root
     from mirror_lib.tables.delta_rs import read_table
 
     table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
@@ -132,40 +131,3 @@ def translate_group_as_of(
         if key not in latest or row["kafka_offset"] > latest[key][0]:
             latest[key] = (row["kafka_offset"], row["downstream_offset"])
     return [TranslatedOffset(t, p, off) for (t, p), (_k, off) in sorted(latest.items())]
-
-
-@dataclass(frozen=True)
-class FailoverOverview:
-    """Everything an on-call engineer checks before failing ``group`` over to ``target``."""
-
-    group: str
-    readiness: list[dict[str, Any]]
-    sql_offsets: list[dict[str, Any]]
-    dry_run: list[TranslatedOffset]
-
-
-def failover_overview(
-    spark: Any, config: MirrorConfig, group: str, source: str, target: str
-) -> FailoverOverview:
-    """SQL translation and readiness (lag, checkpoint and heartbeat age) next to a dry run."""
-    from mirror_lib.tables.views import create_views
-
-    config.flow(f"{source}->{target}")
-    create_views(spark, config)
-    where = (
-        f"WHERE group_id = '{group.replace(chr(39), chr(39) * 2)}' "
-        f"AND source = '{source}' AND target = '{target}'"
-    )
-    readiness = [
-        r.asDict() for r in spark.sql(f"SELECT * FROM failover_readiness {where}").collect()
-    ]
-    sql_offsets = [
-        r.asDict()
-        for r in spark.sql(
-            "SELECT topic, partition, upstream_offset, offset, checkpoint_offset "
-            f"FROM offset_translation {where} ORDER BY topic, partition"
-        ).collect()
-    ]
-    return FailoverOverview(
-        group, readiness, sql_offsets, failover_group(config, group, source, target)
-    )

@@ -3,8 +3,7 @@
 The query reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
 records-mode source, decodes them (:mod:`mirror_lib.tables.decode`) and appends to the tables of
 :mod:`mirror_lib.tables.schemas`. Writer: delta-rs, one Delta commit per micro-batch and table
-tagged
-with (query id, batch id) so replays never write twice; or, where the session has Delta (e.g.
+tagged with (query id, batch id) so replays never write twice; or, where the session has Delta (e.g.
 Databricks), Delta's Spark writer with ``txnAppId``/``txnVersion``.
 """
 
@@ -17,8 +16,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import ConfigError
-from mirror_lib.tables.delta_rs import DeltaBatchWriter
+from mirror_lib.spark.delta_source import DeltaBatchWriter
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import TABLES
 
 #: Topics a materialization query reads; decode.classify drops anything else that matches.
@@ -70,52 +69,6 @@ def decode_rows(rows: list, config: MirrorConfig, cluster: str) -> dict[str, Any
     ]
     tables, _bad = decode_records(records, cluster=cluster, policy=policy, syncs_location=location)
     return tables
-
-
-def tables_enabled(config: MirrorConfig) -> bool:
-    """``mirror.tables.enabled`` (default true): whether `mirror run` materializes tables."""
-    raw = config.properties.get("mirror.tables.enabled", "true").strip().lower()
-    if raw not in ("true", "false"):
-        raise ConfigError("mirror.tables.enabled", raw, "true or false")
-    return raw == "true"
-
-
-def materialized_clusters(config: MirrorConfig) -> list[str]:
-    """Clusters whose internal topics are materialized: targets of enabled flows."""
-    return sorted({f.target for f in config.enabled_flows()})
-
-
-def spark_has_delta(spark: Any) -> bool:
-    """True where Delta's Spark writer is available (Databricks, or delta-spark configured)."""
-    conf = spark.conf
-    return bool(conf.get("spark.databricks.clusterUsageTags.clusterId", None)) or (
-        "DeltaSparkSessionExtension" in (conf.get("spark.sql.extensions", None) or "")
-    )
-
-
-def tables_writer(spark: Any, config: MirrorConfig) -> str:
-    """``delta-rs`` or ``spark``, per ``mirror.tables.writer`` (auto by default)."""
-    choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
-    if choice not in ("auto", "delta-rs", "spark"):
-        raise ConfigError("mirror.tables.writer", choice, "auto, delta-rs or spark")
-    if choice == "auto":
-        return "spark" if spark_has_delta(spark) else "delta-rs"
-    return choice
-
-
-def spark_table_name(config: MirrorConfig, name: str) -> str:
-    """Name of a table for Delta's Spark writer: in ``mirror.tables.schema`` when set."""
-    schema = config.properties.get("mirror.tables.schema", "").strip()
-    return f"{schema}.{name}" if schema else name
-
-
-def tables_root(config: MirrorConfig) -> str:
-    """Folder of the delta-rs tables (``<mirror.state.dir>/tables/<name>``)."""
-    return (
-        str(Path(config.state_dir).resolve())
-        if "://" not in config.state_dir
-        else (config.state_dir)
-    )
 
 
 def start_materialization(
@@ -248,8 +201,8 @@ def maintain_tables(
 def _maintain_with_sql(
     spark: Any, config: MirrorConfig, retention_days: float, vacuum_hours: float
 ) -> dict[str, Any]:
-    from mirror_lib.tables.state_tables import ensure_spark_tables
-    from mirror_lib.tables.views import create_views
+    from mirror_lib.spark.delta_source import ensure_spark_tables
+    from mirror_lib.spark.views import create_views
 
     ensure_spark_tables(spark, config)  # tables no command has written yet: empty, for the views
     seconds = int(retention_days * 86400)

@@ -14,7 +14,6 @@ import logging
 import re
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError, is_t
 from mirror_lib.kafka.lookups import positions
 from mirror_lib.replication.companions import CompanionJob
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
 from mirror_lib.spark.progress import CatchUpProgress
 from mirror_lib.spark.session import register_sources
@@ -72,19 +72,6 @@ def end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
         else raw
     )
     return positions(end)
-
-
-@dataclass
-class FlowStatus:
-    """A snapshot of a running flow for notebooks and the CLI."""
-
-    flow: str
-    job: str
-    active: bool
-    batches: int
-    last_batch_id: int | None
-    records_per_second: float | None
-    message: str
 
 
 def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
@@ -496,12 +483,8 @@ def run_flows(
 
         own_session = SparkSession.getActiveSession() is None
         spark = get_spark()
-    from mirror_lib.spark.materialize import (
-        materialize_caught_up,
-        materialized_clusters,
-        start_materialization,
-        tables_enabled,
-    )
+    from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
+    from mirror_lib.tables.location import materialized_clusters, tables_enabled
 
     runners = [FlowRunner(spark, config, name) for name in names] if "replication" in parts else []
     jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]

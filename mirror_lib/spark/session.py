@@ -80,10 +80,10 @@ def get_spark() -> Any:
 
 def register_sources(spark: Any) -> None:
     """Register mirror_lib's Python data sources on ``spark`` (idempotent)."""
+    from mirror_lib.spark.delta_source import DeltaRsDataSource
     from mirror_lib.spark.materialize import MaterializeDataSource
     from mirror_lib.spark.records_source import RecordsDataSource
     from mirror_lib.spark.source import MirrorDataSource
-    from mirror_lib.tables.delta_rs import DeltaRsDataSource
 
     for source in (
         MirrorDataSource,

@@ -4,7 +4,7 @@
 the
 tables with :func:`read_rows` (delta-rs files locally; Delta's Spark writer, e.g. Unity Catalog
 tables on Databricks) and aggregate with the functions below. The SQL views
-(:mod:`mirror_lib.tables.views`) state the same definitions in SQL, and a test holds both to agree:
+(:mod:`mirror_lib.spark.views`) state the same definitions in SQL, and a test holds both to agree:
 
 * latency p50: the record-weighted mean of the chunks' p50; p99 and max: the worst chunk's;
 * lag: the sum over partitions of each partition's latest lag (latest by ts, then upstream_last);
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 
 Row = dict[str, Any]
 #: Table -> timestamp column that becomes ``_ms`` (epoch ms) in :func:`read_rows`.
@@ -31,8 +32,6 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
     Without a session, one is found only where Spark's writer is configured or on Databricks, so
     that ``mirror status`` over delta-rs tables never starts Spark.
     """
-    from mirror_lib.spark.materialize import tables_writer
-
     if spark is None:
         from mirror_lib.config.databricks import on_databricks
 
@@ -48,8 +47,6 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
 
 def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[Row]:
     """Rows of a table with ``_ms`` = its timestamp column in epoch ms (either writer)."""
-    from mirror_lib.spark.materialize import spark_table_name, tables_root
-
     ts = TIMESTAMPS[name]
     spark = tables_spark(config, spark)
     if spark is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import SCHEMAS
 
 
@@ -23,8 +24,6 @@ def _schema(name: str) -> Any:
 def _spark_writer(spark: Any, config: MirrorConfig) -> bool:
     if spark is None:
         return False
-    from mirror_lib.spark.materialize import tables_writer
-
     return tables_writer(spark, config) == "spark"
 
 
@@ -39,8 +38,6 @@ def append_rows(
         return 0
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema)
     if _spark_writer(spark, config):
-        from mirror_lib.spark.materialize import spark_table_name
-
         (
             spark.createDataFrame(table.to_pandas())
             .write.format("delta")
@@ -50,7 +47,6 @@ def append_rows(
         return table.num_rows
     from deltalake import write_deltalake
 
-    from mirror_lib.spark.materialize import tables_root
     from mirror_lib.tables.delta_rs import ensure_tables, table_path
 
     root = tables_root(config)
@@ -63,30 +59,10 @@ def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[dict[s
     """Every row of the table (empty when it does not exist yet)."""
     _schema(name)
     if _spark_writer(spark, config):
-        from mirror_lib.spark.materialize import spark_table_name
-
         table = spark_table_name(config, name)
         if not spark.catalog.tableExists(table):
             return []
         return [r.asDict() for r in spark.table(table).collect()]
-    from mirror_lib.spark.materialize import tables_root
     from mirror_lib.tables.delta_rs import read_table
 
     return read_table(tables_root(config), name).to_pylist()
-
-
-def ensure_spark_tables(spark: Any, config: MirrorConfig) -> list[str]:
-    """With Delta's Spark writer: create every missing table empty (views need all of them)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from mirror_lib.spark.materialize import spark_table_name
-
-    created = []
-    for name, schema in SCHEMAS.items():
-        table = spark_table_name(config, name)
-        if spark.catalog.tableExists(table):
-            continue
-        empty = spark.createDataFrame([], from_arrow_schema(schema))
-        empty.write.format("delta").mode("ignore").saveAsTable(table)
-        created.append(table)
-    return created

@@ -10,8 +10,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirror_lib.replication.cutover import CutoverOptions, run_cutover
 from mirror_lib.replication.verify import verify_flow
+from mirror_lib.spark.views import create_views
 from mirror_lib.tables.state_tables import read_rows
-from mirror_lib.tables.views import create_views
 from mirror_lib.testing.embedded import consume_all, create_topic, produce_exact
 from tests.integration.conftest import write_properties
 from tests.integration.test_checkpoints import (

@@ -17,8 +17,8 @@ import pytest
 from mirror_lib.app.dashboard import NO_DATA, build_figures
 from mirror_lib.app.lakeview import select_columns
 from mirror_lib.config.model import parse_config
-from mirror_lib.spark.materialize import tables_root
 from mirror_lib.tables.delta_rs import ensure_tables, table_path
+from mirror_lib.tables.location import tables_root
 from mirror_lib.tables.schemas import SCHEMAS
 from tests.browser import chromium_available, render
 from tests.integration.conftest import flow_properties, write_properties
@@ -138,7 +138,7 @@ def test_figures_show_each_topic_and_partition(spark, tables):
 
 
 def test_select_lists_match_what_spark_returns(spark, tables):
-    from mirror_lib.tables.views import create_views
+    from mirror_lib.spark.views import create_views
 
     create_views(spark, tables)  # a minute: what the Lakeview dashboard shows
     lag = spark.sql("SELECT lag FROM lag_per_minute WHERE topic = 'A.orders' ORDER BY minute")

@@ -18,7 +18,7 @@ from mirror_lib.spark.materialize import (
     start_materialization,
 )
 from mirror_lib.spark.runner import run_flows
-from mirror_lib.tables.views import create_views
+from mirror_lib.spark.views import create_views
 from mirror_lib.testing.embedded import create_topic, produce_exact
 from tests.integration.conftest import metrics_events
 
@@ -273,8 +273,8 @@ def test_one_health_for_either_writer_and_the_views(spark, flow):
     """The same numbers from delta-rs files, from Spark-held tables and from the SQL views."""
     from mirror_lib.app.status import flow_status
     from mirror_lib.config.model import parse_config
-    from mirror_lib.spark.materialize import tables_root
-    from mirror_lib.tables.delta_rs import register_tables
+    from mirror_lib.spark.delta_source import register_tables
+    from mirror_lib.tables.location import tables_root
 
     now = time.time() * 1000
     (local,) = flow_status(flow["config"], now_ms=now)

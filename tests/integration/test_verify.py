@@ -9,8 +9,8 @@ from pathlib import Path
 
 from mirror_lib.replication.verify import verify_flow
 from mirror_lib.spark.runner import run_flows
+from mirror_lib.spark.views import create_views
 from mirror_lib.tables.state_tables import read_rows
-from mirror_lib.tables.views import create_views
 from mirror_lib.testing.embedded import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 

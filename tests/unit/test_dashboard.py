@@ -146,7 +146,7 @@ def test_cli_dashboard_exit_codes(tmp_path, capsys):
 
 def test_time_buckets_suit_the_length_of_the_run():
     from mirror_lib.app.dashboard import bucket_label
-    from mirror_lib.tables.views import MAX_POINTS, bucket_for
+    from mirror_lib.spark.views import MAX_POINTS, bucket_for
 
     assert bucket_for(None) == 60  # no data: a minute
     assert bucket_for(45) == 1  # a 45 s demo: 45 points, not one or two minutes

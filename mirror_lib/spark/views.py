@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import TABLES
 
 #: View name -> SELECT over the tables (``{t_<table>}`` placeholders; ``{bucket}``: the time
@@ -124,14 +125,12 @@ VIEWS: dict[str, str] = {
 
 
 def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, Any]) -> dict:
-    from mirror_lib.spark.materialize import spark_table_name, tables_root, tables_writer
-
     if tables_writer(spark, config) == "spark" and not as_of:
-        from mirror_lib.tables.state_tables import ensure_spark_tables
+        from mirror_lib.spark.delta_source import ensure_spark_tables
 
         ensure_spark_tables(spark, config)  # e.g. `verifications` before the first verify
         return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
-    from mirror_lib.tables.delta_rs import register_tables
+    from mirror_lib.spark.delta_source import register_tables
 
     register_tables(spark, tables_root(config), prefix=prefix + "t_", **as_of)
     return {f"t_{t}": f"{prefix}t_{t}" for t in TABLES}
