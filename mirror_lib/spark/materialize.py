@@ -17,6 +17,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.spark.delta_source import DeltaBatchWriter
+from mirror_lib.spark.progress import end_offsets, raise_query_error
+from mirror_lib.spark.records_source import SCHEMA, RecordsDataSource
 from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import TABLES
 
@@ -38,8 +40,6 @@ class MaterializeDataSource(DataSource):
         return "mirror_delta"
 
     def schema(self) -> str:
-        from mirror_lib.spark.records_source import SCHEMA
-
         return SCHEMA
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
@@ -83,9 +83,8 @@ def start_materialization(
 
     ``available_now``: one batch, then the query ends (the only trigger serverless allows).
     """
-    from mirror_lib.spark.session import register_sources
-
-    register_sources(spark)
+    for source in (RecordsDataSource, MaterializeDataSource):
+        spark.dataSource.register(source)  # idempotent
     options = {
         "properties": json.dumps(dict(config.properties), sort_keys=True),
         "cluster": cluster,
@@ -129,7 +128,6 @@ def materialize_caught_up(
     from mirror_lib.errors import MirrorRuntimeError
     from mirror_lib.kafka.clients import client_config
     from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
-    from mirror_lib.spark.runner import end_offsets, raise_query_error
 
     admin = AdminClient(client_config(config.cluster(cluster), "admin"))
     pattern = re.compile(INTERNAL_PATTERN)

@@ -1,14 +1,22 @@
-"""Progress of a catch-up (``mirror run --once``, the demo): records done / to do and rate.
+"""Progress of queries and catch-ups: shared by the flow runner and materialization.
 
-A bar on a terminal; otherwise a plain line when the count moved, at most every
-``LINE_SECONDS`` (logs, CI, jobs). Counts come from the delivery ledger, so they are exact.
+:class:`CatchUpProgress` (``mirror run --once``, the demo): records done / to do and rate; a bar
+on a terminal, otherwise a plain line when the count moved, at most every ``LINE_SECONDS`` (logs,
+CI, jobs). Counts come from the delivery ledger, so they are exact. :func:`end_offsets` and
+:func:`raise_query_error` read a streaming query's progress and failure.
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import re
 import sys
 import time
 from typing import Any, TextIO
+
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.kafka.lookups import positions
 
 TP = tuple[str, int]
 LINE_SECONDS = 5.0
@@ -55,3 +63,33 @@ class CatchUpProgress:
     def finish(self) -> None:
         if self.tty:
             self.stream.write("\n")
+
+
+def end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
+    """End offset per (topic, partition) of a mirror source's last progress ({} if none)."""
+    if not progress or not progress.get("sources"):
+        return {}
+    raw = progress["sources"][0].get("endOffset")
+    # Python sources report offsets as the repr of the dict in Spark 4.1, JSON elsewhere.
+    end = (
+        (json.loads(raw) if raw.startswith('{"') else ast.literal_eval(raw))
+        if isinstance(raw, str)
+        else raw
+    )
+    return positions(end)
+
+
+def raise_query_error(
+    query: Any, what: str, kept: str = "the tables keep every committed batch"
+) -> None:
+    """Raise a MirrorRuntimeError naming the cause when ``query`` failed.
+
+    The cause is our own error's message when the Python traceback carries one, else the first
+    line of Spark's message.
+    """
+    exc = query.exception() if query is not None else None
+    if exc is not None:
+        text = str(exc)
+        match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
+        detail = f"{match.group(1)}: {match.group(2)}" if match else text.strip().splitlines()[0]
+        raise MirrorRuntimeError(f"{what} failed: {detail}; {kept}")

@@ -8,7 +8,6 @@ reached them for every partition.
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import re
@@ -19,12 +18,11 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError, is_transient_text
-from mirror_lib.kafka.lookups import positions
 from mirror_lib.replication.companions import CompanionJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
-from mirror_lib.spark.progress import CatchUpProgress
+from mirror_lib.spark.progress import CatchUpProgress, raise_query_error
 from mirror_lib.spark.session import register_sources
 
 log = logging.getLogger(__name__)
@@ -60,20 +58,6 @@ def _claim_checkpoint(ctx: FlowContext, folder: Path) -> None:
     marker.write_text(json.dumps(mine))
 
 
-def end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
-    """End offset per (topic, partition) of a mirror source's last progress ({} if none)."""
-    if not progress or not progress.get("sources"):
-        return {}
-    raw = progress["sources"][0].get("endOffset")
-    # Python sources report offsets as the repr of the dict in Spark 4.1, JSON elsewhere.
-    end = (
-        (json.loads(raw) if raw.startswith('{"') else ast.literal_eval(raw))
-        if isinstance(raw, str)
-        else raw
-    )
-    return positions(end)
-
-
 def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
     """A topic filter that matches nothing is an error with --once, a warning otherwise.
 
@@ -99,22 +83,6 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
         f"warning: {key} = {', '.join(ctx.settings.topics)} matches no topic on "
         f"{ctx.source} yet (it has: {shown}); new topics are picked up when they appear"
     )
-
-
-def raise_query_error(
-    query: Any, what: str, kept: str = "the tables keep every committed batch"
-) -> None:
-    """Raise a MirrorRuntimeError naming the cause when ``query`` failed.
-
-    The cause is our own error's message when the Python traceback carries one, else the first
-    line of Spark's message.
-    """
-    exc = query.exception() if query is not None else None
-    if exc is not None:
-        text = str(exc)
-        match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
-        detail = f"{match.group(1)}: {match.group(2)}" if match else text.strip().splitlines()[0]
-        raise MirrorRuntimeError(f"{what} failed: {detail}; {kept}")
 
 
 class FlowRunner:
@@ -284,65 +252,6 @@ class FlowRunner:
             "everything committed before the failure is kept; restarting resumes from the last "
             "committed batch",
         )
-
-
-def _progress_or_none(r: Any) -> dict[str, Any]:
-    """Copied records, records/s and lag of a replication query from the delivery ledger, or
-    nothing when they cannot be measured now (e.g. during an outage)."""
-    if r.job != "replication" or r.query is None:
-        return {}
-    try:
-        return r.progress()
-    except MirrorError:
-        return {}
-
-
-def progress_rows(
-    runners: list[Any],
-    tables: list[Any],
-    clusters: list[str],
-    waiting: dict[str, str] | None = None,
-) -> list[dict]:
-    """One row per running part: batches (slices) done and, for replication, records copied,
-    records/s and lag from the delivery ledger (a slice lasts minutes; the ledger moves on every
-    commit).
-
-    ``waiting``: query name -> outage line of the parts waiting through an outage (they get
-    ``outage`` and no ledger measurement, which would wait for the unreachable cluster).
-    """
-    waiting = waiting or {}
-    rows = []
-    for r in runners:
-        st = r.status()
-        outage = waiting.get(_unit_name(r))
-        row = {
-            "flow": st.flow,
-            "job": st.job,
-            "active": st.active,
-            "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
-            "copied": None,
-            "records_per_s": round(st.records_per_second or 0.0, 1),
-            "lag": None,
-            "outage": outage,
-        }
-        if not outage:
-            row.update(_progress_or_none(r))
-        rows.append(row)
-    for q, cluster in zip(tables, clusters, strict=True):
-        last = q.lastProgress
-        rows.append(
-            {
-                "flow": cluster,
-                "job": "tables",
-                "active": q.isActive,
-                "batches": last["batchId"] + 1 if last else 0,
-                "copied": None,
-                "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
-                "lag": None,
-                "outage": waiting.get(f"tables of {cluster}"),
-            }
-        )
-    return rows
 
 
 def _unit_name(r: FlowRunner) -> str:
@@ -563,3 +472,62 @@ def run_flows(
                 q.stop()
         if own_session:
             spark.stop()
+
+
+def _progress_or_none(r: Any) -> dict[str, Any]:
+    """Copied records, records/s and lag of a replication query from the delivery ledger, or
+    nothing when they cannot be measured now (e.g. during an outage)."""
+    if r.job != "replication" or r.query is None:
+        return {}
+    try:
+        return r.progress()
+    except MirrorError:
+        return {}
+
+
+def progress_rows(
+    runners: list[Any],
+    tables: list[Any],
+    clusters: list[str],
+    waiting: dict[str, str] | None = None,
+) -> list[dict]:
+    """One row per running part: batches (slices) done and, for replication, records copied,
+    records/s and lag from the delivery ledger (a slice lasts minutes; the ledger moves on every
+    commit).
+
+    ``waiting``: query name -> outage line of the parts waiting through an outage (they get
+    ``outage`` and no ledger measurement, which would wait for the unreachable cluster).
+    """
+    waiting = waiting or {}
+    rows = []
+    for r in runners:
+        st = r.status()
+        outage = waiting.get(_unit_name(r))
+        row = {
+            "flow": st.flow,
+            "job": st.job,
+            "active": st.active,
+            "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
+            "copied": None,
+            "records_per_s": round(st.records_per_second or 0.0, 1),
+            "lag": None,
+            "outage": outage,
+        }
+        if not outage:
+            row.update(_progress_or_none(r))
+        rows.append(row)
+    for q, cluster in zip(tables, clusters, strict=True):
+        last = q.lastProgress
+        rows.append(
+            {
+                "flow": cluster,
+                "job": "tables",
+                "active": q.isActive,
+                "batches": last["batchId"] + 1 if last else 0,
+                "copied": None,
+                "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
+                "lag": None,
+                "outage": waiting.get(f"tables of {cluster}"),
+            }
+        )
+    return rows

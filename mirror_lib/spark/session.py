@@ -12,6 +12,10 @@ import sys
 from typing import Any
 
 from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.spark.delta_source import DeltaRsDataSource
+from mirror_lib.spark.materialize import MaterializeDataSource
+from mirror_lib.spark.records_source import RecordsDataSource
+from mirror_lib.spark.source import MirrorDataSource
 
 
 def check_java() -> None:
@@ -80,11 +84,6 @@ def get_spark() -> Any:
 
 def register_sources(spark: Any) -> None:
     """Register mirror_lib's Python data sources on ``spark`` (idempotent)."""
-    from mirror_lib.spark.delta_source import DeltaRsDataSource
-    from mirror_lib.spark.materialize import MaterializeDataSource
-    from mirror_lib.spark.records_source import RecordsDataSource
-    from mirror_lib.spark.source import MirrorDataSource
-
     for source in (
         MirrorDataSource,
         RecordsDataSource,

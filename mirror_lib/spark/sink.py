@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copier import CopyResult, copy_slice
+from mirror_lib.spark.slot_work import SlotWork
 
 _CONTEXTS: dict[str, FlowContext] = {}
 
@@ -44,8 +45,6 @@ class SliceCopier(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         from pyspark import TaskContext
-
-        from mirror_lib.spark.source import SlotWork
 
         rows = list(iterator)
         if not rows:

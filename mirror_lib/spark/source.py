@@ -21,7 +21,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -35,54 +34,13 @@ from mirror_lib.errors import DataLossError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
+from mirror_lib.spark.sink import SliceCopier
+from mirror_lib.spark.slot_work import SlotWork
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "slot int, work string"
 TP = tuple[str, int]
-
-
-@dataclass
-class SlotWork(InputPartition):
-    """What one task slot copies in one slice: its partitions and, with --once, where to stop.
-
-    ``counts`` are the source's partition counts at planning; a task that sees more (or a new
-    matching topic) ends its slice early so that the planner sets them up.
-    """
-
-    slot: int
-    partitions: list[TP]
-    until: list[tuple[str, int, int]] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    slice: int = 0
-    ids: dict[str, str] = field(default_factory=dict)
-
-    def until_offsets(self) -> dict[TP, int]:
-        return {(t, p): end for t, p, end in self.until}
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "p": self.partitions,
-                "u": self.until,
-                "c": self.counts,
-                "s": self.slice,
-                "i": self.ids,
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def from_json(cls, slot: int, text: str) -> SlotWork:
-        data = json.loads(text)
-        return cls(
-            slot,
-            [(t, int(p)) for t, p in data["p"]],
-            [(t, int(p), int(end)) for t, p, end in data["u"]],
-            {t: int(n) for t, n in data["c"].items()},
-            int(data["s"]),
-            dict(data.get("i", {})),
-        )
 
 
 def parse_until(text: str | None) -> dict[TP, int]:
@@ -116,8 +74,6 @@ class MirrorDataSource(DataSource):
         return SlicePlanner(dict(self.options))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        from mirror_lib.spark.sink import SliceCopier
-
         return SliceCopier(dict(self.options))
 
 

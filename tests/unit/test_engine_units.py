@@ -10,7 +10,7 @@ from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.budget import allocate
 from mirror_lib.replication.context import stable_slot
-from mirror_lib.spark.runner import end_offsets
+from mirror_lib.spark.progress import end_offsets
 from mirror_lib.tables.location import tables_enabled, tables_writer
 
 
