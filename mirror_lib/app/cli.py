@@ -12,6 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_translate_offsets
+from mirror_lib.app.status import flow_status, format_status
+from mirror_lib.app.tracking import run_and_log
 from mirror_lib.config.describe import describe_config, format_description
 from mirror_lib.config.model import load_config
 from mirror_lib.errors import ConfigError, MirrorError
@@ -35,8 +38,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from mirror_lib.app.tracking import run_and_log
-
     config = load_config(args.config)
     for warning in check_clients(config):  # refuses what no client could be built from
         print(f"mirror: warning: {warning}", file=sys.stderr)
@@ -69,8 +70,6 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     from mirror_lib.replication.failover import translate_group
 
     if args.spark_checkpoint or args.offsets_json:
-        from mirror_lib.app.cli_migrate import cmd_translate_offsets
-
         return cmd_translate_offsets(args)
     if not args.group:
         raise ConfigError("--group", None, "a consumer group id (or --spark-checkpoint PATH)")
@@ -92,8 +91,6 @@ def _cmd_failover(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from mirror_lib.app.status import flow_status, format_status
-
     rows = flow_status(load_config(args.config))
     if args.json:
         print(json.dumps({r.flow: r.as_dict() for r in rows}, indent=2))
@@ -151,12 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "failover":
             cmd.add_argument("--apply", action="store_true", help="commit the offsets")
         else:
-            from mirror_lib.app.cli_migrate import add_translate_options
-
             add_translate_options(cmd)
         cmd.set_defaults(func=func)
-    from mirror_lib.app.cli_migrate import add_commands
-
     add_commands(sub)  # verify, cutover
     status = sub.add_parser("status", help="per flow: last batch, lag, latency, ages")
     status.add_argument("config", help="mm2.properties file")

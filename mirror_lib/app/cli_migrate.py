@@ -13,6 +13,13 @@ from typing import Any
 
 from mirror_lib.config.model import load_config
 from mirror_lib.errors import ConfigError
+from mirror_lib.replication.spark_checkpoint import (
+    format_restart,
+    parse_offsets_json,
+    read_spark_checkpoint,
+    translate_consumer_offsets,
+)
+from mirror_lib.replication.verify import format_report, verify_flow
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -32,8 +39,6 @@ def _session(wanted: bool) -> Any:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no partition differs (and, with --require-complete, none is behind)."""
-    from mirror_lib.replication.verify import format_report, verify_flow
-
     config = load_config(args.config)
     report = verify_flow(
         config,
@@ -71,13 +76,6 @@ def cmd_cutover(args: argparse.Namespace) -> int:
 
 def cmd_translate_offsets(args: argparse.Namespace) -> int:
     """``translate --spark-checkpoint`` / ``--offsets-json``: startingOffsets for the target."""
-    from mirror_lib.replication.spark_checkpoint import (
-        format_restart,
-        parse_offsets_json,
-        read_spark_checkpoint,
-        translate_consumer_offsets,
-    )
-
     if not (args.source and args.target):
         raise ConfigError("--source/--target", None, "both cluster aliases (e.g. A and B)")
     config = load_config(args.config)

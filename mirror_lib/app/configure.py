@@ -16,6 +16,7 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig, parse_config
 from mirror_lib.config.properties import format_properties
 from mirror_lib.errors import ConfigError
+from mirror_lib.replication.context import FlowContext
 
 POLICIES = {
     "default": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
@@ -98,7 +99,6 @@ def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) ->
     from confluent_kafka.admin import AdminClient
 
     from mirror_lib.kafka.lookups import list_topic_partitions
-    from mirror_lib.replication.context import FlowContext
     from mirror_lib.spark.runner import check_clusters
 
     flow = config.flow(flow_name)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.tables.location import tables_root, tables_writer
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -87,7 +88,6 @@ def require_tables(config: MirrorConfig) -> None:
     from deltalake import DeltaTable
 
     from mirror_lib.tables.delta_rs import table_path
-    from mirror_lib.tables.location import tables_root
     from mirror_lib.tables.schemas import TABLES
 
     root = tables_root(config)
@@ -269,7 +269,6 @@ def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> g
 def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
     """One figure per ``dashboards/sql`` file (keyed by its stem), over freshly created views."""
     from mirror_lib.spark.views import create_views, data_bucket
-    from mirror_lib.tables.location import tables_writer
 
     _plotly()
     if tables_writer(spark, config) == "delta-rs":

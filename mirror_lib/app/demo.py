@@ -17,6 +17,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.errors import MirrorError
+from mirror_lib.replication.failover import translate_group
+from mirror_lib.testing.embedded import create_topic, embedded_brokers, stop_all
 
 TOPICS = {"orders": 4, "payments": 2, "clicks": 3}
 GROUP = "demo-orders-app"
@@ -104,7 +107,6 @@ class Workload:
 
 
 def _report(spark: Any, config: MirrorConfig, workload: Workload) -> dict[str, Any]:
-    from mirror_lib.replication.failover import translate_group
     from mirror_lib.spark.views import create_views
 
     create_views(spark, config)
@@ -157,7 +159,6 @@ def _report(spark: Any, config: MirrorConfig, workload: Workload) -> dict[str, A
 def _dashboard(spark: Any, config: MirrorConfig, out: Path, report: Any) -> str | None:
     """Write the static HTML dashboard while the session is up; a failure is reported, not fatal."""
     from mirror_lib.app.dashboard import write_dashboard
-    from mirror_lib.errors import MirrorError
 
     try:
         return str(write_dashboard(spark, config, out))
@@ -197,7 +198,6 @@ def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = 
     """Run the demo for ``duration_s`` seconds of live replication; everything is stopped after."""
     from mirror_lib.spark.runner import run_flows
     from mirror_lib.spark.session import local_spark_session
-    from mirror_lib.testing.embedded import create_topic, embedded_brokers, stop_all
 
     workdir = (workdir or Path("mirror-demo")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)

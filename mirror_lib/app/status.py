@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
+from mirror_lib.replication.supervise import current_outages
 from mirror_lib.tables.health import FlowHealth, flow_health
 
 __all__ = ["FlowHealth", "flow_status", "format_status"]
@@ -29,8 +30,6 @@ def flow_status(
 
 def _add_outages(config: MirrorConfig, rows: list[FlowHealth]) -> None:
     """Outages a live `mirror run` on this state folder is waiting through right now."""
-    from mirror_lib.replication.supervise import current_outages
-
     now = time.time() * 1000.0
     for row in rows:
         waits = [o for o in current_outages(config) if o.get("flow") == row.flow]

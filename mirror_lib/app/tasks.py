@@ -11,7 +11,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from mirror_lib.app.cli import exit_code
 from mirror_lib.app.widgets import Param, Widgets, as_bool, as_number, text
+from mirror_lib.config.databricks import load_job_config
 from mirror_lib.errors import ConfigError
 
 COMMON = (
@@ -39,8 +41,6 @@ TASKS: dict[str, tuple[tuple[str, ...] | None, tuple[Param, ...]]] = {
 
 
 def _config(values: dict[str, Any]) -> Any:
-    from mirror_lib.config.databricks import load_job_config
-
     return load_job_config(values["config_path"], values["tables_schema"], values["state_dir"])
 
 
@@ -85,7 +85,5 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
 
 def main(name: str, args: Sequence[str] | None = None) -> int:
     """Entry of ``jobs/<name>.py``: parameters are checked before a Spark session is found."""
-    from mirror_lib.app.cli import exit_code
-
     argv = sys.argv[1:] if args is None else args
     return exit_code(lambda: run_task(name, argv), f"mirror task {name}")

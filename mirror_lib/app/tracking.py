@@ -27,6 +27,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.properties import format_properties, redact
 from mirror_lib.config.settings import global_setting
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
+from mirror_lib.tables.location import tables_enabled
 from mirror_lib.tables.run_metrics import Series, window_metrics
 
 _CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")  # user:password@ in URIs
@@ -209,8 +210,6 @@ def log_run(
     ``extra_params`` go with a run created here. What cannot be read (tables, dashboard) is
     skipped with a warning and a ``mirror.<what>`` tag. ``status``: FINISHED, FAILED or KILLED.
     """
-    from mirror_lib.tables.location import tables_enabled
-
     names = _flow_names(config, flow_names)
     if run_id is None:
         run_id = start_run(config, flow_names=names, run_name=run_name, extra_params=extra_params)

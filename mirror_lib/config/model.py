@@ -34,6 +34,7 @@ from mirror_lib.config.settings import (
     split_list,
 )
 from mirror_lib.errors import ConfigError
+from mirror_lib.mm2.policy import make_policy
 
 ROLES = ("consumer", "producer", "admin")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
@@ -186,8 +187,6 @@ class FlowConfig:
 
     def policy(self) -> Any:
         """The flow's replication policy (:mod:`mirror_lib.mm2.policy`)."""
-        from mirror_lib.mm2.policy import make_policy
-
         s = self.settings
         return make_policy(
             s.policy_class,

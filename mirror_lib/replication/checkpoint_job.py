@@ -17,6 +17,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Produc
 from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
+from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
@@ -159,8 +160,6 @@ def _translate(state: _State, topic: str, partition: int, upstream: int) -> int 
 
 def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
     """Write one round in one transaction: every partition's checkpoint appears together."""
-    from mirror_lib.kafka.admin import KafkaAdminOps
-
     KafkaAdminOps(ctx.client("target", "admin")).create_compacted_topic(
         ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
     )

@@ -18,6 +18,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
+from mirror_lib.replication.heartbeats import Heartbeater
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,6 @@ class CompanionJob:
     def run_once(self) -> int:
         """Run the job one time; the number of records it wrote."""
         if self.job == "heartbeats":
-            from mirror_lib.replication.heartbeats import Heartbeater
-
             if self._heartbeater is None:
                 self._heartbeater = Heartbeater(self.ctx)
             return self._heartbeater.emit()

@@ -17,6 +17,7 @@ from typing import Any
 from mirror_lib.config.describe import metrics_topic
 from mirror_lib.config.model import FlowConfig, MirrorConfig, parse_config
 from mirror_lib.config.properties import has_reference, is_sensitive
+from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
 from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
@@ -211,8 +212,6 @@ def produce_plain(
     until all are acknowledged (internal records: heartbeats, source-side syncs, planner events).
     """
     from confluent_kafka import Producer
-
-    from mirror_lib.errors import BrokerError
 
     producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
     for key, value in records:

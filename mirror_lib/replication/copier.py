@@ -31,6 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
+from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.mm2.formats import OffsetSync
 from mirror_lib.offsets.segments import Segment, mm2_compatible_points
 from mirror_lib.replication import events, testhooks
@@ -419,8 +420,6 @@ class SliceCopy:
         if not self.ids:
             return False
         from confluent_kafka.admin import AdminClient
-
-        from mirror_lib.kafka.lookups import topic_ids
 
         if self._admin is None:
             self._admin = AdminClient(self.ctx.client("source", "admin"))

@@ -21,10 +21,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import ConfigError
+from mirror_lib.errors import ConfigError, DecodeError
+from mirror_lib.kafka.lookups import partition_bounds
+from mirror_lib.kafka.mirror_client import MirrorClient
+from mirror_lib.kafka.reader import read_topic
+from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.offsets.segments import SegmentIndex
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.cutover_groups import GroupMove, commit_group_moves, plan_group_moves
+from mirror_lib.replication.translate import load_segments, reader_conf
+from mirror_lib.replication.verify import flow_partitions, record_report, verify_flow
 
 TP = tuple[str, int]
 RULE = (
@@ -106,8 +112,6 @@ def readiness(
     groups: set[str],
 ) -> Step:
     """Lag (A's end - replicated end, summed), checkpoint age of ``groups`` and heartbeat age."""
-    from mirror_lib.kafka.mirror_client import MirrorClient
-
     lag = 0
     for tp, end in ends.items():
         index = indexes.get(tp)
@@ -137,11 +141,6 @@ def readiness(
 
 def _checkpoint_age(ctx: FlowContext, groups: set[str], now_ms: float) -> float | None:
     """Seconds since the newest checkpoint of any of ``groups`` (None: none yet)."""
-    from mirror_lib.errors import DecodeError
-    from mirror_lib.kafka.reader import read_topic
-    from mirror_lib.mm2.formats import Checkpoint
-    from mirror_lib.replication.translate import reader_conf
-
     newest = None
     for msg in read_topic(reader_conf(ctx), ctx.checkpoints_topic):
         try:
@@ -155,8 +154,6 @@ def _checkpoint_age(ctx: FlowContext, groups: set[str], now_ms: float) -> float 
 
 def _end_offsets(ctx: FlowContext, tps: list[TP]) -> dict[TP, int]:
     from confluent_kafka.admin import AdminClient
-
-    from mirror_lib.kafka.lookups import partition_bounds
 
     bounds = partition_bounds(AdminClient(ctx.client("source", "admin")), tps)
     return {tp: hi for tp, (_lo, hi) in bounds.items()}
@@ -179,8 +176,6 @@ def _wait_verified(
     config: MirrorConfig, ctx: FlowContext, topics: list[str], options: CutoverOptions, spark: Any
 ) -> tuple[Step, Any]:
     """Verify until complete (apply) or once (dry run); a difference refuses at once."""
-    from mirror_lib.replication.verify import record_report, verify_flow
-
     deadline = time.monotonic() + (options.wait_s if options.apply else 0)
     while True:
         report = verify_flow(config, ctx.flow.name, topics, spark=spark, record=False)
@@ -208,9 +203,6 @@ def run_cutover(
     config: MirrorConfig, flow: str, options: CutoverOptions, spark: Any = None
 ) -> CutoverResult:
     """Walk the cutover steps for ``flow``; stops at the first refused or waiting step."""
-    from mirror_lib.replication.translate import load_segments
-    from mirror_lib.replication.verify import flow_partitions
-
     ctx = FlowContext.create(config, flow)
     result = CutoverResult(ctx.flow.name, uuid.uuid4().hex, dry_run=not options.apply)
     if options.retire:

@@ -16,6 +16,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.offsets.checkpoints import is_idle_group
 from mirror_lib.tables.location import tables_root
 
@@ -37,8 +38,6 @@ def translate_group(
     config: MirrorConfig, group: str, source: str, target: str
 ) -> list[TranslatedOffset]:
     """Translated offsets of ``group`` on ``target`` for the flow source->target, per partition."""
-    from mirror_lib.kafka.mirror_client import MirrorClient
-
     config.flow(f"{source}->{target}")
     client = MirrorClient.from_config(config, target, config.flow(f"{source}->{target}").policy())
     offsets = client.remote_consumer_offsets(group, source)

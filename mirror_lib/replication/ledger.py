@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.replication.context import FlowContext, stable_slot
 
 TP = tuple[str, int]
@@ -113,8 +114,6 @@ class LedgerView:
     def former_positions(self, partitions: Iterable[TP], timeout_s: float = 30) -> dict[TP, int]:
         """Entries of ``partitions`` in ledger groups of other slot counts (largest offset)."""
         from confluent_kafka.admin import AdminClient
-
-        from mirror_lib.kafka.lookups import wait_futures
 
         ctx = self.ctx
         prefix = ctx.ledger_group(0)[:-1]

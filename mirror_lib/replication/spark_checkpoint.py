@@ -18,6 +18,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
+from mirror_lib.replication.context import FlowContext
 
 Offsets = dict[str, dict[int, int]]
 
@@ -170,7 +171,6 @@ def translate_consumer_offsets(
     was replicated, so the consumer neither re-reads nor skips a record. Fails for a partition
     the flow has not replicated yet when its offset is past 0.
     """
-    from mirror_lib.replication.context import FlowContext
     from mirror_lib.replication.translate import load_segments
 
     batch = offsets.batch_id if isinstance(offsets, CheckpointOffsets) else None

@@ -29,6 +29,7 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.settings import global_setting
 from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
+from mirror_lib.kafka.clients import client_config
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 
@@ -67,8 +68,6 @@ def reachable(config: MirrorConfig, alias: str, timeout_s: float = PROBE_TIMEOUT
     """Whether ``alias`` answers a metadata request within ``timeout_s``."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
-
-    from mirror_lib.kafka.clients import client_config
 
     quiet = logging.getLogger("mirror_lib.librdkafka")
     admin = AdminClient(client_config(config.cluster(alias), "admin", extra={"logger": quiet}))

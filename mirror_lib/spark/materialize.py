@@ -15,10 +15,16 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
 
-from mirror_lib.config.model import MirrorConfig
-from mirror_lib.spark.delta_source import DeltaBatchWriter
+from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
+from mirror_lib.spark.delta_source import DeltaBatchWriter, ensure_spark_tables
 from mirror_lib.spark.progress import end_offsets, raise_query_error
 from mirror_lib.spark.records_source import SCHEMA, RecordsDataSource
+from mirror_lib.spark.views import create_views
+from mirror_lib.tables.decode import RawRecord, decode_records
+from mirror_lib.tables.delta_rs import ensure_tables, maintain
 from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import TABLES
 
@@ -50,16 +56,12 @@ class MaterializeWriter(DeltaBatchWriter):
     """Decodes one task's records into per-table Arrow tables."""
 
     def to_tables(self, rows: list) -> dict[str, Any]:
-        from mirror_lib.config.model import parse_config
-
         config = parse_config(json.loads(self.options["properties"]))
         return decode_rows(rows, config, self.options["cluster"])
 
 
 def decode_rows(rows: list, config: MirrorConfig, cluster: str) -> dict[str, Any]:
     """Records-source rows of ``cluster`` -> one Arrow table per Delta table."""
-    from mirror_lib.tables.decode import RawRecord, decode_records
-
     policy, location = _policy_and_location(config, cluster)
     records = [
         RawRecord(
@@ -100,8 +102,6 @@ def start_materialization(
     if tables_writer(spark, config) == "spark":
         writer = writer.foreachBatch(_spark_delta_batch(config, cluster))
     else:
-        from mirror_lib.tables.delta_rs import ensure_tables
-
         root = tables_root(config)
         ensure_tables(root)
         writer = writer.format("mirror_delta").options(**options).option("root", root)
@@ -124,10 +124,6 @@ def materialize_caught_up(
     import time
 
     from confluent_kafka.admin import AdminClient
-
-    from mirror_lib.errors import MirrorRuntimeError
-    from mirror_lib.kafka.clients import client_config
-    from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 
     admin = AdminClient(client_config(config.cluster(cluster), "admin"))
     pattern = re.compile(INTERNAL_PATTERN)
@@ -191,17 +187,12 @@ def maintain_tables(
     """
     if spark is not None and tables_writer(spark, config) == "spark":
         return _maintain_with_sql(spark, config, retention_days, vacuum_hours)
-    from mirror_lib.tables.delta_rs import maintain
-
     return maintain(tables_root(config), retention_days=retention_days, vacuum_hours=vacuum_hours)
 
 
 def _maintain_with_sql(
     spark: Any, config: MirrorConfig, retention_days: float, vacuum_hours: float
 ) -> dict[str, Any]:
-    from mirror_lib.spark.delta_source import ensure_spark_tables
-    from mirror_lib.spark.views import create_views
-
     ensure_spark_tables(spark, config)  # tables no command has written yet: empty, for the views
     seconds = int(retention_days * 86400)
     done: dict[str, Any] = {}

@@ -18,7 +18,14 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from mirror_lib.kafka.lookups import batch_ranges, positions
+from mirror_lib.config.model import parse_config
+from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.lookups import (
+    batch_ranges,
+    list_topic_partitions,
+    partition_bounds,
+    positions,
+)
 from mirror_lib.replication.budget import allocate
 
 SCHEMA = (
@@ -35,9 +42,6 @@ class RecordRanges(InputPartition):
 
 
 def _cluster_conf(options: dict[str, str], role: str) -> dict[str, Any]:
-    from mirror_lib.config.model import parse_config
-    from mirror_lib.kafka.clients import client_config
-
     config = parse_config(json.loads(options["properties"]))
     return client_config(config.cluster(options["cluster"]), role, client_id="mirror|records")
 
@@ -69,8 +73,6 @@ class RecordsReader(DataSourceStreamReader):
 
     def _bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
         from confluent_kafka.admin import AdminClient
-
-        from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 
         if self._admin is None:
             self._admin = AdminClient(_cluster_conf(self.options, "admin"))

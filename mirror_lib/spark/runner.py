@@ -17,13 +17,27 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError, is_transient_text
+from mirror_lib.errors import (
+    BrokerError,
+    ConfigError,
+    MirrorError,
+    MirrorRuntimeError,
+    is_transient_text,
+)
+from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
+from mirror_lib.replication.checkpoint_job import run_checkpoints
 from mirror_lib.replication.companions import CompanionJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
+from mirror_lib.replication.heartbeats import emit_heartbeat
+from mirror_lib.replication.ledger import LedgerView
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
+from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error
-from mirror_lib.spark.session import register_sources
+from mirror_lib.spark.session import get_spark, register_sources
+from mirror_lib.spark.source import format_until
+from mirror_lib.tables.location import materialized_clusters, tables_enabled
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +80,6 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
     if any(ctx.topic_filter.should_replicate_topic(topic) for topic, _p in matched):
         return
     from confluent_kafka.admin import AdminClient
-
-    from mirror_lib.kafka.lookups import list_topic_partitions
 
     names = sorted(
         t
@@ -113,8 +125,6 @@ class FlowRunner:
     @property
     def ledger(self) -> Any:
         if self._ledger is None:
-            from mirror_lib.replication.ledger import LedgerView
-
             self._ledger = LedgerView(self.ctx)
         return self._ledger
 
@@ -130,8 +140,6 @@ class FlowRunner:
         serverless allows); :meth:`await_caught_up` starts it again should one slice not reach
         ``until`` (a slice's time ran out, or Spark replayed an interrupted one).
         """
-        from mirror_lib.spark.source import format_until
-
         register_sources(self.spark)
         _claim_checkpoint(self.ctx, self.checkpoint.parent)
         if snapshot is None:
@@ -179,8 +187,6 @@ class FlowRunner:
     def snapshot(self) -> dict[tuple[str, int], int]:
         """Last stable offsets of every partition the flow replicates, right now."""
         from confluent_kafka.admin import AdminClient
-
-        from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 
         admin = AdminClient(self.ctx.client("source", "admin"))
         counts = list_topic_partitions(admin)
@@ -266,7 +272,6 @@ def _runner_unit(r: FlowRunner) -> Unit:
 
 def _table_unit(spark: Any, config: MirrorConfig, tables: list[Any], i: int, cluster: str) -> Unit:
     """Materialization of ``cluster`` (restart replaces ``tables[i]``)."""
-    from mirror_lib.spark.materialize import start_materialization
 
     def restart() -> Any:
         tables[i] = start_materialization(spark, config, cluster)
@@ -306,9 +311,6 @@ def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from mirror_lib.errors import BrokerError
-    from mirror_lib.kafka.clients import client_config
-
     quiet = logging.getLogger("mirror_lib.librdkafka")
     for alias in dict.fromkeys(aliases):
         cluster = config.cluster(alias)
@@ -326,9 +328,6 @@ def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 
 
 def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) -> None:
     """After a --once catch-up: one heartbeat and one checkpoint cycle, without Spark."""
-    from mirror_lib.replication.checkpoint_job import run_checkpoints
-    from mirror_lib.replication.heartbeats import emit_heartbeat
-
     s = ctx.settings
     if s.emit_heartbeats and "heartbeats" in parts:
         emit_heartbeat(ctx)
@@ -388,13 +387,8 @@ def run_flows(
     if spark is None:
         from pyspark.sql import SparkSession
 
-        from mirror_lib.spark.session import get_spark
-
         own_session = SparkSession.getActiveSession() is None
         spark = get_spark()
-    from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
-    from mirror_lib.tables.location import materialized_clusters, tables_enabled
-
     runners = [FlowRunner(spark, config, name) for name in names] if "replication" in parts else []
     jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]
     clusters = materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []

@@ -30,10 +30,13 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
-from mirror_lib.errors import DataLossError
+from mirror_lib.errors import BrokerError, DataLossError
+from mirror_lib.kafka.admin import KafkaAdminOps, NewTopicSpec
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
+from mirror_lib.replication.ledger import LedgerView
+from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
 from mirror_lib.spark.sink import SliceCopier
 from mirror_lib.spark.slot_work import SlotWork
 
@@ -102,8 +105,6 @@ class SlicePlanner(DataSourceStreamReader):
     @property
     def ledger(self) -> Any:
         if self._ledger is None:
-            from mirror_lib.replication.ledger import LedgerView
-
             self._ledger = LedgerView(self.ctx)
         return self._ledger
 
@@ -114,9 +115,6 @@ class SlicePlanner(DataSourceStreamReader):
 
     def _topic_syncer(self) -> Any:
         if self._syncer is None:
-            from mirror_lib.kafka.admin import KafkaAdminOps
-            from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
-
             s = self.ctx.settings
             self._syncer = TopicSyncer(
                 KafkaAdminOps(self.ctx.client("source", "admin")),
@@ -229,8 +227,6 @@ class SlicePlanner(DataSourceStreamReader):
 
     def _ensure_internal(self) -> None:
         """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 §2.3)."""
-        from mirror_lib.kafka.admin import KafkaAdminOps, NewTopicSpec
-
         ctx = self.ctx
         s = ctx.settings
         target = KafkaAdminOps(ctx.client("target", "admin"))
@@ -316,8 +312,6 @@ def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
 
 
 def _best_effort(call: Any, what: str) -> None:
-    from mirror_lib.errors import BrokerError
-
     try:
         call()
     except BrokerError as exc:

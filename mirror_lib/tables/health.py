@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 
@@ -33,8 +34,6 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
     that ``mirror status`` over delta-rs tables never starts Spark.
     """
     if spark is None:
-        from mirror_lib.config.databricks import on_databricks
-
         choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
         if choice == "spark" or (choice == "auto" and on_databricks()):
             from mirror_lib.spark.session import get_spark

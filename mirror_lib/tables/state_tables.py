@@ -11,6 +11,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError
+from mirror_lib.tables.delta_rs import ensure_tables, read_table, table_path
 from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import SCHEMAS
 
@@ -47,8 +48,6 @@ def append_rows(
         return table.num_rows
     from deltalake import write_deltalake
 
-    from mirror_lib.tables.delta_rs import ensure_tables, table_path
-
     root = tables_root(config)
     ensure_tables(root)
     write_deltalake(table_path(root, name), table, mode="append")
@@ -63,6 +62,4 @@ def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[dict[s
         if not spark.catalog.tableExists(table):
             return []
         return [r.asDict() for r in spark.table(table).collect()]
-    from mirror_lib.tables.delta_rs import read_table
-
     return read_table(tables_root(config), name).to_pylist()
