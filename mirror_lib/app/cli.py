@@ -67,6 +67,7 @@ def _print_offsets(rows: list, as_json: bool, with_current: bool = False) -> Non
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
+    # lazy: confluent-kafka, needed by the Kafka commands only
     from mirror_lib.replication.failover import translate_group
 
     if args.spark_checkpoint or args.offsets_json:
@@ -79,6 +80,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _cmd_failover(args: argparse.Namespace) -> int:
+    # lazy: confluent-kafka, needed by the Kafka commands only
     from mirror_lib.replication.failover import failover_group
 
     config = load_config(args.config)
@@ -100,7 +102,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from mirror_lib.app.dashboard import write_dashboard
+    from mirror_lib.app.dashboard import write_dashboard  # lazy: plotly is an extra
 
     print(write_dashboard(None, load_config(args.config), args.out))
     return 0
@@ -109,7 +111,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mirror_lib.app.demo import run_demo
+    from mirror_lib.app.demo import run_demo  # lazy: the demo needs Kafka and Spark
 
     if args.duration <= 0:
         raise ConfigError("--duration", args.duration, "a positive number of seconds")

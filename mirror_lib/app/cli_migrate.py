@@ -32,7 +32,7 @@ def _names(values: list[str] | None) -> list[str] | None:
 def _session(wanted: bool) -> Any:
     if not wanted:
         return None
-    from mirror_lib.spark.session import get_spark
+    from mirror_lib.spark.session import get_spark  # lazy: pyspark
 
     return get_spark()
 
@@ -55,6 +55,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_cutover(args: argparse.Namespace) -> int:
     """Exit 0 when every step asked for is done (or, dry run, would be allowed)."""
+    # lazy: confluent-kafka, deltalake
     from mirror_lib.replication.cutover import CutoverOptions, format_cutover, run_cutover
 
     config = load_config(args.config)

@@ -98,8 +98,8 @@ def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) ->
     """Check both clusters answer; list the topics and groups ``flow_name`` would pick up."""
     from confluent_kafka.admin import AdminClient
 
-    from mirror_lib.kafka.lookups import list_topic_partitions
-    from mirror_lib.spark.runner import check_clusters
+    from mirror_lib.kafka.lookups import list_topic_partitions  # lazy: confluent-kafka
+    from mirror_lib.spark.runner import check_clusters  # lazy: pyspark
 
     flow = config.flow(flow_name)
     check_clusters(config, [flow.source, flow.target], timeout_s)

@@ -87,7 +87,7 @@ def require_tables(config: MirrorConfig) -> None:
     """Raise unless at least one delta-rs table exists under ``mirror.state.dir``."""
     from deltalake import DeltaTable
 
-    from mirror_lib.tables.delta_rs import table_path
+    from mirror_lib.tables.delta_rs import table_path  # lazy: deltalake, pyarrow
     from mirror_lib.tables.schemas import TABLES
 
     root = tables_root(config)
@@ -268,7 +268,7 @@ def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> g
 
 def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
     """One figure per ``dashboards/sql`` file (keyed by its stem), over freshly created views."""
-    from mirror_lib.spark.views import create_views, data_bucket
+    from mirror_lib.spark.views import create_views, data_bucket  # lazy: pyspark
 
     _plotly()
     if tables_writer(spark, config) == "delta-rs":
@@ -337,7 +337,7 @@ def write_dashboard(spark: Any, config: MirrorConfig, out: Path | str) -> Path:
     _plotly()
     own_session = False
     if spark is None:
-        from mirror_lib.spark.session import get_spark
+        from mirror_lib.spark.session import get_spark  # lazy: pyspark
 
         try:
             from pyspark.sql import SparkSession

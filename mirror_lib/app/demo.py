@@ -107,7 +107,7 @@ class Workload:
 
 
 def _report(spark: Any, config: MirrorConfig, workload: Workload) -> dict[str, Any]:
-    from mirror_lib.spark.views import create_views
+    from mirror_lib.spark.views import create_views  # lazy: pyspark
 
     create_views(spark, config)
     per_topic = {
@@ -158,7 +158,7 @@ def _report(spark: Any, config: MirrorConfig, workload: Workload) -> dict[str, A
 
 def _dashboard(spark: Any, config: MirrorConfig, out: Path, report: Any) -> str | None:
     """Write the static HTML dashboard while the session is up; a failure is reported, not fatal."""
-    from mirror_lib.app.dashboard import write_dashboard
+    from mirror_lib.app.dashboard import write_dashboard  # lazy: plotly is an extra
 
     try:
         return str(write_dashboard(spark, config, out))
@@ -196,7 +196,7 @@ def format_report(report: dict[str, Any], workdir: Path) -> str:
 
 def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = print) -> dict:
     """Run the demo for ``duration_s`` seconds of live replication; everything is stopped after."""
-    from mirror_lib.spark.runner import run_flows
+    from mirror_lib.spark.runner import run_flows  # lazy: pyspark
     from mirror_lib.spark.session import local_spark_session
 
     workdir = (workdir or Path("mirror-demo")).resolve()

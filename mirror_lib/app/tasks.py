@@ -54,13 +54,13 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
     flows = [f.strip() for f in values["flows"].split(",") if f.strip()] or None
     for flow in flows or []:
         config.flow(flow)
-    from mirror_lib.spark.session import get_spark
+    from mirror_lib.spark.session import get_spark  # lazy: pyspark
 
     # Never a session of our own: tasks of one job share the cluster's, and stopping it on
     # return would stop the other tasks' queries.
     spark = spark if spark is not None else get_spark()
     if parts is None:
-        from mirror_lib.spark.materialize import maintain_tables
+        from mirror_lib.spark.materialize import maintain_tables  # lazy: pyspark
 
         return maintain_tables(
             config,
@@ -68,7 +68,7 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
             retention_days=values["retention_days"],
             vacuum_hours=values["vacuum_hours"],
         )
-    from mirror_lib.spark.runner import run_flows
+    from mirror_lib.spark.runner import run_flows  # lazy: pyspark
 
     return run_flows(
         spark,

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import mirror_lib
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.properties import format_properties, redact
 from mirror_lib.config.settings import global_setting
@@ -85,8 +86,6 @@ def _value(value: Any) -> str:
 
 def versions() -> dict[str, str]:
     """mirror_lib (and its git commit in a checkout), python, pyspark, Kafka client, deltalake."""
-    import mirror_lib
-
     out = {"mirror_lib": mirror_lib.__version__, "python": platform.python_version()}
     for name in ("pyspark", "confluent_kafka", "deltalake"):
         try:
@@ -266,7 +265,7 @@ def run_and_log(
     starts (a bad tracking store fails fast) and completed after the queries stopped: FINISHED,
     or FAILED (KILLED on Ctrl-C) with what exists, after which the error is re-raised.
     """
-    from mirror_lib.spark.runner import run_flows
+    from mirror_lib.spark.runner import run_flows  # lazy: pyspark
 
     if not (mlflow_enabled(config) if mlflow is None else mlflow):
         return run_flows(spark, config, flow_names and list(flow_names), report=report, **options)

@@ -506,6 +506,7 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
     )
     for flow in config.flows:
         flow.policy()  # fails early on an unknown policy class
+    # lazy: databricks.py imports this module
     from mirror_lib.config.databricks import check_state_dir
 
     check_state_dir(config.state_dir)  # on Databricks: never the driver's local disk

@@ -16,6 +16,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
+from mirror_lib.replication.checkpoint_job import run_checkpoints
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import Heartbeater
@@ -63,8 +64,6 @@ class CompanionJob:
             if self._heartbeater is None:
                 self._heartbeater = Heartbeater(self.ctx)
             return self._heartbeater.emit()
-        from mirror_lib.replication.checkpoint_job import run_checkpoints
-
         written, _skipped = run_checkpoints(self.ctx, f"thread:{self.ctx.flow.name}")
         return written
 

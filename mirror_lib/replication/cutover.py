@@ -160,7 +160,7 @@ def _end_offsets(ctx: FlowContext, tps: list[TP]) -> dict[TP, int]:
 
 
 def _record(config: MirrorConfig, result: CutoverResult, ctx: FlowContext, spark: Any) -> None:
-    from mirror_lib.tables.state_tables import append_rows
+    from mirror_lib.tables.state_tables import append_rows  # lazy: deltalake, pyarrow
 
     groups = ",".join(sorted({g.group for g in result.groups if g.action == "committed"}))
     ts = _now()
@@ -275,7 +275,7 @@ def retire(
     config: MirrorConfig, ctx: FlowContext, options: CutoverOptions, result: CutoverResult, spark
 ) -> CutoverResult:
     """Mark the flow's migrated partitions ``retired``: A's topics may now be deleted."""
-    from mirror_lib.tables.state_tables import read_rows
+    from mirror_lib.tables.state_tables import read_rows  # lazy: deltalake, pyarrow
 
     latest: dict[TP, dict[str, Any]] = {}
     for row in read_rows(config, "migrations", spark):

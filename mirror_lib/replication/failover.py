@@ -119,7 +119,7 @@ def translate_group_as_of(
     Reads the materialized ``checkpoints`` Delta table as of ``version`` or ``timestamp``
     (ISO-8601, e.g. "2026-11-21T02:13:00Z"): "what would a failover at 02:13 have given us".
     """
-    from mirror_lib.tables.delta_rs import read_table
+    from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 
     table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
     latest: dict[tuple[str, int], tuple[int, int]] = {}

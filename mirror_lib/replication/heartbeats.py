@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.mm2.formats import Heartbeat
 from mirror_lib.replication.context import FlowContext
 
@@ -16,8 +17,6 @@ _READY: set[tuple[str, str]] = set()
 
 def ensure_heartbeats_topic(ctx: FlowContext) -> None:
     """Create ``heartbeats`` on the target (1 partition, compacted), once per process."""
-    from mirror_lib.kafka.admin import KafkaAdminOps
-
     key = (ctx.target, ctx.config.cluster(ctx.target).bootstrap_servers)
     if key in _READY:
         return

@@ -19,6 +19,7 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.translate import load_segments
 
 Offsets = dict[str, dict[int, int]]
 
@@ -171,8 +172,6 @@ def translate_consumer_offsets(
     was replicated, so the consumer neither re-reads nor skips a record. Fails for a partition
     the flow has not replicated yet when its offset is past 0.
     """
-    from mirror_lib.replication.translate import load_segments
-
     batch = offsets.batch_id if isinstance(offsets, CheckpointOffsets) else None
     positions = offsets.offsets if isinstance(offsets, CheckpointOffsets) else offsets
     ctx = FlowContext.create(config, f"{source}->{target}")

@@ -23,9 +23,11 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import BrokerError, ConfigError
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.offsets.record_compare import OffsetMap, Rec, compare_ranges
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.translate import load_segments
 
 #: A tail longer than this is not counted record by record: "behind by" is then the offset gap.
 BEHIND_SCAN_MAX = 100_000
@@ -239,8 +241,6 @@ def flow_partitions(ctx: FlowContext, topics: Sequence[str] | None = None) -> di
     """Source topics the flow replicates (all, or ``topics``) -> partition count."""
     from confluent_kafka.admin import AdminClient
 
-    from mirror_lib.kafka.lookups import list_topic_partitions
-
     existing = list_topic_partitions(AdminClient(ctx.client("source", "admin")))
     policy = ctx.policy
     replicated = {
@@ -265,7 +265,7 @@ def flow_partitions(ctx: FlowContext, topics: Sequence[str] | None = None) -> di
 def _previous_points(
     config: MirrorConfig, flow: str, spark: Any
 ) -> dict[tuple[str, int], dict[str, Any]]:
-    from mirror_lib.tables.state_tables import read_rows
+    from mirror_lib.tables.state_tables import read_rows  # lazy: deltalake, pyarrow
 
     latest: dict[tuple[str, int], dict[str, Any]] = {}
     for row in read_rows(config, "verifications", spark):
@@ -374,9 +374,6 @@ def verify_flow(
     """
     from confluent_kafka.admin import AdminClient
 
-    from mirror_lib.kafka.lookups import partition_bounds
-    from mirror_lib.replication.translate import load_segments
-
     ctx = FlowContext.create(config, flow)
     partitions = flow_partitions(ctx, topics)
     tps = [(t, p) for t, n in partitions.items() for p in range(n)]
@@ -403,7 +400,7 @@ def verify_flow(
 
 def record_report(config: MirrorConfig, report: VerifyReport, spark: Any = None) -> None:
     """Append one ``verifications`` row per partition of ``report``."""
-    from mirror_lib.tables.state_tables import append_rows
+    from mirror_lib.tables.state_tables import append_rows  # lazy: deltalake, pyarrow
 
     flow = config.flow(report.flow)
     rows = []

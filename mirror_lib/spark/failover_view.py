@@ -11,6 +11,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.replication.failover import TranslatedOffset, failover_group
+from mirror_lib.spark.views import create_views
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,6 @@ def failover_overview(
     spark: Any, config: MirrorConfig, group: str, source: str, target: str
 ) -> FailoverOverview:
     """SQL translation and readiness (lag, checkpoint and heartbeat age) next to a dry run."""
-    from mirror_lib.spark.views import create_views
-
     config.flow(f"{source}->{target}")
     create_views(spark, config)
     where = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
+from mirror_lib.spark.delta_source import ensure_spark_tables, register_tables
 from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import TABLES
 
@@ -126,12 +127,8 @@ VIEWS: dict[str, str] = {
 
 def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, Any]) -> dict:
     if tables_writer(spark, config) == "spark" and not as_of:
-        from mirror_lib.spark.delta_source import ensure_spark_tables
-
         ensure_spark_tables(spark, config)  # e.g. `verifications` before the first verify
         return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
-    from mirror_lib.spark.delta_source import register_tables
-
     register_tables(spark, tables_root(config), prefix=prefix + "t_", **as_of)
     return {f"t_{t}": f"{prefix}t_{t}" for t in TABLES}
 

@@ -36,6 +36,7 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
     if spark is None:
         choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
         if choice == "spark" or (choice == "auto" and on_databricks()):
+            # lazy: pyspark, only for Spark-writer tables
             from mirror_lib.spark.session import get_spark
 
             spark = get_spark()
@@ -53,7 +54,7 @@ def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[Row]:
         return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
     import pyarrow as pa
 
-    from mirror_lib.tables.delta_rs import read_table
+    from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 
     table = read_table(tables_root(config), name)
     ms = table[ts].cast(pa.timestamp("ms", tz="UTC"), safe=False).cast(pa.int64())
