@@ -472,7 +472,7 @@ def scan(bootstrap: str, topic: str, timeout_s: float = 900) -> Scan:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
-    from mirror_lib.testing.embedded import create_topic as _create
+    from mirror_lib.testing.kafka_io import create_topic as _create
 
     _create(bootstrap, name, partitions)
 
@@ -501,7 +501,7 @@ def read_metrics(bootstrap: str, topic: str = "mm2-metrics.A.internal") -> list[
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if topic not in admin.list_topics(timeout=30).topics:
         return []
-    from mirror_lib.testing.embedded import consume_all
+    from mirror_lib.testing.kafka_io import consume_all
 
     return [json.loads(r.value) for r in consume_all(bootstrap, topic, timeout_s=120)]
 

@@ -19,7 +19,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirror_lib.config.model import MirrorConfig, parse_config
 from mirror_lib.errors import MirrorError
 from mirror_lib.replication.failover import translate_group
-from mirror_lib.testing.embedded import create_topic, embedded_brokers, stop_all
+from mirror_lib.testing.embedded import embedded_brokers, stop_all
+from mirror_lib.testing.kafka_io import create_topic
 
 TOPICS = {"orders": 4, "payments": 2, "clicks": 3}
 GROUP = "demo-orders-app"

@@ -73,7 +73,7 @@ def metrics_events(bootstrap: str, topic: str = "mm2-metrics.A.internal") -> lis
     """Decodable events of a metrics topic (other tests write corrupt records on purpose)."""
     import json
 
-    from mirror_lib.testing.embedded import consume_all
+    from mirror_lib.testing.kafka_io import consume_all
 
     out = []
     for record in consume_all(bootstrap, topic):

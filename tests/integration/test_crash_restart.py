@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from mirror_lib.replication.testhooks import AFTER_ENV, HOLD_ENV
-from mirror_lib.testing.embedded import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import committed_count, committed_rows, exactly_once_problems
 from tests.helpers.kafka_raw import ABORT, read_batches
 from tests.integration.conftest import flow_properties, write_properties

@@ -12,7 +12,7 @@ from mirror_lib.replication.cutover import CutoverOptions, run_cutover
 from mirror_lib.replication.verify import verify_flow
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.state_tables import read_rows
-from mirror_lib.testing.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import write_properties
 from tests.integration.test_checkpoints import (
     FAST,

@@ -12,7 +12,7 @@ from mirror_lib.app.tasks import run_task
 from mirror_lib.config.model import load_config
 from mirror_lib.tables.delta_rs import read_table
 from mirror_lib.tables.location import tables_root
-from mirror_lib.testing.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 
 REPO = Path(__file__).resolve().parents[2]

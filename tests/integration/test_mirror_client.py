@@ -14,7 +14,7 @@ from mirror_lib.config.model import parse_config
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.mm2.formats import Checkpoint, Heartbeat
 from mirror_lib.mm2.policy import DefaultReplicationPolicy
-from mirror_lib.testing.embedded import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import pytest
 
 from mirror_lib.config.model import load_config
 from mirror_lib.replication.supervise import current_outages
-from mirror_lib.testing.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.exactly_once import committed_count, wait_exactly_once
 from tests.helpers.proxy import BLACKHOLE, OPEN, REFUSE, SLOW, TcpProxy, bootstrap, proxied_broker
 from tests.integration.conftest import flow_properties, write_properties

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from mirror_lib.replication.spark_checkpoint import spark_restart_on_target
 from mirror_lib.spark.runner import run_flows
-from mirror_lib.testing.embedded import consume_all, create_topic
+from mirror_lib.testing.kafka_io import consume_all, create_topic
 from tests.integration.conftest import write_properties
 from tests.integration.test_replication import transactional_source
 

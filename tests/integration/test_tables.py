@@ -19,7 +19,7 @@ from mirror_lib.spark.materialize import (
 )
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.spark.views import create_views
-from mirror_lib.testing.embedded import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.integration.conftest import metrics_events
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"

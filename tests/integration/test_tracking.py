@@ -17,7 +17,7 @@ from mirror_lib.app.tracking import run_and_log
 from mirror_lib.config.model import parse_config
 from mirror_lib.config.properties import REDACTED
 from mirror_lib.errors import ConfigError
-from mirror_lib.testing.embedded import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 
 mlflow = pytest.importorskip("mlflow")

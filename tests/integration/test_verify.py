@@ -11,7 +11,7 @@ from mirror_lib.replication.verify import verify_flow
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.state_tables import read_rows
-from mirror_lib.testing.embedded import consume_all, create_topic, produce_exact
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"

@@ -17,12 +17,12 @@ from mirror_lib.kafka.admin import (
     CreateOutcome,
     KafkaAdminOps,
     NewTopicSpec,
-    RecordingAdminOps,
     SecurityDisabledError,
     broker_error,
     kafka_error_name,
     map_kafka_error,
 )
+from mirror_lib.testing.fake_admin import RecordingAdminOps
 
 # --- error mapping -----------------------------------------------------------------------
 

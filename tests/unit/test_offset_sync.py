@@ -11,9 +11,6 @@ from hypothesis import strategies as st
 
 from mirror_lib.errors import ConfigError
 from mirror_lib.offsets.segments import (
-    SYNCS_PER_PARTITION,
-    Mm2SyncRules,
-    OffsetSyncStore,
     Segment,
     SegmentIndex,
     SegmentTracker,
@@ -22,6 +19,7 @@ from mirror_lib.offsets.segments import (
     segment_syncs,
     translate_exact,
 )
+from mirror_lib.testing.mm2_models import SYNCS_PER_PARTITION, Mm2SyncRules, OffsetSyncStore
 
 TP = ("topic1", 2)
 

@@ -7,14 +7,7 @@ import logging
 import pytest
 
 from mirror_lib.errors import ConfigError, UnsupportedOperationError
-from mirror_lib.kafka.admin import (
-    AclBinding,
-    ConfigEntry,
-    ConfigOp,
-    NewTopicSpec,
-    RecordingAdminOps,
-    broker_error,
-)
+from mirror_lib.kafka.admin import AclBinding, ConfigEntry, ConfigOp, NewTopicSpec, broker_error
 from mirror_lib.replication.topic_sync import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     ConfigPropertyFilter,
@@ -24,6 +17,7 @@ from mirror_lib.replication.topic_sync import (
     initial_topic_configs,
     partition_plan,
 )
+from mirror_lib.testing.fake_admin import RecordingAdminOps
 
 # MM2 integration-test settings (§9 common setup).
 TEST_EXCLUDE = r"delete\.retention\..*"
