@@ -24,7 +24,7 @@ from mirror_lib.app.dashboard import (
 from mirror_lib.config.model import parse_config
 from mirror_lib.errors import MirrorRuntimeError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 T0 = dt.datetime(2026, 11, 21, 2, 13)
 
 

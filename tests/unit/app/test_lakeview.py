@@ -10,7 +10,7 @@ import pytest
 
 from mirror_lib.app.lakeview import OUT, build_lakeview, render, select_columns
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SQL = {p.stem: p.read_text() for p in sorted((ROOT / "dashboards" / "sql").glob("*.sql"))}
 COMMITTED = json.loads((ROOT / "dashboards" / "mirror_health.lvdash.json").read_text())
 SPEC_VERSIONS = {"counter": 2, "line": 3, "bar": 3, "table": 1}

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mm2.properties"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mm2.properties"
 
 
 def mirror(*args: str) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,7 @@ from mirror_lib.app.cli import main
 from mirror_lib.config.model import ROLES, MirrorConfig, load_config
 from mirror_lib.kafka.clients import check_clients, client_config
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 KEYPASS = "k3y-pass"
 
 

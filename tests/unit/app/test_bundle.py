@@ -21,7 +21,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 from mirror_lib.app.tasks import TASKS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TEXT = (REPO / "databricks.yml").read_text()
 BUNDLE = yaml.safe_load(TEXT)
 JOBS = BUNDLE["resources"]["jobs"]
