@@ -96,17 +96,17 @@ class FlowPreview:
 
 def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) -> FlowPreview:
     """Check both clusters answer; list the topics and groups ``flow_name`` would pick up."""
-    from confluent_kafka.admin import AdminClient
 
+    from mirror_lib.kafka.admin import admin_client, future_result  # lazy: confluent-kafka
     from mirror_lib.kafka.lookups import list_topic_partitions  # lazy: confluent-kafka
     from mirror_lib.spark.runner import check_clusters  # lazy: pyspark
 
     flow = config.flow(flow_name)
     check_clusters(config, [flow.source, flow.target], timeout_s)
     ctx = FlowContext.create(config, flow_name)
-    source_admin = AdminClient(ctx.client("source", "admin"))
+    source_admin = admin_client(ctx.client("source", "admin"))
     on_source = list_topic_partitions(source_admin)
-    on_target = list_topic_partitions(AdminClient(ctx.client("target", "admin")))
+    on_target = list_topic_partitions(admin_client(ctx.client("target", "admin")))
     topics = []
     for topic in sorted(on_source):
         if not ctx.should_replicate(topic):
@@ -121,7 +121,8 @@ def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) ->
             }
         )
     listing = source_admin.list_consumer_groups(request_timeout=timeout_s)
-    ids = sorted(g.group_id for g in listing.result(timeout_s + 5).valid)
+    listed = future_result(listing, f"listing consumer groups on {ctx.source}", timeout_s + 5)
+    ids = sorted(g.group_id for g in listed.valid)
     groups = [{"group": g} for g in ids if ctx.should_checkpoint_group(g)]
     return FlowPreview(config, flow_name, topics, groups, None)
 

@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import astuple, dataclass, field
 from typing import Any, Literal
 
@@ -162,6 +162,46 @@ def map_kafka_error(err: KafkaError, what: str) -> BrokerError:
     return broker_error(f"{what}: {name}: {err.str()}", name, transient=transient)
 
 
+def admin_client(conf: Mapping[str, Any], where: str = "") -> ka.AdminClient:
+    """The one builder of raw confluent-kafka AdminClients (``conf`` from
+    :func:`mirror_lib.kafka.clients.client_config`); ``where`` names the cluster, and flow, in the
+    errors of :mod:`mirror_lib.kafka.lookups`."""
+    admin = ka.AdminClient(dict(conf))
+    if where:
+        admin.mirror_where = where
+    return admin
+
+
+#: What a confluent-kafka future raises when ``result(timeout=...)`` runs out:
+#: concurrent.futures.TimeoutError, which is the builtin TimeoutError only from Python 3.11 on.
+FUTURE_TIMEOUT = (TimeoutError, concurrent.futures.TimeoutError)
+
+
+def future_result(
+    fut: concurrent.futures.Future,
+    what: str,
+    timeout_s: float,
+    *,
+    map_error: Callable[[KafkaError, str], BrokerError] | None = None,
+    shown_timeout_s: float | None = None,
+) -> Any:
+    """The one wait on a confluent-kafka admin future: its result, or a BrokerError naming ``what``.
+
+    A Kafka error goes through ``map_error`` (default: ``"<what> failed: <error>"``, transient
+    when Kafka says it is retriable); no answer within ``timeout_s`` is a transient error.
+    """
+    try:
+        return fut.result(timeout=timeout_s)
+    except KafkaException as exc:
+        err = exc.args[0]
+        if map_error is not None:
+            raise map_error(err, what) from exc
+        raise BrokerError(f"{what} failed: {err}", transient=err.retriable()) from exc
+    except FUTURE_TIMEOUT as exc:
+        shown = timeout_s if shown_timeout_s is None else shown_timeout_s
+        raise broker_error(f"{what}: no answer in {shown}s", "_TIMED_OUT", transient=True) from exc
+
+
 class AdminOps(ABC):
     """The admin operations mirror_lib needs, over plain dataclasses."""
 
@@ -270,22 +310,20 @@ class KafkaAdminOps(AdminOps):
         acl_apis: bool | None = None,
         explicit_only_configs: bool | None = None,
     ) -> None:
-        self._admin = ka.AdminClient(dict(conf))
+        self._admin = admin_client(conf)
         self.where = where_from(conf)
         self.timeout_s = timeout_s
         self._acl_apis = acl_apis
         self._explicit_only = explicit_only_configs
 
     def _wait(self, fut: concurrent.futures.Future, what: str) -> Any:
-        what = f"{what} on {self.where}"
-        try:
-            return fut.result(timeout=self.timeout_s + 5)
-        except KafkaException as e:
-            raise map_kafka_error(e.args[0], what) from e
-        except concurrent.futures.TimeoutError as e:
-            raise broker_error(
-                f"{what}: no answer in {self.timeout_s}s", "_TIMED_OUT", transient=True
-            ) from e
+        return future_result(
+            fut,
+            f"{what} on {self.where}",
+            self.timeout_s + 5,
+            map_error=map_kafka_error,
+            shown_timeout_s=self.timeout_s,
+        )
 
     def list_topics(self) -> dict[str, int]:
         try:

@@ -14,6 +14,7 @@ except ImportError:  # pragma: no cover
     from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
 
 from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin import future_result
 
 TP = tuple[str, int]
 
@@ -26,16 +27,7 @@ def named(admin: Any, what: str) -> str:
 
 def wait_futures(futures: dict[Any, Any], what: str, timeout_s: float = 35) -> dict[Any, Any]:
     """Results of confluent-kafka admin futures by key; failures become BrokerError."""
-    out = {}
-    for key, fut in futures.items():
-        try:
-            out[key] = fut.result(timeout=timeout_s)
-        except KafkaException as exc:
-            err = exc.args[0]
-            raise BrokerError(f"{what} failed: {err}", transient=err.retriable()) from exc
-        except TimeoutError as exc:
-            raise BrokerError(f"{what}: no answer in {timeout_s}s", transient=True) from exc
-    return out
+    return {key: future_result(fut, what, timeout_s) for key, fut in futures.items()}
 
 
 def list_topic_partitions(admin: AdminClient, timeout_s: float = 30) -> dict[str, int]:

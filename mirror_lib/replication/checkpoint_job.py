@@ -17,7 +17,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Produc
 from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
-from mirror_lib.kafka.admin import KafkaAdminOps
+from mirror_lib.kafka.admin import KafkaAdminOps, admin_client, future_result
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
@@ -75,7 +75,9 @@ def _wait(futures: dict[Any, Any], what: str) -> list[Any]:
 
 
 def _source_groups(ctx: FlowContext, admin: AdminClient) -> dict[str, dict[TP, tuple[int, str]]]:
-    listing = admin.list_consumer_groups(request_timeout=30).result(35)
+    listing = future_result(
+        admin.list_consumer_groups(request_timeout=30), "listing consumer groups", 35
+    )
     groups = {}
     for g in sorted(x.group_id for x in listing.valid):
         if not accept_group(g, ctx.group_filter):
@@ -92,7 +94,7 @@ def _source_groups(ctx: FlowContext, admin: AdminClient) -> dict[str, dict[TP, t
 
 
 def _sync_group_offsets(ctx: FlowContext, state: _State) -> int:
-    admin = AdminClient(ctx.client("target", "admin"))
+    admin = admin_client(ctx.client("target", "admin"))
     changed = 0
     for group in state.store.groups():
         (desc,) = _wait(admin.describe_consumer_groups([group]), "describe group")
@@ -132,7 +134,9 @@ def run_checkpoints(
     _add_segments(ctx, state)
     s = ctx.settings
     emitted: list[Checkpoint] = []
-    for group, committed in _source_groups(ctx, AdminClient(ctx.client("source", "admin"))).items():
+    for group, committed in _source_groups(
+        ctx, admin_client(ctx.client("source", "admin"))
+    ).items():
         emitted += compute_checkpoints(
             group=group,
             committed=committed,

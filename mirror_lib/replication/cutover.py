@@ -22,6 +22,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, DecodeError
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import partition_bounds
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.kafka.reader import read_topic
@@ -153,9 +154,8 @@ def _checkpoint_age(ctx: FlowContext, groups: set[str], now_ms: float) -> float 
 
 
 def _end_offsets(ctx: FlowContext, tps: list[TP]) -> dict[TP, int]:
-    from confluent_kafka.admin import AdminClient
 
-    bounds = partition_bounds(AdminClient(ctx.client("source", "admin")), tps)
+    bounds = partition_bounds(admin_client(ctx.client("source", "admin")), tps)
     return {tp: hi for tp, (_lo, hi) in bounds.items()}
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mirror_lib.kafka.admin import admin_client, future_result
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.offsets.checkpoints import is_idle_group
 from mirror_lib.offsets.segments import SegmentIndex
@@ -50,7 +51,9 @@ def source_groups(ctx: FlowContext, admin: AdminClient, groups: Iterable[str] | 
     """The given groups, or every group on A the flow's group filter accepts."""
     if groups:
         return sorted(set(groups))
-    listing = admin.list_consumer_groups(request_timeout=30).result(35)
+    listing = future_result(
+        admin.list_consumer_groups(request_timeout=30), "listing consumer groups", 35
+    )
     return sorted(g.group_id for g in listing.valid if ctx.should_checkpoint_group(g.group_id))
 
 
@@ -61,8 +64,8 @@ def plan_group_moves(
     indexes: dict[TP, SegmentIndex],
 ) -> list[GroupMove]:
     """What committing each group's translated offsets on B would do (changes nothing)."""
-    admin_a = AdminClient(ctx.client("source", "admin"))
-    admin_b = AdminClient(ctx.client("target", "admin"))
+    admin_a = admin_client(ctx.client("source", "admin"))
+    admin_b = admin_client(ctx.client("target", "admin"))
     explicit = bool(groups)
     moves: list[GroupMove] = []
     for group in source_groups(ctx, admin_a, groups):
@@ -99,7 +102,7 @@ def commit_group_moves(ctx: FlowContext, moves: list[GroupMove]) -> list[GroupMo
     """Commit every ``would commit`` move on B, one request per group; nothing if one is refused."""
     if any(m.action.startswith("refused") for m in moves):
         return moves
-    admin = AdminClient(ctx.client("target", "admin"))
+    admin = admin_client(ctx.client("target", "admin"))
     out = list(moves)
     for group in sorted({m.group for m in moves if m.action == "would commit"}):
         todo = [i for i, m in enumerate(out) if m.group == group and m.action == "would commit"]

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.kafka.mirror_client import MirrorClient
@@ -45,7 +46,7 @@ def translate_group(
 
 
 def _admin(config: MirrorConfig, alias: str) -> AdminClient:
-    return AdminClient(client_config(config.cluster(alias), "admin"))
+    return admin_client(client_config(config.cluster(alias), "admin"))
 
 
 def failover_group(

@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.replication.context import FlowContext, stable_slot
 
@@ -113,11 +114,10 @@ class LedgerView:
 
     def former_positions(self, partitions: Iterable[TP], timeout_s: float = 30) -> dict[TP, int]:
         """Entries of ``partitions`` in ledger groups of other slot counts (largest offset)."""
-        from confluent_kafka.admin import AdminClient
 
         ctx = self.ctx
         prefix = ctx.ledger_group(0)[:-1]
-        admin = AdminClient(ctx.client("target", "admin"))
+        admin = admin_client(ctx.client("target", "admin"))
         listed = wait_futures(
             {"groups": admin.list_consumer_groups(request_timeout=timeout_s)},
             f"listing consumer groups on {ctx.where('target')}",

@@ -23,6 +23,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import BrokerError, ConfigError
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.offsets.record_compare import OffsetMap, Rec, compare_ranges
 from mirror_lib.offsets.segments import Segment
@@ -239,9 +240,8 @@ def run_tasks(
 
 def flow_partitions(ctx: FlowContext, topics: Sequence[str] | None = None) -> dict[str, int]:
     """Source topics the flow replicates (all, or ``topics``) -> partition count."""
-    from confluent_kafka.admin import AdminClient
 
-    existing = list_topic_partitions(AdminClient(ctx.client("source", "admin")))
+    existing = list_topic_partitions(admin_client(ctx.client("source", "admin")))
     policy = ctx.policy
     replicated = {
         t: n
@@ -372,12 +372,11 @@ def verify_flow(
     ``resume`` starts each partition at its stored verified point; ``record`` appends one row
     per partition to the ``verifications`` table.
     """
-    from confluent_kafka.admin import AdminClient
 
     ctx = FlowContext.create(config, flow)
     partitions = flow_partitions(ctx, topics)
     tps = [(t, p) for t, n in partitions.items() for p in range(n)]
-    bounds = partition_bounds(AdminClient(ctx.client("source", "admin")), tps)
+    bounds = partition_bounds(admin_client(ctx.client("source", "admin")), tps)
     indexes = load_segments(ctx)
     previous = _previous_points(config, ctx.flow.name, spark) if resume else {}
     tasks = [

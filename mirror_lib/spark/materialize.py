@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
 
 from mirror_lib.config.model import MirrorConfig, parse_config
 from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.spark.delta_source import DeltaBatchWriter, ensure_spark_tables
@@ -123,9 +124,7 @@ def materialize_caught_up(
     import re
     import time
 
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient(client_config(config.cluster(cluster), "admin"))
+    admin = admin_client(client_config(config.cluster(cluster), "admin"))
     pattern = re.compile(INTERNAL_PATTERN)
     tps = [
         (t, p)

@@ -19,6 +19,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from mirror_lib.config.model import parse_config
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import (
     batch_ranges,
@@ -72,10 +73,9 @@ class RecordsReader(DataSourceStreamReader):
         self._position: dict[str, Any] | None = None
 
     def _bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
-        from confluent_kafka.admin import AdminClient
 
         if self._admin is None:
-            self._admin = AdminClient(_cluster_conf(self.options, "admin"))
+            self._admin = admin_client(_cluster_conf(self.options, "admin"))
         counts = list_topic_partitions(self._admin)
         tps = [(t, p) for t, n in counts.items() if self.pattern.fullmatch(t) for p in range(n)]
         return partition_bounds(self._admin, tps)

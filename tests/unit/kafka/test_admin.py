@@ -344,3 +344,24 @@ def test_acl_apis_auto_detect_real_cluster() -> None:
     ops = _ops(StubAdmin(describe_cluster=_done(desc)))
     assert ops.supports_acl_apis() is True
     assert ops.describe_cluster().controller_id is None
+
+
+def test_future_result_is_the_one_wait_for_every_caller():
+    """A future with no answer is a transient error on every Python (3.10's
+    concurrent.futures.TimeoutError is not the builtin one); a Kafka error names what failed."""
+    from mirror_lib.kafka.admin import future_result
+    from mirror_lib.kafka.lookups import wait_futures
+
+    pending: concurrent.futures.Future = concurrent.futures.Future()
+    with pytest.raises(BrokerError, match=r"listing groups: no answer in 0.01s") as info:
+        future_result(pending, "listing groups", 0.01)
+    assert info.value.transient
+    with pytest.raises(BrokerError, match=r"describing: no answer") as info:
+        wait_futures({"t": pending}, "describing", 0.01)
+    assert info.value.transient
+
+    failed: concurrent.futures.Future = concurrent.futures.Future()
+    failed.set_exception(KafkaException(KafkaError(KafkaError._TRANSPORT, "down", retriable=True)))
+    with pytest.raises(BrokerError, match=r"describing failed: .*down") as info:
+        wait_futures({"t": failed}, "describing", 1)
+    assert info.value.transient
