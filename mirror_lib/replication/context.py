@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from mirror_lib.config.describe import metrics_topic
+from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.model import FlowConfig, MirrorConfig, parse_config
 from mirror_lib.config.properties import has_reference, is_sensitive
 from mirror_lib.errors import BrokerError
@@ -125,16 +125,20 @@ class FlowContext:
 
     @property
     def offset_syncs_topic(self) -> str:
-        other = self.source if self.offset_syncs_on_target else self.target
-        return self.policy.offset_syncs_topic(other)
+        return self.internal_topics["offset_syncs"]["topic"]
 
     @property
     def checkpoints_topic(self) -> str:
-        return self.policy.checkpoints_topic(self.source)
+        return self.internal_topics["checkpoints"]["topic"]
 
     @property
     def metrics_topic(self) -> str:
-        return metrics_topic(self.flow)
+        return self.internal_topics["metrics"]["topic"]
+
+    @cached_property
+    def internal_topics(self) -> dict[str, dict[str, str]]:
+        """Name and cluster of each internal topic (one definition: :func:`internal_topics`)."""
+        return internal_topics(self.flow)
 
     def where(self, side: str) -> str:
         """Names a cluster of this flow for messages: ``source cluster A (bootstrap host:port)``.

@@ -152,7 +152,8 @@ class DeltaRsDataSource(DataSource):
         return DeltaRsReader(self.options["path"], dt.version() if pinned else None, wanted)
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal of ``value`` (backslash escapes, as Spark's parser reads them)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -173,11 +174,11 @@ def register_tables(
     ensure_tables(root)
     names = []
     for name in TABLES:
-        options = [f"path {_sql_string(table_path(root, name))}"]
+        options = [f"path {sql_string(table_path(root, name))}"]
         if as_of_version is not None:
-            options.append(f"versionAsOf {_sql_string(str(int(as_of_version)))}")
+            options.append(f"versionAsOf {sql_string(str(int(as_of_version)))}")
         elif as_of_timestamp:
-            options.append(f"timestampAsOf {_sql_string(as_of_timestamp)}")
+            options.append(f"timestampAsOf {sql_string(as_of_timestamp)}")
         view = f"{prefix}{name}"
         spark.sql(
             f"CREATE OR REPLACE TEMPORARY VIEW `{view.replace('`', '``')}` "

@@ -11,6 +11,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.replication.failover import TranslatedOffset, failover_group
+from mirror_lib.spark.delta_source import sql_string
 from mirror_lib.spark.views import create_views
 
 
@@ -31,8 +32,8 @@ def failover_overview(
     config.flow(f"{source}->{target}")
     create_views(spark, config)
     where = (
-        f"WHERE group_id = '{group.replace(chr(39), chr(39) * 2)}' "
-        f"AND source = '{source}' AND target = '{target}'"
+        f"WHERE group_id = {sql_string(group)} "
+        f"AND source = {sql_string(source)} AND target = {sql_string(target)}"
     )
     readiness = [
         r.asDict() for r in spark.sql(f"SELECT * FROM failover_readiness {where}").collect()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.app.tasks import run_task
+from mirror_lib.app.bundle_tasks import run_task
 from mirror_lib.config.model import load_config
 from mirror_lib.tables.delta_rs import read_table
 from mirror_lib.tables.location import tables_root

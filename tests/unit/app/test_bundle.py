@@ -19,7 +19,7 @@ import pytest
 import yaml
 from IPython.core.inputtransformer2 import TransformerManager
 
-from mirror_lib.app.tasks import TASKS
+from mirror_lib.app.bundle_tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[3]
 TEXT = (REPO / "databricks.yml").read_text()
@@ -274,4 +274,7 @@ def test_job_entry_points_are_thin():
     for path in glob.glob(str(REPO / "jobs" / "*.py")):
         source = Path(path).read_text()
         assert Path(path).stem in TASKS
-        assert len(source.splitlines()) < 20 and "from mirror_lib.app.tasks import main" in source
+        assert (
+            len(source.splitlines()) < 20
+            and "from mirror_lib.app.bundle_tasks import main" in source
+        )

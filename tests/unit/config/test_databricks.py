@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mirror_lib.app.tasks import TASKS
+from mirror_lib.app.bundle_tasks import TASKS
 from mirror_lib.app.widgets import parse_job_args
 from mirror_lib.config.databricks import (
     check_state_dir,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.app.tasks import main, run_task
+from mirror_lib.app.bundle_tasks import main, run_task
 from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.spark.materialize import maintain_tables
