@@ -19,7 +19,6 @@ from mirror_lib.replication.spark_checkpoint import (
     read_spark_checkpoint,
     translate_consumer_offsets,
 )
-from mirror_lib.replication.verify import format_report, verify_flow
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -39,6 +38,8 @@ def _session(wanted: bool) -> Any:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no partition differs (and, with --require-complete, none is behind)."""
+    from mirror_lib.replication.verify import format_report, verify_flow  # lazy: confluent-kafka
+
     config = load_config(args.config)
     report = verify_flow(
         config,

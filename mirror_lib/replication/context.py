@@ -18,7 +18,6 @@ from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.model import FlowConfig, MirrorConfig, parse_config
 from mirror_lib.config.properties import has_reference, is_sensitive
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
 from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
@@ -153,6 +152,8 @@ class FlowContext:
     def admin(self, side: str) -> Any:
         """An AdminClient on ``side`` whose failures name the cluster and this flow
         (:mod:`mirror_lib.kafka.lookups` reads its ``mirror_where``)."""
+        from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
+
         return admin_client(self.client(side, "admin"), f"{self.where(side)} for {self.label}")
 
     @property

@@ -19,7 +19,6 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.translate import load_segments
 
 Offsets = dict[str, dict[int, int]]
 
@@ -175,6 +174,8 @@ def translate_consumer_offsets(
     batch = offsets.batch_id if isinstance(offsets, CheckpointOffsets) else None
     positions = offsets.offsets if isinstance(offsets, CheckpointOffsets) else offsets
     ctx = FlowContext.create(config, f"{source}->{target}")
+    from mirror_lib.replication.translate import load_segments  # lazy: confluent-kafka
+
     indexes = load_segments(ctx)
     rows, topics = [], {}
     for topic, parts in sorted(positions.items()):

@@ -29,7 +29,6 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.settings import global_setting
 from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
-from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
@@ -68,6 +67,8 @@ def failure_text(query: Any) -> str | None:
 def reachable(config: MirrorConfig, alias: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """Whether ``alias`` answers a metadata request within ``timeout_s``."""
     from confluent_kafka import KafkaException
+
+    from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
 
     quiet = logging.getLogger("mirror_lib.librdkafka")
     admin = admin_client(client_config(config.cluster(alias), "admin", extra={"logger": quiet}))

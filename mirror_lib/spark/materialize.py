@@ -21,7 +21,7 @@ from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.spark.delta_source import DeltaBatchWriter, ensure_spark_tables
-from mirror_lib.spark.progress import end_offsets, raise_query_error
+from mirror_lib.spark.progress import end_offsets, raise_query_error, stop_query
 from mirror_lib.spark.records_source import SCHEMA, RecordsDataSource
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.decode import RawRecord, decode_records
@@ -149,7 +149,7 @@ def materialize_caught_up(
             "the tables keep every committed batch"
         )
     finally:
-        query.stop()
+        stop_query(spark, query)
 
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:

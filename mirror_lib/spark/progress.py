@@ -3,7 +3,8 @@
 :class:`CatchUpProgress` (``mirror run --once``, the demo): records done / to do and rate; a bar
 on a terminal, otherwise a plain line when the count moved, at most every ``LINE_SECONDS`` (logs,
 CI, jobs). Counts come from the delivery ledger, so they are exact. :func:`end_offsets` and
-:func:`raise_query_error` read a streaming query's progress and failure.
+:func:`raise_query_error` read a streaming query's progress and failure; :func:`stop_query`
+stops one and waits for its tasks.
 """
 
 from __future__ import annotations
@@ -93,3 +94,31 @@ def raise_query_error(
         match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
         detail = f"{match.group(1)}: {match.group(2)}" if match else text.strip().splitlines()[0]
         raise MirrorRuntimeError(f"{what} failed: {detail}; {kept}")
+
+
+def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> None:
+    """Stop a streaming query and wait until its tasks have ended, not only its driver thread.
+
+    ``StreamingQuery.stop`` returns once the job is cancelled, while a copy task is still being
+    killed; a query started at that moment could be handed the dying Python worker. Without a
+    SparkContext (Spark Connect, serverless) only the query is stopped.
+    """
+    if query is None:
+        return
+    if query.isActive:
+        query.stop()
+    try:
+        tracker = spark.sparkContext.statusTracker()
+    except Exception:  # Spark Connect has no SparkContext
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stages = {
+            sid
+            for jid in tracker.getJobIdsForGroup(str(query.runId))
+            for sid in (getattr(tracker.getJobInfo(jid), "stageIds", None) or [])
+        }
+        infos = [tracker.getStageInfo(sid) for sid in stages]
+        if not any(info is not None and info.numActiveTasks > 0 for info in infos):
+            return
+        time.sleep(0.1)

@@ -32,9 +32,10 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
 from mirror_lib.replication.ledger import LedgerView
+from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
 from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
-from mirror_lib.spark.progress import CatchUpProgress, raise_query_error
+from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
 from mirror_lib.spark.session import get_spark, register_sources
 from mirror_lib.spark.source import format_until
 from mirror_lib.tables.location import materialized_clusters, tables_enabled
@@ -167,8 +168,8 @@ class FlowRunner:
         return self.query
 
     def stop(self) -> None:
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
+        """Stop the query and wait for its copy tasks to end (an open transaction is fenced)."""
+        stop_query(self.spark, self.query)
 
     def status(self) -> FlowStatus:
         q = self.query
@@ -365,6 +366,8 @@ def run_flows(
     parts: Collection[str] = PARTS,
     on_progress: Callable[[list[dict[str, Any]]], None] | None = None,
     progress_interval_s: float = 5,
+    metrics_port: int | None = None,
+    metrics_host: str | None = None,
 ) -> dict[str, FlowStatus]:
     """Run the queries of the given (default: all enabled) flows; the one call behind `mirror run`.
 
@@ -374,6 +377,9 @@ def run_flows(
     after the clusters were found reachable. ``parts``: which of replication, checkpoints,
     heartbeats and tables (materialization) to run, so that job tasks can split them.
     ``on_progress`` gets :func:`progress_rows` every ``progress_interval_s`` while running.
+    ``metrics_port``/``metrics_host`` (else ``mirror.metrics.port``/``.host``): serve Prometheus
+    metrics from before the queries start until return
+    (:mod:`mirror_lib.replication.metrics_endpoint`).
     """
     names = flow_names or [f.name for f in config.enabled_flows()]
     if not names:
@@ -382,6 +388,9 @@ def run_flows(
     if unknown or not parts:
         raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
     flows = [config.flow(name) for name in names]
+    endpoint = metrics_endpoint(config, metrics_port, metrics_host)  # None: no endpoint
+    if endpoint is not None:
+        endpoint.check_free()  # a port in use fails here, before anything starts
     check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
     own_session = False  # stop only a session made here, never e.g. a Databricks job's
     if spark is None:
@@ -395,7 +404,10 @@ def run_flows(
     tables: list[Any] = []
     lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
     sup = Supervisor(config, once, report, lags.get)
+    exporter = None
     try:
+        if endpoint is not None:
+            exporter = start_exporter(endpoint, runners, jobs, report)
         targets = {r.ctx.flow.name: r.snapshot() for r in runners}
         for r in runners:
             _check_matches(r.ctx, targets[r.ctx.flow.name], once, report)
@@ -458,12 +470,13 @@ def run_flows(
                 on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:
+        if exporter is not None:
+            exporter.stop()
         sup.close()
         for r in runners + jobs:
             r.stop()
         for q in tables:
-            if q.isActive:
-                q.stop()
+            stop_query(spark, q)
         if own_session:
             spark.stop()
 

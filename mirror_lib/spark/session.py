@@ -53,8 +53,11 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.python.factory.idleWorkerMaxPoolSize", "4")
+        # A task killed by a query's stop returned its worker to the reuse pool before the worker
+        # died, and the next query's task failed on it ("Python worker exited unexpectedly").
+        # Copy tasks live for a slice, so a fresh worker per task costs nothing measurable.
+        .config("spark.python.worker.reuse", "false")
+        .config("spark.python.worker.faulthandler.enabled", "true")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
     )

@@ -86,3 +86,17 @@ def test_mirror_status_needs_no_pyspark(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "A->B" in out.stdout
+
+
+def test_the_cli_starts_without_kafka_spark_or_plotting():
+    """`mirror --help`, `validate` and `status` load no Kafka client, Spark, plotly or MLflow:
+    those imports stay inside the commands that need them."""
+    out = run_python(
+        """
+        import mirror_lib.app.cli
+        heavy = {"pyspark", "confluent_kafka", "plotly", "mlflow", "deltalake"}
+        print(sorted(heavy & {m.split(".")[0] for m in sys.modules}))
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
