@@ -29,7 +29,7 @@ SECRET = os.environ["MIRROR_TEST_MLFLOW_SECRET"]
 SECRET_REF = {"B.ssl.key.password": "${env:MIRROR_TEST_MLFLOW_SECRET}"}  # unused on PLAINTEXT
 DASHBOARD = (
     bool(importlib.util.find_spec("plotly"))
-    and (Path(__file__).resolve().parents[2] / "mirror_lib" / "dashboard.py").exists()
+    and (Path(__file__).resolve().parents[2] / "mirror_lib" / "app" / "dashboard.py").exists()
 )
 
 
