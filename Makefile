@@ -39,9 +39,10 @@ demo: $(STAMP) ## run the embedded demo (two local brokers, Spark local, Delta o
 	$(BIN)/mirror validate examples/mm2.properties
 	$(BIN)/mirror demo
 
-lint: $(STAMP) ## ruff lint + format check
+lint: $(STAMP) ## ruff lint + format check + the architecture contract (pyproject.toml, ARCHITECTURE.md)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(STAMP) ## apply ruff formatting and fixes
 	$(BIN)/ruff format .

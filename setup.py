@@ -16,6 +16,7 @@ EXTRAS = {
         "pytest-timeout>=2.3",
         "hypothesis>=6.100",
         "ruff>=0.6",
+        "import-linter>=2.1",
         "nbval>=0.11",
         "pyyaml>=6",
         "cryptography>=42",
@@ -34,5 +35,5 @@ setup(
     python_requires=">=3.10",
     install_requires=[],
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["mirror = mirror_lib.cli:entry_point"]},
+    entry_points={"console_scripts": ["mirror = mirror_lib.app.cli:entry_point"]},
 )

@@ -5,7 +5,7 @@ Starts two tansu brokers (source A, target B) on 127.0.0.1, loads the same data 
 times, on the same brokers and data:
 
 (a)   a single-process consume->produce loop (``baseline`` subcommand, run as a subprocess),
-(b)   ``python -m mirror_lib.cli run CONFIG --once`` (exactly-once, the default),
+(b)   ``python -m mirror_lib.app.cli run CONFIG --once`` (exactly-once, the default),
 (b')  the same with ``mirror.delivery = at_least_once``,
 (b'') exactly-once with ``tasks.max = 4`` (200 B case only; see the README),
 
@@ -265,7 +265,7 @@ def role(pid: int, comm: str) -> str:
         return "jvm"
     if "pyspark.daemon" in args:
         return "pyspark " + args[-1].rsplit(".", 1)[-1]  # worker kind, e.g. worker, *_runner
-    if "mirror_lib.cli" in args:
+    if "mirror_lib.app.cli" in args:
         return "mirror cli (driver)"
     script = next((i for i, a in enumerate(args) if a.endswith("replication.py")), None)
     if script is not None:
@@ -472,7 +472,7 @@ def scan(bootstrap: str, topic: str, timeout_s: float = 900) -> Scan:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
-    from mirror_lib.embedded import create_topic as _create
+    from mirror_lib.testing.kafka_io import create_topic as _create
 
     _create(bootstrap, name, partitions)
 
@@ -501,7 +501,7 @@ def read_metrics(bootstrap: str, topic: str = "mm2-metrics.A.internal") -> list[
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if topic not in admin.list_topics(timeout=30).topics:
         return []
-    from mirror_lib.embedded import consume_all
+    from mirror_lib.testing.kafka_io import consume_all
 
     return [json.loads(r.value) for r in consume_all(bootstrap, topic, timeout_s=120)]
 
@@ -575,13 +575,14 @@ def baseline_main(args: argparse.Namespace) -> int:
 
 
 def copier_main(args: argparse.Namespace) -> int:
-    """(c) The engine's copy loop alone: ``mirror_lib.copier.copy_slice`` for all partitions in
+    """(c) The engine's copy loop alone: ``mirror_lib.replication.copier.copy_slice`` for all
+    partitions in
     one slot up to their current end, without Spark, the planner or topic creation (the caller
     creates the topics; the start positions go into the ledger as the planner would write them)."""
-    from mirror_lib.config import parse_config
-    from mirror_lib.copier import copy_slice
-    from mirror_lib.flow import FlowContext
-    from mirror_lib.ledger import LedgerView
+    from mirror_lib.config.model import parse_config
+    from mirror_lib.replication.context import FlowContext
+    from mirror_lib.replication.copier import copy_slice
+    from mirror_lib.replication.ledger import LedgerView
 
     props = mirror_props(args.source, args.target, Path(args.state), args.topic)
     props["mirror.delivery"] = args.delivery
@@ -740,7 +741,7 @@ class Bench:
 
     # -- plumbing ---------------------------------------------------------------------------
     def start(self) -> None:
-        from mirror_lib.embedded import start_brokers
+        from mirror_lib.testing.embedded import start_brokers
 
         self.brokers = start_brokers(2, ("source", "target"), workdir=self.workdir / "tansu")
         self.src, self.tgt = (b.bootstrap_servers for b in self.brokers)
@@ -752,7 +753,7 @@ class Bench:
         )
 
     def stop(self) -> None:
-        from mirror_lib.embedded import stop_brokers
+        from mirror_lib.testing.embedded import stop_brokers
 
         stop_all_groups()
         if getattr(self, "brokers", None):
@@ -932,7 +933,7 @@ class Bench:
         cmd = [
             sys.executable,
             "-m",
-            "mirror_lib.cli",
+            "mirror_lib.app.cli",
             "run",
             str(cfg),
             "--once",
@@ -1006,7 +1007,15 @@ class Bench:
         n = len(self.steady)
         cfg = write_props(self.workdir / f"mm2-steady-{n}.properties", props)
         duration = a.steady_seconds + 300
-        cmd = [sys.executable, "-m", "mirror_lib.cli", "run", str(cfg), "--duration", str(duration)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mirror_lib.app.cli",
+            "run",
+            str(cfg),
+            "--duration",
+            str(duration),
+        ]
         pool = value_pool()
         lat: list[float] = []
         got = {"w": 0, "s": 0, "t": 0}
@@ -1334,7 +1343,8 @@ def write_readme(path: Path, block: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# MLflow (--mlflow): mlflow used directly, so an --engine-ref export needs no mirror_lib.tracking
+# MLflow (--mlflow): mlflow used directly, so an --engine-ref export needs no
+# mirror_lib.app.tracking
 # ------------------------------------------------------------------------------------------------
 MLFLOW_EXPERIMENT = "mirror_lib-bench"
 
@@ -1432,7 +1442,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     base = sub.add_parser("baseline", help="(internal) the hand-written copy loop")
     for name in ("--source", "--target", "--topic", "--dest"):
         base.add_argument(name, required=True)
-    cop = sub.add_parser("copier", help="(internal) mirror_lib.copier.copy_slice without Spark")
+    cop = sub.add_parser(
+        "copier", help="(internal) mirror_lib.replication.copier.copy_slice without Spark"
+    )
     for name in ("--source", "--target", "--topic", "--state"):
         cop.add_argument(name, required=True)
     cop.add_argument("--delivery", default="exactly_once")

@@ -1,11 +1,11 @@
 """Bundle task `replication`: the flows' replication queries (continuous unless --once true).
 
-Named parameters (see `mirror_lib.tasks.TASKS`): --config-path PATH, and more per task.
+Named parameters (see `mirror_lib.app.bundle_tasks.TASKS`): --config-path PATH, and more per task.
 """
 
 import sys
 
-from mirror_lib.tasks import main
+from mirror_lib.app.bundle_tasks import main
 
 if __name__ == "__main__":
     sys.exit(main("replication"))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib import embedded
+from mirror_lib.testing import embedded
 
 
 @dataclass(frozen=True)

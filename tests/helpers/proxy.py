@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from mirror_lib import embedded
+from mirror_lib.testing import embedded
 
 OPEN, REFUSE, BLACKHOLE, SLOW = "open", "refuse", "blackhole", "slow"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.config import MirrorConfig, parse_config
+from mirror_lib.config.model import MirrorConfig, parse_config
 
 
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] session for the whole run (start-up costs ~6 s)."""
-    from mirror_lib.spark import local_spark_session
+    from mirror_lib.spark.session import local_spark_session
 
     session = local_spark_session("mirror-tests")
     yield session
@@ -73,7 +73,7 @@ def metrics_events(bootstrap: str, topic: str = "mm2-metrics.A.internal") -> lis
     """Decodable events of a metrics topic (other tests write corrupt records on purpose)."""
     import json
 
-    from mirror_lib.embedded import consume_all
+    from mirror_lib.testing.kafka_io import consume_all
 
     out = []
     for record in consume_all(bootstrap, topic):

@@ -1,6 +1,7 @@
 """KafkaAdminOps against a real broker: a tansu started by this module, and optionally real Kafka.
 
-The tansu fixture is deliberately local and minimal (a shared one lives in mirror_lib.embedded).
+The tansu fixture is deliberately local and minimal (a shared one lives in
+mirror_lib.testing.embedded).
 CreatePartitions and ACL round trips need real Kafka (``MIRROR_TEST_SOURCE_BOOTSTRAP``); against
 tansu only client-side checks run: no ACL request is ever sent to it.
 """
@@ -17,9 +18,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from mirror_lib.admin import ConfigOp, KafkaAdminOps, NewTopicSpec
 from mirror_lib.errors import UnsupportedOperationError
-from mirror_lib.topic_sync import ConfigPropertyFilter, TopicSyncer
+from mirror_lib.kafka.admin import ConfigOp, KafkaAdminOps, NewTopicSpec
+from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
 
 pytestmark = pytest.mark.integration
 
@@ -189,7 +190,7 @@ def test_real_create_partitions(real_ops: KafkaAdminOps) -> None:
 def test_real_acls_round_trip(real_ops: KafkaAdminOps) -> None:
     from confluent_kafka import admin as ka
 
-    from mirror_lib.admin import AclBinding, SecurityDisabledError
+    from mirror_lib.kafka.admin import AclBinding, SecurityDisabledError
 
     try:
         real_ops.describe_topic_acls()

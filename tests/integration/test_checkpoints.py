@@ -11,11 +11,11 @@ from contextlib import contextmanager
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirror_lib.config import parse_config
-from mirror_lib.embedded import consume_all, create_topic, produce_exact
-from mirror_lib.failover import failover_group, translate_group
-from mirror_lib.mirror_client import MirrorClient
-from mirror_lib.runner import FlowRunner, companion_jobs
+from mirror_lib.config.model import parse_config
+from mirror_lib.kafka.mirror_client import MirrorClient
+from mirror_lib.replication.failover import failover_group, translate_group
+from mirror_lib.spark.runner import FlowRunner, companion_jobs
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 
 FAST = {
@@ -350,7 +350,7 @@ def test_failover_apply_refuses_a_group_with_active_members(
     cmd = [
         sys.executable,
         "-m",
-        "mirror_lib.cli",
+        "mirror_lib.app.cli",
         "failover",
         str(cfg_file),
         "--group",

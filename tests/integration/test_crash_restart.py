@@ -2,7 +2,7 @@
 
 Exactly once is checked on the committed view computed by the raw reader: the embedded broker's
 read_committed also returns aborted records. Kills land inside an open transaction for sure
-through the test hook ``MIRROR_TEST_HOLD_BEFORE_COMMIT`` (mirror_lib/testhooks.py).
+through the test hook ``MIRROR_TEST_HOLD_BEFORE_COMMIT`` (mirror_lib/replication/testhooks.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from mirror_lib.embedded import create_topic, produce_exact
-from mirror_lib.testhooks import AFTER_ENV, HOLD_ENV
+from mirror_lib.replication.testhooks import AFTER_ENV, HOLD_ENV
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import committed_count, committed_rows, exactly_once_problems
 from tests.helpers.kafka_raw import ABORT, read_batches
 from tests.integration.conftest import flow_properties, write_properties
@@ -28,7 +28,7 @@ def start_mirror(config_path, env, *extra: str, log: Path | None = None) -> subp
     """`mirror run` in its own process group; its output goes to ``log`` (kept for a failure)."""
     out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, "-m", "mirror_lib.cli", "run", str(config_path), *extra],
+        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_path), *extra],
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT,
@@ -129,7 +129,7 @@ def test_unreachable_cluster_fails_fast_with_a_clear_message(brokers, tmp_path, 
     config = write_properties(tmp_path / "mm2.properties", props)
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "run", str(config), "--once"],
+        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config), "--once"],
         env=subprocess_env,
         capture_output=True,
         text=True,

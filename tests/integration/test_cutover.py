@@ -8,11 +8,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib.cutover import CutoverOptions, run_cutover
-from mirror_lib.embedded import consume_all, create_topic, produce_exact
-from mirror_lib.state_tables import read_rows
-from mirror_lib.verify import verify_flow
-from mirror_lib.views import create_views
+from mirror_lib.replication.cutover import CutoverOptions, run_cutover
+from mirror_lib.replication.verify import verify_flow
+from mirror_lib.spark.views import create_views
+from mirror_lib.tables.state_tables import read_rows
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import write_properties
 from tests.integration.test_checkpoints import (
     FAST,
@@ -62,7 +62,7 @@ def test_cutover_dry_run_then_applied_with_three_groups(
         }
         path = write_properties(tmp_path / "mm2.properties", dict(config.properties))
         cli = subprocess.run(
-            [sys.executable, "-m", "mirror_lib.cli", "cutover", str(path), "--flow", "A->B",
+            [sys.executable, "-m", "mirror_lib.app.cli", "cutover", str(path), "--flow", "A->B",
              "--groups", *groups, "--producers-stopped", "--max-age", "120"],
             capture_output=True, text=True, env=subprocess_env, timeout=300,
         )  # fmt: skip

@@ -14,12 +14,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from mirror_lib.config import parse_config
-from mirror_lib.dashboard import NO_DATA, build_figures
-from mirror_lib.delta_store import ensure_tables, table_path
-from mirror_lib.lakeview import select_columns
-from mirror_lib.materialize import tables_root
-from mirror_lib.tables import SCHEMAS
+from mirror_lib.app.dashboard import NO_DATA, build_figures
+from mirror_lib.app.lakeview import select_columns
+from mirror_lib.config.model import parse_config
+from mirror_lib.tables.delta_rs import ensure_tables, table_path
+from mirror_lib.tables.location import tables_root
+from mirror_lib.tables.schemas import SCHEMAS
 from tests.browser import chromium_available, render
 from tests.integration.conftest import flow_properties, write_properties
 
@@ -138,7 +138,7 @@ def test_figures_show_each_topic_and_partition(spark, tables):
 
 
 def test_select_lists_match_what_spark_returns(spark, tables):
-    from mirror_lib.views import create_views
+    from mirror_lib.spark.views import create_views
 
     create_views(spark, tables)  # a minute: what the Lakeview dashboard shows
     lag = spark.sql("SELECT lag FROM lag_per_minute WHERE topic = 'A.orders' ORDER BY minute")
@@ -154,7 +154,15 @@ def test_mirror_dashboard_writes_an_offline_page_also_for_empty_tables(tmp_path,
     config_file = write_properties(tmp_path / "mm2.properties", dict(config.properties))
     out = tmp_path / "out" / "health.html"
     run = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "dashboard", str(config_file), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "mirror_lib.app.cli",
+            "dashboard",
+            str(config_file),
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         env=subprocess_env,
@@ -180,7 +188,15 @@ def test_mirror_dashboard_without_tables_says_what_to_run(tmp_path, subprocess_e
     )
     out = tmp_path / "health.html"
     run = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "dashboard", str(config_file), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "mirror_lib.app.cli",
+            "dashboard",
+            str(config_file),
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         env=subprocess_env,
@@ -207,7 +223,7 @@ def assert_every_tile_draws(report: dict, stems: list[str]) -> dict[str, dict]:
 
 @pytest.mark.skipif(not chromium_available(), reason="needs Debian's chromium: make chromium")
 def test_the_page_draws_in_a_real_browser(spark, tables, tmp_path):
-    from mirror_lib.dashboard import write_dashboard
+    from mirror_lib.app.dashboard import write_dashboard
 
     page = write_dashboard(spark, tables, tmp_path / "health.html")
     stems = [p.stem for p in SQL_DIR.glob("*.sql")]

@@ -20,8 +20,9 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from mirror_lib import delta_store as store
-from mirror_lib.tables import SCHEMAS
+from mirror_lib.spark import delta_source
+from mirror_lib.tables import delta_rs as store
+from mirror_lib.tables.schemas import SCHEMAS
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -70,7 +71,7 @@ class CountSource(DataSource):
         return CountReader(self.options["limit_file"])
 
 
-class TwoTableWriter(store.DeltaBatchWriter):
+class TwoTableWriter(delta_source.DeltaBatchWriter):
     """Every id -> replication_metrics; ids divisible by 3 -> flow_events; optional stall."""
 
     def to_tables(self, rows: list) -> dict[str, pa.Table]:
@@ -82,7 +83,7 @@ class TwoTableWriter(store.DeltaBatchWriter):
             "flow_events": pa.Table.from_pylist(events, SCHEMAS["flow_events"]),
         }
 
-    def write(self, iterator: Iterator[Any]) -> store.DeltaCommitMessage:
+    def write(self, iterator: Iterator[Any]) -> delta_source.DeltaCommitMessage:
         message = super().write(iterator)
         stall = self.options.get("stall_file")
         if stall and os.path.exists(stall) and message.files:
@@ -105,7 +106,7 @@ class TwoTableSink(DataSource):
 
 @pytest.fixture
 def dspark(spark):
-    for source in (CountSource, TwoTableSink, store.DeltaRsDataSource):
+    for source in (CountSource, TwoTableSink, delta_source.DeltaRsDataSource):
         spark.dataSource.register(source)
     return spark
 
@@ -212,7 +213,7 @@ def commit_metrics(root: str, first: int, n: int, batch: int, age_days: float = 
 
 def test_sql_views_time_travel_and_maintenance(dspark, tmp_path):
     root = str(tmp_path / "it's `odd`")  # quotes must be escaped in the OPTIONS clause
-    views = store.register_tables(dspark, root, prefix="ds_")
+    views = delta_source.register_tables(dspark, root, prefix="ds_")
     assert "ds_replication_metrics" in views
     assert dspark.sql("SELECT count(*) AS n FROM ds_heartbeats").first().n == 0  # empty table
     count = "SELECT count(*) AS n, max(record_ts) AS ts FROM {}"
@@ -227,7 +228,7 @@ def test_sql_views_time_travel_and_maintenance(dspark, tmp_path):
     path = store.table_path(root, "replication_metrics")
     old = dspark.read.format("deltars").option("path", path).option("versionAsOf", 1).load()
     assert old.count() == 3
-    store.register_tables(dspark, root, as_of_timestamp=between, prefix="at_")
+    delta_source.register_tables(dspark, root, as_of_timestamp=between, prefix="at_")
     assert dspark.sql(count.format("at_replication_metrics")).first().n == 3
 
     report = store.maintain(root, retention_days=30, vacuum_hours=0)

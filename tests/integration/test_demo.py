@@ -8,9 +8,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from mirror_lib.config import load_config
-from mirror_lib.health import read_rows
-from mirror_lib.views import bucket_for
+from mirror_lib.config.model import load_config
+from mirror_lib.spark.views import bucket_for
+from mirror_lib.tables.health import read_rows
 from tests.browser import chromium_available, render
 
 
@@ -37,7 +37,7 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
         [
             sys.executable,
             "-m",
-            "mirror_lib.cli",
+            "mirror_lib.app.cli",
             "demo",
             "--duration",
             "15",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib import embedded
 from mirror_lib.errors import ConfigError, EmbeddedBrokerError
+from mirror_lib.testing import embedded, kafka_io
 
 RECORDS: list[dict[str, object]] = [
     {"key": b"k1", "value": b"v1", "partition": 0, "timestamp": 1_600_000_000_000,
@@ -42,10 +42,10 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def _check_round_trip(bootstrap: str, topic: str) -> list[embedded.Record]:
-    embedded.create_topic(bootstrap, topic, partitions=3)
-    delivered = embedded.produce_exact(bootstrap, topic, RECORDS)
-    consumed = embedded.consume_all(bootstrap, topic, timeout_s=15)
+def _check_round_trip(bootstrap: str, topic: str) -> list[kafka_io.Record]:
+    kafka_io.create_topic(bootstrap, topic, partitions=3)
+    delivered = kafka_io.produce_exact(bootstrap, topic, RECORDS)
+    consumed = kafka_io.consume_all(bootstrap, topic, timeout_s=15)
     assert consumed == delivered
     by_value = {r.value: r for r in consumed}
     for spec in RECORDS:
@@ -84,8 +84,8 @@ def test_shared_fixture_clusters(brokers: object, unique_name: str) -> None:
     source, target = brokers.source, brokers.target  # type: ignore[attr-defined]
     assert source != target
     _check_round_trip(source, f"{unique_name}-src")
-    embedded.create_topic(target, f"{unique_name}-tgt", partitions=1)
-    assert embedded.consume_all(target, f"{unique_name}-tgt", timeout_s=15) == []
+    kafka_io.create_topic(target, f"{unique_name}-tgt", partitions=1)
+    assert kafka_io.consume_all(target, f"{unique_name}-tgt", timeout_s=15) == []
 
 
 def test_bogus_binary_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_port_taken_retries_on_another_port(
         )
         with embedded.embedded_brokers(1, aliases=["solo"], workdir=tmp_path) as (broker,):
             assert broker.port != taken
-            embedded.create_topic(broker.bootstrap_servers, "after-retry")
+            kafka_io.create_topic(broker.bootstrap_servers, "after-retry")
     assert "AddrInUse" in (tmp_path / f"tansu-solo-{taken}.log").read_text()
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.config import load_config
-from mirror_lib.delta_store import read_table
-from mirror_lib.embedded import consume_all, create_topic, produce_exact
-from mirror_lib.materialize import tables_root
-from mirror_lib.tasks import run_task
+from mirror_lib.app.bundle_tasks import run_task
+from mirror_lib.config.model import load_config
+from mirror_lib.tables.delta_rs import read_table
+from mirror_lib.tables.location import tables_root
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_job_tasks_replicate_checkpoint_materialize_and_maintain(
 def test_continuous_run_reports_live_progress_for_the_chosen_parts(
     spark, make_config, brokers, unique_name
 ):
-    from mirror_lib.runner import run_flows
+    from mirror_lib.spark.runner import run_flows
 
     topic = f"{unique_name}-t"
     config = make_config(topics=topic, groups="none")

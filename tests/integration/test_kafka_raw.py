@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka import Producer
 
-from mirror_lib.embedded import consume_all, create_topic
+from mirror_lib.testing.kafka_io import consume_all, create_topic
 from tests.helpers.kafka_raw import committed_records, read_batches
 
 

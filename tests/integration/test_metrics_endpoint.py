@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirror_lib.embedded import create_topic, produce_exact
-from mirror_lib.runner import run_flows
+from mirror_lib.spark.runner import run_flows
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 
 MM2 = "kafka_connect_mirror_source_connector_"
 

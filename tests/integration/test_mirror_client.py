@@ -10,11 +10,11 @@ import uuid
 
 import pytest
 
-from mirror_lib.config import parse_config
-from mirror_lib.embedded import create_topic, produce_exact
-from mirror_lib.formats import Checkpoint, Heartbeat
-from mirror_lib.mirror_client import MirrorClient
-from mirror_lib.policy import DefaultReplicationPolicy
+from mirror_lib.config.model import parse_config
+from mirror_lib.kafka.mirror_client import MirrorClient
+from mirror_lib.mm2.formats import Checkpoint, Heartbeat
+from mirror_lib.mm2.policy import DefaultReplicationPolicy
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.config import load_config
-from mirror_lib.embedded import consume_all, create_topic, produce_exact
-from mirror_lib.supervise import current_outages
+from mirror_lib.config.model import load_config
+from mirror_lib.replication.supervise import current_outages
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.exactly_once import committed_count, wait_exactly_once
 from tests.helpers.proxy import BLACKHOLE, OPEN, REFUSE, SLOW, TcpProxy, bootstrap, proxied_broker
 from tests.integration.conftest import flow_properties, write_properties
@@ -70,7 +70,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "mirror_lib.cli", "run", str(config), "--duration", "900"],
+                [
+                    sys.executable,
+                    "-m",
+                    "mirror_lib.app.cli",
+                    "run",
+                    str(config),
+                    "--duration",
+                    "900",
+                ],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -8,11 +8,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_lib.embedded import Record, consume_all, create_topic, produce_exact
 from mirror_lib.errors import MirrorRuntimeError
-from mirror_lib.flow import FlowContext
-from mirror_lib.runner import FlowRunner, run_flows
-from mirror_lib.translate import load_segments, translate
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.translate import load_segments, translate
+from mirror_lib.spark.runner import FlowRunner, run_flows
+from mirror_lib.testing.kafka_io import Record, consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records, iter_all
 from tests.integration.conftest import metrics_events
 
@@ -212,7 +212,7 @@ def test_record_too_large_for_target_names_it_and_commits_nothing_after(
 def test_remote_topic_gets_partition_count_and_filtered_configs(
     spark, brokers, make_config, unique_name
 ):
-    from mirror_lib.admin import KafkaAdminOps
+    from mirror_lib.kafka.admin import KafkaAdminOps
 
     create_topic(
         brokers.source,
@@ -235,7 +235,7 @@ def test_at_least_once_mode_and_once_run_checkpoints(spark, brokers, make_config
     """Without transactions the copy is still exact on a clean run, and --once checkpoints."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from mirror_lib.failover import translate_group
+    from mirror_lib.replication.failover import translate_group
 
     create_topic(brokers.source, unique_name, 2)
     produce_exact(brokers.source, unique_name, mixed_records(400, 2, "l"))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from mirror_lib.embedded import consume_all, create_topic
-from mirror_lib.runner import run_flows
-from mirror_lib.spark_checkpoint import spark_restart_on_target
+from mirror_lib.replication.spark_checkpoint import spark_restart_on_target
+from mirror_lib.spark.runner import run_flows
+from mirror_lib.testing.kafka_io import consume_all, create_topic
 from tests.integration.conftest import write_properties
 from tests.integration.test_replication import transactional_source
 
@@ -89,7 +89,7 @@ def test_spark_query_checkpoint_restarts_on_the_target_exactly(
     for extra in (["--spark-checkpoint", str(checkpoint)],
                   ["--offsets-json", json.dumps({topic: processed})]):  # fmt: skip
         cli = subprocess.run(
-            [sys.executable, "-m", "mirror_lib.cli", "translate", str(path), "--source", "A",
+            [sys.executable, "-m", "mirror_lib.app.cli", "translate", str(path), "--source", "A",
              "--target", "B", "--json", *extra],
             capture_output=True, text=True, env=subprocess_env, timeout=120,
         )  # fmt: skip

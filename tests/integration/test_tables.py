@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib.embedded import create_topic, produce_exact
-from mirror_lib.failover import translate_group, translate_group_as_of
-from mirror_lib.materialize import maintain_tables, materialize_caught_up, start_materialization
-from mirror_lib.runner import run_flows
-from mirror_lib.views import create_views
+from mirror_lib.replication.failover import translate_group, translate_group_as_of
+from mirror_lib.spark.materialize import (
+    maintain_tables,
+    materialize_caught_up,
+    start_materialization,
+)
+from mirror_lib.spark.runner import run_flows
+from mirror_lib.spark.views import create_views
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.integration.conftest import metrics_events
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
@@ -33,7 +37,7 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> N
 @pytest.fixture(scope="module")
 def flow(spark, brokers, tmp_path_factory):
     """One flow replicated twice (two runs) with checkpoints and materialized tables."""
-    from mirror_lib.config import parse_config
+    from mirror_lib.config.model import parse_config
     from tests.integration.conftest import flow_properties
 
     name = f"tables-{int(time.time() * 1000) % 10**8}"
@@ -244,7 +248,7 @@ def test_mirror_status_reads_the_tables(flow, tmp_path, subprocess_env):
     import subprocess
     import sys
 
-    from mirror_lib.status import flow_status
+    from mirror_lib.app.status import flow_status
     from tests.integration.conftest import write_properties
 
     (health,) = flow_status(flow["config"])
@@ -254,7 +258,7 @@ def test_mirror_status_reads_the_tables(flow, tmp_path, subprocess_env):
     assert health.checkpoint_age_seconds >= 0 and health.heartbeat_age_seconds >= 0
     config_file = write_properties(tmp_path / "mm2.properties", dict(flow["config"].properties))
     out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "status", str(config_file), "--json"],
+        [sys.executable, "-m", "mirror_lib.app.cli", "status", str(config_file), "--json"],
         capture_output=True,
         text=True,
         env=subprocess_env,
@@ -267,10 +271,10 @@ def test_mirror_status_reads_the_tables(flow, tmp_path, subprocess_env):
 @pytest.mark.spark40
 def test_one_health_for_either_writer_and_the_views(spark, flow):
     """The same numbers from delta-rs files, from Spark-held tables and from the SQL views."""
-    from mirror_lib.config import parse_config
-    from mirror_lib.delta_store import register_tables
-    from mirror_lib.materialize import tables_root
-    from mirror_lib.status import flow_status
+    from mirror_lib.app.status import flow_status
+    from mirror_lib.config.model import parse_config
+    from mirror_lib.spark.delta_source import register_tables
+    from mirror_lib.tables.location import tables_root
 
     now = time.time() * 1000
     (local,) = flow_status(flow["config"], now_ms=now)

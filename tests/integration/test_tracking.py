@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.config import parse_config
-from mirror_lib.embedded import create_topic, produce_exact
+from mirror_lib.app.status import flow_status
+from mirror_lib.app.tracking import run_and_log
+from mirror_lib.config.model import parse_config
+from mirror_lib.config.properties import REDACTED
 from mirror_lib.errors import ConfigError
-from mirror_lib.properties import REDACTED
-from mirror_lib.status import flow_status
-from mirror_lib.tracking import run_and_log
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 
 mlflow = pytest.importorskip("mlflow")
@@ -29,7 +29,7 @@ SECRET = os.environ["MIRROR_TEST_MLFLOW_SECRET"]
 SECRET_REF = {"B.ssl.key.password": "${env:MIRROR_TEST_MLFLOW_SECRET}"}  # unused on PLAINTEXT
 DASHBOARD = (
     bool(importlib.util.find_spec("plotly"))
-    and (Path(__file__).resolve().parents[2] / "mirror_lib" / "dashboard.py").exists()
+    and (Path(__file__).resolve().parents[2] / "mirror_lib" / "app" / "dashboard.py").exists()
 )
 
 
@@ -144,7 +144,7 @@ def test_mirror_run_mlflow_logs_to_the_state_dir(brokers, tmp_path, subprocess_e
     env = {k: v for k, v in subprocess_env.items() if k != "MLFLOW_TRACKING_URI"}
     env.pop("DATABRICKS_RUNTIME_VERSION", None)
     out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "run", str(config_file), "--once", "--mlflow"],
+        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_file), "--once", "--mlflow"],
         capture_output=True,
         text=True,
         env=env,

@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mirror_lib.embedded import consume_all, create_topic, produce_exact
-from mirror_lib.runner import run_flows
-from mirror_lib.state_tables import read_rows
-from mirror_lib.verify import verify_flow
-from mirror_lib.views import create_views
+from mirror_lib.replication.verify import verify_flow
+from mirror_lib.spark.runner import run_flows
+from mirror_lib.spark.views import create_views
+from mirror_lib.tables.state_tables import read_rows
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
@@ -41,7 +41,7 @@ def test_verify_complete_behind_and_first_difference(
     create_topic(brokers.source, topic, 2)
     produce_exact(brokers.source, topic, records("a", 40))
     props = flow_properties(brokers.source, brokers.target, tmp_path / "state", topics=topic)
-    from mirror_lib.config import parse_config
+    from mirror_lib.config.model import parse_config
 
     config = parse_config(props)
     run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
@@ -95,7 +95,16 @@ def test_verify_complete_behind_and_first_difference(
 
     path = write_properties(tmp_path / "mm2.properties", props)
     cli = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.cli", "verify", str(path), "--flow", "A->B", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "mirror_lib.app.cli",
+            "verify",
+            str(path),
+            "--flow",
+            "A->B",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         env=subprocess_env,

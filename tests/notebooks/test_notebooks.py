@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib import embedded
-from mirror_lib.config import load_config
-from mirror_lib.failover import translate_group
+from mirror_lib.config.model import load_config
+from mirror_lib.replication.failover import translate_group
+from mirror_lib.testing import embedded, kafka_io
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -41,8 +41,8 @@ def clusters(tmp_path_factory):
 
 def _workload(source: str) -> None:
     for topic, partitions in TOPICS.items():
-        embedded.create_topic(source, topic, partitions)
-        embedded.produce_exact(
+        kafka_io.create_topic(source, topic, partitions)
+        kafka_io.produce_exact(
             source,
             topic,
             [
@@ -131,7 +131,7 @@ def test_the_replication_notebook_runs_on_this_pyspark(tmp_path):
         env["MIRROR_MODE"] = "once"
         _nbval([REPO / "notebooks" / "02_run_replication.ipynb"], tmp_path, env)
         for topic, partitions in TOPICS.items():
-            assert len(embedded.consume_all(target, f"A.{topic}")) == PER_PARTITION * partitions
+            assert len(kafka_io.consume_all(target, f"A.{topic}")) == PER_PARTITION * partitions
     finally:
         embedded.stop_brokers(started)
 
@@ -160,7 +160,7 @@ def test_the_notebooks_run_headless_and_do_their_job(clusters, tmp_path):
     config = load_config(config_path)  # 01 saved a config the library reads back
     assert [f.name for f in config.enabled_flows()] == ["A->B"]
     for topic, partitions in TOPICS.items():  # 02 replicated every record
-        copied = embedded.consume_all(target, f"A.{topic}")
+        copied = kafka_io.consume_all(target, f"A.{topic}")
         assert len(copied) == PER_PARTITION * partitions
     translated = {o.partition: o.offset for o in translate_group(config, GROUP, "A", "B")}
     assert translated == {p: 10 + p for p in range(TOPICS["orders"])}

@@ -1,8 +1,10 @@
-"""Regenerate ``mirror_lib/librdkafka_conf.py`` from the librdkafka that confluent-kafka ships.
+"""Regenerate ``mirror_lib/config/librdkafka_conf.py`` from the librdkafka that confluent-kafka
+ships.
 
 librdkafka prints its own CONFIGURATION.md table with ``rd_kafka_conf_properties_show``; we call it
 through ctypes on the bundled shared library, so the list is exactly what the installed client
-accepts. Usage: ``python -m tests.tools.librdkafka_dump > mirror_lib/librdkafka_conf.py`` (then
+accepts. Usage: ``python -m tests.tools.librdkafka_dump > mirror_lib/config/librdkafka_conf.py``
+(then
 ``ruff format`` it).
 """
 
@@ -60,14 +62,14 @@ def _version() -> str:
 
 
 def render(props: dict[str, tuple[str, str, str]]) -> str:
-    """The Python source of ``mirror_lib/librdkafka_conf.py``."""
+    """The Python source of ``mirror_lib/config/librdkafka_conf.py``."""
     lines = [
         "# ruff: noqa: E501",
         '"""Every librdkafka configuration property settable from a string (generated data).',
         "",
         f"librdkafka {confluent_kafka.libversion()[0]}, the one confluent-kafka "
         f"{_version()} ships. Regenerate with",
-        "``python -m tests.tools.librdkafka_dump > mirror_lib/librdkafka_conf.py``, then",
+        "``python -m tests.tools.librdkafka_dump > mirror_lib/config/librdkafka_conf.py``, then",
         "``ruff format`` it.",
         "name -> (roles: C consumer, P producer, * both; type; range or allowed values).",
         '"""',

@@ -1,0 +1,225 @@
+"""The ``mirror`` command line (DESIGN.md "Command line"): parse arguments, make one library call.
+
+Exit codes: 0 success; 2 invalid input (config, arguments); 1 runtime failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_translate_offsets
+from mirror_lib.app.status import flow_status, format_status
+from mirror_lib.app.tracking import run_and_log
+from mirror_lib.config.describe import describe_config, format_description
+from mirror_lib.config.model import load_config
+from mirror_lib.errors import ConfigError, MirrorError
+from mirror_lib.kafka.clients import check_clients
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep one message format
+        self.print_usage(sys.stderr)
+        raise ConfigError("arguments", " ".join(sys.argv[1:]), message)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    description = describe_config(config, client_warnings=check_clients(config))
+    if args.json:
+        print(json.dumps(description, indent=2, default=str))
+    else:
+        print(format_description(description))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    for warning in check_clients(config):  # refuses what no client could be built from
+        print(f"mirror: warning: {warning}", file=sys.stderr)
+    run_and_log(  # run_flows, logged to MLflow with --mlflow or mirror.mlflow.enabled = true
+        None,
+        config,
+        args.flow,
+        mlflow=True if args.mlflow else None,
+        once=args.once,
+        duration_s=args.duration,
+        timeout_s=args.timeout,
+        show_progress=True,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+    )
+    return 0
+
+
+def _print_offsets(rows: list, as_json: bool, with_current: bool = False) -> None:
+    if as_json:
+        print(json.dumps([r.as_dict() for r in rows]))
+        return
+    print(f"{'topic':<40} {'partition':>9} {'offset':>12}" + (f" {'current':>12}" * with_current))
+    for r in rows:
+        line = f"{r.topic:<40} {r.partition:>9} {r.offset:>12}"
+        if with_current:
+            line += f" {'-' if r.current is None else r.current:>12}"
+        print(line)
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    # lazy: confluent-kafka, needed by the Kafka commands only
+    from mirror_lib.replication.failover import translate_group
+
+    if args.spark_checkpoint or args.offsets_json:
+        return cmd_translate_offsets(args)
+    if not args.group:
+        raise ConfigError("--group", None, "a consumer group id (or --spark-checkpoint PATH)")
+    config = load_config(args.config)
+    _print_offsets(translate_group(config, args.group, args.source, args.target), args.json)
+    return 0
+
+
+def _cmd_failover(args: argparse.Namespace) -> int:
+    # lazy: confluent-kafka, needed by the Kafka commands only
+    from mirror_lib.replication.failover import failover_group
+
+    config = load_config(args.config)
+    rows = failover_group(config, args.group, args.source, args.target, apply=args.apply)
+    _print_offsets(rows, args.json, with_current=True)
+    if not args.json:
+        verb = "committed" if args.apply else "would commit (dry run; add --apply)"
+        print(f"{verb} {len(rows)} offsets for group {args.group} on {args.target}")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    rows = flow_status(load_config(args.config))
+    if args.json:
+        print(json.dumps({r.flow: r.as_dict() for r in rows}, indent=2))
+    else:
+        print(format_status(rows))
+    return 0
+
+
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from mirror_lib.app.dashboard import write_dashboard  # lazy: plotly is an extra
+
+    print(write_dashboard(None, load_config(args.config), args.out))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mirror_lib.app.demo import run_demo  # lazy: the demo needs Kafka and Spark
+
+    if args.duration <= 0:
+        raise ConfigError("--duration", args.duration, "a positive number of seconds")
+    run_demo(args.duration, Path(args.workdir) if args.workdir else None)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = _Parser(prog="mirror", description="MirrorMaker-2-compatible replication on Spark.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    validate = sub.add_parser("validate", help="parse and validate a config; print the flows")
+    validate.add_argument("config", help="mm2.properties file")
+    validate.add_argument("--json", action="store_true", help="machine-readable output")
+    validate.set_defaults(func=_cmd_validate)
+    run = sub.add_parser("run", help="run the flows' streaming queries")
+    run.add_argument("config", help="mm2.properties file")
+    run.add_argument("--flow", action="append", help="A->B (repeatable; default: all enabled)")
+    run.add_argument("--once", action="store_true", help="replicate what is there now, then exit")
+    run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")
+    run.add_argument(
+        "--mlflow", action="store_true", help="log an MLflow run (or mirror.mlflow.enabled = true)"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve Prometheus metrics on http://HOST:N/metrics while running (0: off; or "
+        "mirror.metrics.port)",
+    )
+    run.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        help="address of the metrics endpoint (default 127.0.0.1, or mirror.metrics.host)",
+    )
+    run.set_defaults(func=_cmd_run)
+    for name, func, text in (
+        ("translate", _cmd_translate, "translated target offsets of a consumer group"),
+        ("failover", _cmd_failover, "show or commit a group's translated offsets on the target"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("config", help="mm2.properties file")
+        cmd.add_argument("--group", required=name == "failover", help="consumer group id")
+        cmd.add_argument("--source", required=True, help="cluster alias the group consumed on")
+        cmd.add_argument("--target", required=True, help="cluster alias to fail over to")
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "failover":
+            cmd.add_argument("--apply", action="store_true", help="commit the offsets")
+        else:
+            add_translate_options(cmd)
+        cmd.set_defaults(func=func)
+    add_commands(sub)  # verify, cutover
+    status = sub.add_parser("status", help="per flow: last batch, lag, latency, ages")
+    status.add_argument("config", help="mm2.properties file")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=_cmd_status)
+    dashboard = sub.add_parser("dashboard", help="static plotly dashboard from the Delta tables")
+    dashboard.add_argument("config", help="mm2.properties file")
+    dashboard.add_argument("--out", required=True, help="HTML file to write (self-contained)")
+    dashboard.set_defaults(func=_cmd_dashboard)
+    demo = sub.add_parser("demo", help="the embedded default end to end (two local brokers)")
+    demo.add_argument("--duration", type=float, default=45, help="seconds of live replication")
+    demo.add_argument("--workdir", help="folder for brokers' logs, state and tables")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def exit_code(call: Callable[[], Any], prog: str = "mirror") -> int:
+    """Run ``call``; print a failure in one line and map it to the exit codes of DESIGN.md."""
+    try:
+        result = call()
+        return result if isinstance(result, int) else 0
+    except ConfigError as exc:
+        print(f"{prog}: invalid input: {exc}", file=sys.stderr)
+        return 2
+    except MirrorError as exc:
+        print(f"{prog}: failed: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; everything started was stopped", file=sys.stderr)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mirror`` console script."""
+
+    def call() -> int:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+
+    return exit_code(call)
+
+
+def entry_point() -> None:
+    """Console script: run, flush, and exit without interpreter finalization.
+
+    Native runtimes (delta-rs' Tokio threads, librdkafka) can abort the process while Python
+    tears them down ("terminate called without an active exception") after the command already
+    succeeded; os._exit keeps the command's real exit code.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    entry_point()

@@ -1,0 +1,368 @@
+"""Static plotly dashboard (``mirror dashboard``): the Lakeview SQL on Spark, one offline HTML file.
+
+Every figure runs one file of ``dashboards/sql`` (figure name = file stem) over the views of
+:func:`mirror_lib.spark.views.create_views`, so this page and the Lakeview dashboard show the same
+numbers. The SQL files are found in an installed wheel (``mirror_lib/dashboard_sql``, package
+data) or in a source checkout / editable install (``dashboards/sql``), see :func:`sql_dir`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.tables.location import tables_root, tables_writer
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+NO_DATA = "no data yet"
+MAX_TABLE_ROWS = 200
+#: Page sections: heading -> figure names, in order. Figures of other SQL files go to "More".
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Replication latency", ("latency",)),
+    ("Throughput", ("throughput",)),
+    ("Replication lag", ("lag_over_time", "lag")),
+    ("Heartbeats", ("heartbeats",)),
+    ("Failover readiness", ("failover_readiness", "offset_translation")),
+    ("Gaps and flow events", ("gaps",)),
+    ("Verification and cutover", ("verifications", "migrations")),
+)
+#: Table column headers with their units (other columns: the name with spaces).
+HEADERS = {
+    "ts": "time (UTC)",
+    "last_heartbeat": "last heartbeat (UTC)",
+    "measured_ts": "measured (UTC)",
+    "checkpoint_age_seconds": "checkpoint age (s)",
+    "heartbeat_age_seconds": "heartbeat age (s)",
+    "age_seconds": "age (s)",
+    "replication_lag": "lag (records)",
+    "upstream_offset": "committed offset on source",
+    "offset": "translated offset on target",
+    "group_id": "group",
+    "verified_ts": "verified (UTC)",
+    "status_ts": "since (UTC)",
+}
+TITLES = {
+    "latency": "Replication latency per topic (ms): p50 solid, p99 dashed",
+    "throughput": "Records replicated per minute, per topic",
+    "lag_over_time": "Replication lag per topic over time (records behind the source)",
+    "lag": "Current replication lag per partition (records)",
+    "heartbeats": "Heartbeat age per cluster pair (seconds since the last heartbeat)",
+    "failover_readiness": "Failover readiness per consumer group",
+    "offset_translation": "Translated offsets per group and partition (= `mirror translate`)",
+    "gaps": "Gaps, outages, errors and decode errors (newest first)",
+    "verifications": "Latest `mirror verify` per partition (differences first)",
+    "migrations": "Cutover per partition: end offset on the source, matching offset on the target",
+}
+_CHART_HEIGHT = 380
+_PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def sql_dir() -> Path:
+    """The folder of the dashboard SQL: the wheel's package data, else the checkout's copy."""
+    here = Path(__file__).resolve().parents[1]  # the mirror_lib package folder
+    for candidate in (here / "dashboard_sql", here.parent / "dashboards" / "sql"):
+        if any(candidate.glob("*.sql")):
+            return candidate
+    raise MirrorRuntimeError(
+        f"the dashboard SQL files were not found (looked in {here / 'dashboard_sql'} and "
+        f"{here.parent / 'dashboards' / 'sql'}): reinstall mirror_lib; nothing was written"
+    )
+
+
+def load_queries() -> dict[str, str]:
+    """File stem -> SQL text of every ``*.sql`` file of :func:`sql_dir`, sorted by name."""
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(sql_dir().glob("*.sql"))}
+
+
+def require_tables(config: MirrorConfig) -> None:
+    """Raise unless at least one delta-rs table exists under ``mirror.state.dir``."""
+    from deltalake import DeltaTable
+
+    from mirror_lib.tables.delta_rs import table_path  # lazy: deltalake, pyarrow
+    from mirror_lib.tables.schemas import TABLES
+
+    root = tables_root(config)
+    if any(DeltaTable.is_deltatable(table_path(root, t)) for t in TABLES):
+        return
+    config_file = config.origin if config.origin != "<dict>" else "CONFIG"
+    raise MirrorRuntimeError(
+        f"no Delta tables in {table_path(root, '')} (mirror.state.dir = {config.state_dir}): "
+        f"nothing has been materialized yet. Run `mirror run {config_file} --once` (with "
+        "mirror.tables.enabled = true, the default) first; no dashboard was written"
+    )
+
+
+def _plotly() -> Any:
+    try:
+        import plotly.graph_objects as go
+    except ImportError as exc:
+        raise MirrorRuntimeError(
+            "plotly is not installed: `pip install 'mirror_lib[dashboard]'`; nothing was written"
+        ) from exc
+    return go
+
+
+def _plain(value: Any) -> Any:
+    """Naive UTC datetimes (plotly has no time zones) and floats instead of Decimals."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return float(value) if isinstance(value, Decimal) else value
+
+
+def query_rows(spark: Any, sql: str) -> list[dict[str, Any]]:
+    """Rows of ``sql`` as dicts (through Arrow, so timestamps keep their time zone)."""
+    return [{k: _plain(v) for k, v in r.items()} for r in spark.sql(sql).toArrow().to_pylist()]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """How one SQL file's rows become a chart: a trace per ``series`` value and ``y`` column."""
+
+    series: str | Callable[[dict[str, Any]], str]  # legend entry: a column or a row label
+    x: str | Callable[[dict[str, Any]], Any]
+    y: tuple[str, ...]  # several columns: line styles solid, dash, dot
+    kind: str  # "line" or "bar" (bars stack)
+    x_title: str
+    y_title: str
+    unit: str  # in hover texts and bar labels
+    fmt: str = ",.0f"  # number format (d3 and Python share this syntax)
+    labels: bool = False  # value labels on the bars
+    legend: str | None = "topic"  # None: no legend (the x labels say it all)
+
+
+def _get(how: str | Callable[[dict[str, Any]], Any], row: dict[str, Any]) -> Any:
+    return how(row) if callable(how) else row[how]
+
+
+def _pair(r: dict[str, Any]) -> str:
+    hops, beats = r["hops"], r["heartbeats"]
+    return (
+        f"{r['source']}→{r['target']} on {r['cluster']}<br>"
+        f"{hops} hop{'s' * (hops != 1)}, {beats} heartbeat{'s' * (beats != 1)}"
+    )
+
+
+CHARTS = {
+    "latency": Chart("topic", "minute", ("latency_ms_p50", "latency_ms_p99"), "line",
+                     "minute (UTC)", "latency (ms)", "ms"),
+    "throughput": Chart("topic", "minute", ("records",), "bar", "minute (UTC)",
+                        "records / minute", "records"),
+    "lag_over_time": Chart("topic", "minute", ("lag",), "line", "minute (UTC)", "lag (records)",
+                           "records"),
+    "lag": Chart("remote_topic", lambda r: f"{r['remote_topic']} p{r['partition']}", ("lag",),
+                 "bar", "topic and partition", "lag (records)", "records", labels=True),
+    "heartbeats": Chart(_pair, _pair, ("age_seconds",), "bar",
+                        "source→target on cluster, hops travelled", "age (s)", "s",
+                        fmt=",.1f", labels=True, legend=None),
+}  # fmt: skip
+
+
+def _chart(go: Any, fig: go.Figure, spec: Chart, rows: list[dict[str, Any]]) -> None:
+    from plotly.colors import qualitative
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(str(_get(spec.series, r)), []).append(r)
+    for i, (label, rs) in enumerate(groups.items()):
+        color = qualitative.Plotly[i % len(qualitative.Plotly)]
+        for dash, col in zip(("solid", "dash", "dot"), spec.y, strict=False):
+            name = label if len(spec.y) == 1 else f"{label} {col.rsplit('_', 1)[-1]}"
+            ys = [r[col] for r in rs]
+            common = {
+                "x": [_get(spec.x, r) for r in rs],
+                "y": ys,
+                "name": name,
+                "legendgroup": label,
+                "hovertemplate": f"%{{y:{spec.fmt}}} {spec.unit}<extra>{name}</extra>",
+            }
+            if spec.kind == "line":
+                line = {"color": color, "dash": dash}
+                fig.add_trace(go.Scatter(mode="lines+markers", line=line, **common))
+            else:
+                text = [f"{v:{spec.fmt}} {spec.unit}" if v is not None else "" for v in ys]
+                fig.add_trace(go.Bar(marker_color=color, text=text if spec.labels else None,
+                                     width=0.4 if spec.labels else None,  # narrow, labelled
+                                     textposition="outside", **common))  # fmt: skip
+    legend = {"showlegend": spec.legend is not None, "legend_title_text": spec.legend or ""}
+    fig.update_layout(xaxis_title=spec.x_title, yaxis_title=spec.y_title, barmode="stack", **legend)
+    fig.update_yaxes(rangemode="tozero")
+    xs = [r[spec.x] for r in rows] if spec.x_title == "minute (UTC)" else []
+    if xs and max(xs) - min(xs) <= dt.timedelta(minutes=30):  # short runs: a tick per minute
+        fig.update_xaxes(dtick=60_000, tickformat="%H:%M\n%b %d")
+    if spec.labels:  # leave room above the bars for their labels
+        fig.update_yaxes(range=[0, max((r[spec.y[0]] or 0) for r in rows) * 1.15 or 10])
+
+
+def _table(go: Any, fig: go.Figure, rows: list[dict[str, Any]]) -> None:
+    shown = rows[:MAX_TABLE_ROWS]
+    cols = list(shown[0])
+    header = [f"<b>{HEADERS.get(c, c.replace('_', ' '))}</b>" for c in cols]
+    fig.add_trace(go.Table(
+        header={"values": header, "align": "left", "fill_color": "#e8edf3", "height": 30,
+                "font": {"size": 13}},
+        cells={"values": [[_cell(r[c]) for r in shown] for c in cols], "align": "left",
+               "height": 26, "font": {"size": 13}},
+    ))  # fmt: skip
+    margin = {"l": 20, "r": 20, "t": 60, "b": 10}
+    fig.update_layout(height=min(130 + 26 * len(shown), 660), margin=margin)
+    if len(rows) > len(shown):
+        fig.update_layout(title_text=f"{fig.layout.title.text} — first {len(shown)} of {len(rows)}")
+
+
+def bucket_label(seconds: int) -> str:
+    """``minute``, ``5 s``, ``10 min``, ``hour``, ``6 h``: the time bucket in words."""
+    if seconds % 3600 == 0:
+        return "hour" if seconds == 3600 else f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return "minute" if seconds == 60 else f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
+def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> go.Figure:
+    """The figure of one SQL file's rows: a chart for known names, else a table; empty-safe.
+
+    ``bucket_seconds``: the time bucket of the rows' ``minute`` column (see
+    :func:`mirror_lib.spark.views.bucket_for`), named in titles and axes.
+    """
+    go = _plotly()
+    fig = go.Figure()
+    label = bucket_label(bucket_seconds)
+    title = TITLES.get(name, name.replace("_", " ")).replace("per minute", f"per {label}")
+    fig.update_layout(title_text=title, height=_CHART_HEIGHT, template="plotly_white",
+                      margin={"l": 70, "r": 30, "t": 60, "b": 90})  # fmt: skip
+    if not rows:
+        fig.update_layout(height=_CHART_HEIGHT if name in CHARTS else 200)
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        fig.add_annotation(text=NO_DATA, showarrow=False, font={"size": 18, "color": "#777"},
+                           xref="paper", yref="paper", x=0.5, y=0.5)  # fmt: skip
+    elif name in CHARTS:
+        spec = CHARTS[name]
+        if spec.x == "minute" and bucket_seconds != 60:
+            spec = replace(spec, x_title=f"time (UTC), {label} buckets",
+                           y_title=spec.y_title.replace("/ minute", f"/ {label}"))  # fmt: skip
+        _chart(go, fig, spec, rows)
+    else:
+        _table(go, fig, rows)
+    return fig
+
+
+def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
+    """One figure per ``dashboards/sql`` file (keyed by its stem), over freshly created views."""
+    from mirror_lib.spark.views import create_views, data_bucket  # lazy: pyspark
+
+    _plotly()
+    if tables_writer(spark, config) == "delta-rs":
+        require_tables(config)
+    bucket = data_bucket(spark, config)  # a 45 s run: 1 s buckets, not one or two minutes
+    create_views(spark, config, bucket_seconds=bucket)
+    return {
+        name: figure(name, query_rows(spark, sql), bucket_seconds=bucket)
+        for name, sql in load_queries().items()
+    }
+
+
+def render_html(
+    figures: dict[str, go.Figure], *, flows: list[str], state_dir: str, generated_at: str
+) -> str:
+    """One self-contained page: plotly.js inlined once, a heading per section."""
+    import plotly.io as pio
+    from plotly.offline import get_plotlyjs
+
+    sections = list(SECTIONS)
+    known = {n for _, names in SECTIONS for n in names}
+    if extra := tuple(n for n in figures if n not in known):
+        sections.append(("More", extra))
+    body = []
+    for heading, names in sections:
+        if not any(n in figures for n in names):
+            continue
+        body.append(f"<section><h2>{html.escape(heading)}</h2>")
+        for name in (n for n in names if n in figures):
+            div = pio.to_html(
+                figures[name],
+                include_plotlyjs=False,
+                full_html=False,
+                div_id=f"fig-{name}",
+                config=_PLOT_CONFIG,
+            )
+            body.append(f'<div class="figure">{div}</div>')
+        body.append("</section>")
+    meta = (
+        f"generated at {html.escape(generated_at)} · flows: "
+        f"{html.escape(', '.join(flows) or 'none')} · state: {html.escape(state_dir)}"
+    )
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}"
+        "h1{margin:0 0 4px}.meta{color:#555;margin:0 0 16px}section{margin:0 0 20px}"
+        "h2{border-bottom:1px solid #ccc;padding-bottom:4px}"
+        ".figure{background:#fff;margin:8px 0;border:1px solid #e3e3e3}"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>Kafka mirror health</title>"
+        f"<style>{style}</style><script>{get_plotlyjs()}</script></head><body>"
+        f'<h1>Kafka mirror health</h1><p class="meta">{meta}</p>\n'
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+def write_dashboard(spark: Any, config: MirrorConfig, out: Path | str) -> Path:
+    """Write the static HTML dashboard to ``out``; returns its resolved path.
+
+    ``spark=None`` starts (or reuses) a local session and stops it afterwards only if it was
+    started here. Raises :class:`MirrorRuntimeError` when nothing was materialized yet.
+    """
+    path = Path(out).expanduser().resolve()
+    _plotly()
+    own_session = False
+    if spark is None:
+        from mirror_lib.spark.session import get_spark  # lazy: pyspark
+
+        try:
+            from pyspark.sql import SparkSession
+
+            own_session = SparkSession.getActiveSession() is None
+        except ImportError:
+            own_session = True
+        writer = config.properties.get("mirror.tables.writer", "auto").strip().lower()
+        if own_session and writer != "spark":
+            require_tables(config)  # fail before a local Spark starts
+        spark = get_spark()
+    try:
+        figures = build_figures(spark, config)
+    finally:
+        if own_session:
+            spark.stop()
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    text = render_html(
+        figures,
+        flows=[f.name for f in config.enabled_flows()],
+        state_dir=str(config.state_dir),
+        generated_at=now,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,239 @@
+"""``mirror demo``: the embedded default end to end, bounded in time, leaving nothing running.
+
+Two embedded brokers A and B, sample topics with a keyed, header-carrying producer workload and a
+consumer group on A, the full flow A->B (replication, checkpoints, group sync, heartbeats,
+materialization) on local Spark, then a report from the Delta tables and a static HTML
+dashboard (``<workdir>/dashboard.html``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.errors import MirrorError
+from mirror_lib.replication.failover import translate_group
+from mirror_lib.testing.embedded import embedded_brokers, stop_all
+from mirror_lib.testing.kafka_io import create_topic
+
+TOPICS = {"orders": 4, "payments": 2, "clicks": 3}
+GROUP = "demo-orders-app"
+
+
+def demo_properties(source: str, target: str, state_dir: Path) -> dict[str, str]:
+    """The demo's mm2.properties (written next to the state so mirror status/translate work)."""
+    return {
+        "clusters": "A, B",
+        "A.bootstrap.servers": source,
+        "B.bootstrap.servers": target,
+        "A->B.enabled": "true",
+        "A->B.topics": ", ".join(TOPICS),
+        "A->B.groups": "demo-.*",
+        "B->A.emit.heartbeats.enabled": "false",
+        "emit.checkpoints.interval.seconds": "2",
+        "emit.heartbeats.interval.seconds": "2",
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": "2",
+        "replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "tasks.max": "2",
+        "mirror.trigger.interval.seconds": "0.5",
+        "mirror.state.dir": str(state_dir),
+    }
+
+
+@dataclass
+class Workload:
+    """A bounded producer (keys, headers, timestamps) and a consumer group that lags behind."""
+
+    source: str
+    rate: float = 400.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    produced: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def produce(self) -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.source,
+                "batch.num.messages": 1,
+                "linger.ms": 0,
+                "enable.idempotence": True,
+            }
+        )
+        i = 0
+        started = time.monotonic()
+        while not self.stop.is_set():
+            topic = list(TOPICS)[i % len(TOPICS)]
+            producer.produce(
+                topic,
+                f'{{"n": {i}, "amount": {i % 97}}}'.encode(),
+                f"customer-{i % 50}".encode(),
+                headers=[("source", b"demo"), ("seq", str(i).encode())],
+            )
+            self.produced[topic] = self.produced.get(topic, 0) + 1
+            i += 1
+            producer.poll(0)
+            ahead = i / self.rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+        if producer.flush(30) > 0:
+            self.errors.append("the demo producer could not deliver everything")
+
+    def consume(self) -> None:
+        """Read about half of orders as GROUP and commit, like a real application on A."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.source,
+                "group.id": GROUP,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.assign([TopicPartition("orders", p) for p in range(TOPICS["orders"])])
+        while not self.stop.is_set():
+            msgs = consumer.consume(50, timeout=0.5)
+            if msgs:
+                consumer.commit(asynchronous=False)
+            time.sleep(0.25)
+        consumer.close()
+
+
+def _report(spark: Any, config: MirrorConfig, workload: Workload) -> dict[str, Any]:
+    from mirror_lib.spark.views import create_views  # lazy: pyspark
+
+    create_views(spark, config)
+    per_topic = {
+        r["topic"]: r["records"]
+        for r in spark.sql(
+            "SELECT topic, sum(records) AS records FROM t_replication_metrics "
+            "WHERE flow = 'A->B' GROUP BY topic"
+        ).collect()
+    }
+    lat = spark.sql(
+        "SELECT sum(latency_ms_p50 * records) / sum(records) AS p50, "
+        "max(latency_ms_p99) AS p99 FROM t_replication_metrics"
+    ).collect()[0]
+    lag = spark.sql("SELECT coalesce(sum(lag), 0) AS lag FROM replication_lag").collect()[0]
+    sql_offsets = {
+        (r["topic"], r["partition"]): r["offset"]
+        for r in spark.sql(
+            f"SELECT topic, partition, offset FROM offset_translation WHERE group_id = '{GROUP}'"
+        ).collect()
+    }
+    consumer = Consumer(
+        {"bootstrap.servers": config.cluster("A").bootstrap_servers, "group.id": GROUP}
+    )
+    committed = {
+        tp.partition: tp.offset
+        for tp in consumer.committed(
+            [TopicPartition("orders", p) for p in range(TOPICS["orders"])], timeout=10
+        )
+    }
+    consumer.close()
+    return {
+        "produced": dict(workload.produced),
+        "replicated": per_topic,
+        "lag": lag["lag"],
+        "latency_ms_p50": lat["p50"],
+        "latency_ms_p99": lat["p99"],
+        "translation": [
+            {
+                "partition": p,
+                "committed_on_A": committed.get(p),
+                "sql_offset_on_B": sql_offsets.get(("A.orders", p)),
+                "translate_offset_on_B": o.offset,
+            }
+            for p, o in sorted((o.partition, o) for o in translate_group(config, GROUP, "A", "B"))
+        ],
+    }
+
+
+def _dashboard(spark: Any, config: MirrorConfig, out: Path, report: Any) -> str | None:
+    """Write the static HTML dashboard while the session is up; a failure is reported, not fatal."""
+    from mirror_lib.app.dashboard import write_dashboard  # lazy: plotly is an extra
+
+    try:
+        return str(write_dashboard(spark, config, out))
+    except MirrorError as exc:  # e.g. plotly not installed
+        report(f"dashboard not written: {exc}")
+        return None
+
+
+def format_report(report: dict[str, Any], workdir: Path) -> str:
+    """What the demo prints at the end."""
+    lines = ["", "mirror demo: A -> B", f"{'topic':<10} {'produced':>9} {'replicated':>11}"]
+    for topic in TOPICS:
+        lines.append(
+            f"{topic:<10} {report['produced'].get(topic, 0):>9} "
+            f"{report['replicated'].get(topic, 0):>11}"
+        )
+    p50, p99 = report["latency_ms_p50"], report["latency_ms_p99"]
+    lines.append(
+        f"replication lag: {report['lag']} records; latency p50 "
+        f"{p50 or 0:.0f} ms, p99 {p99 or 0:.0f} ms"
+    )
+    lines.append(f"consumer group {GROUP} (orders): committed on A -> translated offset on B")
+    lines.append(f"  {'partition':>9} {'on A':>8} {'SQL on B':>9} {'translate on B':>15}")
+    for row in report["translation"]:
+        lines.append(
+            f"  {row['partition']:>9} {row['committed_on_A']:>8} "
+            f"{row['sql_offset_on_B']!s:>9} {row['translate_offset_on_B']:>15}"
+        )
+    if "dashboard" in report:
+        lines.append(f"dashboard: {report['dashboard'] or 'not written (see above)'}")
+    lines.append(f"state, Delta tables and mm2.properties: {workdir}")
+    lines.append(f"try: mirror status {workdir / 'mm2.properties'}")
+    return "\n".join(lines)
+
+
+def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = print) -> dict:
+    """Run the demo for ``duration_s`` seconds of live replication; everything is stopped after."""
+    from mirror_lib.spark.runner import run_flows  # lazy: pyspark
+    from mirror_lib.spark.session import local_spark_session
+
+    workdir = (workdir or Path("mirror-demo")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        with embedded_brokers(2, aliases=["A", "B"], workdir=workdir / "brokers") as brokers:
+            a, b = (x.bootstrap_servers for x in brokers)
+            props = demo_properties(a, b, workdir / f"state-{int(time.time())}")
+            (workdir / "mm2.properties").write_text(
+                "".join(f"{k} = {v}\n" for k, v in props.items())
+            )
+            config = parse_config(props, origin=str(workdir / "mm2.properties"))
+            for topic, partitions in TOPICS.items():
+                create_topic(a, topic, partitions)
+            report(f"started brokers A={a} B={b}; starting Spark")
+            workload = Workload(a)
+            spark = local_spark_session("mirror-demo")
+            try:
+                threads = [
+                    threading.Thread(target=workload.produce, daemon=True),
+                    threading.Thread(target=workload.consume, daemon=True),
+                ]
+                for t in threads:
+                    t.start()
+                run_flows(spark, config, duration_s=duration_s, report=report)
+                workload.stop.set()
+                for t in threads:
+                    t.join(30)
+                report("workload stopped; catching up")
+                run_flows(spark, config, once=True, timeout_s=120, report=report)
+                result = _report(spark, config, workload)
+                result["dashboard"] = _dashboard(spark, config, workdir / "dashboard.html", report)
+            finally:  # Spark (and its workers' Kafka clients) stop before the brokers do
+                workload.stop.set()
+                spark.stop()
+            report(format_report(result, workdir))
+            return result
+    finally:
+        stop_all()

@@ -1,0 +1,120 @@
+"""What a configuration would do, as data and as text: flows, topic naming, internal topics.
+
+Used by ``mirror validate`` and the configure notebook; needs no broker.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from mirror_lib.config.java_clients import IGNORED, RENAMED
+from mirror_lib.config.librdkafka_conf import PROPERTIES
+from mirror_lib.config.model import FlowConfig, MirrorConfig
+from mirror_lib.config.settings import BY_KEY
+
+
+def internal_topics(flow: FlowConfig) -> dict[str, dict[str, str]]:
+    """Name and cluster of each internal topic of ``flow`` (mm2.md §2.1-2.2)."""
+    policy = flow.policy()
+    s = flow.settings
+    on_source = s.offset_syncs_location == "source"
+    syncs_cluster = flow.source if on_source else flow.target
+    other = flow.target if on_source else flow.source
+    return {
+        "offset_syncs": {"topic": policy.offset_syncs_topic(other), "cluster": syncs_cluster},
+        "checkpoints": {"topic": policy.checkpoints_topic(flow.source), "cluster": flow.target},
+        "heartbeats": {"topic": policy.heartbeats_topic(), "cluster": flow.target},
+        "metrics": {"topic": metrics_topic(flow), "cluster": flow.target},
+    }
+
+
+def metrics_topic(flow: FlowConfig) -> str:
+    """Our metrics topic on the target; the ``mm2``/``.internal`` form keeps it unreplicated."""
+    return f"mm2-metrics.{flow.source}.internal"
+
+
+def literal_topics(flow: FlowConfig) -> list[str]:
+    """Include patterns that are plain topic names (no regex syntax)."""
+    return [p for p in flow.settings.topics if re.escape(p) == p]
+
+
+def describe_flow(flow: FlowConfig) -> dict[str, Any]:
+    """A printable summary of one flow."""
+    policy = flow.policy()
+    s = flow.settings
+    return {
+        "flow": flow.name,
+        "enabled": flow.enabled,
+        "topics": list(s.topics),
+        "topics.exclude": list(s.topics_exclude),
+        "groups": list(s.groups),
+        "groups.exclude": list(s.groups_exclude),
+        "policy": f"{s.policy_class.rsplit('.', 1)[-1]} (separator {s.separator!r})",
+        "remote_topic_pattern": policy.format_remote_topic(flow.source, "<topic>"),
+        "examples": {t: policy.format_remote_topic(flow.source, t) for t in literal_topics(flow)},
+        "internal_topics": internal_topics(flow),
+        "delivery": s.delivery,
+        "heartbeats": s.emit_heartbeats,
+        "checkpoints": s.emit_checkpoints,
+        "sync_group_offsets": s.sync_group_offsets,
+        "settings": {k: v for k, v in s.describe().items() if k in s.explicit},
+    }
+
+
+def describe_config(config: MirrorConfig, client_warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """Clusters (redacted), enabled flows, heartbeat-only flows and warnings.
+
+    ``client_warnings`` are those of :func:`mirror_lib.kafka.clients.check_clients` (settings
+    ignored).
+    """
+    warnings = list(config.warnings)
+    for key in config.unknown_keys:
+        name = key.split(".", 1)[1] if "->" in key.split(".", 1)[0] else key
+        close = difflib.get_close_matches(name, list(BY_KEY), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if not close and (name in PROPERTIES or name in RENAMED or name in IGNORED):
+            hint = f" (a client setting: set it per cluster, e.g. <alias>.{name})"
+        warnings.append(f"unknown key {key!r} is ignored{hint}")
+    warnings.extend(client_warnings)
+    if not config.enabled_flows():
+        warnings.append("no flow is enabled: set e.g. A->B.enabled = true")
+    return {
+        "config": config.origin,
+        "state_dir": config.state_dir,
+        "clusters": {a: c.describe() for a, c in config.clusters.items()},
+        "flows": [describe_flow(f) for f in config.enabled_flows()],
+        "heartbeat_only_flows": [f.name for f in config.heartbeat_flows() if not f.enabled],
+        "warnings": warnings,
+    }
+
+
+def format_description(d: dict[str, Any]) -> str:
+    """Human-readable text of :func:`describe_config`."""
+    lines = [f"config: {d['config']}", f"state dir: {d['state_dir']}", "clusters:"]
+    for alias, props in d["clusters"].items():
+        lines.append(f"  {alias}: " + ", ".join(f"{k}={v}" for k, v in props.items()))
+    for f in d["flows"]:
+        lines.append(f"flow {f['flow']}:")
+        lines.append(f"  topics: {', '.join(f['topics'])}")
+        lines.append(f"  topics.exclude: {', '.join(f['topics.exclude'])}")
+        lines.append(
+            f"  groups: {', '.join(f['groups'])}  exclude: {', '.join(f['groups.exclude'])}"
+        )
+        lines.append(f"  policy: {f['policy']}; remote topics: {f['remote_topic_pattern']}")
+        for topic, remote in f["examples"].items():
+            lines.append(f"    would replicate {topic} -> {remote}")
+        for kind, where in f["internal_topics"].items():
+            lines.append(f"  {kind}: {where['topic']} on {where['cluster']}")
+        lines.append(
+            f"  delivery: {f['delivery']}; checkpoints: {f['checkpoints']}; "
+            f"heartbeats: {f['heartbeats']}; sync group offsets: {f['sync_group_offsets']}"
+        )
+        for key, value in f["settings"].items():
+            lines.append(f"  {key} = {value}")
+    if d["heartbeat_only_flows"]:
+        lines.append("heartbeats only: " + ", ".join(d["heartbeat_only_flows"]))
+    lines.extend(f"warning: {w}" for w in d["warnings"])
+    return "\n".join(lines)

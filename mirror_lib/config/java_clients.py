@@ -1,0 +1,318 @@
+"""Java Kafka client properties (what MM2 configs hold) -> librdkafka properties (what we run).
+
+One table decides each Java name: **same** (librdkafka has the name: it passes, values checked
+against librdkafka's own list in :mod:`mirror_lib.config.librdkafka_conf`), **renamed** (an
+equivalent
+with another name or unit), **ignored** (no meaning for us: one warning), or **refused** (dropping
+it would change security: an error naming the key and the way out). TLS stores are translated as a
+group (type, location, passwords). Input values may still hold unresolved references
+(``mirror validate``); such values are not checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mirror_lib.config.jaas import translate_jaas
+from mirror_lib.config.librdkafka_conf import PROPERTIES
+from mirror_lib.config.properties import has_reference, redact_value
+from mirror_lib.errors import ConfigError
+
+Props = Mapping[str, tuple[str, str]]
+"""key -> (value, the key as the user wrote it, e.g. ``A.producer.linger.ms``)."""
+
+ROLE_CODES = {"consumer": "C", "producer": "P", "admin": "A"}
+
+
+def _kib(value: str) -> str:
+    return str(max(1, math.ceil(int(value) / 1024)))
+
+
+def _os_default(value: str) -> str:
+    return "0" if value.strip() == "-1" else value
+
+
+#: Java name -> (librdkafka name, value conversion or None).
+RENAMED: dict[str, tuple[str, Callable[[str], str] | None]] = {
+    "max.request.size": ("message.max.bytes", None),
+    "fetch.max.wait.ms": ("fetch.wait.max.ms", None),
+    "buffer.memory": ("queue.buffering.max.kbytes", _kib),
+    "send.buffer.bytes": ("socket.send.buffer.bytes", _os_default),
+    "receive.buffer.bytes": ("socket.receive.buffer.bytes", _os_default),
+    "compression.gzip.level": ("compression.level", None),
+    "compression.lz4.level": ("compression.level", None),
+    "compression.zstd.level": ("compression.level", None),
+}
+
+_NO_MEANING = "has no meaning for mirror_lib (bytes are copied as they are)"
+_JVM_ONLY = "is a JVM setting with no librdkafka equivalent"
+#: Java names ignored with one warning, and why.
+IGNORED: dict[str, str] = {
+    "max.poll.records": "librdkafka fetches by bytes (fetch.max.bytes, max.partition.fetch.bytes)"
+    " and has it only for share consumers",
+    "key.serializer": _NO_MEANING,
+    "value.serializer": _NO_MEANING,
+    "key.deserializer": _NO_MEANING,
+    "value.deserializer": _NO_MEANING,
+    "partitioner.class": "records keep their source partition",
+    "partitioner.ignore.keys": "records keep their source partition",
+    "partitioner.adaptive.partitioning.enable": "records keep their source partition",
+    "partitioner.availability.timeout.ms": "records keep their source partition",
+    "partition.assignment.strategy": "mirror_lib assigns partitions itself (no subscription)",
+    "interceptor.classes": _JVM_ONLY,
+    "metric.reporters": _JVM_ONLY,
+    "auto.include.jmx.reporter": _JVM_ONLY,
+    "security.providers": _JVM_ONLY,
+    "ssl.keymanager.algorithm": _JVM_ONLY,
+    "ssl.trustmanager.algorithm": _JVM_ONLY,
+    "ssl.secure.random.implementation": _JVM_ONLY,
+    "ssl.provider": _JVM_ONLY,
+    "ssl.protocol": "librdkafka negotiates the highest TLS version both sides support",
+    "ssl.enabled.protocols": "librdkafka negotiates the highest TLS version both sides support",
+    "max.block.ms": "librdkafka's produce() does not block",
+    "metadata.max.idle.ms": _JVM_ONLY,
+    "default.api.timeout.ms": "mirror_lib sets its own call timeouts (admin.timeout.ms)",
+    "exclude.internal.topics": "mirror_lib's topic filters decide",
+    "socket.connection.setup.timeout.max.ms": "librdkafka has socket.connection.setup.timeout.ms",
+    "sasl.kerberos.ticket.renew.window.factor": _JVM_ONLY,
+    "sasl.kerberos.ticket.renew.jitter": _JVM_ONLY,
+    "internal.leave.group.on.close": _JVM_ONLY,
+}
+IGNORED_PREFIXES: dict[str, str] = {
+    "metrics.": _JVM_ONLY,
+    "key.converter": "a Connect converter: bytes are copied as they are",
+    "value.converter": "a Connect converter: bytes are copied as they are",
+    "header.converter": "a Connect converter: bytes are copied as they are",
+    "sasl.login.": "Java login tuning; librdkafka refreshes logins itself",
+    "sasl.oauthbearer.jwks.endpoint.": "a broker-side setting",
+    "sasl.oauthbearer.expected.": "a broker-side setting",
+    "sasl.oauthbearer.clock.skew.seconds": "a broker-side setting",
+    "sasl.oauthbearer.scope.claim.name": "a broker-side setting",
+    "sasl.oauthbearer.sub.claim.name": "a broker-side setting",
+    "confluent.": "a Confluent JVM plugin setting",
+}
+#: Java names refused, with the way out.
+REFUSED: dict[str, str] = {
+    "sasl.client.callback.handler.class": (
+        "librdkafka cannot load Java callback handlers; use sasl.jaas.config with PLAIN, SCRAM, "
+        "or OAUTHBEARER (OIDC), or librdkafka's sasl.* settings"
+    ),
+    "sasl.login.class": "librdkafka cannot load Java login classes; use sasl.jaas.config",
+    "ssl.engine.factory.class": "librdkafka uses OpenSSL; use ssl.ca.location / ssl.keystore.*",
+}
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _ignored_reason(key: str) -> str | None:
+    if key in IGNORED:
+        return IGNORED[key]
+    if ".override." in key or key.startswith("override."):
+        return "a Connect per-connector override; set the client setting itself"
+    return next((why for p, why in IGNORED_PREFIXES.items() if key.startswith(p)), None)
+
+
+def _store_type(props: dict[str, tuple[str, str]], which: str, location: str) -> str:
+    raw = props.pop(f"ssl.{which}.type", ("", ""))[0].strip().upper()
+    if raw:
+        return raw
+    low = location.lower()
+    if low.endswith((".pem", ".crt", ".cer")):
+        return "PEM"
+    return "PKCS12" if low.endswith((".p12", ".pfx")) else "JKS"  # Java's default type is JKS
+
+
+def _truststore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: list[str]) -> None:
+    location, where = props.pop("ssl.truststore.location", ("", ""))
+    inline = props.pop("ssl.truststore.certificates", ("", ""))[0]
+    password = props.pop("ssl.truststore.password", None)
+    kind = _store_type(props, "truststore", location)
+    if inline:
+        out["ssl.ca.pem"] = inline
+    if location:
+        if kind != "PEM":
+            convert = (
+                f"openssl pkcs12 -in {location} -nokeys -out ca.pem"
+                if kind == "PKCS12"
+                else f"keytool -exportcert -rfc -keystore {location} -alias <alias> -file ca.pem "
+                "(once per CA alias; keytool -list shows them)"
+            )
+            raise ConfigError(
+                where,
+                location,
+                f"a PEM file: librdkafka cannot read a {kind} truststore. Convert it with "
+                f"`{convert}` and set ssl.ca.location = ca.pem (or ssl.truststore.type = PEM); "
+                "for public CAs (cloud services) ssl.ca.location = probe uses the system's",
+            )
+        out["ssl.ca.location"] = location
+    if password and (location or inline):
+        notes.append(f"{password[1]} is ignored: a PEM truststore has no password")
+    elif password:
+        notes.append(f"{password[1]} is ignored: no ssl.truststore.location is set")
+
+
+def _keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: list[str]) -> None:
+    location, where = props.pop("ssl.keystore.location", ("", ""))
+    password = props.pop("ssl.keystore.password", None)
+    chain = props.pop("ssl.keystore.certificate.chain", None)
+    key = props.pop("ssl.keystore.key", None)
+    kind = _store_type(props, "keystore", location)
+    if chain or key:
+        if not (chain and key):
+            missing = "ssl.keystore.key" if chain else "ssl.keystore.certificate.chain"
+            given = (chain or key or ("", ""))[1]
+            raise ConfigError(given, "<set>", f"{missing} set as well (a PEM key and its chain)")
+        out["ssl.certificate.pem"], out["ssl.key.pem"] = chain[0], key[0]
+    if location:
+        if kind == "PKCS12":
+            out["ssl.keystore.location"] = location
+            if password:
+                out["ssl.keystore.password"] = password[0]
+                password = None
+            key_password = props.pop("ssl.key.password", None)
+            if key_password and key_password[0] != out.get("ssl.keystore.password"):
+                notes.append(
+                    f"{key_password[1]} is ignored: librdkafka opens a PKCS12 keystore's key with "
+                    "ssl.keystore.password"
+                )
+        elif kind == "PEM":
+            out["ssl.certificate.location"] = location
+            out["ssl.key.location"] = location
+        else:
+            raise ConfigError(
+                where,
+                location,
+                f"a PKCS12 or PEM keystore: librdkafka cannot read {kind}. Convert it with "
+                f"`keytool -importkeystore -srckeystore {location} -destkeystore keystore.p12 "
+                "-deststoretype PKCS12` and set ssl.keystore.type = PKCS12",
+            )
+    if password:
+        why = "a PEM keystore has no store password" if location or chain else "no keystore is set"
+        notes.append(f"{password[1]} is ignored: {why} (ssl.key.password opens a PEM key)")
+
+
+def _check_value(name: str, value: str, where: str) -> str:
+    """``value`` normalized for librdkafka, or a ConfigError (secrets never shown)."""
+    try:
+        return _checked(name, value, where)
+    except ConfigError as exc:
+        raise ConfigError(exc.key, redact_value(name, value), exc.expected) from None
+
+
+def _checked(name: str, value: str, where: str) -> str:
+    if has_reference(value):
+        return value
+    if name in ("sasl.username", "sasl.password") and not value:
+        raise ConfigError(where, value, "a non-empty credential (or no setting at all)")
+    if name == "security.protocol":
+        if value.strip().upper() not in _PROTOCOLS:
+            raise ConfigError(where, value, "one of " + ", ".join(_PROTOCOLS))
+        return value.strip().upper()
+    if name in ("sasl.mechanism", "sasl.mechanisms"):
+        if value.strip().upper() not in _MECHANISMS:
+            raise ConfigError(
+                where,
+                value,
+                "one of " + ", ".join(_MECHANISMS) + " (librdkafka has no other mechanism; "
+                "for AWS_MSK_IAM use SCRAM or OAUTHBEARER on MSK)",
+            )
+        return value.strip().upper()
+    if name == "ssl.endpoint.identification.algorithm":
+        return value.strip().lower() or "none"  # Java: empty = no hostname verification
+    if name == "auto.offset.reset" and value.strip().lower() == "none":
+        return "error"
+    if name == "ssl.cipher.suites" and re.search(r"(^|,)\s*(TLS|SSL)_\w+_WITH_", value):
+        raise ConfigError(
+            where,
+            value,
+            "OpenSSL cipher names (e.g. ECDHE-RSA-AES256-GCM-SHA384): `openssl ciphers -stdname` "
+            "lists the Java (IANA) name next to each OpenSSL name",
+        )
+    _roles, kind, rng = PROPERTIES[name]
+    text = value.strip()
+    if kind in ("boolean", "enum value"):
+        allowed = [v.strip() for v in rng.split(",")]
+        if text.lower() not in allowed:
+            raise ConfigError(where, value, "one of " + ", ".join(allowed))
+        return text.lower()
+    if kind in ("integer", "float") and " .. " in rng:
+        if name in ("acks", "request.required.acks") and text.lower() == "all":
+            return "all"
+        try:
+            number = float(text) if kind == "float" else int(text)
+        except ValueError:
+            raise ConfigError(where, value, f"a number in {rng}") from None
+        low, high = (float(x) for x in rng.split(" .. "))
+        if not low <= number <= high:
+            raise ConfigError(where, value, f"a number in {rng} (librdkafka's range)")
+        return text
+    return value
+
+
+def _applies(name: str, role: str) -> bool:
+    code = PROPERTIES[name][0]
+    return code in ("*", ROLE_CODES[role])
+
+
+def _unknown(name: str, value: str, where: str) -> ConfigError:
+    close = difflib.get_close_matches(name, [*PROPERTIES, *RENAMED, *IGNORED], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(
+        where,
+        redact_value(name, value),
+        "a librdkafka property or a Java client property mirror_lib translates (README: "
+        f"'Coming from MirrorMaker 2'){hint}",
+    )
+
+
+def translate(
+    props: Props, role: str, role_keys: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], list[str]]:
+    """librdkafka settings for ``role`` from Java-style ``props``, and the warnings to show once.
+
+    ``role_keys`` are the keys set for this role specifically (``<alias>.<role>.<key>``): a
+    setting librdkafka only knows for another role is dropped silently when it came from the
+    cluster level (it is meant for the other clients) and with a warning when it was set here.
+    """
+    rest = dict(props)
+    out: dict[str, Any] = {}
+    notes: list[str] = []
+    _truststore(rest, out, notes)
+    _keystore(rest, out, notes)
+    handler = rest.pop("sasl.login.callback.handler.class", None)
+    if handler and not handler[0].strip().endswith("OAuthBearerLoginCallbackHandler"):
+        raise ConfigError(handler[1], handler[0], REFUSED["sasl.client.callback.handler.class"])
+    for key, (value, where) in rest.items():
+        if key == "sasl.jaas.config":
+            try:
+                out.update(translate_jaas(value, where))
+            except ConfigError:
+                if not has_reference(value):
+                    raise
+                # validate, unresolved: the whole JAAS text comes from a secret; parsed at run
+                out.update({"sasl.username": value, "sasl.password": value})
+            continue
+        if key in REFUSED:
+            raise ConfigError(where, value, REFUSED[key])
+        reason = _ignored_reason(key)
+        if reason is not None:
+            notes.append(f"{where} is ignored: {reason}")
+            continue
+        name, convert = RENAMED.get(key, (key, None))
+        if name not in PROPERTIES:
+            raise _unknown(key, value, where)
+        if not _applies(name, role):
+            if key in role_keys:
+                notes.append(f"{where} is ignored: librdkafka's {role} has no {name}")
+            continue
+        if convert is not None and not has_reference(value):
+            try:
+                value = convert(value)
+            except ValueError:
+                raise ConfigError(where, value, "a whole number") from None
+        out[name] = _check_value(name, value, where)
+    return out, notes

@@ -1,0 +1,470 @@
+"""The one admin layer: every CreateTopics/CreatePartitions/config/ACL call goes through here.
+
+:class:`AdminOps` speaks plain dataclasses. :class:`KafkaAdminOps` implements it over
+confluent-kafka's ``AdminClient``; :class:`RecordingAdminOps` (at the end of this module)
+is an in-memory fake for unit tests. Broker failures become :class:`BrokerError` subclasses
+tagged with the Kafka error name (see :func:`kafka_error_name`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import astuple, dataclass, field
+from typing import Any, Literal
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import admin as ka
+
+from mirror_lib.errors import BrokerError, UnsupportedOperationError
+
+log = logging.getLogger(__name__)
+
+
+# fmt: off
+#: Apache Kafka 4.x topic-level defaults. Used only for brokers that list explicit configs only
+#: (tansu): missing properties are reported as DEFAULT_CONFIG entries with these values.
+KAFKA_TOPIC_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "delete", "compression.type": "producer", "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000", "flush.messages": "9223372036854775807",
+    "flush.ms": "9223372036854775807", "follower.replication.throttled.replicas": "",
+    "index.interval.bytes": "4096", "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2", "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807", "max.message.bytes": "1048588",
+    "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.type": "CreateTime", "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0", "min.insync.replicas": "1", "preallocate": "false",
+    "remote.storage.enable": "false", "retention.bytes": "-1", "retention.ms": "604800000",
+    "segment.bytes": "1073741824", "segment.index.bytes": "10485760", "segment.jitter.ms": "0",
+    "segment.ms": "604800000", "unclean.leader.election.enable": "false",
+}
+_UNSUPPORTED = frozenset({
+    "UNSUPPORTED_VERSION", "INVALID_REQUEST", "_UNSUPPORTED_FEATURE", "_NOT_IMPLEMENTED",
+})
+_AUTH = frozenset({
+    "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+    "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+})
+_TRANSIENT = frozenset({
+    "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "NOT_CONTROLLER",
+    "_TIMED_OUT_QUEUE", "LEADER_NOT_AVAILABLE", "NETWORK_EXCEPTION", "THROTTLING_QUOTA_EXCEEDED",
+})
+# MM2 §2.3: when creating an internal topic, these errors mean "assume the topic exists".
+_ASSUME_EXISTS = _UNSUPPORTED | {
+    "TOPIC_ALREADY_EXISTS", "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+}
+# fmt: on
+
+
+class SecurityDisabledError(UnsupportedOperationError):
+    """The cluster has no authorizer: ACLs cannot be described or created."""
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One described topic config property."""
+
+    name: str
+    value: str | None
+    is_default: bool = False
+    is_read_only: bool = False
+    is_sensitive: bool = False
+    source: str = "DYNAMIC_TOPIC_CONFIG"
+
+
+@dataclass(frozen=True)
+class ConfigOp:
+    """One incremental config change: SET name=value, or DELETE name (revert to default)."""
+
+    name: str
+    value: str | None
+    op: Literal["SET", "DELETE"] = "SET"
+
+    def __post_init__(self) -> None:
+        if self.op not in ("SET", "DELETE") or (self.op == "SET" and self.value is None):
+            raise ValueError(f"invalid ConfigOp {self!r}: SET needs a value, op is SET|DELETE")
+
+
+@dataclass(frozen=True)
+class NewTopicSpec:
+    """A topic to create; replication_factor -1 means the broker default."""
+
+    name: str
+    partitions: int
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreateOutcome:
+    """Result of creating one topic: created, already existed, or failed (with the error)."""
+
+    topic: str
+    status: Literal["created", "exists", "failed"]
+    error: BrokerError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """A topic ACL binding; enum-like fields are upper-case Kafka names ("LITERAL", "ALLOW")."""
+
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+    resource_type: str = "TOPIC"
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """Cluster id, controller and broker (node) ids."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    broker_ids: tuple[int, ...]
+
+
+def kafka_error_name(exc: BaseException) -> str | None:
+    """The Kafka error name (e.g. ``"INVALID_PARTITIONS"``) an admin error was mapped from."""
+    return getattr(exc, "kafka_error", None)
+
+
+def broker_error(message: str, name: str | None, *, transient: bool = False) -> BrokerError:
+    """Build the mirror_lib error for Kafka error ``name`` (also used by the fake)."""
+    cls: type[BrokerError] = BrokerError
+    if name == "SECURITY_DISABLED":
+        cls = SecurityDisabledError
+    elif name in _UNSUPPORTED:
+        cls = UnsupportedOperationError
+    exc = cls(message, transient=transient)
+    exc.kafka_error = name  # type: ignore[attr-defined]
+    return exc
+
+
+def map_kafka_error(err: KafkaError, what: str) -> BrokerError:
+    """Map a KafkaError to BrokerError/UnsupportedOperationError/SecurityDisabledError."""
+    name = err.name()
+    if name in _UNSUPPORTED or name in _AUTH:
+        transient = False
+    else:
+        transient = name in _TRANSIENT or bool(err.retriable())
+    return broker_error(f"{what}: {name}: {err.str()}", name, transient=transient)
+
+
+def admin_client(conf: Mapping[str, Any], where: str = "") -> ka.AdminClient:
+    """The one builder of raw confluent-kafka AdminClients (``conf`` from
+    :func:`mirror_lib.kafka.clients.client_config`); ``where`` names the cluster, and flow, in the
+    errors of :mod:`mirror_lib.kafka.lookups`."""
+    admin = ka.AdminClient(dict(conf))
+    if where:
+        admin.mirror_where = where
+    return admin
+
+
+#: What a confluent-kafka future raises when ``result(timeout=...)`` runs out:
+#: concurrent.futures.TimeoutError, which is the builtin TimeoutError only from Python 3.11 on.
+FUTURE_TIMEOUT = (TimeoutError, concurrent.futures.TimeoutError)
+
+
+def future_result(
+    fut: concurrent.futures.Future,
+    what: str,
+    timeout_s: float,
+    *,
+    map_error: Callable[[KafkaError, str], BrokerError] | None = None,
+    shown_timeout_s: float | None = None,
+) -> Any:
+    """The one wait on a confluent-kafka admin future: its result, or a BrokerError naming ``what``.
+
+    A Kafka error goes through ``map_error`` (default: ``"<what> failed: <error>"``, transient
+    when Kafka says it is retriable); no answer within ``timeout_s`` is a transient error.
+    """
+    try:
+        return fut.result(timeout=timeout_s)
+    except KafkaException as exc:
+        err = exc.args[0]
+        if map_error is not None:
+            raise map_error(err, what) from exc
+        raise BrokerError(f"{what} failed: {err}", transient=err.retriable()) from exc
+    except FUTURE_TIMEOUT as exc:
+        shown = timeout_s if shown_timeout_s is None else shown_timeout_s
+        raise broker_error(f"{what}: no answer in {shown}s", "_TIMED_OUT", transient=True) from exc
+
+
+class AdminOps(ABC):
+    """The admin operations mirror_lib needs, over plain dataclasses."""
+
+    @abstractmethod
+    def list_topics(self) -> dict[str, int]:
+        """All topics (internal ones included) with their partition counts."""
+
+    @abstractmethod
+    def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+        """Config entries per topic; topics that do not exist are left out."""
+
+    @abstractmethod
+    def create_topics(self, specs: list[NewTopicSpec]) -> dict[str, CreateOutcome]:
+        """Create topics; an existing topic is outcome "exists", other errors "failed"."""
+
+    @abstractmethod
+    def create_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions (raises INVALID_PARTITIONS if not larger)."""
+
+    @abstractmethod
+    def incremental_alter_configs(self, topic: str, ops: list[ConfigOp]) -> None:
+        """Apply SET/DELETE operations to one topic's configs."""
+
+    @abstractmethod
+    def describe_topic_acls(self) -> list[AclBinding]:
+        """All TOPIC ACL bindings (any pattern); SecurityDisabledError without an authorizer."""
+
+    @abstractmethod
+    def create_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, BrokerError | None]:
+        """Create ACL bindings; returns the error (or None) per binding."""
+
+    @abstractmethod
+    def describe_cluster(self) -> ClusterInfo: ...
+
+    def create_compacted_topic(
+        self, name: str, replication_factor: int = -1, *, fit_to_cluster: bool = False
+    ) -> CreateOutcome:
+        """Create an MM2 internal topic (1 partition, cleanup.policy=compact), idempotently.
+
+        Like MM2 §2.3: an existing topic, a broker without CreateTopics, and authorization
+        failures count as "exists". If the cluster has fewer brokers than ``replication_factor``
+        this raises a non-transient BrokerError naming the problem, unless ``fit_to_cluster``
+        is true: then it retries with the broker count and logs a warning. -1 = broker default.
+        """
+        spec = NewTopicSpec(name, 1, replication_factor, {"cleanup.policy": "compact"})
+        outcome = self.create_topics([spec])[name]
+        if outcome.status == "failed" and outcome.error is not None:
+            err = outcome.error
+            code = kafka_error_name(err)
+            if code in _ASSUME_EXISTS:
+                log.info("assuming internal topic %s exists (%s)", name, code)
+                return CreateOutcome(name, "exists", err)
+            if code == "INVALID_REPLICATION_FACTOR" and replication_factor > 0:
+                brokers = len(self.describe_cluster().broker_ids)
+                if not fit_to_cluster or not 0 < brokers < replication_factor:
+                    raise broker_error(
+                        f"cannot create internal topic {name}: replication factor "
+                        f"{replication_factor} but the cluster has {brokers} live broker(s); set "
+                        "the *.replication.factor setting to <= the broker count or -1",
+                        code,
+                    ) from err
+                log.warning(
+                    "internal topic %s: replication factor %d > %d brokers; using %d",
+                    name,
+                    replication_factor,
+                    brokers,
+                    brokers,
+                )
+                return self.create_compacted_topic(name, brokers)
+            raise err
+        return outcome
+
+
+def _source_name(source: Any) -> str:
+    try:
+        return ka.ConfigSource(int(getattr(source, "value", source))).name
+    except (ValueError, TypeError):
+        return "UNKNOWN_CONFIG"
+
+
+def where_from(conf: Mapping[str, Any]) -> str:
+    """The cluster a client config is for, for messages: ``target cluster B (bootstrap ...)``
+    (side and alias come from the client.id that ``FlowContext.client`` sets)."""
+    servers = conf.get("bootstrap.servers", "?")
+    match = re.search(r"\|(source|target)=([^|]+)\|", str(conf.get("client.id", "")))
+    if match:
+        return f"{match.group(1)} cluster {match.group(2)} (bootstrap {servers})"
+    return f"cluster at bootstrap {servers}"
+
+
+class KafkaAdminOps(AdminOps):
+    """AdminOps over confluent-kafka's AdminClient.
+
+    ``acl_apis``: False never sends ACL requests (raises UnsupportedOperationError instead);
+    None (default) disables them when the cluster id contains "tansu", whose CreateAcls
+    response crashes librdkafka. ``explicit_only_configs``: True if DescribeConfigs returns
+    only explicitly set properties, flagged as defaults (tansu); such entries are re-labelled
+    DYNAMIC_TOPIC_CONFIG and :data:`KAFKA_TOPIC_DEFAULTS` fill the rest. None auto-detects it.
+    """
+
+    def __init__(
+        self,
+        conf: Mapping[str, Any],
+        *,
+        timeout_s: float = 30.0,
+        acl_apis: bool | None = None,
+        explicit_only_configs: bool | None = None,
+    ) -> None:
+        self._admin = admin_client(conf)
+        self.where = where_from(conf)
+        self.timeout_s = timeout_s
+        self._acl_apis = acl_apis
+        self._explicit_only = explicit_only_configs
+
+    def _wait(self, fut: concurrent.futures.Future, what: str) -> Any:
+        return future_result(
+            fut,
+            f"{what} on {self.where}",
+            self.timeout_s + 5,
+            map_error=map_kafka_error,
+            shown_timeout_s=self.timeout_s,
+        )
+
+    def list_topics(self) -> dict[str, int]:
+        try:
+            md = self._admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as e:
+            raise map_kafka_error(e.args[0], f"list topics on {self.where}") from e
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+    def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+        names = list(dict.fromkeys(topics))
+        if not names:
+            return {}
+        resources = [ka.ConfigResource(ka.ResourceType.TOPIC, n) for n in names]
+        futures = self._admin.describe_configs(resources, request_timeout=self.timeout_s)
+        out: dict[str, dict[str, ConfigEntry]] = {}
+        for res, fut in futures.items():
+            try:
+                raw = self._wait(fut, f"describe configs of topic {res.name}")
+            except BrokerError as e:
+                if kafka_error_name(e) == "UNKNOWN_TOPIC_OR_PART":
+                    continue
+                raise
+            out[res.name] = {k: _entry_from_native(v) for k, v in raw.items()}
+        if self._explicit_only is None and out:
+            self._explicit_only = _looks_explicit_only(next(iter(out.values())))
+        if self._explicit_only:
+            existing = self.list_topics()
+            out = {t: _fill_defaults(e) for t, e in out.items() if t in existing}
+        return out
+
+    def create_topics(self, specs: list[NewTopicSpec]) -> dict[str, CreateOutcome]:
+        if not specs:
+            return {}
+        new = [
+            ka.NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.configs))
+            for s in specs
+        ]
+        futures = self._admin.create_topics(
+            new, request_timeout=self.timeout_s, operation_timeout=self.timeout_s
+        )
+        out: dict[str, CreateOutcome] = {}
+        for name, fut in futures.items():
+            try:
+                self._wait(fut, f"create topic {name}")
+                out[name] = CreateOutcome(name, "created")
+            except BrokerError as e:
+                exists = kafka_error_name(e) == "TOPIC_ALREADY_EXISTS"
+                out[name] = CreateOutcome(name, "exists" if exists else "failed", e)
+        return out
+
+    def create_partitions(self, topic: str, total: int) -> None:
+        futures = self._admin.create_partitions(
+            [ka.NewPartitions(topic, total)],
+            request_timeout=self.timeout_s,
+            operation_timeout=self.timeout_s,
+        )
+        self._wait(futures[topic], f"grow topic {topic} to {total} partitions")
+
+    def incremental_alter_configs(self, topic: str, ops: list[ConfigOp]) -> None:
+        if not ops:
+            return
+        kind = {"SET": ka.AlterConfigOpType.SET, "DELETE": ka.AlterConfigOpType.DELETE}
+        entries = [ka.ConfigEntry(o.name, o.value, incremental_operation=kind[o.op]) for o in ops]
+        res = ka.ConfigResource(ka.ResourceType.TOPIC, topic, incremental_configs=entries)
+        futures = self._admin.incremental_alter_configs([res], request_timeout=self.timeout_s)
+        for fut in futures.values():
+            self._wait(fut, f"alter configs of topic {topic}")
+
+    def supports_acl_apis(self) -> bool:
+        """Whether ACL requests may be sent (see ``acl_apis``); asks the cluster once if unset."""
+        if self._acl_apis is None:
+            cluster_id = self.describe_cluster().cluster_id or ""
+            self._acl_apis = "tansu" not in cluster_id.lower()
+        return self._acl_apis
+
+    def _check_acls(self) -> None:
+        if not self.supports_acl_apis():
+            raise broker_error("ACL APIs are disabled for this cluster", "_UNSUPPORTED_FEATURE")
+
+    def describe_topic_acls(self) -> list[AclBinding]:
+        self._check_acls()
+        any_ = (
+            ka.ResourcePatternType.ANY,
+            None,
+            None,
+            ka.AclOperation.ANY,
+            ka.AclPermissionType.ANY,
+        )
+        flt = ka.AclBindingFilter(ka.ResourceType.TOPIC, None, *any_)
+        fut = self._admin.describe_acls(flt, request_timeout=self.timeout_s)
+        return [_acl_from_native(b) for b in self._wait(fut, "describe topic ACLs")]
+
+    def create_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, BrokerError | None]:
+        bindings = list(dict.fromkeys(bindings))
+        if not bindings:
+            return {}
+        self._check_acls()
+        native = {ka.AclBinding(b.resource_type, *astuple(b)[:6]): b for b in bindings}
+        futures = self._admin.create_acls(list(native), request_timeout=self.timeout_s)
+        out: dict[AclBinding, BrokerError | None] = {}
+        for nb, fut in futures.items():
+            try:
+                self._wait(fut, f"create ACL {native[nb]}")
+                out[native[nb]] = None
+            except BrokerError as e:
+                out[native[nb]] = e
+        return out
+
+    def describe_cluster(self) -> ClusterInfo:
+        d = self._wait(
+            self._admin.describe_cluster(request_timeout=self.timeout_s), "describe cluster"
+        )
+        ctrl = d.controller.id if d.controller is not None else None
+        return ClusterInfo(d.cluster_id, ctrl, tuple(sorted(n.id for n in d.nodes)))
+
+
+def _looks_explicit_only(entries: Mapping[str, ConfigEntry]) -> bool:
+    """A real Kafka broker lists every topic config (segment.bytes always among them)."""
+    return "segment.bytes" not in entries and all(
+        e.source == "DEFAULT_CONFIG" for e in entries.values()
+    )
+
+
+def _default_entry(name: str, value: str) -> ConfigEntry:
+    return ConfigEntry(name, value, is_default=True, source="DEFAULT_CONFIG")
+
+
+def _fill_defaults(entries: Mapping[str, ConfigEntry]) -> dict[str, ConfigEntry]:
+    """Explicit-only answer -> full answer: listed entries are overrides, the rest defaults."""
+    out = {k: _default_entry(k, v) for k, v in KAFKA_TOPIC_DEFAULTS.items()}
+    for k, e in entries.items():
+        out[k] = ConfigEntry(k, e.value, False, e.is_read_only, e.is_sensitive)
+    return out
+
+
+def _entry_from_native(v: Any) -> ConfigEntry:
+    source = _source_name(v.source)
+    flags = bool(v.is_default), bool(v.is_read_only), bool(v.is_sensitive)
+    return ConfigEntry(v.name, v.value, *flags, source=source)
+
+
+def _acl_from_native(b: Any) -> AclBinding:
+    op, perm, pattern = b.operation.name, b.permission_type.name, b.resource_pattern_type.name
+    return AclBinding(b.name, pattern, b.principal, b.host, op, perm, b.restype.name)

@@ -1,0 +1,152 @@
+"""Build confluent-kafka (librdkafka) client configurations from a :class:`ClusterConfig`.
+
+This is the only place where secret references are resolved. Java client settings that MM2 users
+carry over are translated by :mod:`mirror_lib.config.java_clients` (same name, renamed, ignored
+with one
+warning, or refused with the way out); :func:`check_clients` builds every client configuration
+without resolving secrets, so ``mirror validate`` refuses whatever ``mirror run`` would.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mirror_lib.config.jaas import translate_jaas
+from mirror_lib.config.java_clients import translate
+from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig
+from mirror_lib.config.properties import SecretLookup, resolve_references
+from mirror_lib.errors import ConfigError
+
+_log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+
+
+def _translate_jaas(value: str, key: str = "sasl.jaas.config") -> dict[str, str]:
+    """librdkafka's SASL settings for a ``sasl.jaas.config`` value (see
+    :mod:`mirror_lib.config.jaas`)."""
+    return translate_jaas(value, key)
+
+
+def _raw(
+    cluster: ClusterConfig, role: str, overrides: Mapping[str, tuple[str, str]] | None
+) -> tuple[dict[str, tuple[str, str]], frozenset[str]]:
+    """key -> (value, key as written) for ``role``: cluster level, role level, then the flow's."""
+    if role not in ROLES:
+        raise ConfigError("role", role, "one of " + ", ".join(ROLES))
+    props = {"bootstrap.servers": (cluster.bootstrap_servers, f"{cluster.alias}.bootstrap.servers")}
+    props.update({k: (v, cluster.origin("client", k)) for k, v in cluster.client.items()})
+    role_props = {k: (v, cluster.origin(role, k)) for k, v in getattr(cluster, role).items()}
+    role_props.update(overrides or {})
+    props.update(role_props)
+    return props, frozenset(role_props)
+
+
+def client_config(
+    cluster: ClusterConfig,
+    role: str,
+    *,
+    client_id: str | None = None,
+    secret_lookup: SecretLookup | None = None,
+    defaults: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    overrides: Mapping[str, tuple[str, str]] | None = None,
+    resolve: bool = True,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    """A ready librdkafka config for ``role`` (consumer, producer, admin) of ``cluster``.
+
+    Layers: ``defaults`` (ours, tuning), then the user's settings (cluster, role, and the flow's
+    ``overrides``), translated from Java names, then ``extra`` (ours, required for correctness,
+    e.g. ``transactional.id``). ``resolve=False`` leaves secret references as they are (validate).
+    Warnings go to ``notes`` when given, else to the log once per process.
+    """
+    raw, role_keys = _raw(cluster, role, overrides)
+    if resolve:
+        raw = {
+            k: (resolve_references(where, v, secret_lookup, cluster.providers), where)
+            for k, (v, where) in raw.items()
+        }
+    translated, found = translate(raw, role, role_keys)
+    if notes is not None:
+        notes.extend(found)
+    else:
+        for note in found:
+            if note not in _WARNED:
+                _WARNED.add(note)
+                _log.warning(note)
+    conf: dict[str, Any] = dict(defaults or {})
+    conf.update(translated)
+    if client_id and "client.id" not in conf:
+        conf["client.id"] = client_id
+    for key, value in (extra or {}).items():
+        conf[key] = value
+    return conf
+
+
+def _flow_side(flow: FlowConfig, side: str) -> str:
+    return flow.source if side == "source" else flow.target
+
+
+def _delivery_conflicts(config: MirrorConfig, flow: FlowConfig, notes: list[str]) -> None:
+    """Errors for user settings that contradict the flow's delivery mode (before anything runs)."""
+    mode = f"mirror.delivery = {flow.settings.delivery} (flow {flow.name})"
+    target, source = config.cluster(flow.target), config.cluster(flow.source)
+    producer, _ = _raw(target, "producer", flow.overrides("target", "producer"))
+    consumer, _ = _raw(source, "consumer", flow.overrides("source", "consumer"))
+
+    def value(props: dict[str, tuple[str, str]], *keys: str) -> tuple[str, str] | None:
+        found = [props[k] for k in keys if k in props]
+        return (found[-1][0].strip().lower(), found[-1][1]) if found else None
+
+    idempotence = value(producer, "enable.idempotence")
+    if idempotence and idempotence[0] == "false":
+        why = "transactions" if flow.settings.exactly_once else "no duplicates from retries"
+        raise ConfigError(
+            idempotence[1], "false", f"true or unset: {mode} uses idempotent producers ({why})"
+        )
+    acks = value(producer, "acks", "request.required.acks")
+    if acks and acks[0] not in ("all", "-1"):
+        raise ConfigError(acks[1], acks[0], f"all or unset: {mode} needs idempotent producers")
+    in_flight = value(producer, "max.in.flight.requests.per.connection", "max.in.flight")
+    if in_flight and in_flight[0].isdigit() and int(in_flight[0]) > 5:
+        raise ConfigError(in_flight[1], in_flight[0], f"at most 5: {mode} is idempotent")
+    isolation = value(consumer, "isolation.level")
+    if isolation and isolation[0] == "read_uncommitted":
+        if flow.settings.exactly_once:
+            raise ConfigError(
+                isolation[1],
+                isolation[0],
+                f"read_committed or unset: {mode} never copies aborted records",
+            )
+        notes.append(f"{isolation[1]} is ignored: mirror_lib reads committed records only")
+    for props, key, why in (
+        (producer, "transactional.id", "mirror_lib gives each task its own transactional.id"),
+        (consumer, "group.id", "mirror_lib names its own groups and commits offsets itself"),
+        (consumer, "enable.auto.commit", "mirror_lib commits offsets itself"),
+    ):
+        if key in props:
+            notes.append(f"{props[key][1]} is ignored: {why}")
+
+
+def check_clients(config: MirrorConfig) -> list[str]:
+    """Build every client configuration (every cluster x role, and each flow's overrides) with
+    secret references unresolved; a :class:`ConfigError` names the first key ``mirror run``
+    would refuse. Returns the warnings (ignored settings), each once.
+    """
+    notes: list[str] = []
+    for cluster in config.clusters.values():
+        for role in ROLES:
+            client_config(cluster, role, resolve=False, notes=notes)
+    for flow in config.flows:
+        for side in ("source", "target"):
+            for role in ROLES:
+                overrides = flow.overrides(side, role)
+                if overrides:
+                    cluster = config.cluster(_flow_side(flow, side))
+                    client_config(cluster, role, overrides=overrides, resolve=False, notes=notes)
+    for flow in config.enabled_flows():
+        _delivery_conflicts(config, flow, notes)
+    _WARNED.update(notes)  # the caller shows them; clients built later in this process do not
+    return list(dict.fromkeys(notes))

@@ -1,0 +1,94 @@
+"""Read-only offset and metadata look-ups over confluent-kafka (no topic changes here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+try:  # confluent-kafka >= 2.3
+    from confluent_kafka import IsolationLevel
+except ImportError:  # pragma: no cover
+    from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin import future_result
+
+TP = tuple[str, int]
+
+
+def named(admin: Any, what: str) -> str:
+    """``what`` plus the cluster and flow an AdminClient made by ``FlowContext.admin`` serves."""
+    where = getattr(admin, "mirror_where", "")
+    return f"{what} on {where}" if where else what
+
+
+def wait_futures(futures: dict[Any, Any], what: str, timeout_s: float = 35) -> dict[Any, Any]:
+    """Results of confluent-kafka admin futures by key; failures become BrokerError."""
+    return {key: future_result(fut, what, timeout_s) for key, fut in futures.items()}
+
+
+def list_topic_partitions(admin: AdminClient, timeout_s: float = 30) -> dict[str, int]:
+    """Topic -> partition count of every topic the cluster reports without error."""
+    try:
+        md = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        what = named(admin, "listing topics")
+        raise BrokerError(f"{what} failed: {exc.args[0]}", transient=True) from exc
+    return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+
+def topic_ids(admin: AdminClient, topics: Iterable[str], timeout_s: float = 30) -> dict[str, str]:
+    """Topic -> topic id (changes when a topic is deleted and re-created)."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    described = wait_futures(futures, named(admin, "describing topics"), timeout_s + 5)
+    return {name: str(desc.topic_id) for name, desc in described.items()}
+
+
+def partition_bounds(
+    admin: AdminClient, partitions: Iterable[TP], timeout_s: float = 30
+) -> dict[TP, tuple[int, int]]:
+    """(earliest, last stable offset) per partition: the range a read_committed reader sees."""
+    tps = sorted(set(partitions))
+    if not tps:
+        return {}
+    result: dict[TP, list[int]] = {tp: [0, 0] for tp in tps}
+    for index, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=timeout_s,
+        )
+        for tp, info in wait_futures(
+            futures, named(admin, "listing offsets"), timeout_s + 5
+        ).items():
+            result[(tp.topic, tp.partition)][index] = max(int(info.offset), 0)
+    return {tp: (lo, hi) for tp, (lo, hi) in result.items()}
+
+
+def positions(offset: dict[str, Any] | None, key: str = "p") -> dict[TP, int]:
+    """Per (topic, partition) values of a source offset ``{"topics": {t: {"p": {"0": n}}}}``.
+
+    ``key="s"`` gives the explicit batch starts of partitions first seen or moved past a gap.
+    """
+    return {
+        (topic, int(p)): int(value)
+        for topic, entry in (offset or {}).get("topics", {}).items()
+        for p, value in entry.get(key, {}).items()
+    }
+
+
+def batch_ranges(start: dict[str, Any], end: dict[str, Any]) -> list[tuple[str, int, int, int]]:
+    """The non-empty ``(topic, partition, first, stop)`` ranges of a batch from start to end."""
+    begin, starts = positions(start), positions(end, "s")
+    ranges = []
+    for tp, stop in sorted(positions(end).items()):
+        first = starts.get(tp, begin.get(tp, stop))
+        if stop > first:
+            ranges.append((tp[0], tp[1], first, stop))
+    return ranges

@@ -1,0 +1,194 @@
+"""The checkpoint job of a flow A->B (mm2.md §4.4-4.5, D6), run once per tick.
+
+It translates the committed offsets of A's consumer groups with the flow's exact segments, writes
+MM2 Checkpoint records to ``A.checkpoints.internal`` on B (never backwards unless the group
+rewound), and, with ``sync.group.offsets.enabled``, moves idle groups' offsets on B forward.
+Its state (latest checkpoints, segments) is rebuilt from Kafka when a worker has no cached copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror_lib.errors import BrokerError, DecodeError
+from mirror_lib.kafka.admin import KafkaAdminOps, admin_client, future_result
+from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.kafka.reader import read_topic
+from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.offsets.checkpoints import (
+    CheckpointStore,
+    accept_group,
+    compute_checkpoints,
+    group_offsets_to_sync,
+)
+from mirror_lib.offsets.segments import SegmentIndex
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.translate import add_segments, reader_conf
+
+log = logging.getLogger(__name__)
+TP = tuple[str, int]
+
+
+@dataclass
+class _State:
+    store: CheckpointStore
+    segments: dict[TP, SegmentIndex] = field(default_factory=dict)
+    metrics_position: int = 0
+    checkpoints_position: int = 0
+    last_group_sync: float = 0.0
+    skipped: int = 0
+
+
+_STATES: dict[str, _State] = {}
+
+
+def _add_checkpoints(ctx: FlowContext, state: _State) -> None:
+    """Read checkpoints written since the last cycle, by this or any other process."""
+    checkpoints = []
+    for msg in read_topic(
+        reader_conf(ctx), ctx.checkpoints_topic, start=state.checkpoints_position
+    ):
+        state.checkpoints_position = msg.offset() + 1
+        try:
+            checkpoints.append(Checkpoint.decode(msg.key(), msg.value()))
+        except DecodeError:
+            state.skipped += 1
+    state.store.load(checkpoints)
+
+
+def _add_segments(ctx: FlowContext, state: _State) -> None:
+    """Segments committed since the last cycle (the metrics topic has one partition)."""
+    for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, start=state.metrics_position):
+        state.metrics_position = msg.offset() + 1
+        if not add_segments(state.segments, msg.value()):
+            state.skipped += 1
+
+
+def _wait(futures: dict[Any, Any], what: str) -> list[Any]:
+    return list(wait_futures(futures, what).values())
+
+
+def _source_groups(ctx: FlowContext, admin: AdminClient) -> dict[str, dict[TP, tuple[int, str]]]:
+    listing = future_result(
+        admin.list_consumer_groups(request_timeout=30), "listing consumer groups", 35
+    )
+    groups = {}
+    for g in sorted(x.group_id for x in listing.valid):
+        if not accept_group(g, ctx.group_filter):
+            continue
+        (result,) = _wait(
+            admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)]), "group offsets"
+        )
+        groups[g] = {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions
+            if tp.offset >= 0
+        }
+    return groups
+
+
+def _sync_group_offsets(ctx: FlowContext, state: _State) -> int:
+    admin = admin_client(ctx.client("target", "admin"))
+    changed = 0
+    for group in state.store.groups():
+        (desc,) = _wait(admin.describe_consumer_groups([group]), "describe group")
+        (current,) = _wait(
+            admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]), "offsets"
+        )
+        target = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
+        plan = group_offsets_to_sync(
+            checkpoints=state.store.latest(group),
+            target_state=str(desc.state.name) if desc.state is not None else None,
+            target_members=len(desc.members),
+            target_offsets=target,
+        )
+        if not plan:
+            continue
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, off) for (t, p), off in sorted(plan.items())]
+        )
+        try:
+            _wait(admin.alter_consumer_group_offsets([request]), "alter group offsets")
+        except BrokerError as exc:  # e.g. a member joined meanwhile: MM2 logs and moves on
+            log.warning("group %s on %s not synced: %s", group, ctx.target, exc)
+            continue
+        changed += len(plan)
+    return changed
+
+
+def run_checkpoints(
+    ctx: FlowContext, cache_key: str, *, force_group_sync: bool = False
+) -> tuple[int, int]:
+    """One checkpoint cycle; returns (checkpoints written, undecodable records skipped).
+
+    ``force_group_sync`` syncs group offsets now instead of waiting for their interval.
+    """
+    state = _STATES.setdefault(cache_key, _State(CheckpointStore()))
+    _add_checkpoints(ctx, state)
+    _add_segments(ctx, state)
+    s = ctx.settings
+    emitted: list[Checkpoint] = []
+    for group, committed in _source_groups(
+        ctx, admin_client(ctx.client("source", "admin"))
+    ).items():
+        emitted += compute_checkpoints(
+            group=group,
+            committed=committed,
+            translate=lambda t, p, u: _translate(state, t, p, u),
+            policy=ctx.policy,
+            source_alias=ctx.source,
+            target_alias=ctx.target,
+            should_replicate_topic=ctx.should_replicate,
+            store=state.store,
+        )
+    if emitted and s.emit_checkpoints:
+        _write_checkpoints(ctx, emitted)
+    now = time.monotonic()
+    due = now - state.last_group_sync >= s.sync_group_offsets_interval or force_group_sync
+    if s.sync_group_offsets and due:
+        state.last_group_sync = now
+        _sync_group_offsets(ctx, state)
+    return len(emitted), state.skipped
+
+
+def _translate(state: _State, topic: str, partition: int, upstream: int) -> int | None:
+    index = state.segments.get((topic, partition))
+    return None if index is None else index.translate(upstream)
+
+
+def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
+    """Write one round in one transaction: every partition's checkpoint appears together."""
+    KafkaAdminOps(ctx.client("target", "admin")).create_compacted_topic(
+        ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
+    )
+    producer = Producer(
+        ctx.client(
+            "target",
+            "producer",
+            **{
+                "transactional.id": f"mirror-checkpoints-{ctx.flow.name}",
+                "enable.idempotence": True,
+            },
+        )
+    )
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        now = int(time.time() * 1000)
+        for cp in checkpoints:
+            producer.produce(
+                ctx.checkpoints_topic, cp.value(), cp.key(), partition=0, timestamp=now
+            )
+        producer.commit_transaction(30)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"checkpoints of {ctx.label} not committed on {ctx.where('target')}: "
+            f"{exc.args[0].str()}",
+            transient=True,
+        ) from exc

@@ -1,0 +1,127 @@
+"""Periodic work of a flow (heartbeats, checkpoints) on driver threads (D6, revised).
+
+A Spark query per periodic job ran a Spark job every second and took task slots that replication
+needs (measured: the heartbeats query doubled replication latency on 2 cores). These jobs are
+small Kafka calls, so they run on a thread of the driver process, on their interval, with the
+same start/stop/status/raise_if_failed surface as a :class:`~mirror_lib.spark.runner.FlowRunner`.
+Their state is rebuilt from Kafka when needed, so they keep no checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
+from mirror_lib.replication.checkpoint_job import run_checkpoints
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.flow_status import FlowStatus
+from mirror_lib.replication.heartbeats import Heartbeater
+
+log = logging.getLogger(__name__)
+
+JOBS = ("heartbeats", "checkpoints")
+
+
+def job_interval(ctx: FlowContext, job: str) -> float:
+    """How often ``job`` runs for the flow."""
+    s = ctx.settings
+    if job == "heartbeats":
+        return s.heartbeats_interval
+    if s.emit_checkpoints and s.sync_group_offsets:
+        return min(s.checkpoints_interval, s.sync_group_offsets_interval)
+    return s.checkpoints_interval if s.emit_checkpoints else s.sync_group_offsets_interval
+
+
+class CompanionJob:
+    """One periodic job of one flow on a daemon thread of the driver."""
+
+    def __init__(self, config: MirrorConfig, flow_name: str, job: str) -> None:
+        if job not in JOBS:
+            raise ConfigError("job", job, "one of " + ", ".join(JOBS))
+        self.job = job
+        self.ctx = FlowContext.create(config, flow_name)
+        self.interval = job_interval(self.ctx, job)
+        self.runs = 0
+        self.written = 0
+        self.last_error: str | None = None
+        self.last_success_s: float | None = None  # epoch seconds of the last run that succeeded
+        self._failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._heartbeater: Any = None
+        self.query = None  # no Spark query: progress rows show no lag for companions
+
+    @property
+    def checkpoint(self) -> str:
+        return "no checkpoint: state is rebuilt from Kafka"
+
+    def run_once(self) -> int:
+        """Run the job one time; the number of records it wrote."""
+        if self.job == "heartbeats":
+            if self._heartbeater is None:
+                self._heartbeater = Heartbeater(self.ctx)
+            return self._heartbeater.emit()
+        written, _skipped = run_checkpoints(self.ctx, f"thread:{self.ctx.flow.name}")
+        return written
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.written += self.run_once()
+                self.last_error = None
+                self.last_success_s = time.time()
+            except MirrorError as exc:
+                self.last_error = str(exc)
+                if not getattr(exc, "transient", False):
+                    self._failure = exc
+                    return
+                log.warning("%s of %s: %s (retrying)", self.job, self.ctx.flow.name, exc)
+            except Exception as exc:  # a bug must surface, not spin silently
+                self._failure = exc
+                return
+            self.runs += 1
+            self._stop.wait(max(self.interval - (time.monotonic() - started), 0.05))
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"mirror-{self.job}-{self.ctx.flow.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._heartbeater is not None:
+            self._heartbeater.close()
+            self._heartbeater = None
+
+    @property
+    def active(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def status(self) -> Any:
+
+        return FlowStatus(
+            flow=self.ctx.flow.name,
+            job=self.job,
+            active=self.active,
+            batches=self.runs,
+            last_batch_id=self.runs - 1 if self.runs else None,
+            records_per_second=None,
+            message=self.last_error or ("running" if self.active else "stopped"),
+        )
+
+    def raise_if_failed(self) -> None:
+        """Raise the error that stopped the job (transient errors are retried, not raised)."""
+        if self._failure is not None:
+            raise MirrorRuntimeError(
+                f"{self.job} of flow {self.ctx.flow.name} failed: "
+                f"{type(self._failure).__name__}: {self._failure}"
+            )

@@ -1,0 +1,226 @@
+"""Everything one flow ``A->B`` needs at run time, rebuilt from plain strings on any process.
+
+Spark ships data source options as strings to the driver-side runners and the executors, so a
+:class:`FlowContext` is serialised as the raw properties plus the flow name and re-validated
+wherever it is used. Secrets stay references until :meth:`FlowContext.client` builds a client.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from mirror_lib.config.describe import internal_topics
+from mirror_lib.config.model import FlowConfig, MirrorConfig, parse_config
+from mirror_lib.config.properties import has_reference, is_sensitive
+from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.clients import client_config
+from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
+from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
+
+#: Option carrying secret values resolved on the driver; Spark redacts options named like this.
+SECRET_OPTION = "secret.properties"
+
+
+def stable_slot(topic: str, partition: int, slots: int) -> int:
+    """The task slot owning a partition: stable across batches and restarts (like tasks.max).
+
+    Partitions of a topic go round-robin from a per-topic offset, so they spread over all
+    slots (hashing "topic+partition" with CRC32 did not: CRC32 is linear).
+    """
+    return (zlib.crc32(topic.encode()) + partition) % slots
+
+
+@dataclass(frozen=True)
+class FlowContext:
+    """A validated flow plus derived names: policy, filters, internal topics, clients."""
+
+    config: MirrorConfig
+    flow: FlowConfig
+
+    @classmethod
+    def create(cls, config: MirrorConfig, flow_name: str) -> FlowContext:
+        """Context of ``flow_name`` in ``config``."""
+        return cls(config, config.flow(flow_name))
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> FlowContext:
+        """Rebuild from data source options written by :meth:`to_options`."""
+        props = json.loads(options["properties"])
+        props.update(json.loads(options.get(SECRET_OPTION, "{}")))
+        return cls.create(
+            parse_config(props, origin=options.get("origin", "<options>")), options["flow"]
+        )
+
+    def to_options(self) -> dict[str, str]:
+        """Spark data source options carrying this context.
+
+        Secret references stay unresolved; secret values resolved on the driver (serverless, see
+        :mod:`mirror_lib.config.databricks`) go into an option whose name Spark's redaction matches.
+        """
+        props = dict(self.config.properties)
+        values = {k: v for k, v in props.items() if is_sensitive(k) and not has_reference(v)}
+        options = {
+            "properties": json.dumps(
+                {k: v for k, v in props.items() if k not in values}, sort_keys=True
+            ),
+            "flow": self.flow.name,
+            "origin": self.config.origin,
+        }
+        if values:
+            options[SECRET_OPTION] = json.dumps(values, sort_keys=True)
+        return options
+
+    @property
+    def source(self) -> str:
+        return self.flow.source
+
+    @property
+    def target(self) -> str:
+        return self.flow.target
+
+    @property
+    def settings(self) -> Any:
+        return self.flow.settings
+
+    @cached_property
+    def policy(self) -> ReplicationPolicy:
+        return self.flow.policy()
+
+    @cached_property
+    def topic_filter(self) -> TopicFilter:
+        s = self.settings
+        return TopicFilter(s.topics, s.topics_exclude)
+
+    @cached_property
+    def group_filter(self) -> GroupFilter:
+        s = self.settings
+        return GroupFilter(s.groups, s.groups_exclude)
+
+    def should_replicate(self, topic: str) -> bool:
+        """MM2's shouldReplicateTopic: filter or heartbeats, not internal, no cycle."""
+        return should_replicate_topic(
+            self.policy,
+            self.topic_filter,
+            topic,
+            self.target,
+            heartbeats_replication_enabled=self.settings.heartbeats_replication,
+        ) and not is_cycle(self.policy, topic, self.target)
+
+    def should_checkpoint_group(self, group: str) -> bool:
+        """Group filter, never our own ledger groups."""
+        return not group.startswith("__mirror") and self.group_filter.should_replicate_group(group)
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.source, topic)
+
+    @property
+    def offset_syncs_on_target(self) -> bool:
+        return self.settings.offset_syncs_location == "target"
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        return self.internal_topics["offset_syncs"]["topic"]
+
+    @property
+    def checkpoints_topic(self) -> str:
+        return self.internal_topics["checkpoints"]["topic"]
+
+    @property
+    def metrics_topic(self) -> str:
+        return self.internal_topics["metrics"]["topic"]
+
+    @cached_property
+    def internal_topics(self) -> dict[str, dict[str, str]]:
+        """Name and cluster of each internal topic (one definition: :func:`internal_topics`)."""
+        return internal_topics(self.flow)
+
+    def where(self, side: str) -> str:
+        """Names a cluster of this flow for messages: ``source cluster A (bootstrap host:port)``.
+
+        ``side`` is "source", "target" or an alias of one of them.
+        """
+        alias = {"source": self.source, "target": self.target}.get(side, side)
+        role = "source" if alias == self.source else "target"
+        servers = self.config.cluster(alias).bootstrap_servers
+        return f"{role} cluster {alias} (bootstrap {servers})"
+
+    def admin(self, side: str) -> Any:
+        """An AdminClient on ``side`` whose failures name the cluster and this flow
+        (:mod:`mirror_lib.kafka.lookups` reads its ``mirror_where``)."""
+        from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
+
+        return admin_client(self.client(side, "admin"), f"{self.where(side)} for {self.label}")
+
+    @property
+    def label(self) -> str:
+        """What this flow is to the user: ``flow A->B``, or the heartbeats MM2 emits for every
+        cluster pair when the user did not enable the pair."""
+        name = self.flow.name
+        if self.flow.enabled:
+            return f"flow {name}"
+        return (
+            f"heartbeats {name}, emitted for every cluster pair as MM2 does; turn off with "
+            f"`{name}.emit.heartbeats.enabled = false`"
+        )
+
+    def ledger_group(self, slot: int) -> str:
+        """Target-side group whose committed offsets record the next upstream offset (D3).
+
+        One group per slot: only the slot's own (fenced) transaction can leave its offsets
+        pending, so reading the ledger never waits on another slot.
+        """
+        return f"__mirror_ledger.{self.flow.name}.{slot}"
+
+    def transactional_id(self, slot: int) -> str:
+        return f"mirror-{self.flow.name}-{slot}"
+
+    def client(
+        self, cluster: str, role: str, defaults: dict[str, Any] | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """librdkafka config for ``role`` on ``cluster`` ("source"/"target" or an alias).
+
+        ``defaults`` yield to the user's settings (with the flow's ``A->B.consumer.*`` etc.);
+        ``extra`` overrides them.
+        """
+        alias = {"source": self.source, "target": self.target}.get(cluster, cluster)
+        side = "source" if alias == self.source else "target" if alias == self.target else ""
+        return client_config(
+            self.config.cluster(alias),
+            role,
+            # The side and alias let lower layers name the cluster in errors (admin.where_from).
+            client_id=f"mirror|{self.flow.name}|{'source' if alias == self.source else 'target'}"
+            f"={alias}|{role}",
+            defaults=defaults,
+            extra=extra,
+            overrides=self.flow.overrides(side, role) if side else None,
+        )
+
+
+def produce_plain(
+    ctx: FlowContext,
+    side: str,
+    topic: str,
+    records: Iterable[tuple[bytes, bytes]],
+    *,
+    timestamp: int = 0,
+    timeout_s: float = 30,
+) -> None:
+    """Write (key, value) records to partition 0 of ``topic`` outside any transaction, and wait
+    until all are acknowledged (internal records: heartbeats, source-side syncs, planner events).
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
+    for key, value in records:
+        producer.produce(topic, value, key, partition=0, timestamp=timestamp)
+    if producer.flush(timeout_s) > 0:
+        raise BrokerError(
+            f"writing to {topic} on {ctx.where(side)} for {ctx.label}: records not acknowledged "
+            f"in {timeout_s}s",
+            transient=True,
+        )

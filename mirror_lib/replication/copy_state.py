@@ -1,0 +1,155 @@
+"""The open transaction of one partition inside a copy task (:mod:`mirror_lib.replication.copier`).
+
+Per partition: where it stands, the upstream runs of the transaction, the two delivery reports
+that give its downstream range (or every report, in exact mode), and the record timestamps that
+become the latency summary. Pure bookkeeping, no Kafka calls.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from confluent_kafka import KafkaError
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.offsets.segments import Segment
+
+#: Upper bounds (ms, inclusive) of the latency histogram in ``batch`` events; one more bucket
+#: counts what is above the last (:mod:`mirror_lib.replication.prometheus` exposes it).
+LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
+
+
+def bucket_counts(values: Any) -> list[int]:
+    """Counts of ``values`` per bucket of :data:`LATENCY_BUCKETS_MS` (value <= bound), plus one
+    for the values above the last bound."""
+    a = np.asarray(values, dtype=np.float64)
+    index = np.searchsorted(LATENCY_BUCKETS_MS, a, side="left")
+    return np.bincount(index, minlength=len(LATENCY_BUCKETS_MS) + 1).tolist()
+
+
+class Interleaved(Exception):
+    """Another producer wrote into a remote partition inside our transaction."""
+
+
+def summary(values: Any) -> dict[str, float]:
+    """min/avg/max/p50/p99 of a sequence of numbers (empty: {})."""
+    a = np.asarray(values, dtype=np.float64)
+    if not a.size:
+        return {}
+    p50, p99 = np.percentile(a, [50, 99])
+    return {
+        "min": float(a.min()),
+        "avg": float(a.mean()),
+        "max": float(a.max()),
+        "p50": float(p50),
+        "p99": float(p99),
+    }
+
+
+class PartState:
+    """One upstream partition of the slice: position and the open transaction's accumulators."""
+
+    __slots__ = (
+        "acked",
+        "bytes",
+        "committed",
+        "consumed",
+        "d_first",
+        "d_last",
+        "done",
+        "error",
+        "expect",
+        "n",
+        "partition",
+        "remote",
+        "runs",
+        "topic",
+        "ts",
+        "until",
+        "us",
+    )
+
+    def __init__(self, topic: str, partition: int, remote: str, start: int, until: int) -> None:
+        self.topic, self.partition, self.remote = topic, partition, remote
+        self.expect = self.committed = start
+        self.until = until
+        self.done = start >= until
+        self.reset()
+
+    def reset(self) -> None:
+        self.n = self.bytes = 0
+        self.runs: list[tuple[int, int]] = []  # (upstream start, index of its first record)
+        self.ts = array("d")
+        self.consumed: list[tuple[float, int]] = []  # (consume time, records of that batch)
+        self.d_first = self.d_last = -1
+        self.acked = array("q")  # exact mode: every downstream offset, in order
+        self.us = array("q")  # exact mode: every upstream offset, in order
+        self.error: tuple[KafkaError, int] | None = None
+
+    def ack_first(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.error = self.error or (err, -1)
+        else:
+            self.d_first = msg.offset()
+
+    def ack_last(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.error = self.error or (err, -1)
+        else:
+            self.d_last = msg.offset()
+
+    def ack_both(self, err: KafkaError | None, msg: Any) -> None:
+        self.ack_first(err, msg)
+        self.ack_last(err, msg)
+
+    def ack_each(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.error = self.error or (err, -1)
+        else:
+            self.acked.append(msg.offset())
+
+    def latency_and_age(self, acked_ms: float) -> tuple[dict[str, float], dict[str, float]]:
+        """Summaries of acknowledgement time and consume time minus CreateTime (consume time
+        for records without one) over the transaction's records."""
+        consumed, created = self._consumed_created()
+        return summary(acked_ms - created), summary(consumed - created)
+
+    def latency_buckets(self, acked_ms: float) -> list[int]:
+        """The transaction's latencies (as in :meth:`latency_and_age`) as :func:`bucket_counts`."""
+        _consumed, created = self._consumed_created()
+        return bucket_counts(acked_ms - created)
+
+    def _consumed_created(self) -> tuple[Any, Any]:
+        ts = np.frombuffer(self.ts, dtype=np.float64)
+        consumed = np.repeat([c for c, _n in self.consumed], [n for _c, n in self.consumed]).astype(
+            np.float64
+        )
+        return consumed, np.where(ts > 0, ts, consumed)
+
+    def segments(self, exact: bool) -> list[Segment]:
+        """Segments of the open transaction (after every record was acknowledged)."""
+        if exact:
+            return exact_segments(self.us, self.acked)
+        if self.d_last - self.d_first + 1 != self.n:
+            raise Interleaved(f"{self.remote}[{self.partition}]")
+        out = []
+        bounds = [*(i for _u, i in self.runs[1:]), self.n]
+        for (u, i), j in zip(self.runs, bounds, strict=True):
+            d = self.d_first + i
+            out.append(Segment(u, u + j - i - 1, d, d + j - i - 1))
+        return out
+
+
+def exact_segments(us: Sequence[int], ds: Sequence[int]) -> list[Segment]:
+    if len(us) != len(ds):
+        raise BrokerError("delivery reports missing for some records", transient=True)
+    out: list[Segment] = []
+    start = 0
+    for i in range(1, len(us) + 1):
+        if i == len(us) or us[i] != us[i - 1] + 1 or ds[i] != ds[i - 1] + 1:
+            out.append(Segment(us[start], us[i - 1], ds[start], ds[i - 1]))
+            start = i
+    return out

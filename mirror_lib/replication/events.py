@@ -1,0 +1,72 @@
+"""Flow events and metrics records on the target's metrics topic (D8, D10).
+
+Records are JSON values keyed by ``<remote topic>:<partition>`` (or the flow name for flow-level
+events). ``type`` is one of ``batch`` (per partition per transaction chunk), ``gap``, ``start``,
+``stop``, ``error``. Schemas are documented in the README ("Metrics records").
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from mirror_lib.replication.context import FlowContext, produce_plain
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def flow_event(ctx: FlowContext, kind: str, **fields: Any) -> dict[str, Any]:
+    """A flow-level event (start, stop, error)."""
+    return {
+        "type": kind,
+        "flow": ctx.flow.name,
+        "source": ctx.source,
+        "target": ctx.target,
+        "ts_ms": now_ms(),
+        **fields,
+    }
+
+
+def gap_event(
+    ctx: FlowContext,
+    topic: str,
+    partition: int,
+    position: int | None,
+    earliest: int,
+    latest: int,
+    reason: str,
+    action: str,
+) -> dict[str, Any]:
+    """A vanished source range: where the flow was and what the source holds now."""
+    return flow_event(
+        ctx,
+        "gap",
+        topic=topic,
+        remote_topic=ctx.remote_topic(topic),
+        partition=partition,
+        expected_offset=position,
+        available_start=earliest,
+        available_end=latest,
+        reason=reason,
+        action=action,
+    )
+
+
+def encode(event: dict[str, Any]) -> tuple[bytes, bytes]:
+    """(key, value) bytes of an event record."""
+    if "partition" in event and "remote_topic" in event:
+        key = f"{event['remote_topic']}:{event['partition']}"
+    else:
+        key = event["flow"]
+    return key.encode(), json.dumps(event, separators=(",", ":")).encode()
+
+
+def publish(ctx: FlowContext, events: Iterable[dict[str, Any]], timeout_s: float = 30) -> None:
+    """Write events outside any transaction (planner-side events such as gaps)."""
+    produce_plain(
+        ctx, "target", ctx.metrics_topic, [encode(e) for e in events], timeout_s=timeout_s
+    )

@@ -1,0 +1,133 @@
+"""Failover of a consumer group from a source cluster to a target: look up, check, commit.
+
+``translate_group`` reads the latest checkpoints of the group on the target (MirrorClient
+semantics); ``failover_group`` shows them next to the group's current offsets on the target and,
+with ``apply``, commits them - refusing a group that has active members there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.errors import ConfigError, MirrorRuntimeError
+from mirror_lib.kafka.admin import admin_client
+from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.kafka.mirror_client import MirrorClient
+from mirror_lib.offsets.checkpoints import is_idle_group
+from mirror_lib.tables.location import tables_root
+
+
+@dataclass(frozen=True)
+class TranslatedOffset:
+    """One partition of a group on the target: translated offset and the current one."""
+
+    topic: str
+    partition: int
+    offset: int
+    current: int | None = None
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+
+def translate_group(
+    config: MirrorConfig, group: str, source: str, target: str
+) -> list[TranslatedOffset]:
+    """Translated offsets of ``group`` on ``target`` for the flow source->target, per partition."""
+    config.flow(f"{source}->{target}")
+    client = MirrorClient.from_config(config, target, config.flow(f"{source}->{target}").policy())
+    offsets = client.remote_consumer_offsets(group, source)
+    return [TranslatedOffset(t, p, off) for (t, p), off in sorted(offsets.items())]
+
+
+def _admin(config: MirrorConfig, alias: str) -> AdminClient:
+    return admin_client(client_config(config.cluster(alias), "admin"))
+
+
+def failover_group(
+    config: MirrorConfig,
+    group: str,
+    source: str,
+    target: str,
+    *,
+    apply: bool = False,
+    confirm: str | None = None,
+) -> list[TranslatedOffset]:
+    """The translated offsets next to the current ones on ``target``; ``apply`` commits them.
+
+    Refuses (MirrorRuntimeError) when the group has active members on the target or when there
+    is no checkpoint for it; nothing is changed then. ``confirm`` (notebooks): when given, it
+    must repeat the group id before anything is committed.
+    """
+    if apply and confirm is not None and confirm.strip() != group:
+        raise ConfigError(
+            "confirm_group", confirm, f"the group id {group!r} typed again to commit its offsets"
+        )
+    offsets = translate_group(config, group, source, target)
+    if not offsets:
+        raise MirrorRuntimeError(
+            f"no checkpoints for group {group} in {source}->{target}: nothing to fail over "
+            "(is the checkpoint job running and has the group committed offsets on "
+            f"{source}?); nothing was changed"
+        )
+    admin = _admin(config, target)
+    (desc,) = wait_futures(
+        admin.describe_consumer_groups([group]), f"describing group {group}"
+    ).values()
+    (current,) = wait_futures(
+        admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]),
+        f"offsets of group {group}",
+    ).values()
+    now = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
+    rows = [
+        TranslatedOffset(o.topic, o.partition, o.offset, now.get((o.topic, o.partition)))
+        for o in offsets
+    ]
+    if not apply:
+        return rows
+    state = desc.state.name if desc.state is not None else None
+    if not is_idle_group(state, len(desc.members)):
+        raise MirrorRuntimeError(
+            f"group {group} is {state} with active member(s) on {target} "
+            f"({len(desc.members)} listed): stop its consumers first; no offsets were changed"
+        )
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(o.topic, o.partition, o.offset) for o in offsets]
+    )
+    wait_futures(
+        admin.alter_consumer_group_offsets([request]),
+        f"committing offsets of group {group} on {target}",
+    )
+    return rows
+
+
+def translate_group_as_of(
+    config: MirrorConfig,
+    group: str,
+    source: str,
+    target: str,
+    *,
+    version: int | None = None,
+    timestamp: str | None = None,
+) -> list[TranslatedOffset]:
+    """What ``translate_group`` would have answered at a past table version or time.
+
+    Reads the materialized ``checkpoints`` Delta table as of ``version`` or ``timestamp``
+    (ISO-8601, e.g. "2026-11-21T02:13:00Z"): "what would a failover at 02:13 have given us".
+    """
+    from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
+
+    table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
+    latest: dict[tuple[str, int], tuple[int, int]] = {}
+    for row in table.to_pylist():
+        if (row["group_id"], row["source"], row["target"]) != (group, source, target):
+            continue
+        key = (row["topic"], row["partition"])
+        if key not in latest or row["kafka_offset"] > latest[key][0]:
+            latest[key] = (row["kafka_offset"], row["downstream_offset"])
+    return [TranslatedOffset(t, p, off) for (t, p), (_k, off) in sorted(latest.items())]

@@ -1,0 +1,167 @@
+"""The delivery ledger on the target (D3): per remote partition, the next upstream offset.
+
+It is the committed offset of the slot's ledger group on ``(remote topic, partition)``, written
+in the same transaction as the records, so after any crash it says exactly what was delivered.
+Copy tasks read it (``read_committed``, so a pending transaction is waited for) to know where to
+start; the planner and the runner read it without waiting (:class:`LedgerView`) to know where each
+partition stands, and the planner writes start positions for partitions that have none yet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin import admin_client
+from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.replication.context import FlowContext, stable_slot
+
+TP = tuple[str, int]
+
+
+def ledger_consumer(ctx: FlowContext, slot: int, *, stable: bool = True) -> Consumer:
+    """A consumer of the slot's ledger group on the target that never joins the group.
+
+    ``stable``: ``read_committed``, so reads of offsets of a pending transaction are refused
+    until it ends (what a copy task needs); otherwise the last committed value is returned.
+    """
+    return Consumer(
+        ctx.client(
+            "target",
+            "consumer",
+            **{
+                "group.id": ctx.ledger_group(slot),
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed" if stable else "read_uncommitted",
+            },
+        )
+    )
+
+
+def read_ledger(
+    consumer: Consumer, remote_partitions: Iterable[TP], timeout_s: float = 60, where: str = ""
+) -> dict[TP, int]:
+    """Next upstream offset per remote partition that has a ledger entry.
+
+    A partition answered with an error (e.g. UNSTABLE_OFFSET_COMMIT while a fenced transaction
+    is still being aborted) is asked again; it is never taken as "nothing delivered", which
+    would copy records twice. Still failing after ``timeout_s``: a transient BrokerError.
+    """
+    tps = [TopicPartition(t, p) for t, p in sorted(set(remote_partitions))]
+    if not tps:
+        return {}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            committed = consumer.committed(tps, timeout=timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise BrokerError(
+                f"reading the delivery ledger{' on ' + where if where else ''} failed: {err}",
+                transient=True,
+            ) from exc
+        failed = [tp for tp in committed if tp.error is not None]
+        if not failed:
+            return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
+        if time.monotonic() > deadline:
+            raise BrokerError(
+                f"the delivery ledger of {failed[0].topic}[{failed[0].partition}] did not "
+                f"become readable in {timeout_s:.0f}s ({failed[0].error}); nothing was copied",
+                transient=True,
+            )
+        time.sleep(0.2)
+
+
+def ledger_offsets(next_upstream: dict[TP, int]) -> list[Any]:
+    """TopicPartitions to commit for ``{(remote topic, partition): next upstream offset}``."""
+    return [TopicPartition(t, p, off) for (t, p), off in sorted(next_upstream.items())]
+
+
+class LedgerView:
+    """Driver-side reads and first writes of a flow's ledger, one consumer per slot group.
+
+    Used between slices (planner) and while waiting for a catch-up (runner), never by copy
+    tasks. A partition whose slot changed (``tasks.max`` changed after a clean stop) is found
+    in the group of its former slot and carried over, so it does not start again.
+    """
+
+    def __init__(self, ctx: FlowContext) -> None:
+        self.ctx = ctx
+        self._consumers: dict[int, Consumer] = {}
+
+    def _consumer(self, slot: int) -> Consumer:
+        if slot not in self._consumers:
+            self._consumers[slot] = ledger_consumer(self.ctx, slot, stable=False)
+        return self._consumers[slot]
+
+    def positions(self, partitions: Iterable[TP], timeout_s: float = 30) -> dict[TP, int]:
+        """Next upstream offset per upstream ``(topic, partition)`` that has a ledger entry."""
+        ctx = self.ctx
+        by_slot: dict[int, list[TP]] = {}
+        for topic, p in partitions:
+            by_slot.setdefault(stable_slot(topic, p, ctx.settings.tasks), []).append((topic, p))
+        out: dict[TP, int] = {}
+        for slot, tps in sorted(by_slot.items()):
+            remote = {(ctx.remote_topic(t), p): (t, p) for t, p in tps}
+            ledger = read_ledger(self._consumer(slot), remote, timeout_s, ctx.where("target"))
+            for rtp, offset in ledger.items():
+                out[remote[rtp]] = offset
+        return out
+
+    def former_positions(self, partitions: Iterable[TP], timeout_s: float = 30) -> dict[TP, int]:
+        """Entries of ``partitions`` in ledger groups of other slot counts (largest offset)."""
+
+        ctx = self.ctx
+        prefix = ctx.ledger_group(0)[:-1]
+        admin = admin_client(ctx.client("target", "admin"))
+        listed = wait_futures(
+            {"groups": admin.list_consumer_groups(request_timeout=timeout_s)},
+            f"listing consumer groups on {ctx.where('target')}",
+            timeout_s + 5,
+        )["groups"]
+        slots = sorted(
+            int(g.group_id[len(prefix) :])
+            for g in listed.valid
+            if g.group_id.startswith(prefix) and g.group_id[len(prefix) :].isdigit()
+        )
+        wanted = {(ctx.remote_topic(t), p): (t, p) for t, p in partitions}
+        out: dict[TP, int] = {}
+        for slot in slots:
+            consumer = ledger_consumer(ctx, slot, stable=False)
+            try:
+                ledger = read_ledger(consumer, wanted, timeout_s, ctx.where("target"))
+                for rtp, offset in ledger.items():
+                    out[wanted[rtp]] = max(offset, out.get(wanted[rtp], -1))
+            finally:
+                consumer.close()
+        return out
+
+    def commit(self, starts: dict[TP, int]) -> None:
+        """Write start positions of upstream partitions into their slots' ledger groups.
+
+        Only for partitions no copy task is working on (the planner runs between slices).
+        """
+        ctx = self.ctx
+        by_slot: dict[int, dict[TP, int]] = {}
+        for (topic, p), offset in starts.items():
+            slot = stable_slot(topic, p, ctx.settings.tasks)
+            by_slot.setdefault(slot, {})[(ctx.remote_topic(topic), p)] = offset
+        for slot, offsets in sorted(by_slot.items()):
+            try:
+                self._consumer(slot).commit(offsets=ledger_offsets(offsets), asynchronous=False)
+            except KafkaException as exc:
+                raise BrokerError(
+                    f"writing start positions into the delivery ledger on {ctx.where('target')} "
+                    "failed: "
+                    f"{exc.args[0]}",
+                    transient=True,
+                ) from exc
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()

@@ -1,0 +1,331 @@
+"""Keep a run going through outages: restart failed queries, back off, record outage events.
+
+A query that failed for a transient reason (unreachable cluster, timeout, leader move,
+coordinator loading: see :func:`mirror_lib.errors.is_transient_text`) is restarted from its
+checkpoint in this process with capped exponential backoff, for as long as
+``mirror.outage.max.seconds`` allows; the other queries keep running. A terminal failure (auth,
+authorization, a record too large, a gap with ``mirror.on.gap = fail``) is raised at once.
+An outage is recorded as ``outage_started`` / ``outage_ended`` events on the flow's metrics
+topic (so in ``flow_events``) and, while it lasts, in ``<mirror.state.dir>/outages-<pid>.json``
+(one per process: job tasks that split a run's parts share the folder), which ``mirror status``
+shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.settings import global_setting
+from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
+from mirror_lib.kafka.clients import client_config
+from mirror_lib.replication import events
+from mirror_lib.replication.context import FlowContext
+
+log = logging.getLogger(__name__)
+
+BACKOFF_START_S = 1.0
+BACKOFF_MAX_S = 10.0
+ONCE_DEFAULT_MAX_S = 120.0
+PROBE_TIMEOUT_S = 3.0
+OUTAGES_GLOB = "outages-*.json"  # one file per running process (job tasks share a state dir)
+
+
+def outage_limit(config: MirrorConfig, once: bool) -> float | None:
+    """``mirror.outage.max.seconds``; empty: None (indefinitely) for continuous runs, 120 s for
+    ``--once``."""
+    value = global_setting(config.properties, "mirror.outage.max.seconds")
+    if value is None and once:
+        return ONCE_DEFAULT_MAX_S
+    return value
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before retry number ``attempt`` (1, 2, 4, 8, then 10)."""
+    return min(BACKOFF_START_S * 2 ** max(attempt - 1, 0), BACKOFF_MAX_S)
+
+
+def failure_text(query: Any) -> str | None:
+    """The text of a failed query's exception (None while it runs or stopped cleanly)."""
+    if query is None or query.isActive:
+        return None
+    exc = query.exception()
+    return None if exc is None else str(exc)
+
+
+def reachable(config: MirrorConfig, alias: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether ``alias`` answers a metadata request within ``timeout_s``."""
+    from confluent_kafka import KafkaException
+
+    from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
+
+    quiet = logging.getLogger("mirror_lib.librdkafka")
+    admin = admin_client(client_config(config.cluster(alias), "admin", extra={"logger": quiet}))
+    try:
+        return bool(admin.list_topics(timeout=timeout_s).brokers)
+    except KafkaException:
+        return False
+
+
+def blamed_cluster(ctx: FlowContext, text: str) -> tuple[str, str]:
+    """(alias, role) of the cluster an outage is on: the one that does not answer, else the one
+    the error names, else the target."""
+    for role, alias in (("source", ctx.source), ("target", ctx.target)):
+        if not reachable(ctx.config, alias):
+            return alias, role
+    match = re.search(r"\b(source|target) cluster ([A-Za-z0-9_\-]+)", text)
+    if match:
+        return match.group(2), match.group(1)
+    return ctx.target, "target"
+
+
+@dataclass
+class Outage:
+    """One query waiting for a cluster."""
+
+    query: str
+    flow: str
+    label: str
+    cluster: str
+    role: str
+    bootstrap: str
+    reason: str
+    started_ms: int
+    records_behind: int | None
+    outage_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    attempts: int = 0
+    next_retry: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    restarted: bool = False
+
+    def line(self) -> str:
+        """One line for the run's output and ``mirror status``."""
+        waited = time.monotonic() - self.started
+        return (
+            f"outage: {self.label} ({self.query}) is waiting for {self.role} cluster "
+            f"{self.cluster} (bootstrap {self.bootstrap}) for {waited:.0f}s, "
+            f"{self.attempts} restarts so far; cause: {self.reason}"
+        )
+
+
+@dataclass
+class Unit:
+    """A supervised query: how to read it, restart it and name it."""
+
+    name: str
+    ctx: FlowContext
+    get: Callable[[], Any]
+    restart: Callable[[], Any]
+    progress_count: Callable[[Any], int] = lambda q: len(q.recentProgress) if q else 0
+
+
+class Supervisor:
+    """Watches queries in the run loop; see the module docstring."""
+
+    def __init__(
+        self,
+        config: MirrorConfig,
+        once: bool,
+        report: Callable[[str], Any] = print,
+        lag_of: Callable[[str], int | None] = lambda _flow: None,
+    ) -> None:
+        self.config = config
+        self.limit = outage_limit(config, once)
+        self._report = report
+        self.lag_of = lag_of
+        self.outages: dict[str, Outage] = {}
+        self.pending: list[tuple[FlowContext, dict[str, Any]]] = []
+        self.status_file = Path(config.state_dir) / f"outages-{os.getpid()}.json"
+        self._progress_at_restart: dict[str, int] = {}
+
+    def report(self, line: str) -> None:
+        """Say it now: the run's output is often a file or a pipe (block-buffered)."""
+        self._report(line)
+        sys.stdout.flush()
+
+    # -- the loop's one call ----------------------------------------------------------------
+    def watch(self, unit: Unit, raise_terminal: Callable[[], None]) -> None:
+        """Check one query: raise a terminal failure, handle a transient one, end an outage."""
+        query = unit.get()
+        text = failure_text(query)
+        outage = self.outages.get(unit.name)
+        if text is not None:
+            if not is_transient_text(text):
+                raise_terminal()
+                raise MirrorRuntimeError(f"{unit.name} failed: {text.splitlines()[0]}")
+            if outage is None:
+                outage = self._begin(unit, text)
+            self._retry(unit, outage, text)
+        elif (
+            outage is not None
+            and query is not None
+            and query.isActive
+            and unit.progress_count(query) > self._progress_at_restart.get(unit.name, 0)
+        ):
+            self._end(unit, outage)
+        self.flush_events()
+
+    def waiting(self) -> dict[str, str]:
+        """Query name -> outage line of every query waiting through an outage."""
+        return {name: o.line() for name, o in self.outages.items()}
+
+    # -- outage bookkeeping -------------------------------------------------------------------
+    def _begin(self, unit: Unit, text: str) -> Outage:
+        ctx = unit.ctx
+        alias, role = blamed_cluster(ctx, text)
+        reason = _first_line(text)
+        outage = Outage(
+            query=unit.name,
+            flow=ctx.flow.name,
+            label=ctx.label,
+            cluster=alias,
+            role=role,
+            bootstrap=ctx.config.cluster(alias).bootstrap_servers,
+            reason=reason,
+            started_ms=events.now_ms(),
+            records_behind=self.lag_of(ctx.flow.name),
+        )
+        self.outages[unit.name] = outage
+        self.report(f"{outage.line()}; retrying with backoff")
+        self._queue(ctx, "outage_started", outage, reason=reason, action="retrying")
+        self._write_status()
+        return outage
+
+    def _retry(self, unit: Unit, outage: Outage, text: str) -> None:
+        now = time.monotonic()
+        waited = now - outage.started
+        if self.limit is not None and waited > self.limit:
+            raise MirrorRuntimeError(
+                f"{outage.label}: {outage.role} cluster {outage.cluster} (bootstrap "
+                f"{outage.bootstrap}) still failing after {waited:.0f}s of retries "
+                f"(mirror.outage.max.seconds = {self.limit:.0f}): {_first_line(text)}; "
+                "everything committed before the failure is kept; restarting resumes from the "
+                "last committed batch",
+                transient=True,
+            )
+        if now < outage.next_retry:
+            return
+        outage.attempts += 1
+        outage.next_retry = now + backoff(outage.attempts)
+        outage.reason = _first_line(text)
+        try:
+            query = unit.restart()
+        except MirrorError as exc:
+            if not exc.transient:
+                raise
+            self.report(
+                f"{outage.line()}; restart failed ({exc}), next in {backoff(outage.attempts):.0f}s"
+            )
+            return
+        self._progress_at_restart[unit.name] = unit.progress_count(query)
+        outage.restarted = True
+        self.report(
+            f"{outage.line()}; restarted from its checkpoint "
+            f"(next retry, if needed, in {backoff(outage.attempts):.0f}s)"
+        )
+        self._write_status()
+
+    def _end(self, unit: Unit, outage: Outage) -> None:
+        del self.outages[unit.name]
+        duration = time.monotonic() - outage.started
+        self.report(
+            f"outage over: {outage.label} ({outage.query}) is running again after "
+            f"{duration:.0f}s ({outage.role} cluster {outage.cluster}, {outage.attempts} restarts)"
+        )
+        self._queue(
+            unit.ctx,
+            "outage_ended",
+            outage,
+            duration_s=round(duration, 3),
+            restarts=outage.attempts,
+            reason=f"{outage.role} cluster {outage.cluster} (bootstrap {outage.bootstrap}) "
+            f"unavailable for {duration:.0f}s; {outage.attempts} restarts",
+            action="resumed",
+        )
+        self._write_status()
+
+    def _queue(self, ctx: FlowContext, kind: str, outage: Outage, **extra: Any) -> None:
+        event = events.flow_event(
+            ctx,
+            kind,
+            outage_id=outage.outage_id,
+            query=outage.query,
+            cluster=outage.cluster,
+            role=outage.role,
+            bootstrap=outage.bootstrap,
+            records_behind=outage.records_behind,
+            started_ms=outage.started_ms,
+            **extra,
+        )
+        self.pending.append((ctx, event))
+
+    def flush_events(self) -> None:
+        """Write queued outage events to the metrics topics whose cluster is not waited for.
+
+        Events keep their own time (``ts_ms``), so ``outage_started`` of a target outage is
+        written after the target returned and still shows when the outage began.
+        """
+        down = {o.cluster for o in self.outages.values()}
+        keep = []
+        for ctx, event in self.pending:
+            if ctx.target in down:
+                keep.append((ctx, event))
+                continue
+            try:
+                events.publish(ctx, [event], timeout_s=10)
+            except MirrorError as exc:
+                log.warning("outage event not written yet (%s); will retry", exc)
+                keep.append((ctx, event))
+        self.pending = keep
+
+    def _write_status(self) -> None:
+        data = {
+            "pid": os.getpid(),
+            "updated_ms": events.now_ms(),
+            "outages": [
+                {k: v for k, v in asdict(o).items() if k not in ("next_retry", "started")}
+                for o in self.outages.values()
+            ],
+        }
+        with contextlib.suppress(OSError):
+            self.status_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.status_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            tmp.replace(self.status_file)
+
+    def close(self) -> None:
+        """Remove the status file of this run (it describes a live run only)."""
+        with contextlib.suppress(OSError):
+            self.status_file.unlink()
+
+
+def current_outages(config: MirrorConfig) -> list[dict[str, Any]]:
+    """Outages a live ``mirror run`` on this state folder is waiting through (for ``status``)."""
+    out = []
+    for path in sorted(Path(config.state_dir).glob(OUTAGES_GLOB)):
+        try:
+            data = json.loads(path.read_text())
+            os.kill(int(data["pid"]), 0)  # the run that wrote it is still alive
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out += list(data.get("outages") or [])
+    return out
+
+
+def _first_line(text: str) -> str:
+    match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
+    if match:
+        return f"{match.group(1)}: {match.group(2)}"
+    lines = text.strip().splitlines()
+    return lines[0] if lines else text

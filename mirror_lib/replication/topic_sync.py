@@ -1,0 +1,322 @@
+"""Topic creation, config, ACL and partition sync (MM2 §8), as pure planning plus a thin runner.
+
+The pure functions take and return :mod:`mirror_lib.kafka.admin` dataclasses and never talk to
+Kafka.
+:class:`TopicSyncer` applies their plans through two :class:`~mirror_lib.kafka.admin.AdminOps`.
+Scheduling (intervals, "has anything changed") belongs to the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mirror_lib.config import settings
+from mirror_lib.errors import BrokerError, ConfigError, UnsupportedOperationError
+from mirror_lib.kafka.admin import (
+    AclBinding,
+    AdminOps,
+    ConfigEntry,
+    ConfigOp,
+    CreateOutcome,
+    NewTopicSpec,
+    kafka_error_name,
+)
+from mirror_lib.mm2.filters import parse_list
+
+log = logging.getLogger(__name__)
+
+#: MM2 4.x default of ``config.properties.exclude`` (regexes, each a full match).
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE: tuple[str, ...] = parse_list(
+    settings.DEFAULT_CONFIG_PROPERTIES_EXCLUDE
+)
+
+
+@dataclass(frozen=True)
+class ConfigPropertyFilter:
+    """MM2's DefaultConfigPropertyFilter: ``config.properties.exclude`` + ``use.defaults.from``.
+
+    ``exclude_patterns`` is a sequence of regexes or one comma-separated string (as in
+    mm2.properties); a property is excluded when any pattern matches it entirely.
+    """
+
+    exclude_patterns: Sequence[str] | str = DEFAULT_CONFIG_PROPERTIES_EXCLUDE
+    use_defaults_from: Literal["target", "source"] = "target"
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        pats = self.exclude_patterns
+        if isinstance(pats, str):
+            pats = [p.strip() for p in pats.split(",")]
+        pats = tuple(p for p in pats if p)
+        object.__setattr__(self, "exclude_patterns", pats)
+        if self.use_defaults_from not in ("target", "source"):
+            raise ConfigError("use.defaults.from", self.use_defaults_from, "'target' or 'source'")
+        try:
+            regex = re.compile("|".join(f"(?:{p})" for p in pats)) if pats else re.compile("(?!)")
+        except re.error as e:
+            raise ConfigError(
+                "config.properties.exclude", ",".join(pats), f"valid regexes ({e})"
+            ) from e
+        object.__setattr__(self, "_regex", regex)
+
+    def excluded(self, name: str) -> bool:
+        return self._regex.fullmatch(name) is not None
+
+    @property
+    def replicate_source_defaults(self) -> bool:
+        return self.use_defaults_from == "source"
+
+
+def _is_default(entry: ConfigEntry) -> bool:
+    """Java's ConfigEntry.isDefault(): the value comes from DEFAULT_CONFIG."""
+    if entry.source in ("", "UNKNOWN_CONFIG"):
+        return entry.is_default
+    return entry.source == "DEFAULT_CONFIG"
+
+
+def _syncable(entries: Mapping[str, ConfigEntry], flt: ConfigPropertyFilter) -> list[ConfigEntry]:
+    """Drop read-only, sensitive, STATIC_BROKER_CONFIG and excluded entries (§8.1, §8.2)."""
+    return [
+        e
+        for e in entries.values()
+        if not e.is_read_only
+        and not e.is_sensitive
+        and e.source != "STATIC_BROKER_CONFIG"
+        and not flt.excluded(e.name)
+        and e.value is not None
+    ]
+
+
+def initial_topic_configs(
+    source_entries: Mapping[str, ConfigEntry], flt: ConfigPropertyFilter
+) -> dict[str, str]:
+    """Configs for a newly created remote topic (§8.1): non-defaults, plus defaults if
+    ``use_defaults_from=source``; never read-only, sensitive, static-broker or excluded."""
+    return {
+        e.name: str(e.value)
+        for e in _syncable(source_entries, flt)
+        if not _is_default(e) or flt.replicate_source_defaults
+    }
+
+
+def config_sync_ops(
+    source_entries: Mapping[str, ConfigEntry], flt: ConfigPropertyFilter
+) -> list[ConfigOp]:
+    """Incremental ops for the remote topic (§8.2): DELETE source defaults when
+    ``use_defaults_from=target``, else SET; excluded properties are never touched."""
+    ops = []
+    for e in sorted(_syncable(source_entries, flt), key=lambda e: e.name):
+        if _is_default(e) and not flt.replicate_source_defaults:
+            ops.append(ConfigOp(e.name, None, "DELETE"))
+        else:
+            ops.append(ConfigOp(e.name, str(e.value), "SET"))
+    return ops
+
+
+def acl_sync_bindings(
+    source_bindings: Iterable[AclBinding],
+    should_replicate: Callable[[str], bool],
+    remote_name: Callable[[str], str],
+) -> list[AclBinding]:
+    """Target ACLs for the source's topic ACLs (§8.3): TOPIC+LITERAL of replicated topics only;
+    every ALLOW WRITE dropped; ALLOW ALL -> ALLOW READ; everything else copied to the remote
+    topic (DENY WRITE included). Order kept, duplicates removed."""
+    out: dict[AclBinding, None] = {}
+    for b in source_bindings:
+        if b.resource_type != "TOPIC" or b.pattern_type != "LITERAL":
+            continue
+        if not should_replicate(b.resource_name):
+            continue
+        operation = b.operation
+        if b.permission == "ALLOW":
+            if operation == "WRITE":
+                continue
+            if operation == "ALL":
+                operation = "READ"
+        remote = remote_name(b.resource_name)
+        binding = AclBinding(remote, "LITERAL", b.principal, b.host, operation, b.permission)
+        out[binding] = None
+    return list(out)
+
+
+def partition_plan(
+    source_partitions: Mapping[str, int],
+    target_partitions: Mapping[str, int],
+    remote_name: Callable[[str], str],
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(remote topics to create -> partition count, remote topics to grow -> new count), §8.4.
+
+    ``source_partitions`` must already be filtered to replicated topics. Never shrinks.
+    """
+    create: dict[str, int] = {}
+    grow: dict[str, int] = {}
+    for topic, count in sorted(source_partitions.items()):
+        remote = remote_name(topic)
+        have = target_partitions.get(remote)
+        if have is None:
+            create[remote] = count
+        elif have < count:
+            grow[remote] = count
+    return create, grow
+
+
+@dataclass
+class PartitionSyncResult:
+    created: dict[str, CreateOutcome] = field(default_factory=dict)
+    grown: dict[str, int] = field(default_factory=dict)
+
+
+class TopicSyncer:
+    """Applies §8.1-8.4 for one flow source -> target through the admin layer.
+
+    Stateless apart from "already warned" flags; call each method on its own schedule.
+    """
+
+    def __init__(
+        self,
+        source: AdminOps,
+        target: AdminOps,
+        should_replicate: Callable[[str], bool],
+        remote_name: Callable[[str], str],
+        *,
+        config_filter: ConfigPropertyFilter | None = None,
+        replication_factor: int = 2,
+        sync_acls_enabled: bool = True,
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.should_replicate = should_replicate
+        self.remote_name = remote_name
+        self.config_filter = config_filter or ConfigPropertyFilter()
+        self.replication_factor = replication_factor
+        self.sync_acls_enabled = sync_acls_enabled
+        self._warned: set[str] = set()
+
+    def _warn_once(self, key: str, msg: str, *args: object) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(msg, *args)
+
+    def _replicated(self) -> dict[str, int]:
+        return {t: n for t, n in self.source.list_topics().items() if self.should_replicate(t)}
+
+    def create_missing(self, topics: Iterable[str] | None = None) -> dict[str, CreateOutcome]:
+        """Create remote topics missing on the target (§8.1); errors are logged, not raised.
+
+        ``topics``: source topic names to consider (default: every replicated source topic).
+        Returns outcomes keyed by remote topic name.
+        """
+        source = self._replicated()
+        if topics is not None:
+            wanted = set(topics)
+            source = {t: n for t, n in source.items() if t in wanted}
+        create, _ = partition_plan(source, self.target.list_topics(), self.remote_name)
+        return self._create(source, create)
+
+    def _create(
+        self, source: Mapping[str, int], create: Mapping[str, int]
+    ) -> dict[str, CreateOutcome]:
+        if not create:
+            return {}
+        by_remote = {self.remote_name(t): t for t in source}
+        configs = self.source.describe_topic_configs([by_remote[r] for r in create])
+        specs = [
+            NewTopicSpec(
+                remote,
+                count,
+                self.replication_factor,
+                initial_topic_configs(configs.get(by_remote[remote], {}), self.config_filter),
+            )
+            for remote, count in create.items()
+        ]
+        outcomes = self.target.create_topics(specs)
+        for remote, outcome in outcomes.items():
+            if outcome.status == "failed":
+                log.error("could not create remote topic %s: %s", remote, outcome.error)
+            elif outcome.status == "created":
+                log.info("created remote topic %s (%d partitions)", remote, create[remote])
+        return outcomes
+
+    def sync_configs(self) -> dict[str, list[ConfigOp]]:
+        """Push source topic configs to existing remote topics (§8.2); returns applied ops.
+
+        A target without IncrementalAlterConfigs raises UnsupportedOperationError (as MM2);
+        other per-topic failures are logged and skipped.
+        """
+        target_topics = self.target.list_topics()
+        pairs = {
+            t: self.remote_name(t)
+            for t in self._replicated()
+            if self.remote_name(t) in target_topics
+        }
+        if not pairs:
+            return {}
+        applied: dict[str, list[ConfigOp]] = {}
+        for topic, entries in self.source.describe_topic_configs(list(pairs)).items():
+            ops = config_sync_ops(entries, self.config_filter)
+            if not ops:
+                continue
+            try:
+                self.target.incremental_alter_configs(pairs[topic], ops)
+            except UnsupportedOperationError:
+                raise
+            except BrokerError as e:
+                log.error("could not sync configs of %s to %s: %s", topic, pairs[topic], e)
+                continue
+            applied[pairs[topic]] = ops
+        return applied
+
+    def sync_acls(self) -> list[AclBinding]:
+        """Copy topic ACLs to the target (§8.3); returns the bindings created.
+
+        Skipped when disabled, or (logged once) when either cluster has no authorizer/ACL API.
+        """
+        if not self.sync_acls_enabled:
+            return []
+        try:
+            source_bindings = self.source.describe_topic_acls()
+        except UnsupportedOperationError as e:
+            self._warn_once("source-acls", "skipping ACL sync: source has no ACL support (%s)", e)
+            return []
+        bindings = acl_sync_bindings(source_bindings, self.should_replicate, self.remote_name)
+        if not bindings:
+            return []
+        try:
+            results = self.target.create_acls(bindings)
+        except UnsupportedOperationError as e:
+            self._warn_once("target-acls", "skipping ACL sync: target has no ACL support (%s)", e)
+            return []
+        created = []
+        for binding, err in results.items():
+            if err is None:
+                created.append(binding)
+            else:
+                log.error("could not create ACL %s on the target: %s", binding, err)
+        return created
+
+    def sync_partitions(self) -> PartitionSyncResult:
+        """Create missing remote topics and grow remote partitions to the source count (§8.4).
+
+        Never shrinks or deletes. INVALID_PARTITIONS is ignored; a target without
+        CreatePartitions is logged once per topic.
+        """
+        source = self._replicated()
+        create, grow = partition_plan(source, self.target.list_topics(), self.remote_name)
+        result = PartitionSyncResult(created=self._create(source, create))
+        for remote, total in grow.items():
+            try:
+                self.target.create_partitions(remote, total)
+            except UnsupportedOperationError as e:
+                self._warn_once(f"grow-{remote}", "cannot grow %s to %d: %s", remote, total, e)
+                continue
+            except BrokerError as e:
+                if kafka_error_name(e) != "INVALID_PARTITIONS":
+                    log.error("could not grow %s to %d partitions: %s", remote, total, e)
+                continue
+            log.info("grew remote topic %s to %d partitions", remote, total)
+            result.grown[remote] = total
+        return result

@@ -1,0 +1,211 @@
+"""Materialization (D7): internal topics of a cluster -> Delta tables, one query per cluster.
+
+The query reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
+records-mode source, decodes them (:mod:`mirror_lib.tables.decode`) and appends to the tables of
+:mod:`mirror_lib.tables.schemas`. Writer: delta-rs, one Delta commit per micro-batch and table
+tagged with (query id, batch id) so replays never write twice; or, where the session has Delta (e.g.
+Databricks), Delta's Spark writer with ``txnAppId``/``txnVersion``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
+
+from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.kafka.admin import admin_client
+from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
+from mirror_lib.spark.delta_source import DeltaBatchWriter, ensure_spark_tables
+from mirror_lib.spark.progress import end_offsets, raise_query_error, stop_query
+from mirror_lib.spark.records_source import SCHEMA, RecordsDataSource
+from mirror_lib.spark.views import create_views
+from mirror_lib.tables.decode import RawRecord, decode_records
+from mirror_lib.tables.delta_rs import ensure_tables, maintain
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+from mirror_lib.tables.schemas import TABLES
+
+#: Topics a materialization query reads; decode.classify drops anything else that matches.
+INTERNAL_PATTERN = r".*(mm2-offset-syncs|checkpoints|heartbeats|mm2-metrics).*"
+
+
+def _policy_and_location(config: MirrorConfig, cluster: str) -> tuple[Any, str]:
+    flows = [f for f in config.enabled_flows() if f.target == cluster] or list(config.flows)
+    flow = flows[0]
+    return flow.policy(), flow.settings.offset_syncs_location
+
+
+class MaterializeDataSource(DataSource):
+    """``writeStream.format("mirror_delta")``: decode internal records into the Delta tables."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mirror_delta"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        return MaterializeWriter(dict(self.options))
+
+
+class MaterializeWriter(DeltaBatchWriter):
+    """Decodes one task's records into per-table Arrow tables."""
+
+    def to_tables(self, rows: list) -> dict[str, Any]:
+        config = parse_config(json.loads(self.options["properties"]))
+        return decode_rows(rows, config, self.options["cluster"])
+
+
+def decode_rows(rows: list, config: MirrorConfig, cluster: str) -> dict[str, Any]:
+    """Records-source rows of ``cluster`` -> one Arrow table per Delta table."""
+    policy, location = _policy_and_location(config, cluster)
+    records = [
+        RawRecord(
+            r.topic, r.partition, r.offset, r.key, r.value, int(r.timestamp.timestamp() * 1000)
+        )
+        for r in rows
+    ]
+    tables, _bad = decode_records(records, cluster=cluster, policy=policy, syncs_location=location)
+    return tables
+
+
+def start_materialization(
+    spark: Any,
+    config: MirrorConfig,
+    cluster: str,
+    *,
+    interval_s: float = 30.0,
+    available_now: bool = False,
+) -> Any:
+    """Start the materialization query of ``cluster`` (see :func:`materialize_caught_up`).
+
+    ``available_now``: one batch, then the query ends (the only trigger serverless allows).
+    """
+    for source in (RecordsDataSource, MaterializeDataSource):
+        spark.dataSource.register(source)  # idempotent
+    options = {
+        "properties": json.dumps(dict(config.properties), sort_keys=True),
+        "cluster": cluster,
+    }
+    reader = (
+        spark.readStream.format("mirror_records")
+        .options(**options)
+        .option("subscribePattern", INTERNAL_PATTERN)
+        .load()
+    )
+    checkpoint = Path(config.state_dir) / "clusters" / cluster / "materialize"
+    writer = reader.writeStream.queryName(f"mirror-materialize-{cluster}")
+    if tables_writer(spark, config) == "spark":
+        writer = writer.foreachBatch(_spark_delta_batch(config, cluster))
+    else:
+        root = tables_root(config)
+        ensure_tables(root)
+        writer = writer.format("mirror_delta").options(**options).option("root", root)
+    writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
+    if available_now:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime=f"{interval_s} seconds").start()
+
+
+def materialize_caught_up(
+    spark: Any, config: MirrorConfig, cluster: str, timeout_s: float | None = 300
+) -> None:
+    """Materialize everything the cluster's internal topics hold now, then stop.
+
+    Not availableNow: after a stopped continuous run, Spark 4.1's availableNow for Python
+    sources only replays the interrupted batch. This snapshots the end offsets instead and
+    runs batches until the query has passed them.
+    """
+    import re
+    import time
+
+    admin = admin_client(client_config(config.cluster(cluster), "admin"))
+    pattern = re.compile(INTERNAL_PATTERN)
+    tps = [
+        (t, p)
+        for t, n in list_topic_partitions(admin).items()
+        if pattern.fullmatch(t)
+        for p in range(n)
+    ]
+    target = {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items() if hi > 0}
+    query = start_materialization(spark, config, cluster, available_now=True)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            raise_query_error(query, f"materialization of {cluster}")
+            ends = end_offsets(query.lastProgress)
+            if query.lastProgress and all(ends.get(tp, 0) >= hi for tp, hi in target.items()):
+                return
+            if not query.isActive:  # availableNow ran one (capped or replayed) batch: again
+                query = start_materialization(spark, config, cluster, available_now=True)
+            time.sleep(0.5)
+        raise MirrorRuntimeError(
+            f"materialization of {cluster} did not catch up within {timeout_s}s; "
+            "the tables keep every committed batch"
+        )
+    finally:
+        stop_query(spark, query)
+
+
+def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
+    """foreachBatch body for Delta's Spark writer (idempotent through txnAppId/txnVersion)."""
+
+    def write(df: Any, batch_id: int) -> None:
+        tables = decode_rows(df.collect(), config, cluster)  # internal topics: small batches
+        for name, table in tables.items():
+            if table.num_rows:
+                (
+                    df.sparkSession.createDataFrame(table.to_pandas())
+                    .write.format("delta")
+                    .option("txnAppId", f"mirror-materialize-{cluster}-{name}")
+                    .option("txnVersion", batch_id)
+                    .mode("append")
+                    .saveAsTable(spark_table_name(config, name))
+                )
+
+    return write
+
+
+def maintain_tables(
+    config: MirrorConfig,
+    *,
+    spark: Any = None,
+    retention_days: float = 30,
+    vacuum_hours: float = 168,
+) -> dict[str, Any]:
+    """Delete rows older than the retention, compact and vacuum every table.
+
+    delta-rs tables are maintained directly. With Delta's Spark writer (``spark`` given, e.g. the
+    bundle's maintenance task) the same is SQL - DELETE, OPTIMIZE, VACUUM - and the views are
+    (re)created in ``mirror.tables.schema`` so the dashboard's queries resolve.
+    """
+    if spark is not None and tables_writer(spark, config) == "spark":
+        return _maintain_with_sql(spark, config, retention_days, vacuum_hours)
+    return maintain(tables_root(config), retention_days=retention_days, vacuum_hours=vacuum_hours)
+
+
+def _maintain_with_sql(
+    spark: Any, config: MirrorConfig, retention_days: float, vacuum_hours: float
+) -> dict[str, Any]:
+    ensure_spark_tables(spark, config)  # tables no command has written yet: empty, for the views
+    seconds = int(retention_days * 86400)
+    done: dict[str, Any] = {}
+    for name in TABLES:
+        table = spark_table_name(config, name)
+        if not spark.catalog.tableExists(table):
+            continue
+        spark.sql(
+            f"DELETE FROM {table} WHERE record_ts < current_timestamp() - "
+            f"make_dt_interval(0, 0, 0, {seconds})"
+        )
+        spark.sql(f"OPTIMIZE {table}")
+        spark.sql(f"VACUUM {table} RETAIN {int(vacuum_hours)} HOURS")
+        done[name] = {"retention_days": retention_days, "vacuum_hours": int(vacuum_hours)}
+    if len(done) == len(TABLES):
+        done["views"] = create_views(spark, config)
+    return done

@@ -1,0 +1,124 @@
+"""Progress of queries and catch-ups: shared by the flow runner and materialization.
+
+:class:`CatchUpProgress` (``mirror run --once``, the demo): records done / to do and rate; a bar
+on a terminal, otherwise a plain line when the count moved, at most every ``LINE_SECONDS`` (logs,
+CI, jobs). Counts come from the delivery ledger, so they are exact. :func:`end_offsets` and
+:func:`raise_query_error` read a streaming query's progress and failure; :func:`stop_query`
+stops one and waits for its tasks.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import time
+from typing import Any, TextIO
+
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.kafka.lookups import positions
+
+TP = tuple[str, int]
+LINE_SECONDS = 5.0
+
+
+class CatchUpProgress:
+    """Callable passed to :meth:`FlowRunner.await_caught_up` as ``on_progress``."""
+
+    def __init__(self, flow: str, stream: TextIO | None = None) -> None:
+        self.flow = flow
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.started = time.monotonic()
+        self.base: int | None = None
+        self.last_done: int | None = None
+        self.last_line = 0.0
+
+    def update(self, delivered: dict[TP, int], target: dict[TP, int]) -> str | None:
+        """The line for these ledger positions (None when nothing new is worth a line)."""
+        reached = sum(min(delivered.get(tp, 0), off) for tp, off in target.items())
+        if self.base is None:
+            self.base = reached
+        done = reached - self.base
+        total = max(sum(target.values()) - self.base, 0)
+        rate = done / max(time.monotonic() - self.started, 1e-9)
+        if self.tty:
+            filled = int(30 * done / total) if total else 30
+            return (
+                f"\r{self.flow} [{'#' * filled}{'.' * (30 - filled)}] "
+                f"{done}/{total} records {rate:,.0f} rec/s"
+            )
+        now = time.monotonic()
+        if done == self.last_done or (done < total and now - self.last_line < LINE_SECONDS):
+            return None
+        self.last_done, self.last_line = done, now
+        return f"{self.flow}: {done}/{total} records, {rate:,.0f} rec/s\n"
+
+    def __call__(self, runner: Any, target: dict[TP, int]) -> None:
+        line = self.update(runner.delivered(target), target)
+        if line:
+            self.stream.write(line)
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
+    """End offset per (topic, partition) of a mirror source's last progress ({} if none)."""
+    if not progress or not progress.get("sources"):
+        return {}
+    raw = progress["sources"][0].get("endOffset")
+    # Python sources report offsets as the repr of the dict in Spark 4.1, JSON elsewhere.
+    end = (
+        (json.loads(raw) if raw.startswith('{"') else ast.literal_eval(raw))
+        if isinstance(raw, str)
+        else raw
+    )
+    return positions(end)
+
+
+def raise_query_error(
+    query: Any, what: str, kept: str = "the tables keep every committed batch"
+) -> None:
+    """Raise a MirrorRuntimeError naming the cause when ``query`` failed.
+
+    The cause is our own error's message when the Python traceback carries one, else the first
+    line of Spark's message.
+    """
+    exc = query.exception() if query is not None else None
+    if exc is not None:
+        text = str(exc)
+        match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
+        detail = f"{match.group(1)}: {match.group(2)}" if match else text.strip().splitlines()[0]
+        raise MirrorRuntimeError(f"{what} failed: {detail}; {kept}")
+
+
+def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> None:
+    """Stop a streaming query and wait until its tasks have ended, not only its driver thread.
+
+    ``StreamingQuery.stop`` returns once the job is cancelled, while a copy task is still being
+    killed; a query started at that moment could be handed the dying Python worker. Without a
+    SparkContext (Spark Connect, serverless) only the query is stopped.
+    """
+    if query is None:
+        return
+    if query.isActive:
+        query.stop()
+    try:
+        tracker = spark.sparkContext.statusTracker()
+    except Exception:  # Spark Connect has no SparkContext
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stages = {
+            sid
+            for jid in tracker.getJobIdsForGroup(str(query.runId))
+            for sid in (getattr(tracker.getJobInfo(jid), "stageIds", None) or [])
+        }
+        infos = [tracker.getStageInfo(sid) for sid in stages]
+        if not any(info is not None and info.numActiveTasks > 0 for info in infos):
+            return
+        time.sleep(0.1)

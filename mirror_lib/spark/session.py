@@ -1,0 +1,96 @@
+"""A local SparkSession for the embedded default and tests, and the data source registration.
+
+On Databricks the notebook/job passes its own ``spark``; nothing here is used there except
+:func:`register_sources`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.spark.delta_source import DeltaRsDataSource
+from mirror_lib.spark.materialize import MaterializeDataSource
+from mirror_lib.spark.records_source import RecordsDataSource
+from mirror_lib.spark.source import MirrorDataSource
+
+
+def check_java() -> None:
+    """Fail early with a clear message when no Java runtime is available for local Spark."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise MirrorRuntimeError(
+            "Java was not found (JAVA_HOME unset and no `java` on PATH): local Spark needs "
+            "Java 17 or 21 (e.g. `apt-get install openjdk-17-jre-headless`); nothing was started"
+        )
+
+
+def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -> Any:
+    """Start (or reuse) a local[cores] session tuned for small machines; needs pyspark + Java.
+
+    ``cores`` are task slots, not CPUs: copy tasks hold a slot for a whole slice while mostly
+    waiting on Kafka, so there are more slots than CPUs, leaving room for materialization.
+    """
+    check_java()
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise MirrorRuntimeError(
+            "pyspark is not installed: `pip install mirror_lib[spark]` (or run `make venv`)"
+        ) from exc
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, never the LAN
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        # A task killed by a query's stop returned its worker to the reuse pool before the worker
+        # died, and the next query's task failed on it ("Python worker exited unexpectedly").
+        # Copy tasks live for a slice, so a fresh worker per task costs nothing measurable.
+        .config("spark.python.worker.reuse", "false")
+        .config("spark.python.worker.faulthandler.enabled", "true")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_sources(spark)
+    return spark
+
+
+def get_spark() -> Any:
+    """The active session (Databricks, a notebook) or a new local one."""
+    try:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is None and os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+            active = SparkSession.builder.getOrCreate()  # a job task: the cluster's session
+    except ImportError:
+        active = None
+    if active is not None:
+        register_sources(active)
+        return active
+    return local_spark_session()
+
+
+def register_sources(spark: Any) -> None:
+    """Register mirror_lib's Python data sources on ``spark`` (idempotent)."""
+    for source in (
+        MirrorDataSource,
+        RecordsDataSource,
+        MaterializeDataSource,
+        DeltaRsDataSource,
+    ):
+        spark.dataSource.register(source)

@@ -1,0 +1,318 @@
+"""The replication data source: a planner of time slices (D2).
+
+A micro-batch is a checkpoint interval, not a unit of latency: each batch is one *slice* in which
+every task slot copies its partitions continuously for ``mirror.batch.duration.seconds``
+(:mod:`mirror_lib.replication.copier`). Between slices the planner lists the source topics the flow
+replicates (new topics and partitions are picked up), creates missing remote topics, reads where
+each partition stands from the delivery ledger (:mod:`mirror_lib.replication.ledger`, the truth
+about what
+was delivered), writes start positions for partitions seen for the first time, and checks for
+vanished ranges (D10).
+
+Offsets (JSON, string keys): ``{"v": 2, "slice": n, "topics": {topic: {"id": id, "n": count,
+"p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice ended; a
+replayed slice simply continues from the ledger. With the ``until`` option (``--once``) a slice
+copies only up to those offsets, and no new slice is planned once the ledger reached them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+)
+
+from mirror_lib.errors import BrokerError, DataLossError
+from mirror_lib.kafka.admin import KafkaAdminOps, NewTopicSpec
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
+from mirror_lib.replication import events
+from mirror_lib.replication.context import FlowContext, stable_slot
+from mirror_lib.replication.ledger import LedgerView
+from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
+from mirror_lib.spark.sink import SliceCopier
+from mirror_lib.spark.slot_work import SlotWork
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "slot int, work string"
+TP = tuple[str, int]
+
+
+def parse_until(text: str | None) -> dict[TP, int]:
+    """The ``until`` option: ``{"topic": {"0": end}}`` -> ``{(topic, 0): end}``."""
+    if not text:
+        return {}
+    return {
+        (t, int(p)): int(end) for t, parts in json.loads(text).items() for p, end in parts.items()
+    }
+
+
+def format_until(until: dict[TP, int]) -> str:
+    """The ``until`` option for end offsets per partition (see :func:`parse_until`)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, p), end in sorted(until.items()):
+        out.setdefault(topic, {})[str(p)] = end
+    return json.dumps(out, sort_keys=True)
+
+
+class MirrorDataSource(DataSource):
+    """``readStream.format("mirror")`` plans slices; ``writeStream.format("mirror")`` copies."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mirror"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return SlicePlanner(dict(self.options))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        return SliceCopier(dict(self.options))
+
+
+class SlicePlanner(DataSourceStreamReader):
+    """Driver-side planner; one instance lives for a whole query run (platform.md §1.2)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self._ctx: FlowContext | None = None
+        self._admins: dict[str, Any] = {}
+        self._syncer: Any = None
+        self._ledger: Any = None
+        self._position: dict[str, Any] | None = None
+        self._initial: dict[str, Any] | None = None
+        self._last_refresh = {"configs": 0.0, "acls": 0.0, "partitions": 0.0}
+        self._known_topics: set[str] = set()
+        self._internal_ready = False
+        self.until = parse_until(options.get("until"))
+
+    @property
+    def ctx(self) -> FlowContext:
+        if self._ctx is None:
+            self._ctx = FlowContext.from_options(self.options)
+        return self._ctx
+
+    @property
+    def ledger(self) -> Any:
+        if self._ledger is None:
+            self._ledger = LedgerView(self.ctx)
+        return self._ledger
+
+    def _admin(self, side: str) -> Any:
+        if side not in self._admins:
+            self._admins[side] = self.ctx.admin(side)
+        return self._admins[side]
+
+    def _topic_syncer(self) -> Any:
+        if self._syncer is None:
+            s = self.ctx.settings
+            self._syncer = TopicSyncer(
+                KafkaAdminOps(self.ctx.client("source", "admin")),
+                KafkaAdminOps(self.ctx.client("target", "admin")),
+                self.ctx.should_replicate,
+                self.ctx.remote_topic,
+                config_filter=ConfigPropertyFilter(
+                    s.config_properties_exclude, s.use_defaults_from
+                ),
+                replication_factor=s.replication_factor,
+                sync_acls_enabled=s.sync_topic_acls,
+            )
+        return self._syncer
+
+    # -- planning --------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        if self._initial is None:
+            self._initial = self._plan(None, first=True)
+        return self._initial
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict:
+        fresh = start is None and self._position is None and self._initial is None
+        if start is None:
+            start = self._position or self.initialOffset()
+        # on a new query Spark asks for the latest offset right before the initial one: plan once
+        plan = dict(start) if fresh else self._plan(start, first=False)
+        work = [
+            tp
+            for tp, pos in plan_positions(plan).items()
+            if not self.until or pos < self.until.get(tp, -1)
+        ]
+        if not work and (self.until or plan["topics"].keys() == start.get("topics", {}).keys()):
+            return start  # nothing to copy: no new slice
+        plan["slice"] = int(start.get("slice", 0)) + 1
+        return plan
+
+    def _plan(self, start: dict[str, Any] | None, *, first: bool) -> dict[str, Any]:
+        ctx = self.ctx
+        s = ctx.settings
+        if not self._internal_ready:
+            self._ensure_internal()
+        counts = {
+            t: n
+            for t, n in list_topic_partitions(self._admin("source")).items()
+            if ctx.should_replicate(t)
+        }
+        target_counts = self._ensure_remote(counts)
+        ids = topic_ids(self._admin("source"), counts)
+        # a remote partition that is not there yet is planned once it exists
+        planned = {t: min(n, target_counts.get(ctx.remote_topic(t), 0)) for t, n in counts.items()}
+        tps = [(t, p) for t, n in planned.items() for p in range(n)]
+        bounds = partition_bounds(self._admin("source"), tps)
+        delivered = self.ledger.positions(tps)
+        missing = [tp for tp in tps if tp not in delivered]
+        former = self.ledger.former_positions(missing) if missing else {}
+        previous = (start or {}).get("topics", {})
+        starts: dict[TP, int] = {}
+        pos_of: dict[TP, int] = {}
+        for (topic, p), (lo, hi) in bounds.items():
+            pos = delivered.get((topic, p))
+            old = previous.get(topic)
+            if pos is not None and old is not None and old.get("id") not in (None, ids.get(topic)):
+                pos = starts[(topic, p)] = self._gap(
+                    topic, p, pos, lo, hi, "topic was deleted and re-created"
+                )
+            elif pos is None:
+                pos = former.get((topic, p))
+                if pos is None:
+                    latest = first and (s.starting_offsets or self._reset_policy()) == "latest"
+                    pos = hi if latest else lo
+                starts[(topic, p)] = pos
+            elif pos < lo:
+                pos = starts[(topic, p)] = self._gap(
+                    topic, p, pos, lo, hi, "records were deleted (retention)"
+                )
+            pos_of[(topic, p)] = pos
+        if starts:
+            self.ledger.commit(starts)
+        topics: dict[str, dict[str, Any]] = {}
+        for topic, n in sorted(planned.items()):
+            if n:
+                topics[topic] = {"id": ids.get(topic), "n": n, "c": counts[topic], "p": {}}
+        for (topic, p), pos in sorted(pos_of.items()):
+            topics[topic]["p"][str(p)] = pos
+        for topic, entry in previous.items():
+            if topic not in topics:  # vanished for now: remember it to detect a re-creation
+                topics[topic] = {"id": entry.get("id"), "n": 0, "p": {}}
+        return {"v": 2, "slice": int((start or {}).get("slice", 0)), "topics": topics}
+
+    def _reset_policy(self) -> str:
+        consumer = self.ctx.config.cluster(self.ctx.source).consumer
+        return consumer.get("auto.offset.reset", "earliest").strip().lower()
+
+    def _gap(self, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str) -> int:
+        ctx = self.ctx
+        action = ctx.settings.on_gap
+        event = events.gap_event(ctx, topic, p, pos, lo, hi, reason, action)
+        events.publish(ctx, [event])
+        message = (
+            f"data gap in {topic}[{p}] for flow {ctx.flow.name}: {reason}; the flow was at "
+            f"offset {pos}, the source now holds [{lo}, {hi}). "
+        )
+        if action == "fail":
+            raise DataLossError(
+                message + "Nothing after the gap was replicated; set "
+                f"{ctx.flow.name}.mirror.on.gap=skip to continue from offset {lo}."
+            )
+        log.warning(message + "continuing from %d (mirror.on.gap=skip)", lo)
+        return lo
+
+    def _ensure_internal(self) -> None:
+        """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 §2.3)."""
+        ctx = self.ctx
+        s = ctx.settings
+        target = KafkaAdminOps(ctx.client("target", "admin"))
+        target.create_topics(
+            [
+                NewTopicSpec(
+                    ctx.metrics_topic,
+                    1,
+                    s.offset_syncs_replication_factor,
+                    {"cleanup.policy": "delete"},
+                )
+            ]
+        )
+        if s.emit_offset_syncs:
+            side = "target" if ctx.offset_syncs_on_target else "source"
+            admin = target if side == "target" else KafkaAdminOps(ctx.client(side, "admin"))
+            admin.create_compacted_topic(ctx.offset_syncs_topic, s.offset_syncs_replication_factor)
+        self._internal_ready = True
+
+    def _ensure_remote(self, counts: dict[str, int]) -> dict[str, int]:
+        """Create remote topics on first sight; grow partitions and sync configs/ACLs on refresh."""
+        ctx = self.ctx
+        s = ctx.settings
+        syncer = self._topic_syncer()
+        target = list_topic_partitions(self._admin("target"))
+        missing = [t for t in counts if ctx.remote_topic(t) not in target]
+        grow = [t for t, n in counts.items() if 0 < target.get(ctx.remote_topic(t), 0) < n]
+        now = time.monotonic()
+        if missing:
+            syncer.create_missing(missing)
+        if grow and (
+            now - self._last_refresh["partitions"] >= s.refresh_topics_interval
+            or set(grow) - self._known_topics
+        ):
+            syncer.sync_partitions()
+            self._last_refresh["partitions"] = now
+        self._known_topics = set(grow) | self._known_topics
+        if s.sync_topic_configs and now - self._last_refresh["configs"] >= (
+            s.sync_topic_configs_interval
+        ):
+            self._last_refresh["configs"] = now
+            _best_effort(syncer.sync_configs, "topic config sync")
+        if s.sync_topic_acls and now - self._last_refresh["acls"] >= s.sync_topic_acls_interval:
+            self._last_refresh["acls"] = now
+            _best_effort(syncer.sync_acls, "topic ACL sync")
+        if missing or grow:
+            target = list_topic_partitions(self._admin("target"))
+        return {ctx.remote_topic(t): target.get(ctx.remote_topic(t), 0) for t in counts}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._position = end
+        if end.get("slice") == start.get("slice") and end.get("v") == start.get("v"):
+            return []
+        tasks = self.ctx.settings.tasks
+        counts = {t: int(e["c"]) for t, e in end.get("topics", {}).items() if "c" in e}
+        ids = {t: e["id"] for t, e in end.get("topics", {}).items() if e.get("id")}
+        slots: dict[int, SlotWork] = {}
+        for (topic, p), pos in sorted(plan_positions(end).items()):
+            stop = self.until.get((topic, p))
+            if self.until and (stop is None or pos >= stop):
+                continue
+            slot = stable_slot(topic, p, tasks)
+            work = slots.setdefault(slot, SlotWork(slot, [], [], counts, int(end["slice"]), ids))
+            work.partitions.append((topic, p))
+            if stop is not None:
+                work.until.append((topic, p, stop))
+        return [slots[slot] for slot in sorted(slots)]
+
+    def read(self, partition: SlotWork) -> Iterator[tuple[int, str]]:
+        yield (partition.slot, partition.to_json())
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._position = end
+
+
+def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
+    """Next upstream offset per planned partition of a slice plan (``{}`` for none)."""
+    return {
+        (topic, int(p)): int(pos)
+        for topic, entry in (plan or {}).get("topics", {}).items()
+        for p, pos in entry.get("p", {}).items()
+    }
+
+
+def _best_effort(call: Any, what: str) -> None:
+    try:
+        call()
+    except BrokerError as exc:
+        log.warning("%s skipped: %s", what, exc)

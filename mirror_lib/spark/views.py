@@ -1,0 +1,206 @@
+"""SQL views over the Delta tables, created by one call for either writer (D7).
+
+Locally (delta-rs) the tables are registered as Spark temp views through the ``deltars`` source
+and the views are temp views; with Delta's Spark writer they are views in ``mirror.tables.schema``.
+The same view names serve ``dashboards/sql/*.sql`` either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.spark.delta_source import ensure_spark_tables, register_tables
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+from mirror_lib.tables.schemas import TABLES
+
+#: View name -> SELECT over the tables (``{t_<table>}`` placeholders; ``{bucket}``: the time
+#: bucket of the ``*_per_minute`` views, a minute unless :func:`create_views` is given another).
+#: Latency p50 is the record-weighted mean of per-chunk p50s and p99 the maximum of per-chunk
+#: p99s (conservative), as in :mod:`mirror_lib.tables.health`.
+VIEWS: dict[str, str] = {
+    "latest_checkpoints": """
+        SELECT source, target, group_id, topic, partition, upstream_offset, downstream_offset,
+               metadata, record_ts AS checkpoint_ts
+        FROM (SELECT *, row_number() OVER (PARTITION BY cluster, source, target, group_id, topic,
+                     partition ORDER BY kafka_offset DESC) AS rn FROM {t_checkpoints})
+        WHERE rn = 1""",
+    "offset_translation": """
+        WITH cp AS (SELECT * FROM latest_checkpoints),
+        seg AS (SELECT source, target, remote_topic, partition, upstream_start, upstream_end,
+                       downstream_start, downstream_end
+                FROM {t_offset_syncs} WHERE kind = 'segment'),
+        hit AS (
+          SELECT cp.source, cp.target, cp.group_id, cp.topic, cp.partition, cp.upstream_offset,
+                 cp.downstream_offset,
+                 min_by(CASE WHEN cp.upstream_offset >= seg.upstream_start
+                             THEN seg.downstream_start + (cp.upstream_offset - seg.upstream_start)
+                             ELSE seg.downstream_start END, seg.upstream_start) AS next_offset,
+                 max(seg.downstream_end) AS any_end
+          FROM cp LEFT JOIN seg ON seg.source = cp.source AND seg.target = cp.target
+               AND seg.remote_topic = cp.topic AND seg.partition = cp.partition
+               AND seg.upstream_end >= cp.upstream_offset
+          GROUP BY ALL),
+        last AS (SELECT source, target, remote_topic, partition, max(downstream_end) AS last_end
+                 FROM seg GROUP BY ALL)
+        SELECT hit.source, hit.target, hit.group_id, hit.topic, hit.partition,
+               hit.upstream_offset,
+               coalesce(hit.next_offset, last.last_end + 1, hit.downstream_offset) AS offset,
+               hit.downstream_offset AS checkpoint_offset
+        FROM hit LEFT JOIN last ON last.source = hit.source AND last.target = hit.target
+             AND last.remote_topic = hit.topic AND last.partition = hit.partition""",
+    "latency_per_minute": """
+        SELECT flow, remote_topic AS topic, {bucket} AS minute,
+               sum(records) AS records, sum(bytes) AS bytes,
+               sum(latency_ms_p50 * records) / sum(records) AS latency_ms_p50,
+               max(latency_ms_p99) AS latency_ms_p99, max(latency_ms_max) AS latency_ms_max
+        FROM {t_replication_metrics} GROUP BY ALL""",
+    # Lag of a topic in a time bucket: the sum over its partitions of each one's latest lag at the
+    # end of the bucket, carried forward through buckets where a partition copied nothing (the
+    # lag definition of mirror_lib.tables.health). ``partitions``: partitions with a known lag.
+    "lag_per_minute": """
+        WITH p AS (SELECT flow, remote_topic AS topic, partition, {bucket} AS minute,
+                          max_by(lag, struct(ts, upstream_last)) AS lag
+                   FROM {t_replication_metrics} GROUP BY ALL),
+        grid AS (SELECT b.flow, b.topic, b.minute, k.partition
+                 FROM (SELECT DISTINCT flow, topic, minute FROM p) b
+                 JOIN (SELECT DISTINCT flow, topic, partition FROM p) k
+                   ON k.flow = b.flow AND k.topic = b.topic),
+        filled AS (SELECT grid.flow, grid.topic, grid.minute,
+                          last(p.lag, true) OVER (PARTITION BY grid.flow, grid.topic,
+                               grid.partition ORDER BY grid.minute
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lag
+                   FROM grid LEFT JOIN p ON p.flow = grid.flow AND p.topic = grid.topic
+                        AND p.partition = grid.partition AND p.minute = grid.minute)
+        SELECT flow, topic, minute, sum(lag) AS lag, count(lag) AS partitions
+        FROM filled GROUP BY ALL""",
+    "replication_lag": """
+        SELECT flow, topic, remote_topic, partition, lag, upstream_last, ts AS measured_ts
+        FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
+                                            ORDER BY ts DESC, upstream_last DESC) AS rn
+              FROM {t_replication_metrics})
+        WHERE rn = 1""",
+    "heartbeat_freshness": """
+        SELECT cluster, source, target, hops, max(heartbeat_ts) AS last_heartbeat,
+               (unix_millis(current_timestamp()) - unix_millis(max(heartbeat_ts))) / 1000.0
+                 AS age_seconds,
+               count(*) AS heartbeats
+        FROM {t_heartbeats} GROUP BY ALL""",
+    "flow_events_recent": """
+        SELECT ts, type, flow, topic, partition, reason, action, details, cluster
+        FROM {t_flow_events}""",
+    "failover_readiness": """
+        WITH cp AS (SELECT source, target, group_id, count(*) AS partitions,
+                           max(checkpoint_ts) AS last_checkpoint
+                    FROM latest_checkpoints GROUP BY ALL),
+        lag AS (SELECT split(flow, '->')[0] AS source, split(flow, '->')[1] AS target,
+                       sum(lag) AS lag FROM replication_lag GROUP BY ALL),
+        hb AS (SELECT source, target, min(age_seconds) AS heartbeat_age_seconds
+               FROM heartbeat_freshness WHERE hops = 0 GROUP BY ALL)
+        SELECT cp.source, cp.target, cp.group_id, cp.partitions,
+               (unix_millis(current_timestamp()) - unix_millis(cp.last_checkpoint)) / 1000.0
+                 AS checkpoint_age_seconds,
+               lag.lag AS replication_lag, hb.heartbeat_age_seconds
+        FROM cp LEFT JOIN lag ON lag.source = cp.source AND lag.target = cp.target
+                LEFT JOIN hb ON hb.source = cp.source AND hb.target = cp.target""",
+    # Latest `mirror verify` answer per partition (verified_to: next upstream offset to verify).
+    "verification_status": """
+        SELECT flow, topic, remote_topic, partition, status, behind, total_records,
+               upstream_to AS verified_to, diff_upstream_offset, diff_downstream_offset, detail,
+               verified_ts,
+               (unix_millis(current_timestamp()) - unix_millis(verified_ts)) / 1000.0
+                 AS age_seconds
+        FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
+                                            ORDER BY verified_ts DESC, run_id DESC) AS rn
+              FROM {t_verifications})
+        WHERE rn = 1""",
+    # Latest `mirror cutover` status per partition: migrating -> migrated -> retired.
+    "migration_status": """
+        SELECT flow, topic, remote_topic, partition, status, source_end_offset, target_offset,
+               groups, ts AS status_ts
+        FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
+                                            ORDER BY ts DESC) AS rn
+              FROM {t_migrations})
+        WHERE rn = 1""",
+}
+
+
+def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, Any]) -> dict:
+    if tables_writer(spark, config) == "spark" and not as_of:
+        ensure_spark_tables(spark, config)  # e.g. `verifications` before the first verify
+        return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
+    register_tables(spark, tables_root(config), prefix=prefix + "t_", **as_of)
+    return {f"t_{t}": f"{prefix}t_{t}" for t in TABLES}
+
+
+#: Time buckets of the ``*_per_minute`` views (seconds) that :func:`bucket_for` chooses from.
+BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 21600, 86400)
+MAX_POINTS = 60  # points per series that a chart of the whole run shows at most
+
+
+def bucket_for(span_seconds: float | None) -> int:
+    """The smallest bucket giving at most :data:`MAX_POINTS` points over ``span_seconds``.
+
+    A 45 s run gets 1 s buckets (45 points, not one or two minutes), a day 30 min buckets.
+    """
+    if span_seconds is None:
+        return 60
+    return next((b for b in BUCKETS if span_seconds / b <= MAX_POINTS), BUCKETS[-1])
+
+
+def _data_bucket(spark: Any, refs: dict[str, str]) -> int:
+    span = spark.sql(
+        "SELECT (unix_millis(max(ts)) - unix_millis(min(ts))) / 1000.0 AS s "
+        f"FROM {refs['t_replication_metrics']}"
+    ).first()["s"]
+    return bucket_for(None if span is None else float(span))
+
+
+def data_bucket(spark: Any, config: MirrorConfig) -> int:
+    """:func:`bucket_for` the time span of the config's replication metrics."""
+    return _data_bucket(spark, _table_refs(spark, config, "", {}))
+
+
+def _bucket_sql(seconds: int) -> str:
+    if seconds == 60:
+        return "date_trunc('minute', ts)"
+    return f"timestamp_seconds(floor(unix_millis(ts) / {seconds * 1000}) * {seconds})"
+
+
+def create_views(
+    spark: Any,
+    config: MirrorConfig,
+    *,
+    as_of_version: int | None = None,
+    as_of_timestamp: str | None = None,
+    prefix: str = "",
+    bucket_seconds: int | None = 60,
+) -> list[str]:
+    """Create (or replace) every view; ``as_of_*`` pins the tables to a past version/time.
+
+    ``bucket_seconds``: the time bucket of the ``*_per_minute`` views' ``minute`` column (a
+    minute by default, as the Lakeview dashboard shows); None chooses one for the length of the
+    data (:func:`bucket_for`), as the static dashboard does. Returns the view names (with
+    ``prefix``). Time-travelled views are always temp views.
+    """
+    as_of = {
+        k: v
+        for k, v in (("as_of_version", as_of_version), ("as_of_timestamp", as_of_timestamp))
+        if v is not None
+    }
+    refs = _table_refs(spark, config, prefix, as_of)
+    if bucket_seconds is None:
+        bucket_seconds = _data_bucket(spark, refs)
+    bucket = _bucket_sql(bucket_seconds)
+    temp = refs["t_checkpoints"].startswith(prefix + "t_")
+    schema = config.properties.get("mirror.tables.schema", "").strip()
+    qualify = "" if temp or not schema else schema + "."
+    names = []
+    for name, body in VIEWS.items():
+        sql = body.format(**refs, bucket=bucket)
+        for other in VIEWS:  # views built on views use the same prefix and schema
+            sql = sql.replace(f"FROM {other}", f"FROM {qualify}{prefix}{other}")
+        kind = "TEMPORARY VIEW" if temp else "VIEW"
+        spark.sql(f"CREATE OR REPLACE {kind} {qualify}{prefix}{name} AS {sql}")
+        names.append(f"{qualify}{prefix}{name}")
+    return names

@@ -1,0 +1,312 @@
+"""delta-rs storage of the state tables (D7): exactly-once micro-batch commits, reads, maintenance.
+
+Layout: ``<root>/tables/<name>`` per table of :mod:`mirror_lib.tables.schemas`. A streaming sink
+built on :class:`~mirror_lib.spark.delta_source.DeltaBatchWriter` writes parquet files on the
+executors (:func:`write_files`) and commits them on the driver in one Delta transaction per table
+and micro-batch (:func:`commit_files`), tagged with the app transaction
+``(mirror:<query id>, <batch id>)``; a replayed batch is skipped.
+Commits of different tables are not atomic together, but each table is idempotent on its own.
+Spark SQL reads the tables through the ``deltars`` batch data source
+(:func:`mirror_lib.spark.delta_source.register_tables`). No pyspark here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import astuple, dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mirror_lib.tables.schemas import SCHEMAS, TABLES
+
+COMMIT_RETRIES = 5
+_STAT_STRING_MAX = 32  # longer strings get no min/max (keeps the log small)
+_STAT_TYPES = ("integer", "floating", "timestamp", "date", "string", "large_string")
+
+
+def table_path(root: str, name: str) -> str:
+    """``<root>/tables/<name>``."""
+    return f"{root.rstrip('/')}/tables/{name}"
+
+
+def _fs(path: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, path in it) for a local path or a URI."""
+    from pyarrow import fs
+
+    if "://" in path:
+        return fs.FileSystem.from_uri(path)
+    return fs.LocalFileSystem(), os.path.abspath(path)
+
+
+def ensure_tables(root: str) -> list[str]:
+    """Create every table of :data:`tables.SCHEMAS` that is missing; returns the new ones."""
+    from deltalake import DeltaTable
+
+    created = []
+    for name, schema in SCHEMAS.items():
+        path = table_path(root, name)
+        if DeltaTable.is_deltatable(path):
+            continue
+        try:
+            DeltaTable.create(path, schema, mode="ignore", name=name)
+            created.append(name)
+        except Exception:  # a concurrent creator won the race
+            if not DeltaTable.is_deltatable(path):
+                raise
+    return created
+
+
+# ---------------------------------------------------------------------------------------------
+# Exactly-once commit of executor-written files
+
+
+@dataclass(frozen=True)
+class AddActionFields:
+    """Picklable fields of a ``deltalake.transaction.AddAction`` (path relative to the table)."""
+
+    path: str
+    size: int
+    partition_values: dict[str, str | None]
+    modification_time: int
+    data_change: bool
+    stats_json: str
+
+    @property
+    def num_records(self) -> int:
+        return int(json.loads(self.stats_json).get("numRecords", 0))
+
+    def to_action(self) -> Any:
+        from deltalake.transaction import AddAction
+
+        return AddAction(*astuple(self))  # same field order; ``stats`` = stats_json
+
+
+def _stat_value(value: Any, type_: pa.DataType) -> Any:
+    if pa.types.is_timestamp(type_):  # Delta stats: millisecond ISO-8601, truncated
+        text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+        return text + ("Z" if type_.tz is not None else "")
+    if pa.types.is_date(type_):
+        return value.isoformat()
+    return value
+
+
+def file_stats(table: pa.Table) -> str:
+    """Delta ``stats`` JSON: numRecords, nullCount, min/max (numbers, times, short strings)."""
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        type_ = column.type
+        if pa.types.is_nested(type_):
+            continue
+        nulls[name] = column.null_count
+        if column.null_count == len(column):
+            continue
+        if not any(getattr(pa.types, f"is_{kind}")(type_) for kind in _STAT_TYPES):
+            continue
+        if pa.types.is_floating(type_) and pc.any(pc.is_nan(column)).as_py():
+            continue
+        lo, hi = (v.as_py() for v in pc.min_max(column).values())
+        if isinstance(lo, str) and max(len(lo), len(hi)) > _STAT_STRING_MAX:
+            continue
+        mins[name], maxs[name] = _stat_value(lo, type_), _stat_value(hi, type_)
+    return json.dumps(
+        {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+        separators=(",", ":"),
+    )
+
+
+def _conform(name: str, table: pa.Table) -> pa.Table:
+    """Order, complete (nulls) and cast ``table`` to the schema of a known table."""
+    schema = SCHEMAS.get(name)
+    if schema is None:
+        return table
+    extra = set(table.column_names) - set(schema.names)
+    if extra:
+        raise ValueError(f"table {name}: unknown columns {sorted(extra)}")
+    columns = [
+        table.column(f.name).cast(f.type)
+        if f.name in table.column_names
+        else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def write_files(
+    root: str, tables: dict[str, pa.Table], file_prefix: str
+) -> dict[str, list[AddActionFields]]:
+    """Executor side: one parquet file per non-empty table in its folder; returns their fields.
+
+    Names are ``<file_prefix>-<random>.parquet``, so a re-run of the same task never overwrites a
+    file that an earlier run may already have committed.
+    """
+    import pyarrow.parquet as pq
+
+    out: dict[str, list[AddActionFields]] = {}
+    for name, table in tables.items():
+        if table is None or table.num_rows == 0:
+            continue
+        table = _conform(name, table)
+        fs, folder = _fs(table_path(root, name))
+        fs.create_dir(folder, recursive=True)
+        rel = f"{file_prefix}-{uuid.uuid4().hex[:12]}.parquet"
+        full = f"{folder}/{rel}"
+        pq.write_table(table, full, filesystem=fs, coerce_timestamps="us")
+        size = fs.get_file_info(full).size
+        now_ms = int(time.time() * 1000)
+        out[name] = [AddActionFields(rel, size, {}, now_ms, True, file_stats(table))]
+    return out
+
+
+def commit_files(
+    root: str, actions_by_table: dict[str, list[AddActionFields]], app_id: str, version: int
+) -> dict[str, str]:
+    """Driver side: append each table's files in one transaction tagged ``(app_id, version)``.
+
+    Per table: ``"empty"`` (no files), ``"skipped"`` (the table's app transaction is already at
+    ``version`` or later: a replay; its files stay as orphans for a full vacuum) or ``"committed"``.
+    delta-rs itself accepts a lower version, so the check here is what makes replays idempotent.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import CommitProperties, Transaction
+
+    result: dict[str, str] = {}
+    for name, files in actions_by_table.items():
+        result[name] = "empty"
+        path = table_path(root, name)
+        if files and name in SCHEMAS and not DeltaTable.is_deltatable(path):
+            ensure_tables(root)
+        rows = str(sum(f.num_records for f in files))
+        meta = {"mirror.app_id": app_id, "mirror.version": str(version), "mirror.rows": rows}
+        props = CommitProperties(app_transactions=[Transaction(app_id, version)],
+                                 custom_metadata=meta)  # fmt: skip
+        for attempt in range(COMMIT_RETRIES if files else 0):
+            dt = DeltaTable(path)
+            done = dt.transaction_version(app_id)
+            if done is not None and done >= version:
+                result[name] = "skipped"
+                break
+            actions, parts = [f.to_action() for f in files], dt.metadata().partition_columns
+            try:
+                dt.create_write_transaction(actions, "append", dt.schema(), parts or None,
+                                            commit_properties=props)  # fmt: skip
+                result[name] = "committed"
+                break
+            except CommitFailedError:  # a concurrent commit: re-read the log and re-check
+                if attempt == COMMIT_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+    return result
+
+
+def abort_files(root: str, actions_by_table: dict[str, list[AddActionFields]]) -> int:
+    """Delete uncommitted files (best effort); returns how many were deleted.
+
+    Files the table references are kept: Spark also aborts when it was interrupted after the
+    Delta commit had already succeeded (a stop during ``commit()``).
+    """
+    from deltalake import DeltaTable
+
+    deleted = 0
+    for name, files in actions_by_table.items():
+        fs, folder = _fs(table_path(root, name))
+        try:
+            committed = set(DeltaTable(table_path(root, name)).files())
+        except Exception:  # no table yet: nothing can be referenced
+            committed = set()
+        for f in files:
+            if f.path in committed:
+                continue
+            try:
+                fs.delete_file(f"{folder}/{f.path}")
+                deleted += 1
+            except (FileNotFoundError, OSError):
+                pass
+    return deleted
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading: Python helpers and the ``deltars`` Spark batch data source
+
+
+def _open(path: str, version: int | None = None, timestamp: str | None = None) -> Any:
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    if version is not None:
+        dt.load_as_version(int(version))
+    elif timestamp:
+        dt.load_as_version(timestamp)
+    return dt
+
+
+def read_table(
+    root: str, name: str, version: int | None = None, timestamp: str | None = None
+) -> pa.Table:
+    """The table as Arrow (latest, or as of a version / ISO-8601 time); empty if not created yet."""
+    from deltalake import DeltaTable
+
+    path = table_path(root, name)
+    latest = version is None and not timestamp
+    if latest and name in SCHEMAS and not DeltaTable.is_deltatable(path):
+        return SCHEMAS[name].empty_table()
+    return _open(path, version, timestamp).to_pyarrow_table()
+
+
+# ---------------------------------------------------------------------------------------------
+# Maintenance
+
+
+def maintain(
+    root: str,
+    *,
+    retention_days: float = 30,
+    vacuum_hours: float = 168,
+    compact: bool = True,
+    vacuum_full: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Retention delete, compaction, vacuum and checkpoint of every existing table.
+
+    Rows whose ``record_ts`` is older than ``retention_days`` are deleted (rows with a null
+    ``record_ts`` are kept). Vacuum removes files unreferenced for ``vacuum_hours`` (whole hours):
+    **under 168 h it breaks time travel to versions older than that window**, and with
+    ``vacuum_full`` (which also removes orphans of killed tasks) a short window can delete files
+    of a batch that is being written right now. Returns metrics per table.
+    """
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    cutoff = datetime.now(timezone.utc) - timedelta(days=retention_days)
+    report: dict[str, dict[str, Any]] = {}
+    for name in TABLES:
+        path = table_path(root, name)
+        if not DeltaTable.is_deltatable(path):
+            continue
+        dt = DeltaTable(path)
+        metrics: dict[str, Any] = {"deleted_rows": 0}
+        dataset = dt.to_pyarrow_dataset()
+        if "record_ts" in dataset.schema.names:
+            ts_type = dataset.schema.field("record_ts").type
+            old = dataset.count_rows(filter=ds.field("record_ts") < pa.scalar(cutoff, ts_type))
+            if old:
+                stamp = cutoff.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                deleted = dt.delete(f"record_ts < '{stamp}'")
+                metrics["deleted_rows"] = deleted.get("num_deleted_rows", old)
+        if compact:
+            metrics["compact"] = dt.optimize.compact()
+        hours, enforce = max(0, math.floor(vacuum_hours)), vacuum_hours >= 168
+        vacuumed = dt.vacuum(hours, False, enforce, full=vacuum_full)
+        metrics["vacuumed_files"] = len(vacuumed)
+        dt.create_checkpoint()
+        metrics["version"] = dt.version()
+        report[name] = metrics
+    return report

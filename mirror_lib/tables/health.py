@@ -1,0 +1,171 @@
+"""One health computation over the materialized tables, whichever writer holds them.
+
+``mirror status``, notebook 02's status cell and :mod:`mirror_lib.tables.run_metrics` (MLflow) read
+the
+tables with :func:`read_rows` (delta-rs files locally; Delta's Spark writer, e.g. Unity Catalog
+tables on Databricks) and aggregate with the functions below. The SQL views
+(:mod:`mirror_lib.spark.views`) state the same definitions in SQL, and a test holds both to agree:
+
+* latency p50: the record-weighted mean of the chunks' p50; p99 and max: the worst chunk's;
+* lag: the sum over partitions of each partition's latest lag (latest by ts, then upstream_last);
+* checkpoint and heartbeat age: now minus the newest record of the pair (heartbeats: hops = 0).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mirror_lib.config.databricks import on_databricks
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+
+Row = dict[str, Any]
+#: Table -> timestamp column that becomes ``_ms`` (epoch ms) in :func:`read_rows`.
+TIMESTAMPS = {"replication_metrics": "ts", "heartbeats": "heartbeat_ts", "checkpoints": "record_ts"}
+
+
+def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
+    """The Spark session holding the tables when Delta's Spark writer does, else None.
+
+    Without a session, one is found only where Spark's writer is configured or on Databricks, so
+    that ``mirror status`` over delta-rs tables never starts Spark.
+    """
+    if spark is None:
+        choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
+        if choice == "spark" or (choice == "auto" and on_databricks()):
+            # lazy: pyspark, only for Spark-writer tables
+            from mirror_lib.spark.session import get_spark
+
+            spark = get_spark()
+    if spark is not None and tables_writer(spark, config) == "spark":
+        return spark
+    return None
+
+
+def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[Row]:
+    """Rows of a table with ``_ms`` = its timestamp column in epoch ms (either writer)."""
+    ts = TIMESTAMPS[name]
+    spark = tables_spark(config, spark)
+    if spark is not None:
+        df = spark.table(spark_table_name(config, name))
+        return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
+    import pyarrow as pa
+
+    from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
+
+    table = read_table(tables_root(config), name)
+    ms = table[ts].cast(pa.timestamp("ms", tz="UTC"), safe=False).cast(pa.int64())
+    return table.append_column("_ms", ms).to_pylist()
+
+
+def latency(rows: Iterable[Row]) -> dict[str, float]:
+    """``latency_ms_p50`` (record-weighted mean), ``latency_ms_p99``/``_max`` (worst chunk)."""
+    rows = list(rows)
+    out: dict[str, float] = {}
+    p50 = [
+        (m["latency_ms_p50"], m["records"] or 0) for m in rows if m["latency_ms_p50"] is not None
+    ]
+    if weight := sum(w for _v, w in p50):
+        out["latency_ms_p50"] = sum(v * w for v, w in p50) / weight
+    for key in ("latency_ms_p99", "latency_ms_max"):
+        if values := [m[key] for m in rows if m[key] is not None]:
+            out[key] = max(values)
+    return out
+
+
+def order(m: Row) -> tuple[float, int]:
+    """Order of metrics rows: by time, then by the source offset they reached."""
+    return (m["_ms"] or 0, m["upstream_last"] or 0)
+
+
+def latest_lag(rows: Iterable[Row]) -> dict[tuple[str, str, int], int]:
+    """(flow, topic, partition) -> the partition's latest lag."""
+    latest: dict[tuple[str, str, int], int] = {}
+    for m in sorted(rows, key=order):
+        latest[(m["flow"], m["topic"], m["partition"])] = m["lag"] or 0
+    return latest
+
+
+def last_seen(
+    rows: Iterable[Row], pairs: set[tuple[str, str]], until_ms: float, hops: bool
+) -> dict[tuple[str, str], int]:
+    """(source, target) -> newest ``_ms`` up to ``until_ms`` (heartbeats: hops = 0 only)."""
+    last: dict[tuple[str, str], int] = {}
+    for r in rows:
+        pair = (r["source"], r["target"])
+        fresh = r["_ms"] is not None and r["_ms"] <= until_ms and (not hops or r["hops"] == 0)
+        if pair in pairs and fresh:
+            last[pair] = max(last.get(pair, 0), r["_ms"])
+    return last
+
+
+@dataclass
+class FlowHealth:
+    """What ``mirror status`` prints for one flow (None: no data yet)."""
+
+    flow: str
+    last_batch: str | None
+    records: int
+    records_per_second: float | None
+    lag: int | None
+    latency_ms_p50: float | None
+    latency_ms_p99: float | None
+    checkpoint_age_seconds: float | None
+    heartbeat_age_seconds: float | None
+    outage: str | None = None  # what a live run of this flow is waiting for, if anything
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def health(
+    metrics: list[Row],
+    checkpoints: list[Row],
+    heartbeats: list[Row],
+    flows: Sequence[tuple[str, str, str]],
+    now_ms: float,
+) -> list[FlowHealth]:
+    """Health of ``flows`` ((name, source, target)) from all rows of the three tables."""
+    from datetime import datetime, timezone
+
+    out = []
+    for name, source, target in flows:
+        rows = [m for m in metrics if m["flow"] == name and m["_ms"] is not None]
+        lags = latest_lag(rows)
+        recent = [m for m in rows if now_ms - m["_ms"] <= 60_000]
+        lat = latency(rows)
+        cps = last_seen(checkpoints, {(source, target)}, now_ms, hops=False)
+        hbs = last_seen(heartbeats, {(source, target)}, now_ms, hops=True)
+        last_ms = max((m["_ms"] for m in rows), default=None)
+        out.append(
+            FlowHealth(
+                flow=name,
+                last_batch=None
+                if last_ms is None
+                else datetime.fromtimestamp(last_ms / 1000, timezone.utc).isoformat(),
+                records=sum(m["records"] or 0 for m in rows),
+                records_per_second=sum(m["records"] or 0 for m in recent) / 60.0 if rows else None,
+                lag=sum(lags.values()) if lags else None,
+                latency_ms_p50=lat.get("latency_ms_p50"),
+                latency_ms_p99=lat.get("latency_ms_p99"),
+                checkpoint_age_seconds=(now_ms - max(cps.values())) / 1000 if cps else None,
+                heartbeat_age_seconds=(now_ms - max(hbs.values())) / 1000 if hbs else None,
+            )
+        )
+    return out
+
+
+def flow_health(
+    config: MirrorConfig, now_ms: float | None = None, spark: Any = None
+) -> list[FlowHealth]:
+    """Health of every enabled flow of ``config`` from its tables (either writer)."""
+    spark = tables_spark(config, spark)
+    tables = {name: read_rows(config, name, spark) for name in TIMESTAMPS}
+    flows = [(f.name, f.source, f.target) for f in config.enabled_flows()]
+    now = time.time() * 1000.0 if now_ms is None else now_ms
+    return health(
+        tables["replication_metrics"], tables["checkpoints"], tables["heartbeats"], flows, now
+    )

@@ -1,0 +1,65 @@
+"""Rows written by commands rather than by streaming queries (``verifications``, ``migrations``).
+
+Same tables and writers as materialization (D7): delta-rs under ``mirror.state.dir`` locally, or
+Delta's Spark writer into ``mirror.tables.schema`` where the session has Delta. Each call is one
+append (one Delta commit); readers get plain dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.errors import ConfigError
+from mirror_lib.tables.delta_rs import ensure_tables, read_table, table_path
+from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+from mirror_lib.tables.schemas import SCHEMAS
+
+
+def _schema(name: str) -> Any:
+    if name not in SCHEMAS:
+        raise ConfigError("table", name, "one of " + ", ".join(SCHEMAS))
+    return SCHEMAS[name]
+
+
+def _spark_writer(spark: Any, config: MirrorConfig) -> bool:
+    if spark is None:
+        return False
+    return tables_writer(spark, config) == "spark"
+
+
+def append_rows(
+    config: MirrorConfig, name: str, rows: list[dict[str, Any]], spark: Any = None
+) -> int:
+    """Append ``rows`` (dicts of the table's columns; missing ones null); returns the count."""
+    import pyarrow as pa
+
+    schema = _schema(name)
+    if not rows:
+        return 0
+    table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema)
+    if _spark_writer(spark, config):
+        (
+            spark.createDataFrame(table.to_pandas())
+            .write.format("delta")
+            .mode("append")
+            .saveAsTable(spark_table_name(config, name))
+        )
+        return table.num_rows
+    from deltalake import write_deltalake
+
+    root = tables_root(config)
+    ensure_tables(root)
+    write_deltalake(table_path(root, name), table, mode="append")
+    return table.num_rows
+
+
+def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[dict[str, Any]]:
+    """Every row of the table (empty when it does not exist yet)."""
+    _schema(name)
+    if _spark_writer(spark, config):
+        table = spark_table_name(config, name)
+        if not spark.catalog.tableExists(table):
+            return []
+        return [r.asDict() for r in spark.table(table).collect()]
+    return read_table(tables_root(config), name).to_pylist()

@@ -1,0 +1,378 @@
+"""Real MirrorMaker 2 configuration files (tests/configs/) work unchanged.
+
+For each file: `mirror validate`'s exit code and message, and the librdkafka configuration each
+client gets, built for real with confluent-kafka (Producer, Consumer and AdminClient objects need no
+reachable broker to be constructed, but they do load certificates, keystores and check every key).
+Certificates and keystores are generated at test time. ``@CERTS@``-style tokens in the files stand
+for the folders the test creates.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import NameOID
+
+from mirror_lib.app.cli import main
+from mirror_lib.config.model import ROLES, MirrorConfig, load_config
+from mirror_lib.kafka.clients import check_clients, client_config
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+KEYPASS = "k3y-pass"
+
+
+def _cert(subject: str, key: Any, issuer: str, issuer_key: Any, ca: bool) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .sign(issuer_key, hashes.SHA256())
+    )
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a client certificate and key as PEM (Java PEM keystore: key + chain) and PKCS12."""
+    folder = tmp_path_factory.mktemp("certs")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("test-ca", ca_key, "test-ca", ca_key, ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _cert("mirror-client", key, "test-ca", ca_key, ca=False)
+    pem = serialization.Encoding.PEM
+    (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
+    encrypted = key.private_bytes(
+        pem,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(KEYPASS.encode()),
+    )
+    chain = cert.public_bytes(pem) + ca.public_bytes(pem)
+    (folder / "client-keystore.pem").write_bytes(encrypted + chain)
+    (folder / "client.p12").write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"mirror", key, cert, [ca], serialization.BestAvailableEncryption(b"changeit")
+        )
+    )
+    return folder
+
+
+@pytest.fixture
+def files(certs: Path, tmp_path: Path) -> dict[str, Path]:
+    """The config files with their tokens replaced, plus the secret files they read."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "ccloud.properties").write_text("api.key = CCLOUDKEY\napi.secret = cc/s3cr3t+x\n")
+    (secrets / "eventhubs.properties").write_text(
+        "jaas = org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="$ConnectionString" password="Endpoint=sb://my-namespace.servicebus.windows.net/'
+        ';SharedAccessKeyName=mirror;SharedAccessKey=eh-k3y=";\n'
+    )
+    strimzi = tmp_path / "strimzi"
+    for cluster in ("my-source-cluster", "my-target-cluster"):
+        folder = strimzi / "cluster-ca-certs" / f"{cluster}-cluster-ca-cert"
+        folder.mkdir(parents=True)
+        (folder / "ca.crt").write_text((certs / "ca.pem").read_text())
+    (strimzi / "passwords" / "my-mirror-user").mkdir(parents=True)
+    (strimzi / "passwords" / "my-mirror-user" / "password").write_text("strimzi-pw")
+    tokens = {
+        "@CERTS@": str(certs),
+        "@KEYPASS@": KEYPASS,
+        "@SECRETS@": str(secrets),
+        "@STRIMZI@": str(strimzi),
+        "@CA_PEM_INLINE@": (certs / "ca.pem").read_text().replace("\n", "\\n\\\n    "),
+    }
+    out = {}
+    for path in CONFIGS.glob("*.properties"):
+        text = path.read_text()
+        for token, value in tokens.items():
+            text = text.replace(token, value)
+        out[path.stem] = tmp_path / path.name
+        out[path.stem].write_text(text)
+    return out
+
+
+def validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["validate", str(path)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def build_all(config: MirrorConfig) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every cluster x role configuration, each constructed as a real confluent-kafka client."""
+    built = {}
+    for alias, cluster in config.clusters.items():
+        for role in ROLES:
+            conf = client_config(cluster, role, client_id=f"test|{alias}|{role}")
+            real = {**conf, "bootstrap.servers": "127.0.0.1:9", "logger": _Quiet()}
+            if role == "consumer":
+                Consumer({**real, "group.id": "test"}).close()
+            elif role == "producer":
+                Producer(real).flush(0)
+            else:
+                AdminClient(real)
+            built[alias, role] = conf
+    return built
+
+
+class _Quiet:
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return self.log
+
+
+def test_tls_pem(files, capsys, certs):
+    code, out, _ = validate(files["tls_pem"], capsys)
+    assert code == 0
+    assert "ssl.protocol is ignored" in out
+    assert "ssl.enabled.protocols is ignored" in out
+    assert KEYPASS not in out
+    built = build_all(load_config(files["tls_pem"]))
+    onprem = built["onprem", "producer"]
+    assert onprem["ssl.ca.location"] == f"{certs}/ca.pem"
+    assert onprem["ssl.certificate.location"] == f"{certs}/client-keystore.pem"
+    assert onprem["ssl.key.location"] == f"{certs}/client-keystore.pem"
+    assert onprem["ssl.key.password"] == KEYPASS
+    assert onprem["security.protocol"] == "SSL"
+    assert "ssl.endpoint.identification.algorithm" not in onprem
+    assert built["cloud", "admin"]["ssl.endpoint.identification.algorithm"] == "none"
+    assert not any(k.startswith("ssl.truststore") or k == "ssl.protocol" for k in onprem)
+
+
+def test_tls_pkcs12(files, capsys, certs):
+    code, _out, _ = validate(files["tls_pkcs12"], capsys)
+    assert code == 0
+    built = build_all(load_config(files["tls_pkcs12"]))
+    primary = built["primary", "consumer"]
+    assert primary["ssl.keystore.location"] == f"{certs}/client.p12"
+    assert primary["ssl.keystore.password"] == "changeit"
+    assert primary["ssl.ca.location"] == f"{certs}/ca.pem"
+    assert built["dr", "producer"]["ssl.ca.pem"] == (certs / "ca.pem").read_text()
+
+
+def test_a_wrong_keystore_password_fails_when_built(files, certs):
+    config = load_config(files["tls_pkcs12"], **{"primary.ssl.keystore.password": "wrong"})
+    conf = client_config(config.cluster("primary"), "producer")
+    with pytest.raises(Exception, match=r"(?i)keystore|pkcs12|mac"):
+        Producer({**conf, "bootstrap.servers": "127.0.0.1:9", "logger": _Quiet()})
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "command"),
+    [
+        ("tls_jks_truststore", "ssl.truststore.location", "keytool -exportcert -rfc"),
+        ("tls_pkcs12_truststore", "B.ssl.truststore.location", "openssl pkcs12 -in"),
+    ],
+)
+def test_jks_and_pkcs12_truststores_are_refused_with_the_way_out(files, capsys, name, key, command):
+    code, _out, err = validate(files[name], capsys)
+    assert code == 2
+    assert key in err
+    assert "ssl.ca.location" in err
+    assert command in err
+    assert "changeit" not in err
+
+
+def test_sasl_plain_and_scram_quoted_single_quoted_and_unquoted(files, capsys):
+    code, out, _ = validate(files["sasl_plain_scram"], capsys)
+    assert code == 0, out
+    for secret in ("pl41n-s3cret", "Adm1nPass", "sc#ram;pass"):
+        assert secret not in out
+    built = build_all(load_config(files["sasl_plain_scram"]))
+    legacy = built["legacy", "consumer"]
+    assert (legacy["sasl.username"], legacy["sasl.password"]) == ("mirror", "pl41n-s3cret")
+    admin = built["legacy", "admin"]
+    assert (admin["sasl.username"], admin["sasl.password"]) == ("mm2admin", "Adm1nPass")
+    central = built["central", "producer"]
+    assert (central["sasl.username"], central["sasl.password"]) == ("mm2-central", "sc#ram;pass")
+    assert central["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert "sasl.jaas.config" not in central
+
+
+@pytest.mark.parametrize(
+    ("jaas", "problem"),
+    [
+        ("org.x.PlainLoginModule required username=alice password=s3cret", "not ended by ';'"),
+        ("org.x.PlainLoginModule required username=alice;", "non-empty password"),
+        ('org.x.PlainLoginModule required username="" password="p";', "non-empty username"),
+        ("org.x.PlainLoginModule required username='alice password=p;", "not closed"),
+        ("org.x.PlainLoginModule username=a password=b;", "control flag"),
+        ("com.acme.VaultLoginModule required token=t;", "PlainLoginModule, ScramLoginModule"),
+    ],
+)
+def test_unparseable_jaas_is_refused_naming_the_key_never_an_empty_credential(
+    files, capsys, tmp_path, jaas, problem
+):
+    path = tmp_path / "bad_jaas.properties"
+    text = files["sasl_plain_scram"].read_text()
+    path.write_text(text + f"\nlegacy.producer.sasl.jaas.config = {jaas}\n")
+    code, _out, err = validate(path, capsys)
+    assert code == 2
+    assert "legacy.producer.sasl.jaas.config" in err
+    assert problem in err
+    assert "s3cret" not in err
+
+
+def test_cloud_service_with_file_provider_secrets(files, capsys):
+    code, out, _ = validate(files["cloud_secrets"], capsys)
+    assert code == 0, out
+    assert "CCLOUDKEY" not in out and "cc/s3cr3t" not in out
+    built = build_all(load_config(files["cloud_secrets"]))
+    ccloud = built["ccloud", "consumer"]
+    assert (ccloud["sasl.username"], ccloud["sasl.password"]) == ("CCLOUDKEY", "cc/s3cr3t+x")
+    assert ccloud["client.dns.lookup"] == "use_all_dns_ips"
+    hubs = built["eventhubs", "producer"]
+    assert hubs["sasl.username"] == "$ConnectionString"
+    assert hubs["sasl.password"].endswith("SharedAccessKey=eh-k3y=")
+    assert hubs["message.max.bytes"] == "1046528"
+    assert hubs["request.timeout.ms"] == "60000"
+    assert "request.timeout.ms" not in built["eventhubs", "consumer"]
+
+
+def test_strimzi_generated_file(files, capsys, certs):
+    code, out, err = validate(files["strimzi"], capsys)
+    assert code == 0, err
+    assert "producer.override.batch.size is ignored" in out
+    assert "my-target-cluster.key.converter is ignored" in out
+    config = load_config(files["strimzi"])
+    flow = config.flow("my-source-cluster->my-target-cluster")
+    assert flow.overrides("source", "consumer")["fetch.max.bytes"][0] == "52428800"
+    built = build_all(config)
+    source = built["my-source-cluster", "consumer"]
+    assert source["ssl.ca.pem"] == (certs / "ca.pem").read_text()
+    assert (source["sasl.username"], source["sasl.password"]) == ("my-mirror-user", "strimzi-pw")
+    assert built["my-target-cluster", "admin"]["ssl.endpoint.identification.algorithm"] == "https"
+    per_flow = client_config(
+        config.cluster("my-source-cluster"),
+        "consumer",
+        overrides=flow.overrides("source", "consumer"),
+    )
+    assert per_flow["fetch.max.bytes"] == "52428800"
+    Consumer({**per_flow, "bootstrap.servers": "127.0.0.1:9", "group.id": "g"}).close()
+
+
+def test_docker_demo_with_java_tuning_and_the_old_identity_idiom(files, capsys):
+    code, out, _ = validate(files["docker_demo"], capsys)
+    assert code == 0, out
+    assert "would replicate" not in out or "-> orders" in out
+    assert "IdentityReplicationPolicy" in out
+    assert "source.consumer.max.poll.records is ignored" in out
+    assert "source.consumer.key.deserializer is ignored" in out
+    config = load_config(files["docker_demo"])
+    flow = config.flow("source->target")
+    assert flow.policy().format_remote_topic("source", "orders") == "orders"
+    built = build_all(config)
+    producer = built["target", "producer"]
+    assert producer["queue.buffering.max.kbytes"] == "65536"
+    assert producer["message.max.bytes"] == "5242880"
+    assert producer["socket.send.buffer.bytes"] == "0"
+    assert producer["compression.type"] == "lz4"
+    assert producer["linger.ms"] == "20"
+    consumer = built["source", "consumer"]
+    assert consumer["fetch.wait.max.ms"] == "200"
+    assert consumer["socket.receive.buffer.bytes"] == "1048576"
+    assert "max.poll.records" not in consumer
+    assert "cluster.alias" not in consumer
+
+
+def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
+    path = tmp_path / "sep.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+        "A->B.enabled = true\nreplication.policy.separator =\n"
+    )
+    code, _out, err = validate(path, capsys)
+    assert code == 2
+    assert "replication.policy.separator" in err
+    assert "IdentityReplicationPolicy" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("clusters = A, B  # the two data centres", "clusters"),
+        ("A->B.enabled = false # passive for now", "A->B.enabled"),
+    ],
+)
+def test_comment_after_a_value_is_explained(tmp_path, capsys, line, key):
+    path = tmp_path / "c.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n" + line + "\n"
+    )
+    code, _out, err = validate(path, capsys)
+    assert code == 2
+    assert key in err
+    assert "move the comment to its own line" in err
+
+
+def test_comment_after_a_valid_value_is_warned(tmp_path, capsys):
+    path = tmp_path / "c.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+        "A->B.enabled = true\nA->B.topics = orders # main topic\n"
+    )
+    code, out, _ = validate(path, capsys)
+    assert code == 0
+    assert "A->B.topics: the value contains ' #'" in out
+
+
+def test_flow_keys_naming_unknown_clusters_are_warned(files, capsys, tmp_path):
+    path = tmp_path / "extra_flow.properties"
+    path.write_text(files["docker_demo"].read_text() + "\nsource->backup.enabled = true\n")
+    code, out, _ = validate(path, capsys)
+    assert code == 0
+    assert "source->backup.enabled is ignored: backup is not in clusters" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "expected"),
+    [
+        ("target.producer.enable.idempotence = false", "producer.enable.idempotence", "true"),
+        ("target.producer.acks = 1", "target.producer.acks", "all or unset"),
+        ("source.consumer.isolation.level = read_uncommitted", "isolation.level", "aborted"),
+        ("target.producer.batch.size = 0", "target.producer.batch.size", "1 .. 2147483647"),
+        ("source.consumer.no.such.setting = 1", "source.consumer.no.such.setting", "librdkafka"),
+        ("source.security.protocol = TLS", "source.security.protocol", "SASL_SSL"),
+        ("source.sasl.mechanism = AWS_MSK_IAM", "source.sasl.mechanism", "SCRAM-SHA-512"),
+        ("mirror.tables.enabled = maybe", "mirror.tables.enabled", "true or false"),
+        ("mirror.tables.writer = parquet", "mirror.tables.writer", "delta-rs"),
+        ("source->target.consumer.fetch.min.bytes = x", "fetch.min.bytes", "a number"),
+        ("config.providers = vault", "config.providers.vault.class", "FileConfigProvider"),
+        ("target.producer.compression.type = brotli", "compression.type", "zstd"),
+    ],
+)
+def test_validate_refuses_what_run_would_refuse(files, capsys, tmp_path, extra, key, expected):
+    path = tmp_path / "bad.properties"
+    path.write_text(files["docker_demo"].read_text() + "\n" + extra + "\n")
+    code, _out, err = validate(path, capsys)
+    assert code == 2, err
+    assert key in err
+    assert expected in err
+
+
+def test_at_least_once_warns_for_settings_it_overrides(files):
+    config = load_config(
+        files["cloud_secrets"],
+        **{
+            "ccloud.consumer.isolation.level": "read_uncommitted",
+            "ccloud.consumer.group.id": "mm2",
+        },
+    )
+    warnings = check_clients(config)
+    assert any(w.startswith("ccloud.consumer.isolation.level is ignored") for w in warnings)
+    assert any(w.startswith("ccloud.consumer.group.id is ignored") for w in warnings)

@@ -1,0 +1,103 @@
+"""Record-by-record comparison through segments: gaps, extras, missing and changed records."""
+
+from __future__ import annotations
+
+from mirror_lib.offsets.record_compare import OffsetMap, Rec, compare_ranges, encode_record
+from mirror_lib.offsets.segments import Segment
+from mirror_lib.replication.verify import fits
+
+
+def rec(offset: int, n: int, **change) -> Rec:
+    base = Rec(offset, f"k{n}".encode(), f"v{n}".encode(), (("h", str(n).encode()),), 1000 + n)
+    return base._replace(**change)
+
+
+# Source offsets 0-4 and 6-9 (5: a transaction marker), copied to 0-4 and 10-13 (5-9: earlier
+# markers and an aborted run on the target).
+SEGMENTS = [Segment(0, 4, 0, 4), Segment(6, 9, 10, 13)]
+SOURCE = [rec(u, u) for u in (*range(5), *range(6, 10))]
+TARGET = [rec(d, u) for u, d in [*((u, u) for u in range(5)), *((u, u + 4) for u in range(6, 10))]]
+
+
+def run(source, target, u_from=0, d_from=0, seed="", segments=SEGMENTS):
+    return compare_ranges(
+        OffsetMap(segments), source, target, upstream_from=u_from, downstream_from=d_from,
+        checksum_seed=seed,
+    )  # fmt: skip
+
+
+def test_identical_copies_with_gaps_on_both_sides_match():
+    out = run(SOURCE, TARGET)
+    assert out.difference is None
+    assert (out.records, out.upstream_next, out.downstream_next) == (9, 10, 14)
+    assert out.checksum == run(SOURCE, TARGET).checksum
+
+
+def test_checksum_chains_across_runs_like_one_run():
+    whole = run(SOURCE, TARGET)
+    first = run(SOURCE[:5], TARGET[:5], segments=SEGMENTS[:1])  # verified before 6-9 were copied
+    assert first.difference is None and (first.upstream_next, first.downstream_next) == (5, 5)
+    rest = run(SOURCE[5:], TARGET[5:], first.upstream_next, first.downstream_next, first.checksum)
+    assert rest.difference is None and rest.records == 4
+    assert rest.checksum != whole.checksum  # chained: sha256(previous checksum + records)
+    assert rest.checksum == run(SOURCE[5:], TARGET[5:], 5, 5, first.checksum).checksum
+
+
+def test_changed_value_is_reported_at_both_offsets():
+    target = [*TARGET[:6], TARGET[6]._replace(value=b"tampered"), *TARGET[7:]]
+    out = run(SOURCE, target)
+    assert out.difference is not None
+    u, d, why = out.difference
+    assert (u, d) == (7, 11)
+    assert "value b'v7' on source, b'tampered' on target" in why
+    assert (out.records, out.upstream_next, out.downstream_next) == (6, 7, 11)
+
+
+def test_extra_record_on_the_target_inside_a_gap():
+    target = [*TARGET[:5], rec(7, 99), *TARGET[5:]]
+    u, d, why = run(SOURCE, target).difference
+    assert (u, d) == (6, 7)
+    assert "not a copy of a source record" in why
+
+
+def test_record_missing_on_the_target():
+    target = [t for t in TARGET if t.offset != 12]
+    u, d, why = run(SOURCE, target).difference
+    assert (u, d) == (8, 12)
+    assert why.startswith("missing on the target")
+
+
+def test_source_record_that_no_segment_covers_was_never_copied():
+    source = [*SOURCE[:5], rec(5, 5), *SOURCE[5:]]
+    u, d, why = run(source, TARGET).difference
+    assert (u, d) == (5, 10)
+    assert "never copied" in why
+
+
+def test_record_gone_from_the_source_after_the_copy():
+    source = [s for s in SOURCE if s.offset != 2]
+    u, d, why = run(source, TARGET).difference
+    assert (u, d) == (2, 2)
+    assert "source no longer holds offset 2" in why
+
+
+def test_extra_record_after_the_last_copied_one():
+    u, d, why = run(SOURCE, [*TARGET, rec(14, 50)]).difference
+    assert (u, d) == (10, 14)
+    assert "not a copy" in why
+
+
+def test_headers_null_and_empty_values_are_distinguished():
+    a = rec(0, 1, value=None, headers=(("h", None),))
+    assert encode_record(a) != encode_record(a._replace(value=b""))
+    assert encode_record(a) != encode_record(a._replace(headers=(("h", b""),)))
+
+
+def test_stored_points_fit_only_the_segments_they_came_from():
+    offsets = OffsetMap(SEGMENTS)
+    assert fits(offsets, 0, 0)
+    assert fits(offsets, 5, 5)  # after offset 4 -> 4
+    assert fits(offsets, 10, 14)  # the replicated end
+    assert not fits(offsets, 10, 13)
+    assert not fits(offsets, 6, 6)  # offset 5 was not copied
+    assert not fits(OffsetMap([Segment(0, 9, 100, 109)]), 10, 14)  # a re-created target topic

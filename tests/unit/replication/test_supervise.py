@@ -1,0 +1,193 @@
+"""Supervision of a run's queries: transient vs terminal, backoff, outage events and status."""
+
+from __future__ import annotations
+
+import traceback
+
+import pytest
+
+from mirror_lib.config.model import parse_config
+from mirror_lib.errors import (
+    BrokerError,
+    DataLossError,
+    MirrorRuntimeError,
+    RecordTooLargeError,
+    is_transient_text,
+)
+from mirror_lib.replication import supervise
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.supervise import (
+    Supervisor,
+    Unit,
+    backoff,
+    current_outages,
+    outage_limit,
+)
+from tests.helpers.fake_query import FakeQuery
+
+
+def text_of(exc: Exception) -> str:
+    """What Spark shows of an error raised in a Python worker: its traceback."""
+    try:
+        raise exc
+    except Exception as raised:
+        return "org.apache.spark...PythonException:\n" + "".join(traceback.format_exception(raised))
+
+
+def config(tmp_path, **extra: str):
+    props = {
+        "clusters": "A, B",
+        "A.bootstrap.servers": "127.0.0.1:9",
+        "B.bootstrap.servers": "127.0.0.1:10",
+        "A->B.enabled": "true",
+        "mirror.state.dir": str(tmp_path),
+        **extra,
+    }
+    return parse_config(props)
+
+
+def test_transient_and_terminal_errors_are_told_apart_from_a_failed_query_text():
+    assert is_transient_text(text_of(BrokerError("listing topics failed", transient=True)))
+    assert not is_transient_text(text_of(BrokerError("authorization failed", transient=False)))
+    assert not is_transient_text(text_of(RecordTooLargeError("record t[0] offset 3 too large")))
+    assert not is_transient_text(text_of(DataLossError("t[0]: range gone")))
+    assert is_transient_text("KafkaException: KafkaError{code=_TRANSPORT,val=-195}")
+    assert is_transient_text("KafkaError{code=COORDINATOR_LOAD_IN_PROGRESS,val=14}")
+    assert not is_transient_text("KafkaError{code=SASL_AUTHENTICATION_FAILED,val=58}")
+    assert not is_transient_text("java.lang.NullPointerException")
+    assert is_transient_text("SparkException: Python worker failed to connect back.")
+    assert is_transient_text("SparkException: Python worker exited unexpectedly (crashed).")
+    # The last of our errors decides (a terminal one raised while handling a transient one).
+    both = text_of(BrokerError("x", transient=True)) + text_of(DataLossError("gap"))
+    assert not is_transient_text(both)
+
+
+def test_backoff_doubles_up_to_its_cap():
+    assert [backoff(n) for n in range(1, 7)] == [1, 2, 4, 8, 10, 10]
+
+
+def test_outage_limit_defaults_indefinitely_for_continuous_runs_and_bounded_for_once(tmp_path):
+    assert outage_limit(config(tmp_path), once=False) is None
+    assert outage_limit(config(tmp_path), once=True) == 120
+    limited = config(tmp_path, **{"mirror.outage.max.seconds": "30"})
+    assert outage_limit(limited, once=False) == outage_limit(limited, once=True) == 30
+    with pytest.raises(Exception, match=r"mirror\.outage\.max\.seconds"):
+        config(tmp_path, **{"mirror.outage.max.seconds": "-1"})
+
+
+def test_errors_name_cluster_role_bootstrap_and_unselected_heartbeat_pairs(tmp_path):
+    cfg = config(tmp_path)
+    ctx = FlowContext.create(cfg, "A->B")
+    assert ctx.where("target") == "target cluster B (bootstrap 127.0.0.1:10)"
+    assert ctx.where("A") == "source cluster A (bootstrap 127.0.0.1:9)"
+    assert ctx.label == "flow A->B"
+    reverse = FlowContext.create(cfg, "B->A")
+    assert reverse.label == (
+        "heartbeats B->A, emitted for every cluster pair as MM2 does; turn off with "
+        "`B->A.emit.heartbeats.enabled = false`"
+    )
+
+
+class Harness:
+    def __init__(self, tmp_path, monkeypatch, **extra: str) -> None:
+        self.config = config(tmp_path, **extra)
+        self.ctx = FlowContext.create(self.config, "A->B")
+        self.published: list[dict] = []
+        self.lines: list[str] = []
+        self.down = {"B"}
+        monkeypatch.setattr(supervise, "reachable", lambda _c, alias: alias not in self.down)
+        monkeypatch.setattr(
+            supervise.events, "publish", lambda _ctx, evs, timeout_s=0: self.published.extend(evs)
+        )
+        self.query = FakeQuery()
+        self.restarts = 0
+
+        def restart() -> FakeQuery:
+            self.restarts += 1
+            self.query = FakeQuery()
+            return self.query
+
+        self.unit = Unit("replication of A->B", self.ctx, lambda: self.query, restart)
+        self.sup = Supervisor(self.config, False, self.lines.append, lambda _f: 42)
+
+    def watch(self) -> None:
+        def terminal() -> None:
+            raise MirrorRuntimeError("terminal: " + str(self.query.exception()))
+
+        self.sup.watch(self.unit, terminal)
+
+
+def test_a_transient_failure_restarts_the_query_and_records_the_outage(tmp_path, monkeypatch):
+    h = Harness(tmp_path, monkeypatch)
+    h.query.fail(text_of(BrokerError("listing topics failed", transient=True)))
+    h.watch()
+    assert h.restarts == 1  # the first retry is immediate
+    (outage,) = current_outages(h.config)
+    assert (outage["cluster"], outage["role"], outage["records_behind"]) == ("B", "target", 42)
+    assert "waiting for target cluster B (bootstrap 127.0.0.1:10)" in h.lines[0]
+    assert h.published == []  # the target is down: its events wait
+    h.query.fail(text_of(BrokerError("listing topics failed", transient=True)))
+    h.watch()
+    assert h.restarts == 1, "the second retry waits for its backoff"
+    h.sup.outages["replication of A->B"].next_retry = 0
+    h.watch()
+    assert h.restarts == 2
+    h.down.clear()
+    h.query.batch()
+    h.watch()
+    assert [e["type"] for e in h.published] == ["outage_started", "outage_ended"]
+    started, ended = h.published
+    assert started["cluster"] == ended["cluster"] == "B" and ended["role"] == "target"
+    assert ended["records_behind"] == 42 and ended["restarts"] == 2
+    assert ended["duration_s"] >= 0 and started["outage_id"] == ended["outage_id"]
+    assert current_outages(h.config) == []
+    assert "outage over" in h.lines[-1]
+
+
+def test_a_terminal_failure_stops_at_once(tmp_path, monkeypatch):
+    h = Harness(tmp_path, monkeypatch)
+    h.query.fail(text_of(RecordTooLargeError("record t[0] offset 3 is larger than B accepts")))
+    with pytest.raises(MirrorRuntimeError, match=r"(?s)terminal: .*larger than B accepts"):
+        h.watch()
+    assert h.restarts == 0
+
+
+def test_an_outage_longer_than_the_limit_fails_with_a_clear_message(tmp_path, monkeypatch):
+    h = Harness(tmp_path, monkeypatch, **{"mirror.outage.max.seconds": "5"})
+    h.query.fail(text_of(BrokerError("listing topics failed", transient=True)))
+    h.watch()
+    h.query.fail(text_of(BrokerError("listing topics failed", transient=True)))
+    h.sup.outages["replication of A->B"].started -= 6
+    with pytest.raises(
+        MirrorRuntimeError,
+        match=r"target cluster B \(bootstrap 127.0.0.1:10\) "
+        r"still failing after \d+s of retries \(mirror.outage.max.seconds = 5\)",
+    ):
+        h.watch()  # fmt: skip
+
+
+def test_admin_errors_name_the_cluster_from_the_flow_client_config(tmp_path):
+    from mirror_lib.kafka.admin import where_from
+
+    ctx = FlowContext.create(config(tmp_path), "A->B")
+    assert where_from(ctx.client("target", "admin")) == "target cluster B (bootstrap 127.0.0.1:10)"
+    assert where_from(ctx.client("source", "consumer")) == (
+        "source cluster A (bootstrap 127.0.0.1:9)"
+    )
+    assert where_from({"bootstrap.servers": "h:1"}) == "cluster at bootstrap h:1"
+
+
+def test_mirror_status_shows_what_a_live_run_waits_for(tmp_path, monkeypatch):
+    from mirror_lib.app.status import FlowHealth, _add_outages, format_status
+
+    h = Harness(tmp_path, monkeypatch)
+    h.query.fail(text_of(BrokerError("listing topics failed", transient=True)))
+    h.watch()
+    row = FlowHealth("A->B", None, 0, None, None, None, None, None, None)
+    _add_outages(h.config, [row])
+    assert row.outage is not None
+    assert "replication of A->B waiting for target cluster B (bootstrap 127.0.0.1:10)" in row.outage
+    assert "A->B: outage: replication of A->B waiting" in format_status([row])
+    h.sup.close()
+    _add_outages(h.config, [row])
+    assert row.outage is None

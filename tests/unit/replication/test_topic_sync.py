@@ -1,0 +1,386 @@
+"""Unit tests of topic/config/ACL/partition sync (MM2 §8) against RecordingAdminOps."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mirror_lib.errors import ConfigError, UnsupportedOperationError
+from mirror_lib.kafka.admin import AclBinding, ConfigEntry, ConfigOp, NewTopicSpec, broker_error
+from mirror_lib.replication.topic_sync import (
+    DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+    ConfigPropertyFilter,
+    TopicSyncer,
+    acl_sync_bindings,
+    config_sync_ops,
+    initial_topic_configs,
+    partition_plan,
+)
+from mirror_lib.testing.fake_admin import RecordingAdminOps
+
+# MM2 integration-test settings (§9 common setup).
+TEST_EXCLUDE = r"delete\.retention\..*"
+
+
+def should_replicate(topic: str) -> bool:
+    return topic.startswith("test-topic-")
+
+
+def remote(topic: str) -> str:
+    return f"primary.{topic}"
+
+
+def _entry(name: str, value: str | None, source: str = "DYNAMIC_TOPIC_CONFIG", **kw) -> ConfigEntry:
+    return ConfigEntry(name, value, is_default=source == "DEFAULT_CONFIG", source=source, **kw)
+
+
+def make(
+    use_defaults_from: str = "target", **kw
+) -> tuple[RecordingAdminOps, RecordingAdminOps, TopicSyncer]:
+    src, tgt = RecordingAdminOps(), RecordingAdminOps()
+    flt = ConfigPropertyFilter(TEST_EXCLUDE, use_defaults_from)  # type: ignore[arg-type]
+    syncer = TopicSyncer(
+        src, tgt, should_replicate, remote, config_filter=flt, replication_factor=1, **kw
+    )
+    return src, tgt, syncer
+
+
+# --- ConfigPropertyFilter ------------------------------------------------------------------
+
+
+def test_default_excludes_are_the_4x_list() -> None:
+    flt = ConfigPropertyFilter()
+    assert len(DEFAULT_CONFIG_PROPERTIES_EXCLUDE) == 6
+    for name in [
+        "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+        "message.timestamp.difference.max.ms", "message.timestamp.type",
+        "unclean.leader.election.enable", "min.insync.replicas",
+    ]:  # fmt: skip
+        assert flt.excluded(name)
+    assert not flt.excluded("retention.bytes")
+    assert not flt.excluded("min.insync.replicas.x")  # full match only
+    assert not flt.excluded("min_insync_replicas")  # dots are literal
+    assert flt.use_defaults_from == "target"
+
+
+def test_filter_accepts_comma_separated_string() -> None:
+    flt = ConfigPropertyFilter(r"delete\.retention\..*, segment\.ms")
+    assert flt.excluded("delete.retention.ms") and flt.excluded("segment.ms")
+    assert not flt.excluded("retention.ms")
+    assert not ConfigPropertyFilter("").excluded("anything")
+
+
+def test_filter_rejects_bad_input() -> None:
+    with pytest.raises(ConfigError, match=r"use\.defaults\.from"):
+        ConfigPropertyFilter(use_defaults_from="both")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"config\.properties\.exclude"):
+        ConfigPropertyFilter("(unclosed")
+
+
+# --- §8.1 initial configs / §8.2 sync ops --------------------------------------------------
+
+SOURCE_ENTRIES = {
+    e.name: e
+    for e in [
+        _entry("retention.bytes", "1000"),
+        _entry("cleanup.policy", "delete", "DEFAULT_CONFIG"),
+        _entry("compression.type", "zstd", "DYNAMIC_BROKER_CONFIG"),
+        _entry("segment.bytes", "1000", "STATIC_BROKER_CONFIG"),
+        _entry("read.only.thing", "x", is_read_only=True),
+        _entry("secret.thing", None, is_sensitive=True),
+        _entry("min.insync.replicas", "2"),
+        _entry("delete.retention.ms", "1000"),
+    ]
+}
+
+
+def test_initial_configs_target_defaults() -> None:
+    configs = initial_topic_configs(SOURCE_ENTRIES, ConfigPropertyFilter())
+    assert configs == {
+        "retention.bytes": "1000",
+        "compression.type": "zstd",
+        "delete.retention.ms": "1000",
+    }
+
+
+def test_initial_configs_source_defaults() -> None:
+    flt = ConfigPropertyFilter(TEST_EXCLUDE, "source")
+    configs = initial_topic_configs(SOURCE_ENTRIES, flt)
+    assert configs == {
+        "retention.bytes": "1000",
+        "cleanup.policy": "delete",
+        "compression.type": "zstd",
+        "min.insync.replicas": "2",
+    }
+
+
+def test_sync_ops_target_defaults_delete() -> None:
+    ops = config_sync_ops(SOURCE_ENTRIES, ConfigPropertyFilter())
+    assert ops == [
+        ConfigOp("cleanup.policy", None, "DELETE"),
+        ConfigOp("compression.type", "zstd", "SET"),  # inherited broker value is SET
+        ConfigOp("delete.retention.ms", "1000", "SET"),
+        ConfigOp("retention.bytes", "1000", "SET"),
+    ]
+
+
+def test_sync_ops_source_defaults_set() -> None:
+    ops = config_sync_ops(SOURCE_ENTRIES, ConfigPropertyFilter(TEST_EXCLUDE, "source"))
+    assert ConfigOp("cleanup.policy", "delete", "SET") in ops
+    assert all(o.op == "SET" for o in ops)
+    assert not any(o.name == "delete.retention.ms" for o in ops)
+
+
+def test_unknown_source_uses_is_default_flag() -> None:
+    entries = {"a": ConfigEntry("a", "1", is_default=True, source="UNKNOWN_CONFIG")}
+    assert config_sync_ops(entries, ConfigPropertyFilter()) == [ConfigOp("a", None, "DELETE")]
+
+
+# --- §9.9 / §9.10 / §9.11 through TopicSyncer ----------------------------------------------
+
+
+def test_9_9_sync_topic_configs() -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 1, {"delete.retention.ms": "1000", "retention.bytes": "1000"})
+    syncer.create_missing()
+    tgt.incremental_alter_configs(
+        "primary.test-topic-1",
+        [ConfigOp("delete.retention.ms", "2000"), ConfigOp("retention.bytes", "2000")],
+    )
+    syncer.sync_configs()
+    assert tgt.config_value("primary.test-topic-1", "delete.retention.ms") == "2000"
+    assert tgt.config_value("primary.test-topic-1", "retention.bytes") == "1000"
+
+
+def test_9_10_replicate_source_default() -> None:
+    src, tgt, syncer = make("source")
+    src.add_topic("test-topic-1", 1)
+    tgt.add_topic("primary.test-topic-1", 1)
+    tgt.default_configs["retention.bytes"] = _entry("retention.bytes", "123", "DEFAULT_CONFIG")
+    tgt.incremental_alter_configs(
+        "primary.test-topic-1",
+        [ConfigOp("delete.retention.ms", "2000"), ConfigOp("retention.bytes", "2000")],
+    )
+    applied = syncer.sync_configs()
+    assert ConfigOp("retention.bytes", "-1", "SET") in applied["primary.test-topic-1"]
+    assert tgt.config_value("primary.test-topic-1", "retention.bytes") == "-1"  # source default
+    assert tgt.config_value("primary.test-topic-1", "delete.retention.ms") == "2000"
+
+
+def test_9_11_replicate_target_default() -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 1, {"retention.bytes": "1000"})
+    syncer.create_missing()
+    assert tgt.config_value("primary.test-topic-1", "retention.bytes") == "1000"
+    src.incremental_alter_configs("test-topic-1", [ConfigOp("retention.bytes", None, "DELETE")])
+    tgt.default_configs["retention.bytes"] = _entry("retention.bytes", "-1", "DEFAULT_CONFIG")
+    applied = syncer.sync_configs()
+    assert ConfigOp("retention.bytes", None, "DELETE") in applied["primary.test-topic-1"]
+    assert tgt.config_value("primary.test-topic-1", "retention.bytes") == "-1"
+
+
+def test_sync_configs_only_replicated_topics_with_existing_remote() -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 1, {"retention.bytes": "1"})
+    src.add_topic("test-topic-2", 1, {"retention.bytes": "2"})  # remote missing
+    src.add_topic("other", 1, {"retention.bytes": "3"})  # not replicated
+    tgt.add_topic("primary.test-topic-1", 1)
+    tgt.add_topic("primary.other", 1)
+    assert set(syncer.sync_configs()) == {"primary.test-topic-1"}
+    assert [a[0] for a in tgt.calls_of("incremental_alter_configs")] == ["primary.test-topic-1"]
+
+
+def test_sync_configs_unsupported_raises_other_errors_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 1, {"retention.bytes": "1"})
+    tgt.add_topic("primary.test-topic-1", 1)
+    tgt.failures["incremental_alter_configs"] = broker_error("denied", "TOPIC_AUTHORIZATION_FAILED")
+    assert syncer.sync_configs() == {}
+    assert "could not sync configs" in caplog.text
+    tgt.unsupported.add("incremental_alter_configs")
+    with pytest.raises(UnsupportedOperationError):
+        syncer.sync_configs()
+
+
+# --- §8.1 creation ---------------------------------------------------------------------------
+
+
+def test_create_missing_copies_partitions_and_filtered_configs() -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 10, {"cleanup.policy": "compact", "delete.retention.ms": "5"})
+    src.add_topic("test-topic-2", 3)
+    src.add_topic("not-mine", 1)
+    tgt.add_topic("primary.test-topic-2", 1)  # existing: left alone
+    out = syncer.create_missing()
+    assert {t: o.status for t, o in out.items()} == {"primary.test-topic-1": "created"}
+    (specs,) = tgt.calls_of("create_topics")[0]
+    assert specs == [NewTopicSpec("primary.test-topic-1", 10, 1, {"cleanup.policy": "compact"})]
+    assert tgt.topics["primary.test-topic-2"] == 1
+
+
+def test_create_missing_subset_and_errors_are_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    src, tgt, syncer = make()
+    syncer.replication_factor = 3  # fake target has one broker
+    src.add_topic("test-topic-1", 2)
+    src.add_topic("test-topic-2", 2)
+    out = syncer.create_missing(["test-topic-2"])
+    assert out["primary.test-topic-2"].status == "failed"
+    assert "could not create remote topic" in caplog.text
+    assert tgt.calls_of("create_topics")[0][0][0].name == "primary.test-topic-2"
+
+
+# --- §8.3 ACLs ----------------------------------------------------------------------------------
+
+
+def _acl(op: str, perm: str = "ALLOW", name: str = "test-topic-1", pattern: str = "LITERAL", **kw):
+    return AclBinding(name, pattern, "User:dummy", "*", op, perm, **kw)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (_acl("READ"), _acl("READ", name="primary.test-topic-1")),
+        (_acl("DESCRIBE"), _acl("DESCRIBE", name="primary.test-topic-1")),
+        (_acl("ALL"), _acl("READ", name="primary.test-topic-1")),
+        (_acl("WRITE"), None),
+        (_acl("WRITE", "DENY"), _acl("WRITE", "DENY", name="primary.test-topic-1")),
+        (_acl("ALL", "DENY"), _acl("ALL", "DENY", name="primary.test-topic-1")),
+        (_acl("READ", "DENY"), _acl("READ", "DENY", name="primary.test-topic-1")),
+        (_acl("ALTER_CONFIGS"), _acl("ALTER_CONFIGS", name="primary.test-topic-1")),
+        (_acl("READ", pattern="PREFIXED", name="test-topic-"), None),
+        (_acl("READ", name="other-topic"), None),
+        (_acl("READ", resource_type="GROUP", name="test-topic-1"), None),
+    ],
+)
+def test_acl_mapping_table(source: AclBinding, expected: AclBinding | None) -> None:
+    assert acl_sync_bindings([source], should_replicate, remote) == ([expected] if expected else [])
+
+
+def test_acl_mapping_keeps_principal_host_and_dedupes() -> None:
+    a = AclBinding("test-topic-1", "LITERAL", "User:x", "10.0.0.1", "ALL", "ALLOW")
+    b = AclBinding("test-topic-1", "LITERAL", "User:x", "10.0.0.1", "READ", "ALLOW")
+    out = acl_sync_bindings([a, b], should_replicate, remote)
+    assert out == [
+        AclBinding("primary.test-topic-1", "LITERAL", "User:x", "10.0.0.1", "READ", "ALLOW")
+    ]
+
+
+def test_sync_acls_creates_remote_bindings() -> None:
+    src, tgt, syncer = make()
+    src.acls = [_acl("DESCRIBE"), _acl("WRITE"), _acl("READ", pattern="PREFIXED")]
+    assert syncer.sync_acls() == [_acl("DESCRIBE", name="primary.test-topic-1")]
+    assert tgt.acls == [_acl("DESCRIBE", name="primary.test-topic-1")]
+    tgt.acls.clear()
+    src.acls = [_acl("WRITE")]
+    assert syncer.sync_acls() == []
+    assert len(tgt.calls_of("create_acls")) == 1  # nothing to create: no request
+
+
+def test_sync_acls_disabled_makes_no_calls() -> None:
+    src, tgt, syncer = make(sync_acls_enabled=False)
+    assert syncer.sync_acls() == []
+    assert src.calls == [] and tgt.calls == []
+
+
+def test_sync_acls_security_disabled_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    src, tgt, syncer = make()
+    src.security_disabled = True
+    with caplog.at_level(logging.WARNING):
+        assert syncer.sync_acls() == []
+        assert syncer.sync_acls() == []
+    assert caplog.text.count("skipping ACL sync") == 1
+    assert tgt.calls == []
+
+
+def test_sync_acls_target_without_acl_api(caplog: pytest.LogCaptureFixture) -> None:
+    src, tgt, syncer = make()
+    src.acls = [_acl("READ")]
+    tgt.unsupported.add("create_acls")
+    assert syncer.sync_acls() == []
+    assert "target has no ACL support" in caplog.text
+
+
+def test_sync_acls_per_binding_errors_logged(caplog: pytest.LogCaptureFixture) -> None:
+    src, tgt, syncer = make()
+    src.acls = [_acl("READ"), _acl("DESCRIBE")]
+    bad = _acl("READ", name="primary.test-topic-1")
+    tgt.create_acls = lambda bs: {b: (broker_error("no", "X") if b == bad else None) for b in bs}  # type: ignore[method-assign]
+    assert syncer.sync_acls() == [_acl("DESCRIBE", name="primary.test-topic-1")]
+    assert "could not create ACL" in caplog.text
+
+
+# --- §8.4 partitions ------------------------------------------------------------------------------
+
+
+def test_partition_plan() -> None:
+    create, grow = partition_plan(
+        {"a": 3, "b": 5, "c": 2, "d": 4},
+        {"primary.b": 5, "primary.c": 7, "primary.d": 1, "primary.zzz": 1},
+        lambda t: f"primary.{t}",
+    )
+    assert create == {"primary.a": 3}
+    assert grow == {"primary.d": 4}  # c: never reduced; b: equal
+
+
+def test_9_14_partition_increase_10_to_11() -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 10)
+    syncer.sync_partitions()
+    assert tgt.topics["primary.test-topic-1"] == 10
+    src.topics["test-topic-1"] = 11
+    result = syncer.sync_partitions()
+    assert result.grown == {"primary.test-topic-1": 11}
+    assert tgt.topics["primary.test-topic-1"] == 11
+    assert tgt.calls_of("create_partitions") == [("primary.test-topic-1", 11)]
+
+
+def test_sync_partitions_creates_new_topics_and_never_shrinks() -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 2)
+    src.add_topic("test-topic-2", 4, {"retention.bytes": "7"})
+    tgt.add_topic("primary.test-topic-1", 5)
+    result = syncer.sync_partitions()
+    assert set(result.created) == {"primary.test-topic-2"}
+    assert result.grown == {}
+    assert tgt.topics == {"primary.test-topic-1": 5, "primary.test-topic-2": 4}
+    assert tgt.config_value("primary.test-topic-2", "retention.bytes") == "7"
+    assert tgt.calls_of("create_partitions") == []
+
+
+def test_sync_partitions_invalid_partitions_ignored_unsupported_warned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 3)
+    tgt.add_topic("primary.test-topic-1", 1)
+    tgt.failures["create_partitions"] = broker_error("raced", "INVALID_PARTITIONS")
+    assert syncer.sync_partitions().grown == {}
+    assert "could not grow" not in caplog.text
+    tgt.unsupported.add("create_partitions")
+    with caplog.at_level(logging.WARNING):
+        syncer.sync_partitions()
+        syncer.sync_partitions()
+    assert caplog.text.count("cannot grow primary.test-topic-1") == 1
+
+
+def test_9_14_forwarding_admin_sees_every_topic_creation() -> None:
+    """All remote and internal topic creation goes through the (recording) admin layer."""
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 10, {"cleanup.policy": "compact"})
+    syncer.sync_partitions()
+    for name in ["A.checkpoints.internal", "heartbeats", "primary.heartbeats"]:
+        tgt.create_compacted_topic(name, 1)
+    src.create_compacted_topic("mm2-offset-syncs.backup.internal", 1)
+    created = [s.name for (specs,) in tgt.calls_of("create_topics") for s in specs]
+    assert created == [
+        "primary.test-topic-1",
+        "A.checkpoints.internal",
+        "heartbeats",
+        "primary.heartbeats",
+    ]
+    assert src.topics["mm2-offset-syncs.backup.internal"] == 1
+    syncer.sync_configs()
+    assert tgt.config_value("primary.test-topic-1", "cleanup.policy") == "compact"

@@ -1,0 +1,92 @@
+"""Pure pieces of the engine: budget split, slot assignment, progress parsing, writer choice."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mirror_lib.config.model import parse_config
+from mirror_lib.errors import ConfigError
+from mirror_lib.replication.budget import allocate
+from mirror_lib.replication.context import stable_slot
+from mirror_lib.spark.progress import end_offsets
+from mirror_lib.tables.location import tables_enabled, tables_writer
+
+
+def test_allocate_grants_everything_that_fits():
+    assert allocate({"a": 5, "b": 0, "c": 7}, 100, 10**9) == {"a": 5, "c": 7}
+
+
+def test_allocate_shares_fairly_and_small_partitions_are_not_starved():
+    grant = allocate({"hot": 10_000, "cold": 3, "warm": 500}, 1_000, 10**9)
+    assert grant == {"cold": 3, "warm": 498, "hot": 499}
+
+
+def test_allocate_bytes_budget_uses_the_record_size_estimate():
+    assert sum(allocate({"a": 10_000}, 10**6, 4096, avg_record_bytes=1024).values()) == 4
+
+
+@given(
+    st.dictionaries(st.text(max_size=3), st.integers(0, 10**6), max_size=8), st.integers(1, 10**5)
+)
+def test_allocate_never_exceeds_budget_or_need(backlog, budget):
+    grant = allocate(backlog, budget, 10**12)
+    assert sum(grant.values()) <= max(budget, 0)
+    assert all(0 <= grant[k] <= backlog[k] for k in grant)
+    if sum(backlog.values()) <= budget:
+        assert sum(grant.values()) == sum(backlog.values())
+
+
+@given(st.text(max_size=20), st.integers(0, 1000), st.integers(1, 64))
+def test_slots_are_stable_and_in_range(topic, partition, slots):
+    slot = stable_slot(topic, partition, slots)
+    assert 0 <= slot < slots
+    assert slot == stable_slot(topic, partition, slots)
+
+
+@given(st.text(min_size=1, max_size=30), st.integers(1, 8))
+def test_a_topics_partitions_spread_over_all_slots(topic, slots):
+    assert {stable_slot(topic, p, slots) for p in range(slots)} == set(range(slots))
+
+
+def test_progress_offsets_parse_from_python_repr_and_json():
+    repr_form = "{'v': 1, 'topics': {'t': {'id': 'x', 'p': {'0': 5, '1': 7}}}}"
+    json_form = '{"v": 1, "topics": {"t": {"id": "x", "p": {"0": 5, "1": 7}}}}'
+    for raw in (repr_form, json_form):
+        assert end_offsets({"sources": [{"endOffset": raw}]}) == {("t", 0): 5, ("t", 1): 7}
+    assert end_offsets(None) == {}
+
+
+class FakeConf:
+    def __init__(self, values):
+        self.values = values
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+
+class FakeSpark:
+    def __init__(self, **conf):
+        self.conf = FakeConf(conf)
+
+
+BASE = {"clusters": "A,B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
+
+
+def test_writer_is_spark_where_delta_exists_else_delta_rs():
+    config = parse_config(BASE)
+    assert tables_writer(FakeSpark(), config) == "delta-rs"
+    databricks = FakeSpark(**{"spark.databricks.clusterUsageTags.clusterId": "0123"})
+    assert tables_writer(databricks, config) == "spark"
+    delta = FakeSpark(**{"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"})
+    assert tables_writer(delta, config) == "spark"
+    forced = parse_config({**BASE, "mirror.tables.writer": "delta-rs"})
+    assert tables_writer(databricks, forced) == "delta-rs"
+
+
+def test_bad_tables_settings_name_key_and_valid_values():
+    with pytest.raises(ConfigError, match=r"mirror\.tables\.writer"):
+        tables_writer(FakeSpark(), parse_config({**BASE, "mirror.tables.writer": "hive"}))
+    with pytest.raises(ConfigError, match="true or false"):
+        tables_enabled(parse_config({**BASE, "mirror.tables.enabled": "sometimes"}))
