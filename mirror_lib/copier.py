@@ -35,6 +35,7 @@ from mirror_lib.flow import FlowContext, produce_plain
 from mirror_lib.formats import OffsetSync
 from mirror_lib.ledger import ledger_consumer, ledger_offsets, read_ledger
 from mirror_lib.offset_sync import Segment, mm2_compatible_points
+from mirror_lib.stale import PartitionSkips, SkipPolicy, skip_event_fields, split_stale
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ class SliceCopy:
         self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.exact = False
         self.result = CopyResult(slot)
+        self.stale = SkipPolicy.from_settings(s)
+        self.skips: dict[TP, PartitionSkips] = {}  # partitions the stale-data policy covers
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
         self.consumer: Consumer = make_consumer(ctx)
@@ -292,10 +295,16 @@ class SliceCopy:
             finished = group[-1].offset() >= part.until
             if finished:
                 group = [m for m in group if m.offset() < part.until]
+            skipped_end = None
+            if self.stale.applies_to(tp[0]):
+                skips = self.skips.setdefault(tp, PartitionSkips(self.stale))
+                group, skipped_end = split_stale(skips, group, consumed_ms)
             if group:
                 if not self.in_txn:
                     self._begin()
                 self._produce(part, group, consumed_ms)
+            if skipped_end is not None:
+                self._move(part, skipped_end)  # the ledger moves past the skipped records
             if finished:
                 self._finish(part, part.until)
         for msg in notices:  # after the records: an end-of-partition follows its records
@@ -468,6 +477,8 @@ class SliceCopy:
         self.in_txn = False
         for part in self.parts.values():
             part.reset()
+        for skips in self.skips.values():
+            skips.abort()
 
     def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
         code = err.code()
@@ -503,6 +514,7 @@ class SliceCopy:
                 self._fail_record(err, part, first)
         segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
         out = [(ctx.metrics_topic, *events.encode(e)) for e in self._metrics(segments, acked_ms)]
+        out += [(ctx.metrics_topic, *events.encode(e)) for e in self._skip_events()]
         syncs = self._sync_records(segments)
         if ctx.offset_syncs_on_target:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
@@ -544,6 +556,8 @@ class SliceCopy:
             self.result.bytes += part.bytes
             self.result.next_offsets[f"{part.topic}:{part.partition}"] = part.expect
             part.reset()
+        for skips in self.skips.values():
+            skips.commit()
 
     def _sync_records(self, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
         if not self.ctx.settings.emit_offset_syncs:
@@ -554,6 +568,23 @@ class SliceCopy:
             for tp, segs in segments.items()
             for seg in segs
             for point in mm2_compatible_points(seg, lag_max)
+        ]
+
+    def _skip_events(self) -> list[dict]:
+        """One ``skip`` event per partition and skipped range of the open transaction."""
+        return [
+            events.flow_event(
+                self.ctx,
+                "skip",
+                topic=tp[0],
+                remote_topic=self.ctx.remote_topic(tp[0]),
+                partition=tp[1],
+                batch_id=self.batch_id,
+                slot=self.slot,
+                **skip_event_fields(rng, self.stale),
+            )
+            for tp, skips in self.skips.items()
+            for rng in skips.pending
         ]
 
     def _metrics(self, segments: dict[TP, list[Segment]], acked_ms: float) -> list[dict]:
