@@ -104,7 +104,9 @@ class SkipPolicy:
 
 @dataclass
 class SkippedRange:
-    """A contiguous run of skipped records of one partition inside one transaction."""
+    """Skipped records of one partition inside one transaction with no copied record between
+    them: ``records`` may be fewer than ``last - first + 1`` (transaction markers, aborted
+    records and compacted offsets in between are not records)."""
 
     first: int
     last: int
@@ -135,13 +137,14 @@ class PartitionSkips:
     outage_bytes: int = 0
     capped: bool = False
     pending: list[SkippedRange] = field(default_factory=list)
+    _open: bool = False  # the last record decided was skipped: the next skip extends its range
     _saved: tuple[int, int, bool] = (0, 0, False)
 
     def decide(self, offset: int, timestamp_ms: int, size: int, now_ms: float) -> bool:
         """True: skip the record at ``offset`` (and account for it); False: copy it."""
         if not self.policy.is_stale(timestamp_ms, now_ms):
             self.outage_records = self.outage_bytes = 0  # a fresh record ends the outage
-            self.capped = False
+            self.capped = self._open = False
             return False
         p = self.policy
         if self.capped or (
@@ -149,25 +152,28 @@ class PartitionSkips:
             or (p.max_bytes and self.outage_bytes + size > p.max_bytes)
         ):
             self.capped = True
+            self._open = False
             return False
         self.outage_records += 1
         self.outage_bytes += size
-        last = self.pending[-1] if self.pending else None
-        if last is not None and last.last == offset - 1:
-            last.add(offset, size, timestamp_ms)
+        if self._open and self.pending:  # offsets in between (markers, aborted records) are
+            self.pending[-1].add(offset, size, timestamp_ms)  # never copied either
         else:
             self.pending.append(SkippedRange(offset, offset, 1, size, timestamp_ms, timestamp_ms))
+        self._open = True
         return True
 
     def commit(self) -> list[SkippedRange]:
         """The transaction committed: its skipped ranges (now final), and a new savepoint."""
         done, self.pending = self.pending, []
+        self._open = False
         self._saved = (self.outage_records, self.outage_bytes, self.capped)
         return done
 
     def abort(self) -> None:
         """The transaction was aborted: its records will be read again, so forget its skips."""
         self.pending = []
+        self._open = False
         self.outage_records, self.outage_bytes, self.capped = self._saved
 
 
