@@ -200,7 +200,8 @@ def skip_event(records: int, ts_ms: int, flow: str = "A->B") -> dict:
 def test_skip_events_become_flow_events_rows():
     value = json.dumps(skip_event(5, NOW)).encode()
     record = RawRecord("mm2-metrics.A.internal", 0, 7, b"A.prices:2", value, NOW)
-    tables, errors = decode_records([record], cluster="B", policy=make_policy("DefaultReplicationPolicy"))
+    policy = make_policy("DefaultReplicationPolicy")
+    tables, errors = decode_records([record], cluster="B", policy=policy)
     assert errors == 0
     (row,) = tables["flow_events"].to_pylist()
     assert (row["type"], row["flow"], row["topic"], row["partition"]) == (
