@@ -28,7 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirror_lib import events, testhooks
+from mirror_lib import events, stale, testhooks
 from mirror_lib.copy_state import Interleaved, PartState
 from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
 from mirror_lib.flow import FlowContext, produce_plain
@@ -153,7 +153,7 @@ class SliceCopy:
         self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.exact = False
         self.result = CopyResult(slot)
-        self.stale = SkipPolicy.from_settings(s)
+        self.skip_policy = SkipPolicy.from_settings(s)
         self.skips: dict[TP, PartitionSkips] = {}  # partitions the stale-data policy covers
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
@@ -215,6 +215,9 @@ class SliceCopy:
         return self.result
 
     def _close(self) -> None:
+        for tp, skips in self.skips.items():
+            if tp in getattr(self, "parts", {}):
+                stale.keep(self.options_key, *tp, self.parts[tp].committed, skips)
         for consumer in (self.consumer, self.ledger):
             with contextlib.suppress(Exception):
                 consumer.close()
@@ -296,9 +299,11 @@ class SliceCopy:
             if finished:
                 group = [m for m in group if m.offset() < part.until]
             skipped_end = None
-            if self.stale.applies_to(tp[0]):
-                skips = self.skips.setdefault(tp, PartitionSkips(self.stale))
-                group, skipped_end = split_stale(skips, group, consumed_ms)
+            if self.skip_policy.applies_to(tp[0]):
+                if tp not in self.skips:  # the budget an earlier slice of this process left
+                    key, policy = self.options_key, self.skip_policy
+                    self.skips[tp] = stale.resume(key, *tp, part.committed, policy)
+                group, skipped_end = split_stale(self.skips[tp], group, consumed_ms)
             if group:
                 if not self.in_txn:
                     self._begin()
@@ -581,7 +586,7 @@ class SliceCopy:
                 partition=tp[1],
                 batch_id=self.batch_id,
                 slot=self.slot,
-                **skip_event_fields(rng, self.stale),
+                **skip_event_fields(rng, self.skip_policy),
             )
             for tp, skips in self.skips.items()
             for rng in skips.pending

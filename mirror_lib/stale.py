@@ -177,6 +177,29 @@ class PartitionSkips:
         self.outage_records, self.outage_bytes, self.capped = self._saved
 
 
+#: (flow key, topic, partition) -> (ledger position, outage budget) a copy task left behind, so
+#: the next slice in the same worker process goes on with the same outage (see :func:`resume`).
+_CARRIED: dict[tuple[str, str, int], tuple[int, tuple[int, int, bool]]] = {}
+
+
+def keep(flow: str, topic: str, partition: int, position: int, skips: PartitionSkips) -> None:
+    """Remember the committed budget of a partition whose ledger stands at ``position``."""
+    _CARRIED[(flow, topic, partition)] = (position, skips._saved)
+
+
+def resume(
+    flow: str, topic: str, partition: int, position: int, policy: SkipPolicy
+) -> PartitionSkips:
+    """The partition's budget for a task starting at ledger ``position``: the one an earlier task
+    of this process left at exactly that position, else a fresh one (a new outage count)."""
+    skips = PartitionSkips(policy)
+    carried = _CARRIED.get((flow, topic, partition))
+    if carried is not None and carried[0] == position:
+        skips.outage_records, skips.outage_bytes, skips.capped = carried[1]
+        skips._saved = carried[1]
+    return skips
+
+
 def record_size(msg: Any) -> int:
     """Key + value bytes (what ``mirror.commit.max.bytes`` and the batch metrics count)."""
     key, value = msg.key(), msg.value()

@@ -13,7 +13,14 @@ from mirror_lib.decode import RawRecord, decode_records
 from mirror_lib.errors import ConfigError
 from mirror_lib.policy import make_policy
 from mirror_lib.run_metrics import skip_totals
-from mirror_lib.stale import PartitionSkips, SkipPolicy, skip_event_fields, split_stale
+from mirror_lib.stale import (
+    PartitionSkips,
+    SkipPolicy,
+    keep,
+    resume,
+    skip_event_fields,
+    split_stale,
+)
 
 BASE = {
     "clusters": "A, B",
@@ -181,6 +188,22 @@ def test_abort_forgets_the_transaction_and_restores_the_budget():
     assert skips.pending == [] and skips.outage_records == 2 and not skips.capped
     keep, end = split_stale(skips, [Msg(2, OLD), Msg(3, OLD), Msg(4, OLD)], NOW)
     assert [m.off for m in keep] == [4] and end == 4
+
+
+def test_the_next_slice_goes_on_with_the_outage_only_at_the_same_position():
+    policy = SkipPolicy(older_than_ms=60_000, max_records=3)
+    skips = resume("flow-key", "t", 0, 100, policy)
+    split_stale(skips, [Msg(o, OLD) for o in range(100, 105)], NOW)  # 3 skipped, capped
+    skips.commit()
+    keep("flow-key", "t", 0, 105, skips)
+    carried = resume("flow-key", "t", 0, 105, policy)
+    assert carried.capped and carried.outage_records == 3
+    keep_copying, end = split_stale(carried, [Msg(105, OLD)], NOW)
+    assert [m.off for m in keep_copying] == [105] and end is None
+    # elsewhere (another position, partition or flow): a new count
+    assert not resume("flow-key", "t", 0, 200, policy).capped
+    assert not resume("flow-key", "t", 1, 105, policy).capped
+    assert not resume("other-key", "t", 0, 105, policy).capped
 
 
 # --- accounting ----------------------------------------------------------------------------
