@@ -13,6 +13,8 @@ Pure logic, no Kafka calls: :class:`SkipPolicy` decides per record, :class:`Part
 keeps one partition's outage budget and the skipped ranges of the open transaction, which the
 copier turns into ``skip`` events (:func:`skip_event_fields`) in the same transaction that moves
 the ledger past them. A skipped range is a gap for offset translation: no segment covers it.
+:func:`keep` / :func:`resume` carry a partition's outage budget from one slice to the next in
+the same worker process.
 """
 
 from __future__ import annotations
