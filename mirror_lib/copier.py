@@ -165,6 +165,7 @@ class SliceCopy:
         self.txn_records = self.txn_bytes = 0
         self.end_early = False
         self._admin: Any = None
+        self.aborts_unreported = 0  # aborted transactions, told in the next batch events
 
     # -- set-up ------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -477,6 +478,7 @@ class SliceCopy:
 
     def _abort(self) -> None:
         if self.eos and self.in_txn:
+            self.aborts_unreported += 1
             with contextlib.suppress(KafkaException):
                 self.producer.abort_transaction(30)
         self.in_txn = False
@@ -550,6 +552,8 @@ class SliceCopy:
                 and not err.fatal(),
             ) from exc
         self.in_txn = False
+        if out:
+            self.aborts_unreported = 0
         if not ctx.offset_syncs_on_target and syncs:
             produce_plain(
                 ctx, "source", ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs]
@@ -620,6 +624,9 @@ class SliceCopy:
                     lag=max(high - part.expect, 0) if high >= 0 else None,
                     latency_ms=latency,
                     age_ms=age,
+                    latency_ms_buckets=part.latency_buckets(acked_ms),
+                    txn=self.result.transactions,
+                    aborted=self.aborts_unreported,
                 )
             )
             out.append(

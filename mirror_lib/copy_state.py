@@ -17,6 +17,18 @@ from confluent_kafka import KafkaError
 from mirror_lib.errors import BrokerError
 from mirror_lib.offset_sync import Segment
 
+#: Upper bounds (ms, inclusive) of the latency histogram in ``batch`` events; one more bucket
+#: counts what is above the last (:mod:`mirror_lib.prometheus` exposes it).
+LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
+
+
+def bucket_counts(values: Any) -> list[int]:
+    """Counts of ``values`` per bucket of :data:`LATENCY_BUCKETS_MS` (value <= bound), plus one
+    for the values above the last bound."""
+    a = np.asarray(values, dtype=np.float64)
+    index = np.searchsorted(LATENCY_BUCKETS_MS, a, side="left")
+    return np.bincount(index, minlength=len(LATENCY_BUCKETS_MS) + 1).tolist()
+
 
 class Interleaved(Exception):
     """Another producer wrote into a remote partition inside our transaction."""
@@ -102,12 +114,20 @@ class PartState:
     def latency_and_age(self, acked_ms: float) -> tuple[dict[str, float], dict[str, float]]:
         """Summaries of acknowledgement time and consume time minus CreateTime (consume time
         for records without one) over the transaction's records."""
+        consumed, created = self._consumed_created()
+        return summary(acked_ms - created), summary(consumed - created)
+
+    def latency_buckets(self, acked_ms: float) -> list[int]:
+        """The transaction's latencies (as in :meth:`latency_and_age`) as :func:`bucket_counts`."""
+        _consumed, created = self._consumed_created()
+        return bucket_counts(acked_ms - created)
+
+    def _consumed_created(self) -> tuple[Any, Any]:
         ts = np.frombuffer(self.ts, dtype=np.float64)
         consumed = np.repeat([c for c, _n in self.consumed], [n for _c, n in self.consumed]).astype(
             np.float64
         )
-        created = np.where(ts > 0, ts, consumed)
-        return summary(acked_ms - created), summary(consumed - created)
+        return consumed, np.where(ts > 0, ts, consumed)
 
     def segments(self, exact: bool) -> list[Segment]:
         """Segments of the open transaction (after every record was acknowledged)."""

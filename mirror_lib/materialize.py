@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
 from mirror_lib.config import MirrorConfig
 from mirror_lib.delta_store import DeltaBatchWriter
 from mirror_lib.errors import ConfigError
+from mirror_lib.spark import stop_query
 from mirror_lib.tables import TABLES
 
 #: Topics a materialization query reads; decode.classify drops anything else that matches.
@@ -202,7 +203,7 @@ def materialize_caught_up(
             "the tables keep every committed batch"
         )
     finally:
-        query.stop()
+        stop_query(spark, query)
 
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:

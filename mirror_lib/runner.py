@@ -24,7 +24,7 @@ from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError, is_t
 from mirror_lib.flow import FlowContext
 from mirror_lib.kafka_offsets import positions
 from mirror_lib.progress import CatchUpProgress
-from mirror_lib.spark import register_sources
+from mirror_lib.spark import register_sources, stop_query
 from mirror_lib.supervise import Supervisor, Unit, failure_text
 
 log = logging.getLogger(__name__)
@@ -204,8 +204,8 @@ class FlowRunner:
         return self.query
 
     def stop(self) -> None:
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
+        """Stop the query and wait for its copy tasks to end (an open transaction is fenced)."""
+        stop_query(self.spark, self.query)
 
     def status(self) -> FlowStatus:
         q = self.query
@@ -470,6 +470,8 @@ def run_flows(
     parts: Collection[str] = PARTS,
     on_progress: Callable[[list[dict[str, Any]]], None] | None = None,
     progress_interval_s: float = 5,
+    metrics_port: int | None = None,
+    metrics_host: str | None = None,
 ) -> dict[str, FlowStatus]:
     """Run the queries of the given (default: all enabled) flows; the one call behind `mirror run`.
 
@@ -479,6 +481,8 @@ def run_flows(
     after the clusters were found reachable. ``parts``: which of replication, checkpoints,
     heartbeats and tables (materialization) to run, so that job tasks can split them.
     ``on_progress`` gets :func:`progress_rows` every ``progress_interval_s`` while running.
+    ``metrics_port``/``metrics_host`` (else ``mirror.metrics.port``/``.host``): serve Prometheus
+    metrics from before the queries start until return (:mod:`mirror_lib.metrics_endpoint`).
     """
     names = flow_names or [f.name for f in config.enabled_flows()]
     if not names:
@@ -487,6 +491,11 @@ def run_flows(
     if unknown or not parts:
         raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
     flows = [config.flow(name) for name in names]
+    from mirror_lib.metrics_endpoint import metrics_endpoint, start_exporter
+
+    endpoint = metrics_endpoint(config, metrics_port, metrics_host)  # None: no endpoint
+    if endpoint is not None:
+        endpoint.check_free()  # a port in use fails here, before anything starts
     check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
     own_session = False  # stop only a session made here, never e.g. a Databricks job's
     if spark is None:
@@ -509,7 +518,10 @@ def run_flows(
     tables: list[Any] = []
     lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
     sup = Supervisor(config, once, report, lags.get)
+    exporter = None
     try:
+        if endpoint is not None:
+            exporter = start_exporter(endpoint, runners, jobs, report)
         targets = {r.ctx.flow.name: r.snapshot() for r in runners}
         for r in runners:
             _check_matches(r.ctx, targets[r.ctx.flow.name], once, report)
@@ -572,11 +584,12 @@ def run_flows(
                 on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
         return {r.ctx.flow.name: r.status() for r in runners}
     finally:
+        if exporter is not None:
+            exporter.stop()
         sup.close()
         for r in runners + jobs:
             r.stop()
         for q in tables:
-            if q.isActive:
-                q.stop()
+            stop_query(spark, q)
         if own_session:
             spark.stop()

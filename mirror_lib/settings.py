@@ -456,6 +456,45 @@ GLOBAL_SETTINGS += (
         "catalog.schema of the tables and views with the Spark writer",
     ),
 )
+
+
+def _metrics_port(key: str, raw: str) -> int:
+    expected = "a TCP port 1..65535 to serve Prometheus metrics on, or 0 / empty for none"
+    try:
+        port = int(raw.strip() or "0")
+    except ValueError:
+        raise ConfigError(key, raw, expected) from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(key, raw, expected)
+    return port
+
+
+def _metrics_host(key: str, raw: str) -> str:
+    value = raw.strip()
+    if not value or re.search(r"[\s/]", value):
+        raise ConfigError(
+            key, raw, "an address to listen on: 127.0.0.1 (default), 0.0.0.0 or a name"
+        )
+    return value
+
+
+GLOBAL_SETTINGS += (
+    Setting(
+        "mirror.metrics.port",
+        "metrics_port",
+        "0",
+        _metrics_port,
+        "serve Prometheus metrics from the driver of `mirror run` on this port (0: off; also "
+        "`mirror run --metrics-port`)",
+    ),
+    Setting(
+        "mirror.metrics.host",
+        "metrics_host",
+        "127.0.0.1",
+        _metrics_host,
+        "address the metrics endpoint listens on (also `mirror run --metrics-host`)",
+    ),
+)
 GLOBAL_BY_KEY: dict[str, Setting] = {s.key: s for s in GLOBAL_SETTINGS}
 
 

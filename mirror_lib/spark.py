@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from typing import Any
 
 from mirror_lib.errors import MirrorRuntimeError
@@ -49,8 +50,11 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.python.factory.idleWorkerMaxPoolSize", "4")
+        # A task killed by a query's stop returned its worker to the reuse pool before the worker
+        # died, and the next query's task failed on it ("Python worker exited unexpectedly").
+        # Copy tasks live for a slice, so a fresh worker per task costs nothing measurable.
+        .config("spark.python.worker.reuse", "false")
+        .config("spark.python.worker.faulthandler.enabled", "true")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
     )
@@ -92,3 +96,31 @@ def register_sources(spark: Any) -> None:
         DeltaRsDataSource,
     ):
         spark.dataSource.register(source)
+
+
+def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> None:
+    """Stop a streaming query and wait until its tasks have ended, not only its driver thread.
+
+    ``StreamingQuery.stop`` returns once the job is cancelled, while a copy task is still being
+    killed; a query started at that moment could be handed the dying Python worker. Without a
+    SparkContext (Spark Connect, serverless) only the query is stopped.
+    """
+    if query is None:
+        return
+    if query.isActive:
+        query.stop()
+    try:
+        tracker = spark.sparkContext.statusTracker()
+    except Exception:  # Spark Connect has no SparkContext
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stages = {
+            sid
+            for jid in tracker.getJobIdsForGroup(str(query.runId))
+            for sid in (getattr(tracker.getJobInfo(jid), "stageIds", None) or [])
+        }
+        infos = [tracker.getStageInfo(sid) for sid in stages]
+        if not any(info is not None and info.numActiveTasks > 0 for info in infos):
+            return
+        time.sleep(0.1)

@@ -1,0 +1,87 @@
+"""`mirror run --metrics-port`: a real flow scraped while it runs (issue 17, part 3)."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirror_lib.embedded import create_topic, produce_exact
+from mirror_lib.runner import run_flows
+
+MM2 = "kafka_connect_mirror_source_connector_"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape(url: str, topic: str) -> dict[str, dict[tuple, float]]:
+    """Sample name -> {(partition or le, ...): value} of ``topic``'s samples."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.labels.get("source_topic", topic) != topic:
+                continue  # e.g. the replicated heartbeats topic
+            key = tuple(s.labels.get(k) for k in ("partition", "le"))
+            out.setdefault(s.name, {})[key] = s.value
+    return out
+
+
+def test_a_run_serves_records_lag_and_latency_per_partition_while_it_copies(
+    spark, make_config, brokers, unique_name
+):
+    topic = f"{unique_name}-t"
+    create_topic(brokers.source, topic, 3)
+    produce_exact(
+        brokers.source, topic, [{"value": f"v{i}", "partition": i % 3} for i in range(300)]
+    )
+    port = free_port()
+    config = make_config(topics=topic, groups="none", **{"mirror.metrics.port": str(port)})
+    url = f"http://127.0.0.1:{port}/metrics"
+    scrapes: list[dict] = []
+    lines: list[str] = []
+
+    class Done(Exception):
+        """Ends the run once a scrape shows every record (the run's duration is a deadline)."""
+
+    def on_progress(_rows: list[dict]) -> None:
+        seen = scrape(url, topic)
+        scrapes.append(seen)
+        counts = seen.get(MM2 + "record_count", {})
+        lag = seen.get("mirror_lag_records", {})
+        if sum(counts.values()) >= 300 and len(lag) == 3 and not any(lag.values()):
+            raise Done
+
+    with pytest.raises(Done):
+        run_flows(
+            spark,
+            config,
+            duration_s=240,
+            on_progress=on_progress,
+            progress_interval_s=1,
+            report=lines.append,
+        )
+    assert f"serving Prometheus metrics at {url}" in lines
+    last = scrapes[-1]
+    assert last[MM2 + "record_count"] == {(p, None): 100.0 for p in ("0", "1", "2")}
+    assert all(v > 0 for v in last[MM2 + "byte_count"].values())
+    assert last["mirror_lag_records"] == {(p, None): 0.0 for p in ("0", "1", "2")}
+    assert set(last[MM2 + "replication_latency_ms_max"]) == {(p, None) for p in "012"}
+    assert last["mirror_replication_latency_seconds_count"] == {(None, None): 300.0}
+    assert last["mirror_replication_latency_seconds_bucket"][(None, "+Inf")] == 300.0
+    assert last["mirror_skips_total"] == {(p, None): 0.0 for p in "012"}
+    assert last["mirror_gaps_total"] == {(p, None): 0.0 for p in "012"}
+    assert sum(last["mirror_transactions_committed_total"].values()) >= 1
+    assert last["mirror_query_active"] == {(None, None): 1.0}
+    assert set(last["mirror_heartbeat_age_seconds"].values()) and set(
+        last["mirror_checkpoint_age_seconds"].values()
+    )
+    with pytest.raises(urllib.error.URLError):  # stopped when run_flows returned
+        urllib.request.urlopen(url, timeout=5)

@@ -1,0 +1,202 @@
+"""The Prometheus collector over fake events and companions, its names, and the endpoint's keys."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirror_lib.config import parse_config
+from mirror_lib.copy_state import LATENCY_BUCKETS_MS, bucket_counts
+from mirror_lib.errors import ConfigError
+from mirror_lib.metrics_endpoint import metrics_endpoint
+from mirror_lib.prometheus import FlowMetrics, MirrorCollector
+from tests.helpers.fake_metrics import FakeCompanion, batch_event
+
+
+def scrape(collector: MirrorCollector) -> dict[str, dict[tuple, float]]:
+    """Sample name -> {sorted label items: value}, through the real text format and parser."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    out: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in family.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def labels(topic: str, partition: int | None = None, **extra: str) -> tuple:
+    base = {"flow": "A->B", "source": "A", "target": "B", "topic": f"A.{topic}"}
+    base["source_topic"] = topic
+    if partition is not None:
+        base["partition"] = str(partition)
+    return tuple(sorted({**base, **extra}.items()))
+
+
+def flow_metrics() -> FlowMetrics:
+    return FlowMetrics("A->B", "A", "B", lambda t: f"A.{t}")
+
+
+def test_bucket_counts_put_a_bound_in_its_own_bucket_and_count_the_overflow():
+    counts = bucket_counts([0, 5, 5.1, 300_000, 300_001, -3])
+    assert len(counts) == len(LATENCY_BUCKETS_MS) + 1
+    assert counts[0] == 3  # -3, 0 and 5 (le 5 ms)
+    assert counts[1] == 1  # 5.1
+    assert counts[-2] == 1 and counts[-1] == 1
+    assert bucket_counts([]) == [0] * (len(LATENCY_BUCKETS_MS) + 1)
+
+
+def test_records_bytes_and_mm2_latency_names_per_partition():
+    m = flow_metrics()
+    m.apply(batch_event("orders", 0, [10, 20, 30], nbytes=300, txn=0))
+    m.apply(batch_event("orders", 1, [40], nbytes=7, txn=0))  # same transaction, other partition
+    m.apply(batch_event("orders", 0, [100, 200], nbytes=50, txn=1))
+    m.apply(batch_event("orders", 0, [1], flow="A->C"))  # another flow's event: not ours
+    out = scrape(MirrorCollector([m]))
+    mm2 = "kafka_connect_mirror_source_connector_"
+    assert out[mm2 + "record_count"] == {labels("orders", 0): 5.0, labels("orders", 1): 1.0}
+    assert out[mm2 + "byte_count"][labels("orders", 0)] == 350.0
+    # latency and age: the partition's last transaction, as MM2's min/max/avg
+    assert out[mm2 + "replication_latency_ms"][labels("orders", 0)] == 150.0
+    assert out[mm2 + "replication_latency_ms_max"][labels("orders", 0)] == 200.0
+    assert out[mm2 + "replication_latency_ms_min"][labels("orders", 1)] == 40.0
+    assert out[mm2 + "record_age_ms_avg"][labels("orders", 0)] == 2.0
+    flow = (("flow", "A->B"), ("source", "A"), ("target", "B"))
+    assert out["mirror_transactions_committed_total"] == {flow: 2.0}
+    assert out["mirror_transactions_aborted_total"] == {flow: 0.0}
+
+
+def test_latency_histogram_per_topic_in_seconds():
+    m = flow_metrics()
+    m.apply(batch_event("orders", 0, [3, 40, 40, 2_000], txn=0))
+    m.apply(batch_event("orders", 1, [400_000], txn=1))
+    out = scrape(MirrorCollector([m]))
+    buckets = out["mirror_replication_latency_seconds_bucket"]
+    assert buckets[labels("orders", le="0.005")] == 1.0
+    assert buckets[labels("orders", le="0.05")] == 3.0
+    assert buckets[labels("orders", le="2.5")] == 4.0
+    assert buckets[labels("orders", le="300.0")] == 4.0
+    assert buckets[labels("orders", le="+Inf")] == 5.0
+    assert out["mirror_replication_latency_seconds_count"] == {labels("orders"): 5.0}
+    assert out["mirror_replication_latency_seconds_sum"][labels("orders")] == pytest.approx(
+        (3 + 40 + 40 + 2_000 + 400_000) / 1000
+    )
+
+
+def test_transactions_count_once_per_slot_transaction_and_add_reported_aborts():
+    m = flow_metrics()
+    for txn, aborted in ((0, 0), (1, 2), (2, 0)):
+        for p in (0, 1, 2):  # one event per partition of the transaction
+            m.apply(batch_event("t", p, [1], txn=txn, aborted=aborted))
+    m.apply(batch_event("t", 0, [1], slot=1, txn=0))  # slot 1's first transaction
+    m.apply(batch_event("t", 0, [1], txn=0, batch_id=1))  # the next slice of slot 0
+    m.apply(batch_event("t", 0, [1], txn=None))  # written by a version without txn
+    out = scrape(MirrorCollector([m]))
+    assert list(out["mirror_transactions_committed_total"].values()) == [5.0]
+    assert list(out["mirror_transactions_aborted_total"].values()) == [2.0]
+
+
+def test_lag_skips_and_gaps_per_partition_with_zeros_for_every_measured_partition():
+    m = flow_metrics()
+    m.set_lag({("t", 0): 12, ("t", 1): 0})
+    out = scrape(MirrorCollector([m]))
+    assert out["mirror_lag_records"] == {labels("t", 0): 12.0, labels("t", 1): 0.0}
+    for name in ("mirror_skips_total", "mirror_skipped_records_total", "mirror_gaps_total"):
+        assert out[name] == {labels("t", 0): 0.0, labels("t", 1): 0.0}, name
+    common = {"flow": "A->B", "topic": "t", "partition": 1}
+    m.apply({**common, "type": "skip", "records": 40})
+    m.apply({**common, "type": "skip", "records": 2})
+    m.apply({**common, "type": "gap", "expected_offset": 100, "available_start": 250})
+    m.apply({**common, "type": "outage_started"})  # not counted here
+    m.apply_bytes(b"not json")
+    out = scrape(MirrorCollector([m]))
+    assert out["mirror_skips_total"][labels("t", 1)] == 2.0
+    assert out["mirror_skipped_records_total"][labels("t", 1)] == 42.0
+    assert out["mirror_gaps_total"][labels("t", 1)] == 1.0
+    assert out["mirror_gap_offsets_total"][labels("t", 1)] == 150.0
+    assert m.undecodable == 1
+
+
+def test_heartbeat_and_checkpoint_age_and_query_state():
+    jobs = [
+        FakeCompanion("heartbeats", "A->B", last_success_s=990.0),
+        FakeCompanion("heartbeats", "B->A", last_success_s=None),  # not yet: since the start
+        FakeCompanion("checkpoints", "A->B", last_success_s=940.0),
+    ]
+    queries = [("A->B", "replication", lambda: True), ("A->C", "replication", lambda: 1 / 0)]
+    collector = MirrorCollector([], jobs, queries, started_s=900.0, clock=lambda: 1000.0)
+    out = scrape(collector)
+    ab = (("flow", "A->B"), ("source", "A"), ("target", "B"))
+    ba = (("flow", "B->A"), ("source", "B"), ("target", "A"))
+    assert out["mirror_heartbeat_age_seconds"] == {ab: 10.0, ba: 100.0}
+    assert out["mirror_checkpoint_age_seconds"] == {ab: 60.0}
+    assert out["mirror_query_active"] == {
+        (("flow", "A->B"), ("job", "replication")): 1.0,
+        (("flow", "A->C"), ("job", "replication")): 0.0,
+    }
+
+
+def config(**extra: str):
+    props = {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092"}
+    return parse_config({**props, "A->B.enabled": "true", **extra})
+
+
+@pytest.mark.parametrize("value", ["abc", "70000", "-1", "80.5"])
+def test_bad_metrics_port_names_key_value_and_range(value):
+    with pytest.raises(ConfigError) as err:
+        config(**{"mirror.metrics.port": value})
+    assert err.value.key == "mirror.metrics.port" and err.value.value == value
+    assert "1..65535" in str(err.value) and "0" in err.value.expected
+
+
+def test_metrics_endpoint_from_keys_flags_or_off():
+    assert metrics_endpoint(config()) is None
+    assert metrics_endpoint(config(**{"mirror.metrics.port": "0"})) is None
+    on = metrics_endpoint(config(**{"mirror.metrics.port": "9464"}))
+    assert (on.host, on.port, on.url) == ("127.0.0.1", 9464, "http://127.0.0.1:9464/metrics")
+    flags = metrics_endpoint(config(**{"mirror.metrics.port": "9464"}), 9999, "::1")
+    assert (flags.host, flags.port, flags.port_key) == ("::1", 9999, "--metrics-port")
+    assert flags.url == "http://[::1]:9999/metrics"
+    assert metrics_endpoint(config(**{"mirror.metrics.port": "9464"}), 0) is None
+    with pytest.raises(ConfigError) as err:
+        metrics_endpoint(config(), 65536)
+    assert err.value.key == "--metrics-port"
+    with pytest.raises(ConfigError) as err:
+        config(**{"mirror.metrics.host": " "})
+    assert err.value.key == "mirror.metrics.host"
+
+
+def test_a_port_in_use_is_a_config_error_naming_it():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        endpoint = metrics_endpoint(config(**{"mirror.metrics.port": str(port)}))
+        with pytest.raises(ConfigError) as err:
+            endpoint.check_free()
+    assert err.value.key == "mirror.metrics.port" and err.value.value == port
+    assert "in use" in str(err.value)
+    endpoint.check_free()  # free again once the other listener closed
+
+
+def test_run_refuses_a_busy_port_before_it_contacts_a_cluster(tmp_path, capsys):
+    from mirror_lib.cli import main
+    from mirror_lib.runner import run_flows
+
+    unreachable = config(**{"mirror.state.dir": str(tmp_path)})  # a:9092 would fail after 10 s
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError) as err:
+            run_flows(None, unreachable, metrics_port=port, report=lambda *_: None)
+        assert err.value.key == "--metrics-port" and "in use" in err.value.expected
+    props = tmp_path / "mm2.properties"
+    props.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+    )
+    props.write_text(props.read_text() + "A->B.enabled = true\n")
+    assert main(["run", str(props), "--metrics-port", "70000"]) == 2
+    assert "--metrics-port = '70000': expected a TCP port 1..65535" in capsys.readouterr().err
