@@ -28,7 +28,7 @@ MAX_TABLE_ROWS = 200
 #: Page sections: heading -> figure names, in order. Figures of other SQL files go to "More".
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Replication latency", ("latency",)),
-    ("Throughput", ("throughput",)),
+    ("Throughput", ("throughput", "skipped")),
     ("Replication lag", ("lag_over_time", "lag")),
     ("Heartbeats", ("heartbeats",)),
     ("Failover readiness", ("failover_readiness", "offset_translation")),
@@ -58,7 +58,8 @@ TITLES = {
     "heartbeats": "Heartbeat age per cluster pair (seconds since the last heartbeat)",
     "failover_readiness": "Failover readiness per consumer group",
     "offset_translation": "Translated offsets per group and partition (= `mirror translate`)",
-    "gaps": "Gaps, outages, errors and decode errors (newest first)",
+    "skipped": "Stale records skipped per minute, per topic (mirror.skip.older.than.ms)",
+    "gaps": "Gaps, skips, outages, errors and decode errors (newest first)",
     "verifications": "Latest `mirror verify` per partition (differences first)",
     "migrations": "Cutover per partition: end offset on the source, matching offset on the target",
 }
@@ -166,6 +167,8 @@ CHARTS = {
                      "minute (UTC)", "latency (ms)", "ms"),
     "throughput": Chart("topic", "minute", ("records",), "bar", "minute (UTC)",
                         "records / minute", "records"),
+    "skipped": Chart("topic", "minute", ("records",), "bar", "minute (UTC)",
+                     "records skipped / minute", "records"),
     "lag_over_time": Chart("topic", "minute", ("lag",), "line", "minute (UTC)", "lag (records)",
                            "records"),
     "lag": Chart("remote_topic", lambda r: f"{r['remote_topic']} p{r['partition']}", ("lag",),

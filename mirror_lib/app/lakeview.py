@@ -148,6 +148,10 @@ def build_lakeview(queries: dict[str, str] | None = None) -> dict[str, Any]:
               "Current lag per partition (records)", (0, 14, 3, 6)),
         table("heartbeat_table", "heartbeats", cols["heartbeats"],
               "Heartbeats per cluster pair (age in seconds)", (3, 14, 3, 6)),
+        counter("skipped_records", "skipped", "SUM", "records",
+                "Stale records skipped (mirror.skip.older.than.ms)", (0, 20, 2, 2)),
+        chart("bar", "skipped_chart", "skipped", minute, ("SUM", "records", "Records"),
+              topic, "Stale records skipped per minute", (0, 22, 6, 6)),
     ]  # fmt: skip
     failover = [
         table("readiness", "failover_readiness", cols["failover_readiness"],
@@ -155,7 +159,7 @@ def build_lakeview(queries: dict[str, str] | None = None) -> dict[str, Any]:
         table("translation", "offset_translation", cols["offset_translation"],
               "Translated offsets on the target (= mirror translate)", (0, 5, 6, 6)),
         table("gaps_table", "gaps", cols["gaps"],
-              "Gaps, outages, errors and decode errors (newest first)", (0, 11, 6, 6)),
+              "Gaps, skips, outages, errors and decode errors (newest first)", (0, 11, 6, 6)),
         table("verifications_table", "verifications", cols["verifications"],
               "Latest mirror verify per partition (differences first)", (0, 17, 6, 6)),
         table("migrations_table", "migrations", cols["migrations"],

@@ -149,6 +149,10 @@ class FlowSettings:
     commit_max_records: int
     commit_max_bytes: int
     on_gap: str
+    skip_older_than_ms: int
+    skip_max_records: int
+    skip_max_bytes: int
+    skip_topics: tuple[str, ...]
     trigger_interval: float
     separator_configured: bool = False
     explicit: frozenset[str] = frozenset()
@@ -403,6 +407,10 @@ def _flow_settings(
             "true while emit.checkpoints.enabled or sync.group.offsets.enabled is true",
             origin,
         )
+    if enabled:
+        from mirror_lib.config.stale import check_settings
+
+        check_settings(f"{src}->{tgt}", settings, origin)
     return enabled, settings
 
 

@@ -319,6 +319,35 @@ SETTINGS: tuple[Setting, ...] = (
         "a vanished source range fails the query (default) or is recorded and skipped",
     ),
     Setting(
+        "mirror.skip.older.than.ms",
+        "skip_older_than_ms",
+        "0",
+        _int_at_least(0),
+        "stale-data policy: records older than this when the copier reaches them are not copied "
+        "(each skipped range is a skip event); 0: off. Needs mirror.on.gap = skip",
+    ),
+    Setting(
+        "mirror.skip.max.records",
+        "skip_max_records",
+        "0",
+        _int_at_least(0),
+        "stale records one outage may skip per partition; past it they are copied; 0: no cap",
+    ),
+    Setting(
+        "mirror.skip.max.bytes",
+        "skip_max_bytes",
+        "0",
+        _int_at_least(0),
+        "key + value bytes one outage may skip per partition; past it, copied; 0: no cap",
+    ),
+    Setting(
+        "mirror.skip.topics",
+        "skip_topics",
+        ".*",
+        _regex_list,
+        "topics the stale-data policy applies to (regexes, full match)",
+    ),
+    Setting(
         "mirror.trigger.interval.seconds",
         "trigger_interval",
         "1",

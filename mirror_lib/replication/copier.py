@@ -30,6 +30,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from mirror_lib.config import stale
+from mirror_lib.config.stale import PartitionSkips, SkipPolicy, skip_event_fields, split_stale
 from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
 from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.mm2.formats import OffsetSync
@@ -155,6 +157,8 @@ class SliceCopy:
         self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.exact = False
         self.result = CopyResult(slot)
+        self.skip_policy = SkipPolicy.from_settings(s)
+        self.skips: dict[TP, PartitionSkips] = {}  # partitions the stale-data policy covers
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
         self.consumer: Consumer = make_consumer(ctx)
@@ -216,6 +220,9 @@ class SliceCopy:
         return self.result
 
     def _close(self) -> None:
+        for tp, skips in self.skips.items():
+            if tp in getattr(self, "parts", {}):
+                stale.keep(self.options_key, *tp, self.parts[tp].committed, skips)
         for consumer in (self.consumer, self.ledger):
             with contextlib.suppress(Exception):
                 consumer.close()
@@ -296,10 +303,18 @@ class SliceCopy:
             finished = group[-1].offset() >= part.until
             if finished:
                 group = [m for m in group if m.offset() < part.until]
+            skipped_end = None
+            if self.skip_policy.applies_to(tp[0]):
+                if tp not in self.skips:  # the budget an earlier slice of this process left
+                    key, policy = self.options_key, self.skip_policy
+                    self.skips[tp] = stale.resume(key, *tp, part.committed, policy)
+                group, skipped_end = split_stale(self.skips[tp], group, consumed_ms)
             if group:
                 if not self.in_txn:
                     self._begin()
                 self._produce(part, group, consumed_ms)
+            if skipped_end is not None:
+                self._move(part, skipped_end)  # the ledger moves past the skipped records
             if finished:
                 self._finish(part, part.until)
         for msg in notices:  # after the records: an end-of-partition follows its records
@@ -471,6 +486,8 @@ class SliceCopy:
         self.in_txn = False
         for part in self.parts.values():
             part.reset()
+        for skips in self.skips.values():
+            skips.abort()
 
     def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
         code = err.code()
@@ -506,6 +523,7 @@ class SliceCopy:
                 self._fail_record(err, part, first)
         segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
         out = [(ctx.metrics_topic, *events.encode(e)) for e in self._metrics(segments, acked_ms)]
+        out += [(ctx.metrics_topic, *events.encode(e)) for e in self._skip_events()]
         syncs = self._sync_records(segments)
         if ctx.offset_syncs_on_target:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
@@ -549,6 +567,8 @@ class SliceCopy:
             self.result.bytes += part.bytes
             self.result.next_offsets[f"{part.topic}:{part.partition}"] = part.expect
             part.reset()
+        for skips in self.skips.values():
+            skips.commit()
 
     def _sync_records(self, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
         if not self.ctx.settings.emit_offset_syncs:
@@ -559,6 +579,23 @@ class SliceCopy:
             for tp, segs in segments.items()
             for seg in segs
             for point in mm2_compatible_points(seg, lag_max)
+        ]
+
+    def _skip_events(self) -> list[dict]:
+        """One ``skip`` event per partition and skipped range of the open transaction."""
+        return [
+            events.flow_event(
+                self.ctx,
+                "skip",
+                topic=tp[0],
+                remote_topic=self.ctx.remote_topic(tp[0]),
+                partition=tp[1],
+                batch_id=self.batch_id,
+                slot=self.slot,
+                **skip_event_fields(rng, self.skip_policy),
+            )
+            for tp, skips in self.skips.items()
+            for rng in skips.pending
         ]
 
     def _metrics(self, segments: dict[TP, list[Segment]], acked_ms: float) -> list[dict]:

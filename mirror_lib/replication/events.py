@@ -1,8 +1,9 @@
 """Flow events and metrics records on the target's metrics topic (D8, D10).
 
 Records are JSON values keyed by ``<remote topic>:<partition>`` (or the flow name for flow-level
-events). ``type`` is one of ``batch`` (per partition per transaction chunk), ``gap``, ``start``,
-``stop``, ``error``. Schemas are documented in the README ("Metrics records").
+events). ``type`` is one of ``batch`` (per partition per transaction chunk), ``gap``, ``skip``
+(stale records left out on purpose, :mod:`mirror_lib.config.stale`), ``start``, ``stop``, ``error``.
+Schemas are documented in the README ("Metrics records").
 """
 
 from __future__ import annotations

@@ -86,6 +86,15 @@ VIEWS: dict[str, str] = {
                  AS age_seconds,
                count(*) AS heartbeats
         FROM {t_heartbeats} GROUP BY ALL""",
+    # Stale records skipped on purpose (mirror.skip.older.than.ms), from the `skip` events.
+    "skipped_per_minute": """
+        SELECT flow, topic, {bucket} AS minute, sum(records) AS records, sum(bytes) AS bytes,
+               count(*) AS ranges
+        FROM (SELECT flow, ts, get_json_object(details, '$.remote_topic') AS topic,
+                     CAST(get_json_object(details, '$.records') AS BIGINT) AS records,
+                     CAST(get_json_object(details, '$.bytes') AS BIGINT) AS bytes
+              FROM {t_flow_events} WHERE type = 'skip')
+        GROUP BY ALL""",
     "flow_events_recent": """
         SELECT ts, type, flow, topic, partition, reason, action, details, cluster
         FROM {t_flow_events}""",

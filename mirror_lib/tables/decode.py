@@ -4,7 +4,7 @@ Topics (see :func:`classify`): ``mm2-offset-syncs<isep>X<isep>internal`` (MM2 Of
 §1.1) -> ``offset_syncs`` kind ``point``; ``<A><isep>checkpoints<isep>internal`` (§1.2) ->
 ``checkpoints``; ``heartbeats``, ``A.heartbeats``, ... (§1.3) -> ``heartbeats``; our JSON
 ``mm2-metrics.<A>.internal`` (README "Metrics records"): ``batch`` -> ``replication_metrics``,
-``segments`` -> ``offset_syncs`` kind ``segment``, ``gap``/``start``/``stop``/``error`` ->
+``segments`` -> ``offset_syncs`` kind ``segment``, ``gap``/``skip``/``start``/``stop``/``error`` ->
 ``flow_events``, unknown types ignored. Other topics are ignored.
 
 Bad data never raises: each undecodable record is counted and becomes a ``decode_error`` row of
@@ -28,7 +28,7 @@ from mirror_lib.tables.schemas import SCHEMAS
 
 __all__ = ["EVENT_TYPES", "RawRecord", "classify", "decode_records"]
 
-EVENT_TYPES = ("gap", "start", "stop", "error", "outage_started", "outage_ended")
+EVENT_TYPES = ("gap", "start", "stop", "error", "outage_started", "outage_ended", "skip")
 """Metrics-record types that become ``flow_events`` rows (besides ``decode_error``)."""
 
 _STATS = ("min", "avg", "max", "p50", "p99")

@@ -3,17 +3,20 @@
 :func:`window_metrics` reads ``replication_metrics``, ``heartbeats`` and ``checkpoints`` with
 :func:`mirror_lib.tables.health.read_rows` (either writer) and returns summary metrics plus the
 lag history as MLflow-style points ``(key, value, timestamp ms, step)``; used by
-:mod:`mirror_lib.app.tracking`. :func:`summarize` and :func:`lag_series` are pure.
+:mod:`mirror_lib.app.tracking`. Stale records skipped on purpose (``skip`` events of
+``flow_events``) are counted as ``records_skipped``/``bytes_skipped``. :func:`summarize`,
+:func:`skip_totals` and :func:`lag_series` are pure.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.tables.health import TIMESTAMPS, last_seen, latency, order, read_rows
+from mirror_lib.tables.health import TIMESTAMPS, last_seen, latency, order, read_rows, tables_spark
 
 MAX_LAG_POINTS = 1000  # lag history: one point per second, coarser on long runs
 Series = list[tuple[str, float, int, int]]  # metric points: (key, value, timestamp ms, step)
@@ -53,6 +56,26 @@ def summarize(
     return out, lag_series(before, window, started_ms, ended_ms)
 
 
+def skip_totals(
+    flow_events: list[Row], flow_names: Sequence[str], started_ms: float, ended_ms: float
+) -> dict[str, float]:
+    """Records, bytes and ranges skipped as stale by ``flow_names`` in the window (``skip``
+    events; ``ts`` in epoch ms or a datetime)."""
+    names = set(flow_names)
+    records = size = ranges = 0
+    for e in flow_events:
+        ts = e["ts"]
+        ms = ts.timestamp() * 1000 if hasattr(ts, "timestamp") else ts
+        if e["type"] != "skip" or e["flow"] not in names or ms is None:
+            continue
+        if started_ms <= ms <= ended_ms:
+            details = json.loads(e["details"] or "{}")
+            records += int(details.get("records") or 0)
+            size += int(details.get("bytes") or 0)
+            ranges += 1
+    return {"records_skipped": float(records), "bytes_skipped": float(size), "skips": float(ranges)}
+
+
 def lag_series(before: list[Row], window: list[Row], started_ms: float, ended_ms: float) -> Series:
     """Total lag (latest per partition) over time: one point per bucket of >= 1 s, and the end."""
     latest = {(m["flow"], m["topic"], m["partition"]): m["lag"] or 0 for m in before}
@@ -85,6 +108,11 @@ def window_metrics(
     """:func:`summarize` over the materialized tables of ``config``."""
     flows = [(f.name, f.source, f.target) for f in map(config.flow, flow_names)]
     t = {name: read_rows(config, name, spark) for name in TIMESTAMPS}
-    return summarize(
+    summary, series = summarize(
         t["replication_metrics"], t["heartbeats"], t["checkpoints"], flows, started_ms, ended_ms
     )
+    from mirror_lib.tables.state_tables import read_rows as read_table_rows
+
+    events = read_table_rows(config, "flow_events", tables_spark(config, spark))
+    summary.update(skip_totals(events, flow_names, started_ms, ended_ms))
+    return summary, series

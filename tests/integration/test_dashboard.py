@@ -7,6 +7,7 @@ tables, as every create_views caller does; test modules that query views create 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,12 @@ ROWS = {
     ],
     "flow_events": [
         {"type": "gap", "flow": "A->B", "ts": NOW, "topic": "orders", "partition": 1,
-         "reason": "truncated", "action": "fail", "cluster": "B"}
+         "reason": "truncated", "action": "fail", "cluster": "B"},
+        {"type": "skip", "flow": "A->B", "ts": M0 + dt.timedelta(seconds=5), "topic": "orders",
+         "partition": 0, "reason": "stale", "action": "skip", "cluster": "B",
+         "details": json.dumps({"type": "skip", "remote_topic": "A.orders", "partition": 0,
+                                "first_offset": 0, "last_offset": 11, "records": 12,
+                                "bytes": 1200})},
     ],
     "verifications": [
         {"run_id": "r1", "flow": "A->B", "source": "A", "target": "B", "topic": "orders",
@@ -130,6 +136,7 @@ def test_figures_show_each_topic_and_partition(spark, tables):
     assert list(translated.cells.values[-1]) == ["8", "30"]
     (gaps,) = figs["gaps"].data
     assert "truncated" in [col[0] for col in gaps.cells.values]
+    assert list(trace["skipped", "A.orders"].y) == [12]  # stale records skipped
     (verified,) = figs["verifications"].data  # flow, topic, partition, status, behind, ...
     assert list(verified.cells.values[3]) == ["behind", "complete"]
     (migrated,) = figs["migrations"].data
