@@ -18,7 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.replication import descendants, mirror_props, pss, subprocess_env, write_props
+from bench.engine import subprocess_env
+from bench.measure import descendants, pss
+from bench.procs import mirror_props, write_props
 from mirror_lib.testing.embedded import start_brokers, stop_brokers
 from mirror_lib.testing.kafka_io import create_topic
 

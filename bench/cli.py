@@ -1,0 +1,161 @@
+"""The benchmark's command line: flags, the watchdog and signals, the order of the runs, output.
+
+The internal subcommands ``baseline`` and ``copier`` run one copy loop (``bench.loops``) in a
+subprocess of the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.cases import plan
+from bench.engine import ROOT, export_engine
+from bench.loops import baseline_main, copier_main
+from bench.measure import make_subreaper, reap_all_orphans
+from bench.procs import log
+from bench.report import (
+    MLFLOW_EXPERIMENT,
+    log_mlflow,
+    mlflow_experiment,
+    render,
+    write_json,
+    write_readme,
+)
+from bench.runner import Runner
+
+DESCRIPTION = (
+    "Replication benchmark: hand-written confluent-kafka copy loop vs. the mirror flow (Spark)."
+)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags; ``--quick`` lowers the defaults it finds unchanged."""
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command")
+    base = sub.add_parser("baseline", help="(internal) the hand-written copy loop")
+    for name in ("--source", "--target", "--topic", "--dest"):
+        base.add_argument(name, required=True)
+    cop = sub.add_parser(
+        "copier", help="(internal) mirror_lib.replication.copier.copy_slice without Spark"
+    )
+    for name in ("--source", "--target", "--topic", "--state"):
+        cop.add_argument(name, required=True)
+    cop.add_argument("--delivery", default="exactly_once")
+    parser.add_argument("--records", type=int, default=4_000_000, help="200 B records")
+    parser.add_argument("--big-records", type=int, default=150_000, help="10 KB records")
+    parser.add_argument("--steady-seconds", type=float, default=60)
+    parser.add_argument("--rate", type=float, default=5_000, help="steady records/s")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 200k / 10k records, 10 s steady, no (b') / (b'')",
+    )
+    parser.add_argument("--no-alo", action="store_true", help="skip (b') at_least_once")
+    parser.add_argument("--no-tasks4", action="store_true", help="skip (b'') tasks.max=4")
+    parser.add_argument("--no-copier", action="store_true", help="skip (c) copier without Spark")
+    parser.add_argument(
+        "--no-steady-lean",
+        action="store_true",
+        help="skip the second steady run with checkpoints and heartbeats disabled",
+    )
+    parser.add_argument("--cases", default="200B,10KB,steady", help="comma list to run")
+    parser.add_argument("--mirror-timeout", type=float, default=None, help="per copy, seconds")
+    parser.add_argument("--max-minutes", type=float, default=45, help="watchdog for everything")
+    parser.add_argument(
+        "--readme",
+        default=None,
+        help="write results here (default bench/README.md; none with --quick)",
+    )
+    parser.add_argument("--json", default=None, help="also write raw results as JSON here")
+    parser.add_argument(
+        "--mlflow", action="store_true", help="log the results as MLflow runs (see --mlflow-uri)"
+    )
+    parser.add_argument(
+        "--mlflow-uri",
+        default=os.environ.get("MLFLOW_TRACKING_URI")
+        or f"sqlite:///{ROOT / 'bench' / 'mlflow.db'}",
+        help="tracking URI for --mlflow (default: MLFLOW_TRACKING_URI, else bench/mlflow.db)",
+    )
+    parser.add_argument(
+        "--engine-ref",
+        default=None,
+        help="benchmark mirror_lib as of this git commit (exported with `git archive` into the "
+        "work folder) instead of the working tree, e.g. HEAD while others edit the tree",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        defaults = {"records": 4_000_000, "big_records": 150_000, "steady_seconds": 60}
+        quick = {"records": 200_000, "big_records": 10_000, "steady_seconds": 10}
+        for key, value in quick.items():
+            if getattr(args, key) == defaults[key]:
+                setattr(args, key, value)
+        args.no_alo = args.no_tasks4 = True
+    if args.readme is None and not args.quick:
+        args.readme = str(ROOT / "bench" / "README.md")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark (or an internal subcommand); 0 when every copy was verified."""
+    args = parse_args(argv)
+    if args.command == "baseline":
+        return baseline_main(args)
+    if args.command == "copier":
+        return copier_main(args)
+    if args.mlflow:
+        mlflow_experiment(args.mlflow_uri)  # a missing package or a bad store fails before the run
+    make_subreaper()
+    command = "cd /work/main && .venv/bin/python bench/replication.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    started_at = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    t_start = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
+    if args.engine_ref:
+        folder = workdir / "engine"
+        sha = export_engine(args.engine_ref, folder)
+        log(f"benchmarking mirror_lib from git {sha} ({args.engine_ref}) exported to {folder}")
+    runner = Runner(args, workdir)
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"benchmark watchdog: over {args.max_minutes} minutes")
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, on_term)
+    signal.alarm(int(args.max_minutes * 60))
+    cases, steady_runs = plan(args)
+    try:
+        runner.start()
+        runner.note_memory("start")
+        for case in cases:
+            runner.run_case(case)
+        for run in steady_runs:
+            runner.run_steady(run)
+    finally:
+        signal.alarm(0)
+        runner.stop()
+        reap_all_orphans(set())
+    took = time.monotonic() - t_start
+    block = render(runner, args, command, started_at, took)
+    print("\n" + block)
+    if args.readme:
+        write_readme(Path(args.readme), block)
+        log(f"wrote {args.readme}")
+    if args.json:
+        write_json(Path(args.json), runner)
+    if args.mlflow:
+        parent = log_mlflow(args.mlflow_uri, runner, args, command, block)
+        log(f"logged MLflow run {parent} (experiment {MLFLOW_EXPERIMENT}) to {args.mlflow_uri}")
+    ok = all(r.ok for r in runner.rows) and all(s["ok"] for s in runner.steady)
+    log(f"done in {took / 60:.1f} min; all verified: {ok}; work dir {workdir}")
+    return 0 if ok else 1

@@ -1,0 +1,115 @@
+"""The two copy loops without Spark, run as internal subcommands in a subprocess of their own.
+
+``baseline``: a hand-written confluent-kafka consume->produce loop, method (a).
+``copier``: the engine's copy loop ``copy_slice`` without Spark or the planner, method (c).
+Each prints one JSON line ``{"records", "bytes", "seconds"}`` at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka as ck
+
+from bench.procs import mirror_props
+
+
+def baseline_main(args: argparse.Namespace) -> int:
+    """Consume ``topic`` from the source to EOF, produce each record to ``dest`` on the target
+    (same partition, key/value/headers/timestamp), idempotent producer, flush at the end."""
+    errors: list[Any] = []
+
+    def on_delivery(err: ck.KafkaError | None, msg: ck.Message) -> None:
+        if err is not None:
+            errors.append(err)
+
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": args.source,
+            "group.id": f"bench-baseline-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 50,
+            "fetch.error.backoff.ms": 50,
+            "queued.max.messages.kbytes": 65536,
+        }
+    )
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": args.target,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+            "on_delivery": on_delivery,
+        }
+    )
+    t0 = time.monotonic()
+    parts = sorted(consumer.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
+    consumer.assign([ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in parts])
+    pending, records, nbytes = set(parts), 0, 0
+    dest, produce, poll = args.dest, producer.produce, producer.poll
+    while pending:
+        for m in consumer.consume(num_messages=10_000, timeout=0.2):
+            if m.error() is not None:
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    pending.discard(m.partition())
+                    continue
+                raise RuntimeError(str(m.error()))
+            key, value = m.key(), m.value()
+            kw = {"partition": m.partition(), "timestamp": max(m.timestamp()[1], 0)}
+            headers = m.headers()
+            if headers:
+                kw["headers"] = headers
+            while True:
+                try:
+                    produce(dest, value, key, **kw)
+                    break
+                except BufferError:
+                    poll(0.05)
+            records += 1
+            nbytes += (len(key) if key else 0) + (len(value) if value else 0)
+        poll(0)
+    left = producer.flush(300)
+    consumer.close()
+    out = {"records": records, "bytes": nbytes, "seconds": time.monotonic() - t0}
+    print(json.dumps(out), flush=True)
+    return 0 if left == 0 and not errors else 1
+
+
+def copier_main(args: argparse.Namespace) -> int:
+    """(c) The engine's copy loop alone: ``mirror_lib.replication.copier.copy_slice`` for all
+    partitions in one slot up to their current end, without Spark, the planner or topic creation
+    (the caller creates the topics; the start positions go into the ledger as the planner would
+    write them)."""
+    from mirror_lib.config.model import parse_config
+    from mirror_lib.replication.context import FlowContext
+    from mirror_lib.replication.copier import copy_slice
+    from mirror_lib.replication.ledger import LedgerView
+
+    props = mirror_props(args.source, args.target, Path(args.state), args.topic)
+    props["mirror.delivery"] = args.delivery
+    props["tasks.max"] = "1"
+    ctx = FlowContext.create(parse_config(props), "A->B")
+    t0 = time.monotonic()
+    probe = ck.Consumer({"bootstrap.servers": args.source, "group.id": "bench-hw"})
+    parts = sorted(probe.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
+    starts, until = {}, {}
+    for p in parts:
+        lo, hi = probe.get_watermark_offsets(ck.TopicPartition(args.topic, p), timeout=10)
+        starts[(args.topic, p)], until[(args.topic, p)] = lo, hi
+    probe.close()
+    ledger = LedgerView(ctx)
+    ledger.commit(starts)
+    ledger.close()
+    result = copy_slice(ctx, "bench", 0, sorted(until), until=until, duration_s=3600)
+    out = {"records": result.records, "bytes": result.bytes, "seconds": time.monotonic() - t0}
+    print(json.dumps(out), flush=True)
+    return 0

@@ -1,0 +1,329 @@
+"""Process-tree accounting from /proc: CPU, RSS and PSS of the copier's tree, brokers, machine.
+
+``Meter`` wraps one timed section: wall time, machine CPU, the brokers' CPU, and (through a
+``Sampler`` thread, every 0.2 s) the CPU and memory of the process tree ``attach``-ed to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MB = 1_000_000
+
+
+def machine_cpu_s() -> float:
+    """user+nice+system of all CPUs since boot, seconds (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return (int(fields[1]) + int(fields[2]) + int(fields[3])) / CLK_TCK
+
+
+def proc_stat(pid: int) -> tuple[str, int, float, int] | None:
+    """(comm, ppid, cpu seconds utime+stime, rss bytes) of a live process, else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    rp = s.rfind(")")
+    fields = s[rp + 2 :].split()  # fields[0] is field 3 (state) of proc(5)
+    if fields[0] == "Z":
+        return None
+    comm = s[s.find("(") + 1 : rp]
+    return (
+        comm,
+        int(fields[1]),
+        (int(fields[11]) + int(fields[12])) / CLK_TCK,
+        int(fields[21]) * PAGE,
+    )
+
+
+def all_pids() -> list[int]:
+    """Every pid in /proc."""
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def descendants(root: int) -> dict[int, tuple[str, float, int]]:
+    """{pid: (comm, cpu s, rss)} of ``root`` and all its live descendants."""
+    stats: dict[int, tuple[str, int, float, int]] = {}
+    for pid in all_pids():
+        st = proc_stat(pid)
+        if st is not None:
+            stats[pid] = st
+    children: dict[int, list[int]] = {}
+    for pid, (_c, ppid, _cpu, _rss) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    out: dict[int, tuple[str, float, int]] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats and pid not in out:
+            comm, _ppid, cpu, rss = stats[pid]
+            out[pid] = (comm, cpu, rss)
+            todo.extend(children.get(pid, []))
+    return out
+
+
+def pss(pid: int) -> int:
+    """Proportional set size in bytes (shared pages split between sharers), 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def make_subreaper() -> None:
+    """Orphans of our descendants (pyspark daemon after the JVM exits) are re-parented to us."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def reap_orphans(keep: set[int]) -> None:
+    """Reap zombie children that no Popen object owns (re-parented orphans)."""
+    me = os.getpid()
+    for pid in all_pids():
+        if pid in keep:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        fields = s[s.rfind(")") + 2 :].split()
+        if int(fields[1]) == me and fields[0] == "Z":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def reap_all_orphans(keep: set[int], timeout_s: float = 10) -> None:
+    """Wait for (and reap) every child not owned by a Popen object, so its CPU is accounted."""
+    me, deadline = os.getpid(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        mine = [p for p in all_pids() if p not in keep and (st := proc_stat_any(p)) and st == me]
+        if not mine:
+            return
+        for pid in mine:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    for pid in [p for p in all_pids() if p not in keep and proc_stat_any(p) == me]:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)  # an orphaned descendant of ours that did not exit
+            os.waitpid(pid, 0)
+
+
+def proc_stat_any(pid: int) -> int | None:
+    """Parent pid of a process, zombies included."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    return int(s[s.rfind(")") + 2 :].split()[1])
+
+
+class Sampler:
+    """Every 0.2 s: RSS sum and per-pid CPU of a process tree; RSS of the brokers."""
+
+    def __init__(self, broker_pids: list[int], keep: set[int]) -> None:
+        self.broker_pids = broker_pids
+        self.keep = keep
+        self.root: int | None = None
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self._n = 0
+        self.peak_broker_rss = 0
+        self.cpu: dict[int, tuple[str, float]] = {}
+        self.roles: dict[int, tuple[str, str]] = {}  # pid -> (comm, role)
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, root: int | None) -> Sampler:
+        self.root = root
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def sample(self) -> None:
+        if self.root is not None:
+            tree = descendants(self.root)
+            self.peak_rss = max(self.peak_rss, sum(rss for _c, _cpu, rss in tree.values()))
+            self._n += 1
+            if self._n % 5 == 1:  # smaps_rollup walks page tables: once a second is enough
+                self.peak_pss = max(self.peak_pss, sum(pss(pid) for pid in tree))
+            with self.lock:
+                for pid, (comm, cpu, _rss) in tree.items():
+                    if cpu >= self.cpu.get(pid, ("", 0.0))[1]:
+                        self.cpu[pid] = (comm, cpu)
+                    if self.roles.get(pid, ("", ""))[0] != comm:  # bash execs java: same pid
+                        self.roles[pid] = (comm, role(pid, comm))
+        rss = 0
+        for pid in self.broker_pids:
+            st = proc_stat(pid)
+            rss += st[3] if st else 0
+        self.peak_broker_rss = max(self.peak_broker_rss, rss)
+        reap_orphans(self.keep)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def cpu_total(self) -> float:
+        with self.lock:
+            return sum(c for _n, c in self.cpu.values())
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for comm, cpu in self.cpu.values():
+            kind = "java" if comm.startswith("java") else "python" if "python" in comm else comm
+            out[kind] = round(out.get(kind, 0.0) + cpu, 2)
+        return out
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU per process role (JVM, CLI driver, pyspark worker kind), largest first."""
+        out: dict[str, float] = {}
+        with self.lock:
+            for pid, (comm, cpu) in self.cpu.items():
+                r = self.roles.get(pid, ("", comm))[1]
+                out[r] = round(out.get(r, 0.0) + cpu, 2)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def role(pid: int, comm: str) -> str:
+    """A short name for what a process of the copier tree does, from its command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return comm
+    if comm.startswith("java"):
+        return "jvm"
+    if "pyspark.daemon" in args:
+        return "pyspark " + args[-1].rsplit(".", 1)[-1]  # worker kind, e.g. worker, *_runner
+    if "mirror_lib.app.cli" in args:
+        return "mirror cli (driver)"
+    script = next((i for i, a in enumerate(args) if a.endswith("replication.py")), None)
+    if script is not None:
+        return "bench " + (args[script + 1] if script + 1 < len(args) else "")
+    return comm
+
+
+def broker_cpu_s(pids: list[int]) -> float:
+    """utime+stime of the broker processes, seconds."""
+    return sum((st[2] if (st := proc_stat(p)) else 0.0) for p in pids)
+
+
+@dataclass
+class Measure:
+    """Wall, CPU and memory of one timed section."""
+
+    wall_s: float = 0.0
+    machine_cpu_s: float = 0.0
+    tree_cpu_s: float = 0.0  # getrusage(RUSAGE_CHILDREN) delta of the reaped tree
+    tree_cpu_sampled_s: float = 0.0  # sum over the tree's pids of the last sampled utime+stime
+    background_cores: float = 0.0  # others' CPU use just before the run (3 s idle sample)
+    broker_cpu_s: float = 0.0
+    self_cpu_s: float = 0.0
+    peak_rss_mb: float = 0.0
+    peak_pss_mb: float = 0.0
+    peak_broker_rss_mb: float = 0.0
+    cpu_by_kind: dict[str, float] = field(default_factory=dict)
+    cpu_by_role: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def copier_cpu_s(self) -> float:
+        """CPU of the copier's process tree. pyspark's daemon sets SIGCHLD to SIG_IGN, so its
+        workers' CPU never reaches RUSAGE_CHILDREN: the sampled sum is the better number then."""
+        return max(self.tree_cpu_s, self.tree_cpu_sampled_s)
+
+    @property
+    def own_cpu_s(self) -> float:
+        """Copier + brokers: what the copy itself cost, without other load on the machine."""
+        return self.copier_cpu_s + self.broker_cpu_s
+
+    @property
+    def other_cpu_s(self) -> float:
+        """Machine CPU that neither the copier, the brokers nor the benchmark used."""
+        return self.machine_cpu_s - self.copier_cpu_s - self.broker_cpu_s - self.self_cpu_s
+
+
+class Meter:
+    """Context for one measured section; ``attach(pid)`` sets the copier process tree."""
+
+    def __init__(self, broker_pids: list[int], keep: set[int]) -> None:
+        self.sampler = Sampler(broker_pids, keep)
+        self.broker_pids = broker_pids
+        self.m = Measure()
+        self._end: float | None = None
+
+    @classmethod
+    def with_background(cls, broker_pids: list[int], keep: set[int]) -> Meter:
+        """A meter for the next run; first samples 3 s of other processes' CPU use (context)."""
+        cpu0, b0, s0 = machine_cpu_s(), broker_cpu_s(broker_pids), _self_cpu()
+        time.sleep(3)
+        own = broker_cpu_s(broker_pids) - b0 + _self_cpu() - s0
+        meter = cls(broker_pids, keep)
+        meter.m.background_cores = round((machine_cpu_s() - cpu0 - own) / 3, 2)
+        return meter
+
+    def mark_end(self) -> None:
+        """The copier process exited: the wall time ends here (CPU counts until __exit__)."""
+        self._end = time.monotonic()
+
+    def __enter__(self) -> Meter:
+        self._t0 = time.monotonic()
+        self._cpu0 = machine_cpu_s()
+        self._b0 = broker_cpu_s(self.broker_pids)
+        self._self0 = _self_cpu()
+        self._ch0 = _children_cpu()
+        self.sampler.start(None)
+        return self
+
+    def attach(self, pid: int) -> None:
+        """Sample the process tree of ``pid`` from now on."""
+        self.sampler.root = pid
+
+    def __exit__(self, *exc: Any) -> None:
+        self.m.wall_s = (self._end or time.monotonic()) - self._t0
+        self.m.machine_cpu_s = machine_cpu_s() - self._cpu0
+        self.m.broker_cpu_s = broker_cpu_s(self.broker_pids) - self._b0
+        self.sampler.stop()
+        reap_all_orphans(self.sampler.keep)
+        self.m.self_cpu_s = _self_cpu() - self._self0
+        self.m.tree_cpu_s = _children_cpu() - self._ch0
+        self.m.tree_cpu_sampled_s = self.sampler.cpu_total()
+        self.m.peak_rss_mb = self.sampler.peak_rss / MB
+        self.m.peak_pss_mb = self.sampler.peak_pss / MB
+        self.m.peak_broker_rss_mb = self.sampler.peak_broker_rss / MB
+        self.m.cpu_by_kind = self.sampler.cpu_by_kind()
+        self.m.cpu_by_role = self.sampler.cpu_by_role()
+
+
+def _self_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system

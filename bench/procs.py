@@ -1,0 +1,120 @@
+"""Subprocess control: start in an own process group, collect output, stop the whole group.
+
+Also the flow configuration every mirror run of the benchmark starts from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.engine import engine, subprocess_env
+
+_LIVE_GROUPS: set[int] = set()  # process groups of mirror/baseline subprocesses still running
+
+
+def log(msg: str) -> None:
+    """A progress line with the time of day."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 30) -> None:
+    """Signal a subprocess's process group, wait, then SIGKILL what is left; reap."""
+    pgid = proc.pid
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, 0)  # anything left in the group (JVM, pyspark workers)?
+        time.sleep(2)
+        os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+    _LIVE_GROUPS.discard(pgid)
+
+
+def stop_all_groups() -> None:
+    """SIGKILL every process group still running (on exit, also after errors)."""
+    for pgid in list(_LIVE_GROUPS):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        _LIVE_GROUPS.discard(pgid)
+
+
+class Lines:
+    """Collect (monotonic time, line) of a pipe in a thread."""
+
+    def __init__(self, pipe: Any, echo: str | None = None) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.echo = echo
+        self._thread = threading.Thread(target=self._run, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _run(self, pipe: Any) -> None:
+        for raw in pipe:
+            line = raw.rstrip("\n")
+            self.lines.append((time.monotonic(), line))
+            if self.echo:
+                log(f"{self.echo}: {line}")
+
+    def join(self) -> None:
+        """Wait (up to 10 s) until the pipe is read to its end."""
+        self._thread.join(10)
+
+    def first(self, text: str) -> float | None:
+        """When the first line containing ``text`` arrived, if one did."""
+        return next((t for t, line in self.lines if text in line), None)
+
+
+def popen(cmd: list[str], stderr_path: Path) -> subprocess.Popen:
+    """Start ``cmd`` in its own process group, stdout piped, stderr to a file."""
+    err = open(stderr_path, "w")  # noqa: SIM115 - closed by the OS when the child exits
+    proc = subprocess.Popen(
+        cmd,
+        cwd=engine(),  # `python -m` puts the working directory first on sys.path
+        env=subprocess_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
+        start_new_session=True,  # own process group: the JVM and workers are stopped with it
+    )
+    err.close()
+    _LIVE_GROUPS.add(proc.pid)
+    return proc
+
+
+def mirror_props(
+    source: str, target: str, state_dir: Path, topic: str, **extra: str
+) -> dict[str, str]:
+    """A one-way A->B flow as in tests/integration/conftest.py ``flow_properties`` (without its
+    0.5 s trigger: the engine default of 1 s applies unless ``extra`` sets one)."""
+    props = {
+        "clusters": "A, B",
+        "A.bootstrap.servers": source,
+        "B.bootstrap.servers": target,
+        "A->B.enabled": "true",
+        "topics": topic,
+        "replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "mirror.state.dir": str(state_dir),
+        "tasks.max": "2",
+    }
+    props.update(extra)
+    return props
+
+
+def write_props(path: Path, props: dict[str, str]) -> Path:
+    """Write ``props`` as an mm2.properties file."""
+    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    return path

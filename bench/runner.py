@@ -1,0 +1,230 @@
+"""The one runner: brokers, and for every run the same start, meter, stop, verify and record.
+
+``Runner.launched`` starts a process in its own group under a ``Meter`` and stops the group
+afterwards (every run, steady ones included); ``Runner.copy`` runs any copy method of a case
+(``bench.methods`` says what differs) and verifies the copy against the source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import steady as steady_load
+from bench.cases import STEADY_TRIGGER, Case, Method, SteadyRun
+from bench.kafka_data import (
+    PARTITIONS,
+    Scan,
+    create_topic,
+    high_watermark,
+    produce_bulk,
+    read_metrics,
+    scan,
+    wipe,
+)
+from bench.measure import MB, Measure, Meter, proc_stat
+from bench.methods import Site, Started, mirror_cmd, mirror_config, prepare
+from bench.procs import Lines, log, popen, stop_all_groups, stop_group
+
+
+@dataclass
+class Row:
+    """One row of the throughput table: a method's copy of a case."""
+
+    case: str
+    method: str
+    records: int
+    bytes: int
+    m: Measure
+    ok: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rps(self) -> float:
+        """Records per second of wall time."""
+        return self.records / self.m.wall_s if self.m.wall_s else 0.0
+
+    @property
+    def mbps(self) -> float:
+        """MB (10^6 bytes of key+value) per second of wall time."""
+        return self.bytes / MB / self.m.wall_s if self.m.wall_s else 0.0
+
+
+@dataclass
+class Launched:
+    """A running process under a meter."""
+
+    proc: subprocess.Popen
+    out: Lines
+    meter: Meter
+    started: Started
+
+    def wait(self, timeout_s: float) -> int:
+        """Its exit code (-1 after ``timeout_s``); the measured wall time ends here."""
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return -1
+        finally:
+            self.meter.mark_end()
+
+
+class Runner:
+    """Runs the cases and steady runs on two brokers and keeps their results."""
+
+    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.rows: list[Row] = []
+        self.steady: list[dict[str, Any]] = []
+        self.memory: list[dict[str, Any]] = []
+        self.keep: set[int] = set()  # our child processes that Popen objects own
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the source and target brokers."""
+        from mirror_lib.testing.embedded import start_brokers  # after a --engine-ref export
+
+        self.brokers = start_brokers(2, ("source", "target"), workdir=self.workdir / "tansu")
+        self.src, self.tgt = (b.bootstrap_servers for b in self.brokers)
+        self.site = Site(self.src, self.tgt, self.workdir)
+        self.broker_pids = [b.pid for b in self.brokers]
+        self.keep = set(self.broker_pids)
+        log(
+            f"brokers: source {self.src} (pid {self.broker_pids[0]}), target {self.tgt} "
+            f"(pid {self.broker_pids[1]}); logs in {self.workdir}"
+        )
+
+    def stop(self) -> None:
+        """Stop every process group still running, then the brokers."""
+        from mirror_lib.testing.embedded import stop_brokers
+
+        stop_all_groups()
+        if getattr(self, "brokers", None):
+            stop_brokers(self.brokers)
+
+    def note_memory(self, when: str) -> None:
+        """Record MemAvailable and the brokers' RSS at this point of the run."""
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) for line in f}
+        rss = [round((st[3] if (st := proc_stat(p)) else 0) / MB) for p in self.broker_pids]
+        entry = {
+            "when": when,
+            "avail_gb": round(info["MemAvailable"] / 1e6, 1),
+            "broker_rss_mb": rss,
+        }
+        self.memory.append(entry)
+        log(f"memory {when}: MemAvailable {entry['avail_gb']} GB, tansu RSS {rss} MB")
+
+    def clean_target(self) -> None:
+        """Delete the target's topics and the ledger groups (tansu keeps all in memory)."""
+        wipe(self.tgt, groups=tuple(f"__mirror_ledger.A->B.{slot}" for slot in range(8)))
+
+    @contextlib.contextmanager
+    def launched(
+        self,
+        cmd: list[str],
+        log_name: str,
+        echo: str | None = None,
+        stop_signal: int = signal.SIGTERM,
+        grace_s: float = 30,
+    ) -> Iterator[Launched]:
+        """Start ``cmd`` under a meter; on leaving, stop its process group with ``stop_signal``
+        (SIGKILL after ``grace_s``), read its output to the end and close the meter."""
+        with Meter.with_background(self.broker_pids, self.keep) as meter:
+            t0, t0_epoch_ms = time.monotonic(), time.time() * 1000
+            proc = popen(cmd, self.workdir / log_name)
+            self.keep.add(proc.pid)
+            meter.attach(proc.pid)
+            out = Lines(proc.stdout, echo=echo)
+            try:
+                yield Launched(proc, out, meter, Started(out, t0, t0_epoch_ms))
+            finally:
+                stop_group(proc, stop_signal, grace=grace_s)
+            out.join()
+
+    # -- a case -----------------------------------------------------------------------------
+    def run_case(self, case: Case) -> None:
+        """Load the case's topic on the source, copy it with each method, clean up."""
+        n, size, topic = case.records, case.size, case.topic
+        gb = n * size / 1e9
+        log(f"=== case {case.name}: {n:,} records x {size} B into {topic} ({gb:.2f} GB)")
+        create_topic(self.src, topic)
+        t0 = time.monotonic()
+        produce_bulk(self.src, topic, n, size)
+        log(f"loaded {topic} in {time.monotonic() - t0:.1f} s")
+        hw = {p: high_watermark(self.src, topic, p) for p in range(PARTITIONS)}
+        source = scan(self.src, topic)
+        log(f"source verified: {source.records:,} records, {source.bytes / MB:.0f} MB, HW {hw}")
+        if source.records != n or sum(hw.values()) != n:
+            raise RuntimeError(f"source has {source.records} records (HW {hw}), expected {n}")
+        self.note_memory(f"{case.name} loaded")
+        for method in case.methods:
+            self.rows.append(self.copy(case, method, source))
+            if method.kind == "mirror":
+                self.note_memory(f"{case.name} after {method.label}")
+            self.clean_target()
+        wipe(self.src)
+        self.note_memory(f"{case.name} cleaned")
+
+    def copy(self, case: Case, method: Method, source: Scan) -> Row:
+        """Run one method on the loaded case and verify the copy: one row."""
+        timeout = self.args.mirror_timeout or max(300, case.records / 2_000)
+        job = prepare(self.site, case, method, len(self.rows), timeout)
+        with self.launched(job.cmd, job.log_name, echo=job.echo) as run:
+            rc = run.wait(job.wait_s)
+        copied = scan(self.tgt, job.dest)
+        ok = rc == 0 and copied.counts == source.counts and copied.crcs == source.crcs
+        extra = job.details(run.started)
+        log(
+            f"{job.tag}: rc={rc} {copied.records:,} records in {run.meter.m.wall_s:.1f} s; "
+            f"verified={ok}; {extra}"
+        )
+        return Row(case.name, method.label, source.records, source.bytes, run.meter.m, ok, extra)
+
+    # -- steady load ------------------------------------------------------------------------
+    def run_steady(self, run: SteadyRun) -> None:
+        """A fixed-rate load while `mirror run --duration` runs: latency, CPU, memory."""
+        a = self.args
+        topic, remote = "steady", "A.steady"
+        log(f"=== steady load ({run.label}): {a.rate} records/s x 200 B for {a.steady_seconds} s")
+        create_topic(self.src, topic)
+        n = len(self.steady)
+        overrides = {**STEADY_TRIGGER, **run.overrides}
+        cfg = mirror_config(self.site, f"mm2-steady-{n}.properties", topic, overrides)
+        cmd = mirror_cmd(cfg, "--duration", str(a.steady_seconds + 300))
+        # SIGINT ends `--duration` early
+        with self.launched(cmd, f"mirror-steady-{n}.err", "  mirror", signal.SIGINT, 60) as mirror:
+            load = steady_load.drive(
+                self.src,
+                self.tgt,
+                topic,
+                remote,
+                a.rate,
+                a.steady_seconds,
+                mirror.proc,
+                mirror.meter,
+                mirror.started.t0,
+            )
+        metrics = [
+            e
+            for e in read_metrics(self.tgt)
+            if e.get("type") == "batch"
+            and e.get("remote_topic") == remote
+            and e["ts_ms"] > load.start_ms
+        ]
+        queries = sum(1 for _t, line in mirror.out.lines if line.startswith("started "))
+        result = steady_load.summarize(
+            run.label, load, metrics, queries, a.rate, mirror.meter.m.peak_rss_mb
+        )
+        self.steady.append(result)
+        log(f"steady: {result}")
+        wipe(self.src)
+        self.clean_target()

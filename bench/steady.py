@@ -1,0 +1,205 @@
+"""What a steady-load run does while `mirror run --duration` runs: a fixed-rate load, latency.
+
+Warm-up records (keys ``w*``) go first; once they are replicated, ``--rate`` records/s (keys
+``s*``) for ``--steady-seconds``, then tail records (``t*``) that push the high watermark past the
+last load batch. A read_committed consumer of the remote topic times every load record.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient
+
+from bench.kafka_data import PARTITIONS, make_value, value_pool
+from bench.measure import Meter, machine_cpu_s
+from bench.procs import log
+
+
+class Receiver:
+    """A read_committed consumer of the remote topic in a thread: records per key kind and the
+    end-to-end latency (receive time - CreateTime) of every load record."""
+
+    def __init__(self, target: str, remote: str) -> None:
+        self.target, self.remote = target, remote
+        self.got = {"w": 0, "s": 0, "t": 0}
+        self.lat: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="e2e", daemon=True)
+
+    def start(self) -> Receiver:
+        """Start consuming once the remote topic exists."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop and close the consumer."""
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.target})
+        while self.remote not in admin.list_topics(timeout=10).topics:
+            if self._stop.wait(0.2):
+                return
+        c = ck.Consumer(
+            {
+                "bootstrap.servers": self.target,
+                "group.id": f"bench-e2e-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+                "fetch.error.backoff.ms": 10,
+            }
+        )
+        parts = range(PARTITIONS)
+        c.assign([ck.TopicPartition(self.remote, p, ck.OFFSET_BEGINNING) for p in parts])
+        try:
+            while not self._stop.is_set():
+                msgs = c.consume(num_messages=1000, timeout=0.05)
+                now = time.time() * 1000
+                for m in msgs:
+                    if m.error() is not None:
+                        continue
+                    kind = chr(m.key()[0])
+                    self.got[kind] = self.got.get(kind, 0) + 1
+                    if kind == "s":
+                        self.lat.append(now - m.timestamp()[1])
+        finally:
+            c.close()
+
+
+def send_singles(source: str, topic: str, pool: bytes, kind: str) -> None:
+    """One record per partition, each alone in its batch, keys ``<kind><partition>``."""
+    p = ck.Producer(
+        {"bootstrap.servers": source, "batch.num.messages": 1, "linger.ms": 0, "acks": "all"}
+    )
+    for part in range(PARTITIONS):
+        p.produce(topic, make_value(pool, part, 200), kind.encode() + b"%d" % part, partition=part)
+        p.flush(30)
+
+
+def send_at_rate(source: str, topic: str, pool: bytes, rate: float, seconds: float) -> int:
+    """``rate`` records/s of 200 B for ``seconds`` over the partitions; returns how many."""
+    p = ck.Producer(
+        {"bootstrap.servers": source, "linger.ms": 5, "acks": "all", "batch.size": 1_000_000}
+    )
+    total = int(rate * seconds)
+    start = time.monotonic()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.monotonic() - start) * rate) + 1)
+        while sent < due:
+            p.produce(
+                topic, make_value(pool, sent, 200), b"s%d" % sent, partition=sent % PARTITIONS
+            )
+            sent += 1
+        p.poll(0)
+        time.sleep(0.002)
+    if p.flush(60) > 0:
+        raise RuntimeError("steady producer could not flush")
+    return sent
+
+
+@dataclass
+class Load:
+    """What the load phase measured."""
+
+    receiver: Receiver
+    sent: int
+    warm_s: float  # from the mirror's start until the warm-up records were replicated
+    window_s: float  # from the load's start until the last record arrived (+1 s)
+    machine_cpu_s: float  # over the window
+    mirror_cpu_s: float  # the mirror's process tree, over the window
+    start_ms: float
+    end_ms: float
+
+
+def drive(
+    source: str,
+    target: str,
+    topic: str,
+    remote: str,
+    rate: float,
+    seconds: float,
+    proc: subprocess.Popen,
+    meter: Meter,
+    t0: float,
+) -> Load:
+    """Warm up, load at ``rate``, wait until every load record was received (up to 120 s)."""
+    pool = value_pool()
+    receiver = Receiver(target, remote).start()
+    try:
+        send_singles(source, topic, pool, "w")
+        deadline = time.monotonic() + 240
+        while receiver.got["w"] < PARTITIONS:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("mirror did not replicate the warm-up records")
+            time.sleep(0.1)
+        warm = time.monotonic() - t0
+        log(f"warm-up replicated after {warm:.1f} s; starting the load")
+        cpu0, tree0, tc0 = machine_cpu_s(), meter.sampler.cpu_total(), time.monotonic()
+        start_ms = time.time() * 1000
+        sent = send_at_rate(source, topic, pool, rate, seconds)
+        end_ms = time.time() * 1000
+        send_singles(source, topic, pool, "t")  # push the high watermark past the last batch
+        deadline = time.monotonic() + 120
+        while receiver.got["s"] < sent and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)
+        window = time.monotonic() - tc0
+        load_cpu = machine_cpu_s() - cpu0
+        tree_cpu = meter.sampler.cpu_total() - tree0
+    finally:
+        receiver.stop()
+    return Load(receiver, sent, warm, window, load_cpu, tree_cpu, start_ms, end_ms)
+
+
+def summarize(
+    label: str,
+    load: Load,
+    metrics: list[dict[str, Any]],
+    queries: int,
+    rate: float,
+    peak_rss_mb: float,
+) -> dict[str, Any]:
+    """The steady run's result: end-to-end latency, the metrics topic's latency, CPU, memory."""
+    lat = sorted(load.receiver.lat)
+    received = load.receiver.got["s"]
+    p50s = [e["latency_ms"]["p50"] for e in metrics if e.get("latency_ms")]
+    p99s = [e["latency_ms"]["p99"] for e in metrics if e.get("latency_ms")]
+    return {
+        "label": label,
+        "queries": queries,
+        "rate": rate,
+        "seconds": round((load.end_ms - load.start_ms) / 1000, 1),
+        "sent": load.sent,
+        "received": received,
+        "warmup_s": round(load.warm_s, 1),
+        "e2e_p50_ms": round(pct(lat, 50), 1) if lat else None,
+        "e2e_p99_ms": round(pct(lat, 99), 1) if lat else None,
+        "e2e_max_ms": round(lat[-1], 1) if lat else None,
+        "e2e_mean_ms": round(statistics.fmean(lat), 1) if lat else None,
+        "metrics_chunks": len(metrics),
+        "metrics_median_p50_ms": round(statistics.median(p50s), 1) if p50s else None,
+        "metrics_max_p99_ms": round(max(p99s), 1) if p99s else None,
+        "machine_cpu_per_s": round(load.machine_cpu_s / load.window_s, 2),
+        "mirror_cpu_per_s": round(load.mirror_cpu_s / load.window_s, 2),
+        "peak_rss_mb": round(peak_rss_mb),
+        "ok": received == load.sent,
+    }
+
+
+def pct(sorted_values: list[float], q: float) -> float:
+    """The ``q``-th percentile (nearest rank) of sorted values."""
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
+    return sorted_values[k]
