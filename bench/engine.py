@@ -2,7 +2,8 @@
 
 The benchmark code itself always comes from the working tree; only ``mirror_lib`` is exported.
 It imports the post-restructure paths (``mirror_lib.testing``, ``mirror_lib.replication``, ...),
-so ``--engine-ref`` works for refs at or after the package restructure (issue 15) only.
+so ``--engine-ref`` works for refs at or after the package restructure (issue 15, merge 47dbe5a)
+only; an older ref is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ def export_engine(ref: str, folder: Path) -> str:
         ["git", "archive", sha, "mirror_lib"], cwd=ROOT, capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    if not (folder / "mirror_lib" / "testing" / "embedded.py").exists():
+        raise SystemExit(
+            f"--engine-ref {ref} (git {sha}): its mirror_lib has no testing/embedded.py; the "
+            "benchmark imports the layered package, so use a ref at or after the package "
+            "restructure (merge 47dbe5a)"
+        )
     (folder / "ENGINE_REF").write_text(f"git {sha} ({ref}, exported with git archive)\n")
     os.environ[ENGINE_ENV] = str(folder)
     use_engine()
