@@ -7,6 +7,7 @@ through the test hook ``MIRROR_TEST_HOLD_BEFORE_COMMIT`` (mirror_lib/replication
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,19 +26,46 @@ PARTITIONS = 4
 
 
 def start_mirror(config_path, env, *extra: str, log: Path | None = None) -> subprocess.Popen:
-    """`mirror run` in its own process group; its output goes to ``log`` (kept for a failure)."""
+    """`mirror run` in its own process group; its output goes to ``log`` (kept for a failure).
+
+    Spark's Python workers are not in that group (pyspark's daemon calls setpgid):
+    :func:`kill_group` kills them too.
+    """
     out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
         [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_path), *extra],
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: JVM and Python workers die with it
+        start_new_session=True,  # its own process group: the JVM dies with it
     )
 
 
+def descendants(pid: int) -> list[int]:
+    """PIDs of all processes below ``pid`` (from /proc), whatever their process group."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's group and its Python workers: no copy task goes on after the kill."""
+    below = descendants(proc.pid)
     os.killpg(proc.pid, signal.SIGKILL)
+    for pid in below:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait(30)
 
 
