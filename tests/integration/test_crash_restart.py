@@ -102,6 +102,7 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
             {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % PARTITIONS}
             for i in range(TOTAL)
         ],
+        timeout_s=120,  # 24k records into a broker on a busy machine
     )
     remote = f"A.{unique_name}"
     props = flow_properties(

@@ -26,7 +26,13 @@ def test_a_clean_stop_in_the_middle_of_a_slice_loses_and_duplicates_nothing(
     produce_exact(brokers.source, unique_name, mixed_records(3000, 2, "a"))
     config = make_config(
         topics=unique_name,
-        **{"mirror.batch.duration.seconds": "300", "mirror.commit.max.records": "100"},
+        # one slot: the stop aborts open transactions, and with two slots the test broker can
+        # drop the other slot's committed ledger entry then (test_tansu_limits.py)
+        **{
+            "mirror.batch.duration.seconds": "300",
+            "mirror.commit.max.records": "100",
+            "tasks.max": "1",
+        },
     )
     runner = FlowRunner(spark, config, "A->B")
     runner.start()

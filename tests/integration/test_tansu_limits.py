@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirror_lib.embedded import create_topic
+from mirror_lib.testing.kafka_io import create_topic
 
 
 def _ledger(bootstrap: str, group: str, topic: str) -> int:
