@@ -3,7 +3,8 @@
 ``MIRROR_TEST_HOLD_BEFORE_COMMIT=<file>``: once this process has passed
 ``MIRROR_TEST_HOLD_AFTER_COMMITS`` (default 0) commits, :func:`hold_before_commit` creates
 ``<file>`` and blocks until the process is killed: a transaction is then open for sure.
-Python workers are not reused (mirror_lib/spark/session.py), so each copy task counts its own commits.
+Python workers are not reused (mirror_lib/spark/session.py): each copy task counts its own
+commits.
 """
 
 from __future__ import annotations
