@@ -435,10 +435,8 @@ class SliceCopy:
         """
         if not self.ids:
             return False
-        from confluent_kafka.admin import AdminClient
-
         if self._admin is None:
-            self._admin = AdminClient(self.ctx.client("source", "admin"))
+            self._admin = self.ctx.admin("source")
         admin = self._admin
         try:
             now = topic_ids(admin, {t for t, _p in self.partitions})

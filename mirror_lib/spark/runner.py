@@ -80,13 +80,7 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
     """
     if any(ctx.topic_filter.should_replicate_topic(topic) for topic, _p in matched):
         return
-    from confluent_kafka.admin import AdminClient
-
-    names = sorted(
-        t
-        for t in list_topic_partitions(AdminClient(ctx.client("source", "admin")))
-        if not t.startswith("__")
-    )
+    names = sorted(t for t in list_topic_partitions(ctx.admin("source")) if not t.startswith("__"))
     shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") or "no topics"
     key = f"{ctx.flow.name}.topics"
     expected = f"patterns matching a topic on {ctx.source} (it has: {shown})"
@@ -187,9 +181,7 @@ class FlowRunner:
 
     def snapshot(self) -> dict[tuple[str, int], int]:
         """Last stable offsets of every partition the flow replicates, right now."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(self.ctx.client("source", "admin"))
+        admin = self.ctx.admin("source")
         counts = list_topic_partitions(admin)
         tps = [(t, p) for t, n in counts.items() if self.ctx.should_replicate(t) for p in range(n)]
         self._parts = tps
@@ -310,12 +302,13 @@ def _catch_up_through_outages(
 def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
     """Fail fast, before any query starts, when a cluster cannot be reached."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+
+    from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
 
     quiet = logging.getLogger("mirror_lib.librdkafka")
     for alias in dict.fromkeys(aliases):
         cluster = config.cluster(alias)
-        admin = AdminClient(client_config(cluster, "admin", extra={"logger": quiet}))
+        admin = admin_client(client_config(cluster, "admin", extra={"logger": quiet}))
         try:
             admin.list_topics(timeout=timeout_s)
         except KafkaException as exc:
