@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine import engine, subprocess_env
+from mirror_lib.config.properties import format_properties
 
 _LIVE_GROUPS: set[int] = set()  # process groups of mirror/baseline subprocesses still running
 
@@ -116,5 +117,5 @@ def mirror_props(
 
 def write_props(path: Path, props: dict[str, str]) -> Path:
     """Write ``props`` as an mm2.properties file."""
-    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    path.write_text(format_properties(props))
     return path

@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.config.properties import format_properties
 from mirror_lib.errors import MirrorError
 from mirror_lib.replication.failover import translate_group
 from mirror_lib.testing.embedded import embedded_brokers, stop_all
@@ -206,9 +207,7 @@ def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = 
         with embedded_brokers(2, aliases=["A", "B"], workdir=workdir / "brokers") as brokers:
             a, b = (x.bootstrap_servers for x in brokers)
             props = demo_properties(a, b, workdir / f"state-{int(time.time())}")
-            (workdir / "mm2.properties").write_text(
-                "".join(f"{k} = {v}\n" for k, v in props.items())
-            )
+            (workdir / "mm2.properties").write_text(format_properties(props))
             config = parse_config(props, origin=str(workdir / "mm2.properties"))
             for topic, partitions in TOPICS.items():
                 create_topic(a, topic, partitions)
