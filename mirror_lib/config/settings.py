@@ -105,7 +105,7 @@ def _nonempty(key: str, raw: str) -> str:
 
 @dataclass(frozen=True)
 class Setting:
-    """One known key: its attribute name on :class:`FlowSettings`, default and parser."""
+    """One known key: its attribute name on :class:`FlowSettings` (below), default and parser."""
 
     key: str
     attr: str
@@ -529,3 +529,65 @@ IGNORED_PREFIXES: tuple[str, ...] = (
     "name",
     "connector.class",
 )
+
+
+@dataclass(frozen=True)
+class FlowSettings:
+    """Resolved settings of one flow; attribute names mirror the keys in ``settings.SETTINGS``."""
+
+    topics: tuple[str, ...]
+    topics_exclude: tuple[str, ...]
+    groups: tuple[str, ...]
+    groups_exclude: tuple[str, ...]
+    policy_class: str
+    separator: str
+    internal_separator_enabled: bool
+    emit_heartbeats: bool
+    heartbeats_interval: float
+    emit_checkpoints: bool
+    checkpoints_interval: float
+    sync_group_offsets: bool
+    sync_group_offsets_interval: float
+    refresh_topics: bool
+    refresh_topics_interval: float
+    refresh_groups: bool
+    refresh_groups_interval: float
+    sync_topic_configs: bool
+    sync_topic_configs_interval: float
+    sync_topic_acls: bool
+    sync_topic_acls_interval: float
+    config_properties_exclude: tuple[str, ...]
+    use_defaults_from: str
+    offset_lag_max: int
+    offset_syncs_location: str
+    emit_offset_syncs: bool
+    heartbeats_replication: bool
+    replication_factor: int
+    offset_syncs_replication_factor: int
+    checkpoints_replication_factor: int
+    heartbeats_replication_factor: int
+    tasks: int
+    admin_timeout_ms: int
+    delivery: str
+    starting_offsets: str
+    batch_duration: float
+    commit_interval_ms: int
+    commit_max_records: int
+    commit_max_bytes: int
+    on_gap: str
+    skip_older_than_ms: int
+    skip_max_records: int
+    skip_max_bytes: int
+    skip_topics: tuple[str, ...]
+    trigger_interval: float
+    separator_configured: bool = False
+    explicit: frozenset[str] = frozenset()
+
+    @property
+    def exactly_once(self) -> bool:
+        """True when the flow delivers with transactions and the target-side ledger (D3)."""
+        return self.delivery == "exactly_once"
+
+    def describe(self) -> dict[str, Any]:
+        """Key -> value for printing, in MM2 key names."""
+        return {s.key: getattr(self, s.attr) for s in SETTINGS}

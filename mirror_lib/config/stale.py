@@ -83,7 +83,7 @@ class SkipPolicy:
 
     @classmethod
     def from_settings(cls, settings: Any) -> SkipPolicy:
-        """The policy of a flow's :class:`~mirror_lib.config.FlowSettings`."""
+        """The policy of a flow's :class:`~mirror_lib.config.settings.FlowSettings`."""
         return cls(
             settings.skip_older_than_ms,
             settings.skip_max_records,
