@@ -15,6 +15,7 @@ from mirror_lib.app.cli import exit_code
 from mirror_lib.app.widgets import Param, Widgets, as_bool, as_number, text
 from mirror_lib.config.databricks import load_job_config
 from mirror_lib.errors import ConfigError
+from mirror_lib.replication.companions import COMPANIONS
 
 COMMON = (
     text("config_path", "", "mm2.properties path", required=True, help="an mm2.properties path"),
@@ -31,10 +32,10 @@ MAINTENANCE = (
     text("vacuum_hours", "168", "vacuum files unreferenced for (hours)", parse=as_number(0)),
 )
 
-#: Task name -> (parts of run_flows it runs, or None for maintenance; its parameters).
+#: Task name -> (the PARTS of run_flows it runs, or None for maintenance; its parameters).
 TASKS: dict[str, tuple[tuple[str, ...] | None, tuple[Param, ...]]] = {
     "replication": (("replication",), COMMON + RUNNING),
-    "companions": (("checkpoints", "heartbeats"), COMMON + RUNNING),
+    "companions": (COMPANIONS, COMMON + RUNNING),
     "materialization": (("tables",), COMMON + RUNNING),
     "maintenance": (None, COMMON + MAINTENANCE),
 }

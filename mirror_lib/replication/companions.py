@@ -23,7 +23,10 @@ from mirror_lib.replication.heartbeats import Heartbeater
 
 log = logging.getLogger(__name__)
 
-JOBS = ("heartbeats", "checkpoints")
+#: The parts of a run, one word for them everywhere (`run_flows(parts=)`, bundle tasks, status):
+#: the replication query, the two companion jobs on driver threads, and materialization.
+PARTS = ("replication", "checkpoints", "heartbeats", "tables")
+COMPANIONS = ("heartbeats", "checkpoints")
 
 
 def job_interval(ctx: FlowContext, job: str) -> float:
@@ -40,8 +43,8 @@ class CompanionJob:
     """One periodic job of one flow on a daemon thread of the driver."""
 
     def __init__(self, config: MirrorConfig, flow_name: str, job: str) -> None:
-        if job not in JOBS:
-            raise ConfigError("job", job, "one of " + ", ".join(JOBS))
+        if job not in COMPANIONS:
+            raise ConfigError("job", job, "one of " + ", ".join(COMPANIONS))
         self.job = job
         self.ctx = FlowContext.create(config, flow_name)
         self.interval = job_interval(self.ctx, job)

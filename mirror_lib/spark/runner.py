@@ -27,7 +27,7 @@ from mirror_lib.errors import (
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.replication.checkpoint_job import run_checkpoints
-from mirror_lib.replication.companions import CompanionJob
+from mirror_lib.replication.companions import PARTS, CompanionJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
@@ -41,9 +41,6 @@ from mirror_lib.spark.source import format_until
 from mirror_lib.tables.location import materialized_clusters, tables_enabled
 
 log = logging.getLogger(__name__)
-
-#: What ``run_flows`` can run; job tasks split them across tasks of one job.
-PARTS = ("replication", "checkpoints", "heartbeats", "tables")
 
 
 def flow_dir(config: MirrorConfig, flow_name: str) -> Path:

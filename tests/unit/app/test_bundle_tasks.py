@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.app.bundle_tasks import main, run_task
+from mirror_lib.app.bundle_tasks import TASKS, main, run_task
 from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError
+from mirror_lib.replication.companions import PARTS
 from mirror_lib.spark.materialize import maintain_tables
 from mirror_lib.tables.schemas import TABLES
 
@@ -62,3 +63,9 @@ def test_maintenance_with_spark_writer_is_sql_in_the_tables_schema():
         assert f"OPTIMIZE main.mirror.{table}" in spark.statements
         assert f"VACUUM main.mirror.{table} RETAIN 200 HOURS" in spark.statements
     assert "CREATE OR REPLACE VIEW main.mirror.offset_translation AS" in " ".join(spark.statements)
+
+
+def test_the_running_tasks_split_the_parts_of_a_run_between_them():
+    running = [parts for parts, _params in TASKS.values() if parts is not None]
+    together = [part for parts in running for part in parts]
+    assert sorted(together) == sorted(PARTS), "each part of a run in exactly one task"
