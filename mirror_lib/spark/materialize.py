@@ -21,7 +21,7 @@ from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.spark.delta_source import DeltaBatchWriter, ensure_spark_tables
-from mirror_lib.spark.progress import end_offsets, raise_query_error, stop_query
+from mirror_lib.spark.progress import drive_until, end_offsets, raise_query_error, stop_query
 from mirror_lib.spark.records_source import SCHEMA, RecordsDataSource
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.decode import RawRecord, decode_records
@@ -122,7 +122,6 @@ def materialize_caught_up(
     runs batches until the query has passed them.
     """
     import re
-    import time
 
     admin = admin_client(client_config(config.cluster(cluster), "admin"))
     pattern = re.compile(INTERNAL_PATTERN)
@@ -133,23 +132,30 @@ def materialize_caught_up(
         for p in range(n)
     ]
     target = {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items() if hi > 0}
-    query = start_materialization(spark, config, cluster, available_now=True)
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    queries = [start_materialization(spark, config, cluster, available_now=True)]
+
+    def reached() -> bool:
+        progress = queries[-1].lastProgress
+        ends = end_offsets(progress)
+        return bool(progress) and all(ends.get(tp, 0) >= hi for tp, hi in target.items())
+
     try:
-        while deadline is None or time.monotonic() < deadline:
-            raise_query_error(query, f"materialization of {cluster}")
-            ends = end_offsets(query.lastProgress)
-            if query.lastProgress and all(ends.get(tp, 0) >= hi for tp, hi in target.items()):
-                return
-            if not query.isActive:  # availableNow ran one (capped or replayed) batch: again
-                query = start_materialization(spark, config, cluster, available_now=True)
-            time.sleep(0.5)
+        caught = drive_until(
+            reached,
+            check=lambda: raise_query_error(queries[-1], f"materialization of {cluster}"),
+            ended=lambda: not queries[-1].isActive,
+            again=lambda: queries.append(
+                start_materialization(spark, config, cluster, available_now=True)
+            ),
+            timeout_s=timeout_s,
+        )
+    finally:
+        stop_query(spark, queries[-1])
+    if not caught:
         raise MirrorRuntimeError(
             f"materialization of {cluster} did not catch up within {timeout_s}s; "
             "the tables keep every committed batch"
         )
-    finally:
-        stop_query(spark, query)
 
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:

@@ -14,6 +14,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from mirror_lib.errors import MirrorRuntimeError
@@ -122,3 +123,32 @@ def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> None:
         if not any(info is not None and info.numActiveTasks > 0 for info in infos):
             return
         time.sleep(0.1)
+
+
+def drive_until(
+    reached: Callable[[], bool],
+    *,
+    check: Callable[[], None],
+    ended: Callable[[], bool],
+    again: Callable[[], Any],
+    timeout_s: float | None,
+    tick: Callable[[], None] | None = None,
+) -> bool:
+    """Wait until ``reached()``, the one catch-up loop of replication and materialization.
+
+    ``check()`` raises a failed query's error; a query that ``ended()`` short of the goal (an
+    availableNow run of one capped or replayed batch) is started ``again()``; ``tick()`` runs
+    each round (progress). False when ``timeout_s`` passes first.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while deadline is None or time.monotonic() < deadline:
+        check()
+        if reached():
+            return True
+        if ended():
+            check()
+            again()
+        if tick is not None:
+            tick()
+        time.sleep(0.5)
+    return False

@@ -35,7 +35,7 @@ from mirror_lib.replication.ledger import LedgerView
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
 from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
-from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
+from mirror_lib.spark.progress import CatchUpProgress, drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import get_spark, register_sources
 from mirror_lib.spark.source import format_until
 from mirror_lib.tables.location import materialized_clusters, tables_enabled
@@ -226,19 +226,18 @@ class FlowRunner:
     def await_caught_up(
         self, target: dict[tuple[str, int], int], timeout_s: float | None, on_progress: Any = None
     ) -> bool:
-        """Wait until caught up with ``target``; False on timeout. Query failures raise."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while deadline is None or time.monotonic() < deadline:
-            self.raise_if_failed()
-            if self.caught_up(target):
-                return True
-            if self._until is not None and not self.query.isActive:
-                self.raise_if_failed()
-                self.start(self._until)  # the availableNow slice ended short of the snapshot
-            if on_progress is not None:
-                on_progress(self, target)
-            time.sleep(0.5)
-        return False
+        """Wait until caught up with ``target``; False on timeout. Query failures raise.
+
+        A ``--once`` query whose availableNow slice ended short of the snapshot starts again.
+        """
+        return drive_until(
+            lambda: self.caught_up(target),
+            check=self.raise_if_failed,
+            ended=lambda: self._until is not None and not self.query.isActive,
+            again=lambda: self.start(self._until),
+            timeout_s=timeout_s,
+            tick=None if on_progress is None else lambda: on_progress(self, target),
+        )
 
     def raise_if_failed(self) -> None:
         """Re-raise a failed query's error as a MirrorRuntimeError with the cause's message."""
