@@ -86,7 +86,7 @@ def load_queries() -> dict[str, str]:
 
 def require_tables(config: MirrorConfig) -> None:
     """Raise unless at least one delta-rs table exists under ``mirror.state.dir``."""
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     from mirror_lib.tables.delta_rs import table_path  # lazy: deltalake, pyarrow
     from mirror_lib.tables.schemas import TABLES
@@ -343,7 +343,7 @@ def write_dashboard(spark: Any, config: MirrorConfig, out: Path | str) -> Path:
         from mirror_lib.spark.session import get_spark  # lazy: pyspark
 
         try:
-            from pyspark.sql import SparkSession
+            from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
             own_session = SparkSession.getActiveSession() is None
         except ImportError:

@@ -122,7 +122,7 @@ def properties_text(props: Mapping[str, str]) -> str:
 
 def _client(config: MirrorConfig) -> tuple[Any, str]:
     try:
-        from mlflow import MlflowClient
+        from mlflow import MlflowClient  # lazy: optional extra "mlflow"
     except ImportError:
         raise ConfigError(
             "mirror.mlflow.enabled",
@@ -145,7 +145,7 @@ def _mlflow_errors(uri: str) -> Iterator[None]:
 
 
 def _log_batch(client: Any, run_id: str, params: dict[str, str], metrics: Series) -> None:
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param  # lazy: optional extra "mlflow"
 
     items = list(params.items())  # MLflow's batch limits: 100 params, 1000 metrics
     for i in range(0, len(items), 100):

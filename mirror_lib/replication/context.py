@@ -213,7 +213,7 @@ def produce_plain(
     """Write (key, value) records to partition 0 of ``topic`` outside any transaction, and wait
     until all are acknowledged (internal records: heartbeats, source-side syncs, planner events).
     """
-    from confluent_kafka import Producer
+    from confluent_kafka import Producer  # lazy: optional extra "kafka"
 
     producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
     for key, value in records:

@@ -40,7 +40,7 @@ class Heartbeater:
     """Emits a flow's heartbeats with one long-lived producer (a heartbeat every second)."""
 
     def __init__(self, ctx: FlowContext) -> None:
-        from confluent_kafka import Producer
+        from confluent_kafka import Producer  # lazy: optional extra "kafka"
 
         self.ctx = ctx
         self.producer = Producer(ctx.client("target", "producer", **{"enable.idempotence": True}))

@@ -237,6 +237,7 @@ def start_exporter(
     report: Callable[[str], Any] = print,
 ) -> MetricsExporter:
     """Feeds for the ``runners``' flows, the collector and the HTTP server on ``endpoint``."""
+    # lazy: optional extra "prometheus"
     from prometheus_client import CollectorRegistry, start_http_server
 
     from mirror_lib.replication.prometheus import MirrorCollector

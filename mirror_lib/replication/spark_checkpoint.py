@@ -24,7 +24,7 @@ Offsets = dict[str, dict[int, int]]
 
 
 def _fs(path: str) -> tuple[Any, str]:
-    from pyarrow import fs
+    from pyarrow import fs  # lazy: optional extra "delta/spark"
 
     if "://" in path:
         return fs.FileSystem.from_uri(path)
@@ -32,7 +32,7 @@ def _fs(path: str) -> tuple[Any, str]:
 
 
 def _batch_ids(filesystem: Any, folder: str) -> list[int]:
-    from pyarrow import fs
+    from pyarrow import fs  # lazy: optional extra "delta/spark"
 
     try:
         infos = filesystem.get_file_info(fs.FileSelector(folder))

@@ -66,7 +66,7 @@ def failure_text(query: Any) -> str | None:
 
 def reachable(config: MirrorConfig, alias: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """Whether ``alias`` answers a metadata request within ``timeout_s``."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaException  # lazy: optional extra "kafka"
 
     from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
 

@@ -45,7 +45,7 @@ def read_partition(
     Ends early at the end of the partition; no record within ``timeout_s`` raises a transient
     :class:`BrokerError` rather than answering with a partial range.
     """
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition  # lazy: optional extra "kafka"
 
     if stop <= start:
         return
@@ -206,7 +206,7 @@ def _verify_json(payload: str) -> str:
 
 def _verify_arrow(batches: Iterator[Any]) -> Iterator[Any]:
     """mapInArrow body: one JSON task per row in, one JSON result per row out."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: optional extra "delta/spark"
 
     for batch in batches:
         results = [_verify_json(t) for t in batch.column("task").to_pylist()]

@@ -115,7 +115,7 @@ class RecordsReader(DataSourceStreamReader):
 def _read_ranges(options: dict[str, str], ranges: list[tuple[str, int, int, int]]) -> Iterator:
     import datetime as dt
 
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition  # lazy: optional extra "kafka"
 
     conf = _cluster_conf(options, "consumer")
     conf.update(

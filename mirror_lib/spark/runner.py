@@ -297,7 +297,7 @@ def _catch_up_through_outages(
 
 def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
     """Fail fast, before any query starts, when a cluster cannot be reached."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaException  # lazy: optional extra "kafka"
 
     from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
 
@@ -383,7 +383,7 @@ def run_flows(
     check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
     own_session = False  # stop only a session made here, never e.g. a Databricks job's
     if spark is None:
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
         own_session = SparkSession.getActiveSession() is None
         spark = get_spark()

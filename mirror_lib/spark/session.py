@@ -37,7 +37,7 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
     """
     check_java()
     try:
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # lazy: optional extra "spark"
     except ImportError as exc:
         raise MirrorRuntimeError(
             "pyspark is not installed: `pip install mirror_lib[spark]` (or run `make venv`)"
@@ -72,7 +72,7 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
 def get_spark() -> Any:
     """The active session (Databricks, a notebook) or a new local one."""
     try:
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
         active = SparkSession.getActiveSession()
         if active is None and os.environ.get("DATABRICKS_RUNTIME_VERSION"):

@@ -47,7 +47,7 @@ def _fs(path: str) -> tuple[Any, str]:
 
 def ensure_tables(root: str) -> list[str]:
     """Create every table of :data:`tables.SCHEMAS` that is missing; returns the new ones."""
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     created = []
     for name, schema in SCHEMAS.items():
@@ -83,7 +83,7 @@ class AddActionFields:
         return int(json.loads(self.stats_json).get("numRecords", 0))
 
     def to_action(self) -> Any:
-        from deltalake.transaction import AddAction
+        from deltalake.transaction import AddAction  # lazy: optional extra "delta"
 
         return AddAction(*astuple(self))  # same field order; ``stats`` = stats_json
 
@@ -175,9 +175,9 @@ def commit_files(
     ``version`` or later: a replay; its files stay as orphans for a full vacuum) or ``"committed"``.
     delta-rs itself accepts a lower version, so the check here is what makes replays idempotent.
     """
-    from deltalake import DeltaTable
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import CommitProperties, Transaction
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
+    from deltalake.exceptions import CommitFailedError  # lazy: optional extra "delta"
+    from deltalake.transaction import CommitProperties, Transaction  # lazy: optional extra "delta"
 
     result: dict[str, str] = {}
     for name, files in actions_by_table.items():
@@ -214,7 +214,7 @@ def abort_files(root: str, actions_by_table: dict[str, list[AddActionFields]]) -
     Files the table references are kept: Spark also aborts when it was interrupted after the
     Delta commit had already succeeded (a stop during ``commit()``).
     """
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     deleted = 0
     for name, files in actions_by_table.items():
@@ -239,7 +239,7 @@ def abort_files(root: str, actions_by_table: dict[str, list[AddActionFields]]) -
 
 
 def _open(path: str, version: int | None = None, timestamp: str | None = None) -> Any:
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     dt = DeltaTable(path)
     if version is not None:
@@ -253,7 +253,7 @@ def read_table(
     root: str, name: str, version: int | None = None, timestamp: str | None = None
 ) -> pa.Table:
     """The table as Arrow (latest, or as of a version / ISO-8601 time); empty if not created yet."""
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     path = table_path(root, name)
     latest = version is None and not timestamp
@@ -283,7 +283,7 @@ def maintain(
     of a batch that is being written right now. Returns metrics per table.
     """
     import pyarrow.dataset as ds
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     cutoff = datetime.now(timezone.utc) - timedelta(days=retention_days)
     report: dict[str, dict[str, Any]] = {}

@@ -52,7 +52,7 @@ def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[Row]:
     if spark is not None:
         df = spark.table(spark_table_name(config, name))
         return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: optional extra "delta/spark"
 
     from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 

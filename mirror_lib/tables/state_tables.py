@@ -32,7 +32,7 @@ def append_rows(
     config: MirrorConfig, name: str, rows: list[dict[str, Any]], spark: Any = None
 ) -> int:
     """Append ``rows`` (dicts of the table's columns; missing ones null); returns the count."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: optional extra "delta/spark"
 
     schema = _schema(name)
     if not rows:
@@ -46,7 +46,7 @@ def append_rows(
             .saveAsTable(spark_table_name(config, name))
         )
         return table.num_rows
-    from deltalake import write_deltalake
+    from deltalake import write_deltalake  # lazy: optional extra "delta"
 
     root = tables_root(config)
     ensure_tables(root)
