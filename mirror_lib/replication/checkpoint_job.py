@@ -36,8 +36,14 @@ TP = tuple[str, int]
 
 
 @dataclass
-class _State:
-    store: CheckpointStore
+class CheckpointState:
+    """What one checkpoint job has read so far, so each cycle reads only what is new.
+
+    Owned by the job (a :class:`~mirror_lib.replication.companions.CompanionJob`, or one
+    ``--once`` round), never shared through the process: it is rebuilt from Kafka when new.
+    """
+
+    store: CheckpointStore = field(default_factory=CheckpointStore)
     segments: dict[TP, SegmentIndex] = field(default_factory=dict)
     metrics_position: int = 0
     checkpoints_position: int = 0
@@ -45,10 +51,7 @@ class _State:
     skipped: int = 0
 
 
-_STATES: dict[str, _State] = {}
-
-
-def _add_checkpoints(ctx: FlowContext, state: _State) -> None:
+def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
     """Read checkpoints written since the last cycle, by this or any other process."""
     checkpoints = []
     for msg in read_topic(
@@ -62,7 +65,7 @@ def _add_checkpoints(ctx: FlowContext, state: _State) -> None:
     state.store.load(checkpoints)
 
 
-def _add_segments(ctx: FlowContext, state: _State) -> None:
+def _add_segments(ctx: FlowContext, state: CheckpointState) -> None:
     """Segments committed since the last cycle (the metrics topic has one partition)."""
     for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, start=state.metrics_position):
         state.metrics_position = msg.offset() + 1
@@ -93,7 +96,7 @@ def _source_groups(ctx: FlowContext, admin: AdminClient) -> dict[str, dict[TP, t
     return groups
 
 
-def _sync_group_offsets(ctx: FlowContext, state: _State) -> int:
+def _sync_group_offsets(ctx: FlowContext, state: CheckpointState) -> int:
     admin = admin_client(ctx.client("target", "admin"))
     changed = 0
     for group in state.store.groups():
@@ -123,13 +126,14 @@ def _sync_group_offsets(ctx: FlowContext, state: _State) -> int:
 
 
 def run_checkpoints(
-    ctx: FlowContext, cache_key: str, *, force_group_sync: bool = False
+    ctx: FlowContext, state: CheckpointState | None = None, *, force_group_sync: bool = False
 ) -> tuple[int, int]:
     """One checkpoint cycle; returns (checkpoints written, undecodable records skipped).
 
+    ``state``: the job's reading so far (None: a one-off cycle that reads from the start).
     ``force_group_sync`` syncs group offsets now instead of waiting for their interval.
     """
-    state = _STATES.setdefault(cache_key, _State(CheckpointStore()))
+    state = state if state is not None else CheckpointState()
     _add_checkpoints(ctx, state)
     _add_segments(ctx, state)
     s = ctx.settings
@@ -157,7 +161,7 @@ def run_checkpoints(
     return len(emitted), state.skipped
 
 
-def _translate(state: _State, topic: str, partition: int, upstream: int) -> int | None:
+def _translate(state: CheckpointState, topic: str, partition: int, upstream: int) -> int | None:
     index = state.segments.get((topic, partition))
     return None if index is None else index.translate(upstream)
 

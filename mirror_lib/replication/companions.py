@@ -16,7 +16,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
-from mirror_lib.replication.checkpoint_job import run_checkpoints
+from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import Heartbeater
@@ -56,6 +56,7 @@ class CompanionJob:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._heartbeater: Any = None
+        self._checkpoints = CheckpointState()  # kept across restarts of the thread
         self.query = None  # no Spark query: progress rows show no lag for companions
 
     @property
@@ -68,7 +69,7 @@ class CompanionJob:
             if self._heartbeater is None:
                 self._heartbeater = Heartbeater(self.ctx)
             return self._heartbeater.emit()
-        written, _skipped = run_checkpoints(self.ctx, f"thread:{self.ctx.flow.name}")
+        written, _skipped = run_checkpoints(self.ctx, self._checkpoints)
         return written
 
     def _loop(self) -> None:

@@ -322,7 +322,7 @@ def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) ->
     if s.emit_heartbeats and "heartbeats" in parts:
         emit_heartbeat(ctx)
     if (s.emit_checkpoints or s.sync_group_offsets) and "checkpoints" in parts:
-        written, skipped = run_checkpoints(ctx, f"once:{ctx.flow.name}", force_group_sync=True)
+        written, skipped = run_checkpoints(ctx, force_group_sync=True)
         report(f"{ctx.flow.name}: {written} checkpoints written, {skipped} bad records skipped")
 
 
