@@ -17,10 +17,18 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import admin_client
-from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wait_futures
 from mirror_lib.replication.context import FlowContext, stable_slot
 
 TP = tuple[str, int]
+
+
+def flow_bounds(ctx: FlowContext, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[int, int]]:
+    """(earliest, last stable offset) of every source partition the flow replicates, now: what the
+    ledger is measured against (progress, lag)."""
+    counts = list_topic_partitions(admin, timeout_s)
+    tps = [(t, p) for t, n in counts.items() if ctx.should_replicate(t) for p in range(n)]
+    return partition_bounds(admin, tps, timeout_s)
 
 
 def ledger_consumer(ctx: FlowContext, slot: int, *, stable: bool = True) -> Consumer:

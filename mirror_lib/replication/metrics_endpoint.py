@@ -27,9 +27,9 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.settings import GLOBAL_BY_KEY
 from mirror_lib.errors import ConfigError, MirrorError
-from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.ledger import LedgerView
+from mirror_lib.replication.ledger import LedgerView, flow_bounds
+from mirror_lib.replication.translate import reader_conf
 
 log = logging.getLogger(__name__)
 
@@ -121,15 +121,8 @@ class FlowFeed:
         self._start_offset = OFFSET_END
 
     def _conf(self) -> dict[str, Any]:
-        return self.ctx.client(
-            "target",
-            "consumer",
-            **{
-                "group.id": f"__mirror_reader.{self.ctx.flow.name}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-            },
-        )
+        conf = reader_conf(self.ctx)
+        return {**conf, "enable.auto.commit": False, "isolation.level": "read_committed"}
 
     def _topic_exists(self, consumer: Consumer) -> bool:
         topic = self.ctx.metrics_topic
@@ -196,11 +189,8 @@ class FlowFeed:
             admin = ctx.admin("source")
             while not self._stop.is_set():
                 try:
-                    counts = list_topic_partitions(admin, timeout_s=10)
-                    mine = [(t, n) for t, n in counts.items() if ctx.should_replicate(t)]
-                    tps = [(t, p) for t, n in mine for p in range(n)]
-                    bounds = partition_bounds(admin, tps, timeout_s=10)
-                    done = ledger.positions(tps, timeout_s=10)
+                    bounds = flow_bounds(ctx, admin, timeout_s=10)
+                    done = ledger.positions(bounds, timeout_s=10)
                     lag = {tp: max(hi - done.get(tp, lo), 0) for tp, (lo, hi) in bounds.items()}
                     self.metrics.set_lag(lag)
                 except (MirrorError, KafkaException) as exc:  # e.g. an outage: keep the last

@@ -25,13 +25,13 @@ from mirror_lib.errors import (
     is_transient_text,
 )
 from mirror_lib.kafka.clients import client_config
-from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
+from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.replication.checkpoint_job import run_checkpoints
 from mirror_lib.replication.companions import PARTS, CompanionJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
-from mirror_lib.replication.ledger import LedgerView
+from mirror_lib.replication.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
 from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
@@ -178,11 +178,9 @@ class FlowRunner:
 
     def snapshot(self) -> dict[tuple[str, int], int]:
         """Last stable offsets of every partition the flow replicates, right now."""
-        admin = self.ctx.admin("source")
-        counts = list_topic_partitions(admin)
-        tps = [(t, p) for t, n in counts.items() if self.ctx.should_replicate(t) for p in range(n)]
-        self._parts = tps
-        return {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items()}
+        bounds = flow_bounds(self.ctx, self.ctx.admin("source"))
+        self._parts = list(bounds)
+        return {tp: hi for tp, (_lo, hi) in bounds.items()}
 
     def restart(self) -> Any:
         """Start the query again as it was started (``--once`` keeps its snapshot)."""
