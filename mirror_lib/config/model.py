@@ -453,6 +453,9 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
     )
     for flow in config.flows:
         flow.policy()  # fails early on an unknown policy class
+    from mirror_lib.config.fanout import read_groups  # lazy: fanout.py imports this module
+
+    read_groups(config.flows)  # fan-out flows that disagree on their shared read fail here
     # lazy: databricks.py imports this module
     from mirror_lib.config.databricks import check_state_dir
 

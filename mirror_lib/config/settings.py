@@ -348,6 +348,22 @@ SETTINGS: tuple[Setting, ...] = (
         "topics the stale-data policy applies to (regexes, full match)",
     ),
     Setting(
+        "mirror.fanout.enabled",
+        "fanout",
+        "false",
+        _bool,
+        "enabled flows from one source that all set this share one read of the source "
+        "(one consumer per partition, one transactional producer per target)",
+    ),
+    Setting(
+        "mirror.fanout.max.lag.records",
+        "fanout_max_lag_records",
+        "100000",
+        _int_at_least(1),
+        "fan-out: records a target may have unacknowledged before it leaves the shared read and "
+        "catches up on its own",
+    ),
+    Setting(
         "mirror.trigger.interval.seconds",
         "trigger_interval",
         "1",
@@ -579,6 +595,8 @@ class FlowSettings:
     skip_max_records: int
     skip_max_bytes: int
     skip_topics: tuple[str, ...]
+    fanout: bool
+    fanout_max_lag_records: int
     trigger_interval: float
     separator_configured: bool = False
     explicit: frozenset[str] = frozenset()
