@@ -306,17 +306,20 @@ class TargetWriter:
                 self.move(tp, *args)
 
     def move(self, tp: TP, end: int) -> None:
-        """Everything before ``end`` was seen: the ledger may move past markers and aborts."""
+        """Everything before ``end`` was seen: the ledger may move past markers and aborts; a
+        partition moved to its ``until`` end is done."""
         if self.commit_pending:
             self._hold(("move", tp, end), 0)
             return
         part = self.parts.get(tp)
         if part is not None and not part.done and end > part.expect:
             part.expect = end
+            part.done = end >= part.until
             if not self.in_txn:
                 self._begin()
 
     def finish(self, tp: TP, end: int) -> None:
+        """The partition reached its ``until`` end (held like any move while a commit waits)."""
         self.move(tp, end)
         if not self.commit_pending:
             self.parts[tp].done = True

@@ -91,6 +91,9 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
     )
 
 
+FANOUT_READ_S = 5.0  # a fan-out target's ledger is asked this long (it may be the one that is out)
+
+
 class FlowRunner:
     """The replication query of a flow: a planner of time slices and long-running copy tasks."""
 
@@ -110,6 +113,7 @@ class FlowRunner:
                 raise ConfigError(f"{ctx.flow.name}.enabled", "false", "true to replicate it")
         self.query: Any = None
         self._ledgers: dict[str, LedgerView] = {}
+        self._known: dict[str, dict[tuple[str, int], int]] = {}  # last ledger read per target
         self._sample: tuple[int, int, float] | None = None
         self._until: dict[tuple[str, int], int] | None = None
         self._parts: list[tuple[str, int]] = []
@@ -209,22 +213,29 @@ class FlowRunner:
     ) -> dict[tuple[str, int], int]:
         """Next upstream offset per partition, from the delivery ledger (the truth, D3); in a
         fan-out group, of the target furthest behind."""
-        out: dict[tuple[str, int], int] = {}
-        for positions in self.delivered_by_flow(partitions, timeout_s).values():
-            for tp, pos in positions.items():
-                out[tp] = min(pos, out.get(tp, pos))
-        return out
+        return _slowest(self.delivered_by_flow(partitions, timeout_s))
 
     def delivered_by_flow(
         self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
     ) -> dict[str, dict[tuple[str, int], int]]:
-        """The ledger of each target of the query, for the partitions its flow replicates."""
-        return {
-            ctx.flow.name: self.ledger(ctx).positions(
-                [tp for tp in partitions if ctx.should_replicate(tp[0])], timeout_s
-            )
-            for ctx in self.group.contexts
-        }
+        """The ledger of each target of the query, for the partitions its flow replicates.
+
+        In a fan-out group a target that cannot be read now counts with its last known
+        positions (asked with a short timeout), so that the others are still measured.
+        """
+        out: dict[str, dict[tuple[str, int], int]] = {}
+        for ctx in self.group.contexts:
+            mine = [tp for tp in partitions if ctx.should_replicate(tp[0])]
+            name = ctx.flow.name
+            try:
+                wait = min(timeout_s, FANOUT_READ_S) if self.group.fanout else timeout_s
+                out[name] = self.ledger(ctx).positions(mine, wait)
+                self._known[name] = {**self._known.get(name, {}), **out[name]}
+            except MirrorError:
+                if not self.group.fanout:
+                    raise
+                out[name] = {tp: pos for tp, pos in self._known.get(name, {}).items() if tp in mine}
+        return out
 
     def lag(self) -> int:
         """Records the flow still has to copy (source LSO - delivered), from the ledger."""
@@ -233,7 +244,8 @@ class FlowRunner:
     def progress(self) -> dict[str, Any]:
         """Records copied since the first call, records/s since the previous call, and lag."""
         snapshot = self.snapshot()
-        done = self.delivered(snapshot)
+        by_flow = self.delivered_by_flow(snapshot)
+        done = _slowest(by_flow)
         total, now = sum(done.values()), time.monotonic()
         base, last_total, last_time = self._sample or (total, total, now)
         self._sample = (base, total, now)
@@ -246,19 +258,20 @@ class FlowRunner:
         if self.group.fanout:  # each target's own lag: one that fell behind shows here
             out["lags"] = {
                 flow: sum(max(snapshot[tp] - pos, 0) for tp, pos in positions.items())
-                for flow, positions in self.delivered_by_flow(snapshot).items()
+                for flow, positions in by_flow.items()
             }
         return out
 
     def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
         """True when the ledger of every target reached ``target`` for every partition."""
         wanted = {tp: off for tp, off in target.items() if off > 0}
-        for ctx in self.group.contexts:
-            mine = [tp for tp in wanted if ctx.should_replicate(tp[0])]
-            done = self.ledger(ctx).positions(mine)
-            if not all(done.get(tp, 0) >= wanted[tp] for tp in mine):
-                return False
-        return True
+        by_flow = self.delivered_by_flow(wanted)
+        return all(
+            by_flow[ctx.flow.name].get(tp, 0) >= off
+            for ctx in self.group.contexts
+            for tp, off in wanted.items()
+            if ctx.should_replicate(tp[0])
+        )
 
     def await_caught_up(
         self, target: dict[tuple[str, int], int], timeout_s: float | None, on_progress: Any = None
@@ -286,8 +299,18 @@ class FlowRunner:
         )
 
 
-def _unit_name(r: FlowRunner) -> str:
-    return f"{r.job} of {r.name}"
+def _slowest(by_flow: dict[str, dict[tuple[str, int], int]]) -> dict[tuple[str, int], int]:
+    """Per partition, the position of the target furthest behind."""
+    out: dict[tuple[str, int], int] = {}
+    for positions in by_flow.values():
+        for tp, pos in positions.items():
+            out[tp] = min(pos, out.get(tp, pos))
+    return out
+
+
+def _unit_name(r: Any) -> str:
+    """``replication of A->B`` (or of a group ``A->B,C``), ``checkpoints of A->B``, ..."""
+    return f"{r.job} of {r.name if isinstance(r, FlowRunner) else r.ctx.flow.name}"
 
 
 def _runner_unit(r: FlowRunner) -> Unit:
