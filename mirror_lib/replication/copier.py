@@ -206,9 +206,10 @@ class SliceCopy:
                 reader.close()
                 self.readers.remove(reader)
         if not self.writers:
+            reasons = "; ".join(f"{flow}: {why}" for flow, why in self.result.detached.items())
             raise BrokerError(
                 f"every target of {self.ctx.source}->{','.join(c.target for c in self.contexts)} "
-                f"failed in this slice; the last: {exc}",
+                f"failed in this slice ({reasons})",
                 transient=True,
             ) from exc
 
@@ -284,6 +285,7 @@ class SliceCopy:
                     self._copy(reader, msgs)
                     heard += msgs[:1] + msgs[-1:]
                     behind = behind or len(msgs) >= CONSUME_BATCH
+                    self._drop_laggards(reader)
             self._check_source(heard)
             for w in list(self.writers):
                 if w.commit_due(behind):
@@ -303,6 +305,17 @@ class SliceCopy:
                     break  # end the slice early: the planner sets them up
         for w in list(self.writers):
             self._guard(w, self._commit, w, wait=True)
+
+    def _drop_laggards(self, reader: Reader) -> None:
+        """The bounded buffer: a target with more than its ``mirror.fanout.max.lag.records``
+        waiting beyond the target furthest ahead leaves the shared read (never the last one)."""
+        if len(reader.writers) < 2:
+            return
+        lead = min(w.waiting() for w in reader.writers)
+        for w in list(reader.writers):
+            error = w.behind_error(lead)
+            if error is not None and len(reader.writers) > 1:
+                self._detach_or_raise(w.name, error)
 
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S]

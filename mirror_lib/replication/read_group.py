@@ -8,6 +8,7 @@ syncs, metrics). Like a FlowContext, a group travels to Spark's processes as dat
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,9 @@ class ReadGroup:
     def to_options(self) -> dict[str, str]:
         """Spark data source options carrying this group (see :meth:`FlowContext.to_options`)."""
         return {**self.lead.to_options(), "flow": self.name}
+
+    def __iter__(self) -> Iterator[FlowContext]:
+        return iter(self.contexts)
 
     @property
     def lead(self) -> FlowContext:

@@ -17,9 +17,10 @@ producer write into a remote partition, :class:`Interleaved` is raised at commit
 aborts, and the writer reports every record from then on (``exact``).
 
 In a fan-out group a writer never blocks the others: it commits only once its target
-acknowledged everything (``wait=False``), and it raises a transient :class:`BrokerError` when its
-target falls more than ``mirror.fanout.max.lag.records`` behind or acknowledges nothing for
-``FLUSH_S``; the copier then drops it from the shared read for the rest of the slice.
+acknowledged everything (``wait=False``), holding what arrives meanwhile; the copier compares
+what each target has waiting (:meth:`TargetWriter.behind_error`) and drops a target that falls more
+than ``mirror.fanout.max.lag.records`` behind the others, or that acknowledges nothing for
+``FLUSH_S``, from the shared read for the rest of the slice.
 """
 
 from __future__ import annotations
@@ -207,13 +208,6 @@ class TargetWriter:
             self.move(tp, skipped_end)  # the ledger moves past the skipped records
         if finished:
             self.finish(tp, part.until)
-        if self.fanout and len(self.producer) > self.max_lag:
-            raise BrokerError(
-                f"{self.ctx.where('target')} has {len(self.producer)} records unacknowledged, "
-                f"more than {self.name}.mirror.fanout.max.lag.records = {self.max_lag}: it "
-                "leaves the shared read for this slice and catches up on its own",
-                transient=True,
-            )
         return finished
 
     def _produce(self, part: PartState, group: list[Any], consumed_ms: float) -> None:
@@ -282,18 +276,26 @@ class TargetWriter:
                 self._fail_record(exc.args[0], part, msg.offset())
 
     def _hold(self, item: tuple, records: int) -> None:
-        """Keep ``item`` until the pending commit is done; past the bound, leave the read."""
+        """Keep ``item`` until the pending commit is done (the copier bounds what is held)."""
         self.backlog.append(item)
         self.backlog_records += records
-        waiting = self.backlog_records + len(self.producer)
-        if waiting > self.max_lag:
-            raise BrokerError(
-                f"{self.ctx.where('target')} keeps {waiting} records waiting for its "
-                f"acknowledgements, more than {self.name}.mirror.fanout.max.lag.records = "
-                f"{self.max_lag}: it leaves the shared read for this slice and catches up on "
-                "its own",
-                transient=True,
-            )
+
+    def waiting(self) -> int:
+        """Records read for this target that it has not acknowledged: held or in flight."""
+        return self.backlog_records + len(self.producer)
+
+    def behind_error(self, lead: int) -> BrokerError | None:
+        """Why this target must leave the shared read: more than ``max_lag`` records waiting
+        beyond ``lead``, what the target furthest ahead has waiting (None: it may stay)."""
+        behind = self.waiting() - lead
+        if behind <= self.max_lag:
+            return None
+        return BrokerError(
+            f"{self.ctx.where('target')} is {behind} records behind the other targets of the "
+            f"read (held or unacknowledged), more than {self.name}.mirror.fanout.max.lag.records "
+            f"= {self.max_lag}: it leaves the shared read for this slice and catches up on its own",
+            transient=True,
+        )
 
     def _replay(self) -> None:
         """After a pending commit: what arrived meanwhile, in order."""

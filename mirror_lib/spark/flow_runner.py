@@ -76,6 +76,7 @@ class FlowRunner:
         self.query: Any = None
         self._ledgers: dict[str, LedgerView] = {}
         self._known: dict[str, dict[tuple[str, int], int]] = {}  # last ledger read per target
+        self._unread: set[str] = set()  # targets whose last ledger read failed
         self._sample: tuple[int, int, float] | None = None
         self._until: dict[tuple[str, int], int] | None = None
         self._parts: list[tuple[str, int]] = []
@@ -193,9 +194,11 @@ class FlowRunner:
                 wait = min(timeout_s, FANOUT_READ_S) if self.group.fanout else timeout_s
                 out[name] = self.ledger(ctx).positions(mine, wait)
                 self._known[name] = {**self._known.get(name, {}), **out[name]}
+                self._unread.discard(name)
             except MirrorError:
                 if not self.group.fanout:
                     raise
+                self._unread.add(name)
                 out[name] = {tp: pos for tp, pos in self._known.get(name, {}).items() if tp in mine}
         return out
 
@@ -218,11 +221,25 @@ class FlowRunner:
             "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items()),
         }
         if self.group.fanout:  # each target's own lag: one that fell behind shows here
-            out["lags"] = {
-                flow: sum(max(snapshot[tp] - pos, 0) for tp, pos in positions.items())
-                for flow, positions in by_flow.items()
-            }
+            out["lags"] = {ctx.flow.name: self._lag(ctx, by_flow, snapshot) for ctx in self.group}
         return out
+
+    def _lag(
+        self,
+        ctx: FlowContext,
+        by_flow: dict[str, dict[tuple[str, int], int]],
+        snapshot: dict[tuple[str, int], int],
+    ) -> int | None:
+        """Records one target still has to get; None when its ledger was never read."""
+        name = ctx.flow.name
+        if name in self._unread and not self._known.get(name):
+            return None
+        done = by_flow[name]
+        return sum(
+            max(hi - done.get(tp, 0), 0)
+            for tp, hi in snapshot.items()
+            if ctx.should_replicate(tp[0])
+        )
 
     def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
         """True when the ledger of every target reached ``target`` for every partition."""
