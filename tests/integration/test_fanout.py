@@ -1,0 +1,227 @@
+"""Fan-out (issue 17): one read of A, written to B and C; each target stays an MM2 flow of its own.
+
+Three brokers: the session's A and B, and C (the session's third broker, or a broker behind a
+TCP proxy that the test cuts). Exactly-once is checked on the committed view computed by the raw
+reader, never through the test broker's read_committed (it also returns aborted records).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.translate import load_segments, translate
+from mirror_lib.spark.runner import FlowRunner, run_flows
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from tests.helpers.exactly_once import committed_count, wait_exactly_once
+from tests.helpers.kafka_raw import committed_records
+from tests.helpers.proxy import BLACKHOLE, OPEN, CountingProxy, bootstrap, proxied_broker
+from tests.helpers.raw_groups import committed_offsets
+from tests.integration.conftest import flow_properties, metrics_events
+
+GROUP = "A->B,C"
+
+
+def fanout_properties(
+    a: str, b: str, c: str, state_dir: Path, topic: str, **extra: str
+) -> dict[str, str]:
+    """mm2.properties of A->B and A->C sharing one read of A (only ``topic``)."""
+    props = flow_properties(a, b, state_dir, topics=topic)
+    props.update({
+        "clusters": "A, B, C",
+        "C.bootstrap.servers": c,
+        "A->C.enabled": "true",
+        "mirror.fanout.enabled": "true",
+    })  # fmt: skip
+    props.update(extra)
+    return props
+
+
+def records(n: int, partitions: int, tag: str, size: int = 0, start: int = 0) -> list[dict]:
+    return [
+        {
+            "key": f"{tag}-k{i}".encode(),
+            "value": f"{tag}-v{i}-".encode() + b"x" * size,
+            "partition": i % partitions,
+        }
+        for i in range(start, start + n)
+    ]
+
+
+def ledger(bootstrap: str, flow: str, remote: str, partitions: int, slots: int) -> dict[int, int]:
+    """The flow's delivery ledger on its target, read by its group names
+    ``__mirror_ledger.<flow>.<slot>`` over a raw connection (works while a proxy is cut)."""
+    out: dict[int, int] = {}
+    for slot in range(slots):
+        for p, offset in committed_offsets(
+            bootstrap, f"__mirror_ledger.{flow}.{slot}", remote, partitions
+        ).items():
+            out[p] = max(offset, out.get(p, -1))
+    return out
+
+
+def source_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """Next offset per partition of a non-transactional source topic."""
+    ends: dict[int, int] = {}
+    for r in consume_all(bootstrap, topic):
+        ends[r.partition] = r.offset + 1
+    return ends
+
+
+def wait_for(
+    check: Callable[[], bool], timeout_s: float, what: str, alive: Callable[[], None]
+) -> float:
+    """Seconds until ``check()`` held; fails after ``timeout_s``; ``alive()`` asserted meanwhile."""
+    started = time.monotonic()
+    while True:
+        alive()
+        if check():
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+        time.sleep(0.5)
+
+
+def run_once(spark, config: MirrorConfig) -> None:
+    run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
+
+
+def test_fanout_delivers_exactly_once_to_b_and_c_each_with_its_own_translation(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    topic, remote, partitions, n = unique_name, f"A.{unique_name}", 4, 1200
+    create_topic(brokers.source, topic, partitions)
+    produce_exact(brokers.source, topic, records(n, partitions, "a"))
+    state = tmp_path / "state"
+    # B commits a transaction every 7 records, C at its default: the transaction markers put
+    # the same records at other offsets on B than on C, so each target needs its own mapping.
+    props = fanout_properties(
+        brokers.source, brokers.target, third_broker, state, topic,
+        **{"A->B.mirror.commit.max.records": "7"},
+    )  # fmt: skip
+    config = parse_config(props)
+    run_once(spark, config)
+
+    flows = state / "flows"
+    assert (flows / "A_to_B,C" / "replication").is_dir(), sorted(p.name for p in flows.iterdir())
+    assert not (flows / "A_to_B").exists() and not (flows / "A_to_C").exists(), (
+        "one replication query for the group, not one per flow"
+    )
+    source = consume_all(brokers.source, topic)
+    ends = source_ends(brokers.source, topic)
+    assert sum(ends.values()) == n
+    downstream: dict[str, dict[tuple[int, bytes | None], int]] = {}
+    for alias, target in (("B", brokers.target), ("C", third_broker)):
+        flow = f"A->{alias}"
+        wait_exactly_once(brokers.source, topic, target, remote, partitions, 30)
+        committed = committed_records(target, remote, partitions)
+        down = {(p, r.value): r.offset for p, recs in committed.items() for r in recs}
+        downstream[alias] = down
+        indexes = load_segments(FlowContext.create(config, flow))
+        wrong = [
+            (r.partition, r.offset, translate(indexes, topic, r.partition, r.offset), want)
+            for r in source
+            if (want := down[(r.partition, r.value)])
+            != translate(indexes, topic, r.partition, r.offset)
+        ]
+        assert not wrong, f"{flow}: (partition, upstream, translated, actual) {wrong[:5]}"
+        assert ledger(target, flow, remote, partitions, slots=2) == ends, (
+            f"the ledger of {flow} on {alias} equals the source's end offsets"
+        )
+        events = metrics_events(target)
+        batches = [e for e in events if e.get("type") == "batch" and e.get("topic") == topic]
+        assert sum(e["records"] for e in batches) == n, (
+            f"{alias}'s metrics topic counts every record once, and only its own copies"
+        )
+    moved = sum(downstream["B"][k] != downstream["C"].get(k) for k in downstream["B"])
+    assert moved > 0, "B (7 records a transaction) and C should hold records at other offsets"
+
+
+def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
+    spark, brokers, tmp_path, unique_name
+):
+    topic, remote, partitions = unique_name, f"A.{unique_name}", 2
+    create_topic(brokers.source, topic, partitions)
+    produce_exact(brokers.source, topic, records(300, partitions, "u"))
+    with proxied_broker("C", tmp_path / "c") as (broker_c, proxy_c):
+        c_direct = broker_c.bootstrap_servers  # checks read here, also during the cut
+        props = fanout_properties(
+            brokers.source, brokers.target, bootstrap(proxy_c), tmp_path / "state", topic,
+            **{
+                # one slot: a cut mid-transaction must not cost a committed ledger entry
+                # (test_tansu_limits.py)
+                "tasks.max": "1",
+                "mirror.fanout.max.lag.records": "200",
+                "mirror.batch.duration.seconds": "10",
+            },
+        )  # fmt: skip
+        runner = FlowRunner(spark, parse_config(props), GROUP)
+        runner.start()
+        try:
+            alive = runner.raise_if_failed
+
+            def on_b(count: int) -> Callable[[], bool]:
+                return lambda: committed_count(brokers.target, remote, partitions) >= count
+
+            def c_ledger() -> int:
+                return sum(ledger(c_direct, "A->C", remote, partitions, slots=1).values())
+
+            wait_for(on_b(300), 150, "the first 300 records on B", alive)
+            wait_for(lambda: c_ledger() >= 300, 60, "the first 300 records on C", alive)
+
+            proxy_c.set_mode(BLACKHOLE)  # C stops answering: connections hang
+            produce_exact(brokers.source, topic, records(1000, partitions, "u", start=300))
+            took = wait_for(on_b(1300), 90, "B keeps replicating while C is cut", alive)
+            print(f"B had the 1000 records produced during the cut after {took:.1f}s")
+            produce_exact(brokers.source, topic, records(200, partitions, "u", start=1300))
+            wait_for(on_b(1500), 60, "B keeps replicating in later slices", alive)
+            assert c_ledger() == 300, "C's lag is in its ledger: 300 of 1500 delivered"
+            assert committed_count(c_direct, remote, partitions) == 300
+
+            proxy_c.set_mode(OPEN)
+            took = wait_for(lambda: c_ledger() >= 1500, 150, "C catches up after the cut", alive)
+            print(f"C caught up {took:.1f}s after the proxy was restored")
+            for target in (brokers.target, c_direct):
+                wait_exactly_once(brokers.source, topic, target, remote, partitions, 30, alive)
+            ends = source_ends(brokers.source, topic)
+            assert ledger(c_direct, "A->C", remote, partitions, slots=1) == ends
+            assert ledger(brokers.target, "A->B", remote, partitions, slots=1) == ends
+        finally:
+            proxy_c.set_mode(OPEN)
+            runner.stop()
+
+
+def test_the_source_is_read_once_for_two_targets(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    if brokers.real_kafka:
+        pytest.skip("counts bytes through a proxy in front of an embedded source broker")
+    partitions, n, size = 4, 2000, 4000
+    read: dict[int, int] = {}
+    with proxied_broker("A", tmp_path / "a", CountingProxy) as (broker_a, proxy_a):
+        assert isinstance(proxy_a, CountingProxy)
+        for targets in (1, 2):
+            topic = f"{unique_name}-{targets}"
+            data = records(n, partitions, f"r{targets}", size)
+            create_topic(broker_a.bootstrap_servers, topic, partitions)
+            produce_exact(broker_a.bootstrap_servers, topic, data)
+            props = fanout_properties(
+                bootstrap(proxy_a), brokers.target, third_broker, tmp_path / f"state{targets}",
+                topic, **({} if targets == 2 else {"A->C.enabled": "false"}),
+            )  # fmt: skip
+            proxy_a.reset()
+            run_once(spark, parse_config(props))
+            read[targets] = proxy_a.reset()
+            for target in (brokers.target, third_broker)[:targets]:
+                assert committed_count(target, f"A.{topic}", partitions) == n
+            payload = sum(len(r["key"]) + len(r["value"]) for r in data)
+            assert read[targets] >= payload, f"{targets} target(s): A sent less than the data"
+    print(f"bytes read from A: one target {read[1]:,}, two targets {read[2]:,}")
+    assert read[2] < 1.5 * read[1], (
+        f"two targets read {read[2]:,} bytes from A, one target {read[1]:,}: A is read twice"
+    )
