@@ -1,22 +1,18 @@
-"""Copy a task slot's partitions for one time slice (D2-D4, D8).
+"""Copy a task slot's partitions for one time slice (D2-D4, D8): read once, write to each target.
 
-A slice task keeps one ``read_committed`` source consumer and one transactional producer (one
-``init_transactions`` per slot per slice, which fences zombies) and copies records as they arrive.
-It commits a Kafka transaction every ``mirror.commit.interval.ms`` while at the source's head (or
-after ``mirror.commit.max.records`` / ``.bytes``); behind the head, transactions grow up to ten
-intervals. Each transaction holds the records, their offset syncs (when that topic is on the
-target), the metrics and segment records, and the ledger offsets
-(:mod:`mirror_lib.replication.ledger`), so a
-crash at any point leaves all of a transaction or none of it, and the next task continues exactly
-where the ledger says.
+A slice task keeps ``read_committed`` source consumers and, per target, a
+:class:`~mirror_lib.replication.writer.TargetWriter` (one transactional producer and one
+``init_transactions`` per slot per slice, which fences zombies) and copies records as they
+arrive. A flow ``A->B`` has one writer; a fan-out group ``A->B,C`` has one per target, fed from
+one consumer (:class:`Reader`): each consumed batch goes to every writer, which keeps what its
+target still needs. Each writer's ledger says where its target continues, so targets at
+different positions share a read safely.
 
-The per-record path is a consume -> produce loop. Downstream offsets come from two delivery
-reports per partition and consume batch (the first record of a transaction and the last of each
-batch): records of one transaction to one partition are contiguous downstream, which the copier
-checks (count = last - first + 1; the bookkeeping is :mod:`mirror_lib.replication.copy_state`).
-Should
-another producer write into a remote partition, the transaction is aborted and the rest of the
-slice reports every record (exact, slower).
+In a fan-out group one target never stops the others: a target that fails, falls more than
+``mirror.fanout.max.lag.records`` behind or stops acknowledging leaves the slice (its open
+transaction is aborted by the next slice's ``init_transactions``); a target that starts a slice
+that far behind the others gets its own consumer and catches up on its own, and rejoins the
+shared read in a later slice. Only when every target failed does the slice fail.
 """
 
 from __future__ import annotations
@@ -25,82 +21,29 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirror_lib.config import stale
-from mirror_lib.config.stale import PartitionSkips, SkipPolicy, skip_event_fields, split_stale
-from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
+from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.lookups import topic_ids
-from mirror_lib.mm2.formats import OffsetSync
-from mirror_lib.offsets.segments import Segment, mm2_compatible_points
-from mirror_lib.replication import events, testhooks
-from mirror_lib.replication.context import FlowContext, produce_plain
-from mirror_lib.replication.copy_state import Interleaved, PartState
-from mirror_lib.replication.ledger import ledger_consumer, ledger_offsets, read_ledger
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy_state import Interleaved
+from mirror_lib.replication.writer import CopyResult, TargetWriter, make_producer
 
 log = logging.getLogger(__name__)
 
+__all__ = ["CopyResult", "SliceCopy", "copy_slice", "make_consumer", "make_producer"]
+
 TP = tuple[str, int]
-NO_END = 2**63 - 1
 CONSUME_BATCH = 10_000
 IDLE_POLL_S = 0.1
+PENDING_POLL_S = 0.01  # a fan-out commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
-BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
 SOURCE_DOWN_S = 30.0  # no answer this long: the slice fails (transient) so the run reports it
 DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
-_FENCED = {
-    KafkaError._FENCED,
-    KafkaError.PRODUCER_FENCED,
-    KafkaError.INVALID_PRODUCER_EPOCH,
-    KafkaError.INVALID_PRODUCER_ID_MAPPING,
-}
-_PASSING = {  # delivery failures an outage causes: the run retries them
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_ENOUGH_REPLICAS,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-}
-FLUSH_S = 30.0  # a target that acknowledges nothing this long fails the slice (transient)
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
-
-
-@dataclass
-class CopyResult:
-    """The commit message of one task: what it copied (picklable, small)."""
-
-    slot: int
-    records: int = 0
-    bytes: int = 0
-    transactions: int = 0
-    next_offsets: dict[str, int] = field(default_factory=dict)
-
-
-def make_producer(ctx: FlowContext, slot: int) -> Producer:
-    """The slot's producer: transactional (fencing older instances) or plain idempotent."""
-    defaults = {
-        "linger.ms": 5,
-        "batch.size": 1_000_000,
-        "acks": "all",
-        "queue.buffering.max.messages": 500_000,
-    }
-    extra: dict[str, Any] = {"enable.idempotence": True}
-    if ctx.settings.exactly_once:
-        extra["transactional.id"] = ctx.transactional_id(slot)
-    producer = Producer(ctx.client("target", "producer", defaults, **extra))
-    if ctx.settings.exactly_once:
-        producer.init_transactions(60)
-    return producer
 
 
 def make_consumer(ctx: FlowContext) -> Consumer:
@@ -126,12 +69,41 @@ def make_consumer(ctx: FlowContext) -> Consumer:
     )
 
 
+class Reader:
+    """One source consumer and the writers it feeds, assigned where the furthest-behind of
+    them continues."""
+
+    def __init__(self, ctx: FlowContext, writers: list[TargetWriter]) -> None:
+        self.consumer = make_consumer(ctx)
+        self.writers = writers
+
+    def assign(self) -> None:
+        """(Re)assign every open partition at the lowest position of its writers."""
+        starts: dict[TP, int] = {}
+        for w in self.writers:
+            for tp, pos in w.open_positions().items():
+                starts[tp] = min(pos, starts.get(tp, pos))
+        todo = [TopicPartition(t, p, off) for (t, p), off in sorted(starts.items())]
+        self.consumer.assign(todo)
+        self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
+
+    def maybe_pause(self, tp: TP) -> None:
+        """Stop fetching ``tp`` once no writer of this reader needs more of it."""
+        if all(tp not in w.open_positions() for w in self.writers):
+            with contextlib.suppress(KafkaException):
+                self.consumer.pause([TopicPartition(*tp)])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.consumer.close()
+
+
 class SliceCopy:
     """One task's slice: create, then :meth:`run`."""
 
     def __init__(
         self,
-        ctx: FlowContext,
+        contexts: FlowContext | Sequence[FlowContext],
         options_key: str,
         slot: int,
         partitions: Sequence[TP],
@@ -142,113 +114,181 @@ class SliceCopy:
         duration_s: float | None = None,
         batch_id: int = -1,
         query_id: str = "",
+        targets: dict[str, list[TP]] | None = None,
     ) -> None:
-        self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
+        self.contexts = [contexts] if isinstance(contexts, FlowContext) else list(contexts)
+        self.ctx = ctx = self.contexts[0]
+        self.slot, self.batch_id, self.query_id = slot, batch_id, query_id
         self.options_key = options_key
-        s = ctx.settings
         self.partitions = list(partitions)
         self._mine = {t for t, _p in self.partitions}
         self.until = until or {}
         self.counts = counts
         self.ids = ids or {}
-        self.duration_s = s.batch_duration if duration_s is None else duration_s
-        self.eos = s.exactly_once
-        self.interval = s.commit_interval_ms / 1000.0
-        self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
-        self.exact = False
+        self.duration_s = ctx.settings.batch_duration if duration_s is None else duration_s
+        self.fanout = len(self.contexts) > 1
+        self.targets = targets
         self.result = CopyResult(slot)
-        self.skip_policy = SkipPolicy.from_settings(s)
-        self.skips: dict[TP, PartitionSkips] = {}  # partitions the stale-data policy covers
-        # Clients live for one slice (minutes): a client that outlived a topic's re-creation
-        # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
-        self.consumer: Consumer = make_consumer(ctx)
-        self.ledger: Consumer = ledger_consumer(ctx, slot)
-        self.producer: Producer = make_producer(ctx, slot)
-        self.in_txn = False
-        self.txn_start = 0.0
-        self.txn_records = self.txn_bytes = 0
+        self.writers: list[TargetWriter] = []
+        self.readers: list[Reader] = []
         self.end_early = False
         self._admin: Any = None
-        self.aborts_unreported = 0  # aborted transactions, told in the next batch events
 
     # -- set-up ------------------------------------------------------------------------------
+    def _writer_partitions(self, ctx: FlowContext) -> list[TP]:
+        if self.targets is not None:
+            return [tuple(tp) for tp in self.targets.get(ctx.flow.name, [])]  # type: ignore[misc]
+        return [tp for tp in self.partitions if ctx.should_replicate(tp[0])]
+
     def _start(self) -> None:
-        ctx = self.ctx
         if self._replaced():
             log.warning("a source topic was re-created since planning: ending the slice")
-            self.parts = {}
             self.end_early = True
             return
-        remote = {(t, p): (ctx.remote_topic(t), p) for t, p in self.partitions}
-        delivered = read_ledger(self.ledger, remote.values(), where=ctx.where("target"))
-        self.parts: dict[TP, PartState] = {}
-        for (t, p), (rt, _p) in remote.items():
-            start = delivered.get((rt, p))
-            if start is None:
-                raise BrokerError(
-                    f"no delivery ledger entry for {t}[{p}] in group {ctx.ledger_group(self.slot)} "
-                    f"on {ctx.where('target')}; the planner writes one before a slice starts",
-                    transient=True,
+        for ctx in self.contexts:
+            parts = self._writer_partitions(ctx)
+            if not parts:
+                continue
+            try:
+                writer = TargetWriter(
+                    ctx,
+                    self.slot,
+                    parts,
+                    until=self.until,
+                    options_key=self.options_key,
+                    batch_id=self.batch_id,
+                    query_id=self.query_id,
+                    fanout=self.fanout,
                 )
-            self.parts[(t, p)] = PartState(t, p, rt, start, self.until.get((t, p), NO_END))
-        todo = [TopicPartition(t, p, part.expect) for (t, p), part in self.parts.items()]
-        todo = [tp for tp in todo if not self.parts[(tp.topic, tp.partition)].done]
-        self.consumer.assign(todo)
-        self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
+                self.writers.append(writer)
+                writer.start()
+            except (BrokerError, KafkaException) as exc:
+                self._detach_or_raise(ctx.flow.name, exc)
+        self._group_readers()
+
+    def _group_readers(self) -> None:
+        """One shared reader; a writer that starts further behind the leading writer than its
+        ``mirror.fanout.max.lag.records`` gets a reader of its own for this slice."""
+        lead: dict[TP, int] = {}
+        for w in self.writers:
+            for tp, pos in w.open_positions().items():
+                lead[tp] = max(pos, lead.get(tp, pos))
+        shared, alone = [], []
+        for w in self.writers:
+            behind = sum(lead[tp] - pos for tp, pos in w.open_positions().items())
+            (alone if self.fanout and behind > w.max_lag else shared).append(w)
+        self.readers = [
+            Reader(self.ctx, ws) for ws in ([shared] if shared else []) + [[w] for w in alone]
+        ]
+        for w in alone:
+            log.warning("%s starts far behind the other targets: it reads on its own", w.name)
+        for reader in self.readers:
+            reader.assign()
+
+    def _detach_or_raise(self, flow: str, exc: BaseException) -> None:
+        """In a fan-out group a target failing transiently leaves the slice; else re-raise."""
+        transient = isinstance(exc, BrokerError) and exc.transient
+        if isinstance(exc, KafkaException):
+            err = exc.args[0]
+            transient = bool(err.retriable()) and not err.fatal()
+        if not (self.fanout and transient):
+            raise exc
+        writer = next((w for w in self.writers if w.name == flow), None)
+        log.warning("target of %s leaves the shared read for this slice: %s", flow, exc)
+        self.result.detached[flow] = str(exc)
+        if writer is not None:
+            writer.drop()
+            self.writers.remove(writer)
+            for reader in self.readers:
+                if writer in reader.writers:
+                    reader.writers.remove(writer)
+            for reader in [r for r in self.readers if not r.writers]:
+                reader.close()
+                self.readers.remove(reader)
+        if not self.writers:
+            raise BrokerError(
+                f"every target of {self.ctx.source}->{','.join(c.target for c in self.contexts)} "
+                f"failed in this slice; the last: {exc}",
+                transient=True,
+            ) from exc
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> CopyResult:
         try:
             self._start()
-            try:
-                self._loop(time.monotonic() + self.duration_s)
-            except Interleaved as exc:
-                log.warning("another producer writes into %s: exact delivery reports now", exc)
-                self._abort()
-                self.exact = True
-                self._start()
-                self._loop(time.monotonic() + self.duration_s)
+            self._loop(time.monotonic() + self.duration_s)
         except BaseException:
             # no abort_transaction here: it would wait on a target that may be down; the next
-            # slice's init_transactions fences this producer and aborts what it left open
-            self.in_txn = False
+            # slice's init_transactions fences the producers and aborts what they left open
+            for w in self.writers:
+                w.in_txn = False
             raise
         finally:
-            if self.in_txn:
-                self._abort()
+            for w in self.writers:
+                if w.in_txn:
+                    w.abort()
             self._close()
+        for w in self.writers:
+            self.result.records += w.result.records
+            self.result.bytes += w.result.bytes
+            self.result.transactions += w.result.transactions
+            self.result.next_offsets.update(w.result.next_offsets)
         return self.result
 
     def _close(self) -> None:
-        for tp, skips in self.skips.items():
-            if tp in getattr(self, "parts", {}):
-                stale.keep(self.options_key, *tp, self.parts[tp].committed, skips)
-        for consumer in (self.consumer, self.ledger):
-            with contextlib.suppress(Exception):
-                consumer.close()
-        with contextlib.suppress(Exception):
-            self.producer.flush(0)
+        for w in self.writers:
+            w.close()
+        for reader in self.readers:
+            reader.close()
+
+    def _guard(self, writer: TargetWriter, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a writer's call; another producer in a remote partition switches the writer to
+        exact reports (its transaction is aborted and its partitions read again)."""
+        try:
+            return call(*args, **kwargs)
+        except Interleaved as exc:
+            log.warning("another producer writes into %s: exact delivery reports now", exc)
+            writer.abort()
+            writer.exact = True
+            for reader in self.readers:
+                if writer in reader.writers:
+                    reader.assign()
+        except (BrokerError, KafkaException) as exc:
+            self._detach_or_raise(writer.name, exc)
+        return None
 
     def _loop(self, deadline: float) -> None:
         refresh = min(self.ctx.settings.refresh_topics_interval, DISCOVERY_SECONDS)
         next_refresh = time.monotonic() + refresh
         last_progress = time.monotonic()
         self.last_heard = self.next_probe = time.monotonic()
-        while not self._all_done():
+        behind = False
+        while self.readers and not self._all_done():
             now = time.monotonic()
             if now >= deadline:
                 break
-            timeout = max(self.txn_start + self.interval - now, 0.0) if self.in_txn else IDLE_POLL_S
-            msgs = self.consumer.consume(CONSUME_BATCH, min(timeout, deadline - now))
-            if msgs:
-                last_progress = time.monotonic()
-                self._copy(msgs)
-            self._check_source(msgs)
-            self._maybe_commit(behind=len(msgs) >= CONSUME_BATCH)
+            timeout = 0.0 if behind else self._poll_timeout(now)
+            behind = False
+            heard: list[Any] = []
+            for i, reader in enumerate(list(self.readers)):
+                if reader not in self.readers:  # its last writer left the slice
+                    continue
+                wait = min(timeout if i == 0 else 0.0, deadline - now)
+                msgs = reader.consumer.consume(CONSUME_BATCH, max(wait, 0.0))
+                if msgs:
+                    last_progress = time.monotonic()
+                    self._copy(reader, msgs)
+                    heard += msgs[:1] + msgs[-1:]
+                    behind = behind or len(msgs) >= CONSUME_BATCH
+            self._check_source(heard)
+            for w in list(self.writers):
+                if w.commit_due(behind):
+                    self._guard(w, self._commit, w, wait=not self.fanout)
             if self.until and time.monotonic() - last_progress > STALL_SECONDS:
+                open_tps = sorted({tp for w in self.writers for tp in w.open_positions()})
                 raise BrokerError(
                     f"no data from {self.ctx.where('source')} for {STALL_SECONDS:.0f}s while "
-                    f"copying {sorted(tp for tp, part in self.parts.items() if not part.done)}",
+                    f"copying {open_tps}",
                     transient=True,
                 )
             if self.end_early:
@@ -257,7 +297,21 @@ class SliceCopy:
                 next_refresh = time.monotonic() + refresh
                 if self._new_partitions() or self._replaced():
                     break  # end the slice early: the planner sets them up
-        self._commit()
+        for w in list(self.writers):
+            self._guard(w, self._commit, w, wait=True)
+
+    def _poll_timeout(self, now: float) -> float:
+        waits = [IDLE_POLL_S]
+        for w in self.writers:
+            if w.commit_pending:
+                waits.append(PENDING_POLL_S)
+            elif w.in_txn:
+                waits.append(max(w.txn_start + w.interval - now, 0.0))
+        return min(waits)
+
+    def _commit(self, writer: TargetWriter, *, wait: bool) -> None:
+        reader = next((r for r in self.readers if writer in r.writers), self.readers[0])
+        writer.commit(lambda tp: reader.consumer.get_watermark_offsets(tp, cached=True), wait=wait)
 
     def _check_source(self, msgs: list[Any]) -> None:
         """Fail the slice (transient) when the source has not answered for SOURCE_DOWN_S.
@@ -273,7 +327,7 @@ class SliceCopy:
             return
         self.next_probe = now + 5.0
         try:
-            self.consumer.list_topics(timeout=5)
+            self.readers[0].consumer.list_topics(timeout=5)
             self.last_heard = time.monotonic()
         except KafkaException as exc:
             silent = time.monotonic() - self.last_heard
@@ -285,9 +339,9 @@ class SliceCopy:
                 ) from exc
 
     def _all_done(self) -> bool:
-        return bool(self.until) and all(part.done for part in self.parts.values())
+        return bool(self.until) and all(w.done() for w in self.writers)
 
-    def _copy(self, msgs: list[Any]) -> None:
+    def _copy(self, reader: Reader, msgs: list[Any]) -> None:
         groups: dict[TP, list[Any]] = {}
         notices = []
         for msg in msgs:
@@ -297,110 +351,34 @@ class SliceCopy:
                 groups.setdefault((msg.topic(), msg.partition()), []).append(msg)
         consumed_ms = time.time() * 1000.0
         for tp, group in groups.items():
-            part = self.parts.get(tp)
-            if part is None or part.done:
-                continue
-            finished = group[-1].offset() >= part.until
+            finished = False
+            for w in list(reader.writers):
+                finished = bool(self._guard(w, w.accept, tp, group, consumed_ms)) or finished
             if finished:
-                group = [m for m in group if m.offset() < part.until]
-            skipped_end = None
-            if self.skip_policy.applies_to(tp[0]):
-                if tp not in self.skips:  # the budget an earlier slice of this process left
-                    key, policy = self.options_key, self.skip_policy
-                    self.skips[tp] = stale.resume(key, *tp, part.committed, policy)
-                group, skipped_end = split_stale(self.skips[tp], group, consumed_ms)
-            if group:
-                if not self.in_txn:
-                    self._begin()
-                self._produce(part, group, consumed_ms)
-            if skipped_end is not None:
-                self._move(part, skipped_end)  # the ledger moves past the skipped records
-            if finished:
-                self._finish(part, part.until)
+                reader.maybe_pause(tp)
         for msg in notices:  # after the records: an end-of-partition follows its records
-            self._event(msg)
+            self._event(reader, msg)
 
-    def _produce(self, part: PartState, group: list[Any], consumed_ms: float) -> None:
-        produce = self.producer.produce
-        rt, p, exact = part.remote, part.partition, self.exact
-        runs, ts_append, us_append = part.runs, part.ts.append, part.us.append
-        expect, n, size = part.expect, part.n, 0
-        if n == 0:  # a transaction's first record always opens a run
-            expect = group[0].offset()
-            runs.append((expect, 0))
-        last = len(group) - 1
-        for i, msg in enumerate(group):
-            off = msg.offset()
-            if off != expect:
-                runs.append((off, n))
-            expect = off + 1
-            key, value = msg.key(), msg.value()
-            ts = msg.timestamp()[1]
-            ts_append(ts)
-            if exact:
-                us_append(off)
-                cb = part.ack_each
-            elif n == 0:
-                cb = part.ack_both if i == last else part.ack_first
-            else:
-                cb = part.ack_last if i == last else None
-            try:
-                produce(
-                    rt,
-                    value,
-                    key,
-                    partition=p,
-                    timestamp=ts if ts > 0 else 0,
-                    headers=msg.headers(),
-                    on_delivery=cb,
-                )
-            except BufferError:
-                self._produce_when_room(part, msg, cb)
-            except KafkaException as exc:
-                self._fail_record(exc.args[0], part, off)
-            n += 1
-            size += (len(key) if key else 0) + (len(value) if value else 0)
-        part.expect, part.n = expect, n
-        part.bytes += size
-        part.consumed.append((consumed_ms, len(group)))
-        self.txn_records += len(group)
-        self.txn_bytes += size
-
-    def _produce_when_room(self, part: PartState, msg: Any, cb: Any) -> None:
-        while True:
-            self.producer.poll(0.05)
-            try:
-                self.producer.produce(
-                    part.remote,
-                    msg.value(),
-                    msg.key(),
-                    partition=part.partition,
-                    timestamp=max(msg.timestamp()[1], 0),
-                    headers=msg.headers(),
-                    on_delivery=cb,
-                )
-                return
-            except BufferError:
-                continue
-            except KafkaException as exc:
-                self._fail_record(exc.args[0], part, msg.offset())
-
-    def _event(self, msg: Any) -> None:
+    def _event(self, reader: Reader, msg: Any) -> None:
         err = msg.error()
         code = err.code()
-        part = self.parts.get((msg.topic(), msg.partition()))
+        tp = (msg.topic(), msg.partition())
         if code == KafkaError._PARTITION_EOF:
-            if part is not None and not part.done:
-                self._move(part, min(msg.offset(), part.until))
-                if part.expect >= part.until:
-                    self._finish(part, part.until)
+            for w in reader.writers:
+                part = w.parts.get(tp)
+                if part is not None and not part.done:
+                    w.move(tp, min(msg.offset(), part.until))
+                    if part.expect >= part.until:
+                        w.finish(tp, part.until)
+            reader.maybe_pause(tp)
             return
         where = f"{msg.topic()}[{msg.partition()}]"
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            positions = [w.parts[tp].expect for w in reader.writers if tp in w.parts]
             raise DataLossError(
-                f"{where}: the records from offset {part.expect if part else '?'} are no longer "
-                f"on {self.ctx.where('source')} ({err.str()}); nothing after them was copied, "
-                "the next slice records the gap"
+                f"{where}: the records from offset {min(positions) if positions else '?'} are no "
+                f"longer on {self.ctx.where('source')} ({err.str()}); nothing after them was "
+                "copied, the next slice records the gap"
             )
         if code in _GONE:  # deleted (maybe re-created): the planner decides between slices
             log.warning(
@@ -415,19 +393,6 @@ class SliceCopy:
             )
         log.warning("%s: %s (retrying)", self.ctx.where("source"), err.str())
 
-    def _move(self, part: PartState, end: int) -> None:
-        """Everything before ``end`` was seen: the ledger may move past markers and aborts."""
-        if end > part.expect:
-            part.expect = end
-            if not self.in_txn:
-                self._begin()
-
-    def _finish(self, part: PartState, end: int) -> None:
-        self._move(part, end)
-        part.done = True
-        with contextlib.suppress(KafkaException):
-            self.consumer.pause([TopicPartition(part.topic, part.partition)])
-
     def _replaced(self) -> bool:
         """True when a topic's id differs from the planner's: deleted and re-created since.
 
@@ -437,218 +402,33 @@ class SliceCopy:
             return False
         if self._admin is None:
             self._admin = self.ctx.admin("source")
-        admin = self._admin
         try:
-            now = topic_ids(admin, {t for t, _p in self.partitions})
+            now = topic_ids(self._admin, {t for t, _p in self.partitions})
         except BrokerError:
             return True  # a topic of the plan is gone
         return any(now.get(t) != self.ids[t] for t in self._mine if t in self.ids)
 
     def _new_partitions(self) -> bool:
         try:
-            md = self.consumer.list_topics(timeout=5)
+            md = self.readers[0].consumer.list_topics(timeout=5)
         except KafkaException:
             return False
         counts = self.counts or {}
         return any(
             topic.error is None
             and len(topic.partitions) > counts.get(name, 0)
-            and self.ctx.should_replicate(name)
+            and any(c.should_replicate(name) for c in self.contexts)
             for name, topic in md.topics.items()
         )
 
-    # -- transactions ------------------------------------------------------------------------
-    def _begin(self) -> None:
-        if self.eos:
-            self.producer.begin_transaction()
-        self.in_txn = True
-        self.txn_start = time.monotonic()
-        self.txn_records = self.txn_bytes = 0
-
-    def _maybe_commit(self, behind: bool) -> None:
-        if not self.in_txn:
-            return
-        age = time.monotonic() - self.txn_start
-        if (
-            self.txn_records >= self.max_records
-            or self.txn_bytes >= self.max_bytes
-            or age >= self.interval * (BEHIND_FACTOR if behind else 1)
-        ):
-            self._commit()
-
-    def _abort(self) -> None:
-        if self.eos and self.in_txn:
-            self.aborts_unreported += 1
-            with contextlib.suppress(KafkaException):
-                self.producer.abort_transaction(30)
-        self.in_txn = False
-        for part in self.parts.values():
-            part.reset()
-        for skips in self.skips.values():
-            skips.abort()
-
-    def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
-        code = err.code()
-        if code not in _PASSING:  # the target answers: end the transaction now
-            self._abort()
-        where = f"{part.topic}[{part.partition}] offset {offset}"
-        if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
-            raise RecordTooLargeError(
-                f"record {where} is larger than {self.ctx.where('target')} accepts ({err.str()}); "
-                "nothing from this transaction on was committed: raise the target topic's "
-                "max.message.bytes and the producer's message.max.bytes"
-            )
-        raise BrokerError(
-            f"producing {where} to {self.ctx.where('target')} failed: {err.str()}",
-            transient=(err.retriable() or code in _PASSING) and code not in _FENCED,
-        )
-
-    def _commit(self) -> None:
-        if not self.in_txn:
-            return
-        ctx = self.ctx
-        if self.producer.flush(FLUSH_S) > 0:
-            raise BrokerError(
-                f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
-                transient=True,
-            )
-        acked_ms = time.time() * 1000.0
-        moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
-        for part in moved.values():
-            if part.error is not None:
-                err, _ = part.error
-                first = part.runs[0][0] if part.runs else part.committed
-                self._fail_record(err, part, first)
-        segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
-        out = [(ctx.metrics_topic, *events.encode(e)) for e in self._metrics(segments, acked_ms)]
-        out += [(ctx.metrics_topic, *events.encode(e)) for e in self._skip_events()]
-        syncs = self._sync_records(segments)
-        if ctx.offset_syncs_on_target:
-            out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
-        for topic, k, v in out:
-            self.producer.produce(topic, v, k, partition=0)
-        ledger = {(part.remote, part.partition): part.expect for part in moved.values()}
-        try:
-            if self.eos:
-                self.producer.send_offsets_to_transaction(
-                    ledger_offsets(ledger), self.ledger.consumer_group_metadata(), 60
-                )
-                testhooks.hold_before_commit()
-                self.producer.commit_transaction(60)
-            else:
-                if self.producer.flush(60) > 0:
-                    raise BrokerError(
-                        f"metrics/offset syncs not acknowledged by {ctx.where('target')}",
-                        transient=True,
-                    )
-                if ledger:
-                    self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
-        except KafkaException as exc:
-            err = exc.args[0]
-            raise BrokerError(
-                f"committing to {ctx.where('target')} failed: {err.str()}",
-                transient=(err.retriable() or err.code() in _PASSING)
-                and err.code() not in _FENCED
-                and not err.fatal(),
-            ) from exc
-        self.in_txn = False
-        if out:
-            self.aborts_unreported = 0
-        if not ctx.offset_syncs_on_target and syncs:
-            produce_plain(
-                ctx, "source", ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs]
-            )
-        self.result.transactions += 1
-        for part in moved.values():
-            part.committed = part.expect
-            self.result.records += part.n
-            self.result.bytes += part.bytes
-            self.result.next_offsets[f"{part.topic}:{part.partition}"] = part.expect
-            part.reset()
-        for skips in self.skips.values():
-            skips.commit()
-
-    def _sync_records(self, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
-        if not self.ctx.settings.emit_offset_syncs:
-            return []
-        lag_max = self.ctx.settings.offset_lag_max
-        return [
-            OffsetSync(tp[0], tp[1], point.upstream, point.downstream)
-            for tp, segs in segments.items()
-            for seg in segs
-            for point in mm2_compatible_points(seg, lag_max)
-        ]
-
-    def _skip_events(self) -> list[dict]:
-        """One ``skip`` event per partition and skipped range of the open transaction."""
-        return [
-            events.flow_event(
-                self.ctx,
-                "skip",
-                topic=tp[0],
-                remote_topic=self.ctx.remote_topic(tp[0]),
-                partition=tp[1],
-                batch_id=self.batch_id,
-                slot=self.slot,
-                **skip_event_fields(rng, self.skip_policy),
-            )
-            for tp, skips in self.skips.items()
-            for rng in skips.pending
-        ]
-
-    def _metrics(self, segments: dict[TP, list[Segment]], acked_ms: float) -> list[dict]:
-        out = []
-        for tp, segs in segments.items():
-            part = self.parts[tp]
-            latency, age = part.latency_and_age(acked_ms)
-            _low, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
-            common = {
-                "topic": tp[0],
-                "remote_topic": part.remote,
-                "partition": tp[1],
-                "batch_id": self.batch_id,
-            }
-            out.append(
-                events.flow_event(
-                    self.ctx,
-                    "batch",
-                    **common,
-                    query_id=self.query_id,
-                    slot=self.slot,
-                    records=part.n,
-                    bytes=part.bytes,
-                    upstream_first=segs[0].upstream_start,
-                    upstream_last=segs[-1].upstream_end,
-                    downstream_first=segs[0].downstream_start,
-                    downstream_last=segs[-1].downstream_end,
-                    lag=max(high - part.expect, 0) if high >= 0 else None,
-                    latency_ms=latency,
-                    age_ms=age,
-                    latency_ms_buckets=part.latency_buckets(acked_ms),
-                    txn=self.result.transactions,
-                    aborted=self.aborts_unreported,
-                )
-            )
-            out.append(
-                events.flow_event(
-                    self.ctx,
-                    "segments",
-                    **common,
-                    segments=[
-                        [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
-                        for g in segs
-                    ],
-                )
-            )
-        return out
-
 
 def copy_slice(
-    ctx: FlowContext,
+    contexts: FlowContext | Sequence[FlowContext],
     options_key: str,
     slot: int,
     partitions: Sequence[TP],
     **kwargs: Any,
 ) -> CopyResult:
-    """Copy ``partitions`` for ``slot`` for one slice (see :class:`SliceCopy` for ``kwargs``)."""
-    return SliceCopy(ctx, options_key, slot, partitions, **kwargs).run()
+    """Copy ``partitions`` for ``slot`` for one slice to the target of each flow of
+    ``contexts`` (see :class:`SliceCopy` for ``kwargs``)."""
+    return SliceCopy(contexts, options_key, slot, partitions, **kwargs).run()

@@ -232,13 +232,15 @@ def start_exporter(
 
     from mirror_lib.replication.prometheus import MirrorCollector
 
-    exporter = MetricsExporter(endpoint, [FlowFeed(r.ctx) for r in runners])
+    contexts = [c for r in runners for c in r.group.contexts]  # each target of a fan-out
+    exporter = MetricsExporter(endpoint, [FlowFeed(c) for c in contexts])
     try:
         for feed in exporter.feeds:
             feed.start()
         queries = [
-            (r.ctx.flow.name, r.job, lambda r=r: r.query is not None and r.query.isActive)
+            (c.flow.name, r.job, lambda r=r: r.query is not None and r.query.isActive)
             for r in runners
+            for c in r.group.contexts
         ]
         registry = CollectorRegistry()
         registry.register(MirrorCollector([f.metrics for f in exporter.feeds], jobs, queries))

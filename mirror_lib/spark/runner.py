@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from mirror_lib.config.fanout import group_name, read_groups
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import (
     BrokerError,
@@ -33,6 +34,7 @@ from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
 from mirror_lib.replication.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
+from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
 from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, drive_until, raise_query_error, stop_query
@@ -49,12 +51,12 @@ def flow_dir(config: MirrorConfig, flow_name: str) -> Path:
     return Path(config.state_dir) / "flows" / safe
 
 
-def _claim_checkpoint(ctx: FlowContext, folder: Path) -> None:
-    """Refuse a checkpoint folder that belongs to another flow or other clusters."""
+def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -> None:
+    """Refuse a checkpoint folder that belongs to another flow; ``name``: of a fan-out group."""
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "flow.json"
     mine = {
-        "flow": ctx.flow.name,
+        "flow": name or ctx.flow.name,
         "source": ctx.config.cluster(ctx.source).bootstrap_servers,
         "target": ctx.config.cluster(ctx.target).bootstrap_servers,
     }
@@ -101,24 +103,30 @@ class FlowRunner:
             )
         self.spark = spark
         self.job = job
-        self.ctx = FlowContext.create(config, flow_name)
-        if not self.ctx.flow.enabled:
-            raise ConfigError(f"{flow_name}.enabled", "false", "true to replicate this flow")
+        self.group = ReadGroup.create(config, flow_name)
+        self.ctx = self.group.lead
+        for ctx in self.group.contexts:
+            if not ctx.flow.enabled:
+                raise ConfigError(f"{ctx.flow.name}.enabled", "false", "true to replicate it")
         self.query: Any = None
-        self._ledger: Any = None
+        self._ledgers: dict[str, LedgerView] = {}
         self._sample: tuple[int, int, float] | None = None
         self._until: dict[tuple[str, int], int] | None = None
         self._parts: list[tuple[str, int]] = []
 
     @property
-    def checkpoint(self) -> Path:
-        return flow_dir(self.ctx.config, self.ctx.flow.name) / self.job
+    def name(self) -> str:
+        """The flow ``A->B``, or the fan-out group ``A->B,C`` this query serves."""
+        return self.group.name
 
     @property
-    def ledger(self) -> Any:
-        if self._ledger is None:
-            self._ledger = LedgerView(self.ctx)
-        return self._ledger
+    def checkpoint(self) -> Path:
+        return flow_dir(self.ctx.config, self.name) / self.job
+
+    def ledger(self, ctx: FlowContext) -> LedgerView:
+        if ctx.flow.name not in self._ledgers:
+            self._ledgers[ctx.flow.name] = LedgerView(ctx)
+        return self._ledgers[ctx.flow.name]
 
     def start(
         self,
@@ -133,14 +141,14 @@ class FlowRunner:
         ``until`` (a slice's time ran out, or Spark replayed an interrupted one).
         """
         register_sources(self.spark)
-        _claim_checkpoint(self.ctx, self.checkpoint.parent)
+        _claim_checkpoint(self.ctx, self.checkpoint.parent, self.name)
         if snapshot is None:
             snapshot = self.snapshot()
         else:
             self._parts = list(snapshot)
         done = sum(self.delivered(snapshot).values())
         self._sample = (done, done, time.monotonic())  # progress() counts from here
-        options = self.ctx.to_options()
+        options = self.group.to_options()
         if until is not None:
             options["until"] = format_until(until)
         self._until = until
@@ -149,7 +157,7 @@ class FlowRunner:
             df.writeStream.format("mirror")
             .options(**options)
             .option("checkpointLocation", str(self.checkpoint.resolve()))
-            .queryName(f"mirror-{self.job}-{self.ctx.flow.name}")
+            .queryName(f"mirror-{self.job}-{self.name}")
         )
         if until is not None:
             writer = writer.trigger(availableNow=True)
@@ -167,7 +175,7 @@ class FlowRunner:
         recent = q.recentProgress if q is not None else []
         last = recent[-1] if recent else None
         return FlowStatus(
-            flow=self.ctx.flow.name,
+            flow=self.name,
             job=self.job,
             active=bool(q is not None and q.isActive),
             batches=len(recent),
@@ -178,7 +186,10 @@ class FlowRunner:
 
     def snapshot(self) -> dict[tuple[str, int], int]:
         """Last stable offsets of every partition the flow replicates, right now."""
-        bounds = flow_bounds(self.ctx, self.ctx.admin("source"))
+        admin = self.ctx.admin("source")
+        bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        for ctx in self.group.contexts:
+            bounds.update(flow_bounds(ctx, admin))
         self._parts = list(bounds)
         return {tp: hi for tp, (_lo, hi) in bounds.items()}
 
@@ -189,13 +200,31 @@ class FlowRunner:
     def delivered_total(self, timeout_s: float = 3.0) -> int:
         """Sum of the ledger over the partitions of the last snapshot; -1 when unreadable."""
         try:
-            return sum(self.ledger.positions(self._parts, timeout_s).values())
+            return sum(self.delivered(self._parts, timeout_s).values())
         except MirrorError:
             return -1
 
-    def delivered(self, partitions: Collection[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Next upstream offset per partition, from the delivery ledger (the truth, D3)."""
-        return self.ledger.positions(partitions)
+    def delivered(
+        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
+    ) -> dict[tuple[str, int], int]:
+        """Next upstream offset per partition, from the delivery ledger (the truth, D3); in a
+        fan-out group, of the target furthest behind."""
+        out: dict[tuple[str, int], int] = {}
+        for positions in self.delivered_by_flow(partitions, timeout_s).values():
+            for tp, pos in positions.items():
+                out[tp] = min(pos, out.get(tp, pos))
+        return out
+
+    def delivered_by_flow(
+        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
+    ) -> dict[str, dict[tuple[str, int], int]]:
+        """The ledger of each target of the query, for the partitions its flow replicates."""
+        return {
+            ctx.flow.name: self.ledger(ctx).positions(
+                [tp for tp in partitions if ctx.should_replicate(tp[0])], timeout_s
+            )
+            for ctx in self.group.contexts
+        }
 
     def lag(self) -> int:
         """Records the flow still has to copy (source LSO - delivered), from the ledger."""
@@ -209,17 +238,27 @@ class FlowRunner:
         base, last_total, last_time = self._sample or (total, total, now)
         self._sample = (base, total, now)
         rate = (total - last_total) / (now - last_time) if now > last_time else 0.0
-        return {
+        out = {
             "copied": total - base,
             "records_per_s": round(rate, 1),
             "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items()),
         }
+        if self.group.fanout:  # each target's own lag: one that fell behind shows here
+            out["lags"] = {
+                flow: sum(max(snapshot[tp] - pos, 0) for tp, pos in positions.items())
+                for flow, positions in self.delivered_by_flow(snapshot).items()
+            }
+        return out
 
     def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
-        """True when the ledger reached ``target`` for every partition."""
+        """True when the ledger of every target reached ``target`` for every partition."""
         wanted = {tp: off for tp, off in target.items() if off > 0}
-        done = self.delivered(wanted)
-        return all(done.get(tp, 0) >= off for tp, off in wanted.items())
+        for ctx in self.group.contexts:
+            mine = [tp for tp in wanted if ctx.should_replicate(tp[0])]
+            done = self.ledger(ctx).positions(mine)
+            if not all(done.get(tp, 0) >= wanted[tp] for tp in mine):
+                return False
+        return True
 
     def await_caught_up(
         self, target: dict[tuple[str, int], int], timeout_s: float | None, on_progress: Any = None
@@ -248,7 +287,7 @@ class FlowRunner:
 
 
 def _unit_name(r: FlowRunner) -> str:
-    return f"{r.job} of {r.ctx.flow.name}"
+    return f"{r.job} of {r.name}"
 
 
 def _runner_unit(r: FlowRunner) -> Unit:
@@ -385,7 +424,8 @@ def run_flows(
 
         own_session = SparkSession.getActiveSession() is None
         spark = get_spark()
-    runners = [FlowRunner(spark, config, name) for name in names] if "replication" in parts else []
+    groups = [group_name(g) for g in read_groups(flows)]  # fan-out flows share one query
+    runners = [FlowRunner(spark, config, g) for g in groups] if "replication" in parts else []
     jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]
     clusters = materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
     tables: list[Any] = []
@@ -395,13 +435,14 @@ def run_flows(
     try:
         if endpoint is not None:
             exporter = start_exporter(endpoint, runners, jobs, report)
-        targets = {r.ctx.flow.name: r.snapshot() for r in runners}
+        targets = {r.name: r.snapshot() for r in runners}
         for r in runners:
-            _check_matches(r.ctx, targets[r.ctx.flow.name], once, report)
+            for ctx in r.group.contexts:
+                _check_matches(ctx, targets[r.name], once, report)
         for r in runners:
-            target = targets[r.ctx.flow.name]
+            target = targets[r.name]
             r.start(target if once else None, snapshot=target)
-            report(f"started {r.job} of {r.ctx.flow.name} (checkpoint {r.checkpoint})")
+            report(f"started {r.job} of {r.name} (checkpoint {r.checkpoint})")
         for j in jobs:
             j.start()
             report(f"started {j.job} of {j.ctx.flow.name} (a driver thread, every {j.interval}s)")
@@ -409,19 +450,16 @@ def run_flows(
         if once:
             limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
             for r in runners:
-                bar = CatchUpProgress(r.ctx.flow.name) if show_progress else None
-                caught = _catch_up_through_outages(r, targets[r.ctx.flow.name], limit, bar, sup)
+                bar = CatchUpProgress(r.name) if show_progress else None
+                caught = _catch_up_through_outages(r, targets[r.name], limit, bar, sup)
                 if bar is not None:
                     bar.finish()
                 if not caught:
                     raise MirrorRuntimeError(
-                        f"flow {r.ctx.flow.name} did not catch up within {limit:.0f}s; "
+                        f"flow {r.name} did not catch up within {limit:.0f}s; "
                         "everything committed so far is kept"
                     )
-                report(
-                    f"{r.ctx.flow.name}: caught up with {sum(targets[r.ctx.flow.name].values())}"
-                    " source offsets"
-                )
+                report(f"{r.name}: caught up with {sum(targets[r.name].values())} source offsets")
             for name in names:
                 _one_round(FlowContext.create(config, name), report, parts)
             for cluster in clusters:
@@ -455,7 +493,7 @@ def run_flows(
                 time.sleep(1)
             if on_progress is not None:
                 on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
-        return {r.ctx.flow.name: r.status() for r in runners}
+        return {r.name: r.status() for r in runners}
     finally:
         if exporter is not None:
             exporter.stop()
@@ -509,7 +547,11 @@ def progress_rows(
         }
         if not outage:
             row.update(_progress_or_none(r))
-        rows.append(row)
+        lags = row.pop("lags", None)
+        if lags is None:
+            rows.append(row)
+        else:  # a fan-out group: one row per target, each with its own lag
+            rows += [{**row, "flow": flow, "lag": lag} for flow, lag in lags.items()]
     for q, cluster in zip(tables, clusters, strict=True):
         last = q.lastProgress
         rows.append(

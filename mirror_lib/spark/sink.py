@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
-from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copier import CopyResult, copy_slice
+from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.spark.slot_work import SlotWork
 
-_CONTEXTS: dict[str, FlowContext] = {}
+log = logging.getLogger(__name__)
+_GROUPS: dict[str, ReadGroup] = {}
 
 
 class CopyMessage(WriterCommitMessage):
@@ -29,12 +31,13 @@ class CopyMessage(WriterCommitMessage):
         self.result = result
 
 
-def flow_context(options: dict[str, str]) -> tuple[FlowContext, str]:
-    """The flow of these data source options and its cache key, cached per worker process."""
+def read_group(options: dict[str, str]) -> tuple[ReadGroup, str]:
+    """The flow (or fan-out group) of these data source options and its cache key, cached per
+    worker process."""
     key = hashlib.sha1(json.dumps(options, sort_keys=True).encode()).hexdigest()
-    if key not in _CONTEXTS:
-        _CONTEXTS[key] = FlowContext.from_options(options)
-    return _CONTEXTS[key], key
+    if key not in _GROUPS:
+        _GROUPS[key] = ReadGroup.from_options(options)
+    return _GROUPS[key], key
 
 
 class SliceCopier(DataSourceStreamWriter):
@@ -53,11 +56,11 @@ class SliceCopier(DataSourceStreamWriter):
         batch_id = int(task.getLocalProperty("streaming.sql.batchId") or -1) if task else -1
         query_id = (task.getLocalProperty("sql.streaming.queryId") or "") if task else ""
         work = SlotWork.from_json(rows[0].slot, rows[0].work)
-        ctx, key = flow_context(self.options)
+        group, key = read_group(self.options)
         until = work.until_offsets()
         return CopyMessage(
             copy_slice(
-                ctx,
+                group.contexts,
                 key,
                 work.slot,
                 work.partitions,
@@ -66,11 +69,19 @@ class SliceCopier(DataSourceStreamWriter):
                 ids=work.ids,
                 batch_id=batch_id,
                 query_id=query_id,
+                targets=work.targets or None,
             )
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to persist: records, syncs, metrics and ledger were committed in Kafka."""
+        """Nothing to persist: records, syncs, metrics and ledger were committed in Kafka. A
+        fan-out target that left the shared read is logged (its lag shows in the ledger)."""
+        for m in messages:
+            if isinstance(m, CopyMessage):
+                for flow, why in m.result.detached.items():
+                    log.warning(
+                        "slice %d: %s fell behind and catches up later: %s", batchId, flow, why
+                    )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Open transactions of killed tasks are aborted when their transactional.id is reused."""

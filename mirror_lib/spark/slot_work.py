@@ -17,7 +17,8 @@ class SlotWork(InputPartition):
     """What one task slot copies in one slice: its partitions and, with --once, where to stop.
 
     ``counts`` are the source's partition counts at planning; a task that sees more (or a new
-    matching topic) ends its slice early so that the planner sets them up.
+    matching topic) ends its slice early so that the planner sets them up. ``targets`` (fan-out
+    groups only): flow -> the partitions that flow's target is written in this slice.
     """
 
     slot: int
@@ -26,6 +27,7 @@ class SlotWork(InputPartition):
     counts: dict[str, int] = field(default_factory=dict)
     slice: int = 0
     ids: dict[str, str] = field(default_factory=dict)
+    targets: dict[str, list[TP]] = field(default_factory=dict)
 
     def until_offsets(self) -> dict[TP, int]:
         return {(t, p): end for t, p, end in self.until}
@@ -38,6 +40,7 @@ class SlotWork(InputPartition):
                 "c": self.counts,
                 "s": self.slice,
                 "i": self.ids,
+                "t": self.targets,
             },
             separators=(",", ":"),
         )
@@ -52,4 +55,5 @@ class SlotWork(InputPartition):
             {t: int(n) for t, n in data["c"].items()},
             int(data["s"]),
             dict(data.get("i", {})),
+            {f: [(t, int(p)) for t, p in tps] for f, tps in data.get("t", {}).items()},
         )

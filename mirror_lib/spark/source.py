@@ -36,12 +36,14 @@ from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, to
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.ledger import LedgerView
+from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
 from mirror_lib.spark.sink import SliceCopier
 from mirror_lib.spark.slot_work import SlotWork
 
 log = logging.getLogger(__name__)
 
+PROBE_S = 5.0  # a fan-out target that does not answer this fast is left out of the slice
 SCHEMA = "slot int, work string"
 TP = tuple[str, int]
 
@@ -81,53 +83,65 @@ class MirrorDataSource(DataSource):
 
 
 class SlicePlanner(DataSourceStreamReader):
-    """Driver-side planner; one instance lives for a whole query run (platform.md §1.2)."""
+    """Driver-side planner; one instance lives for a whole query run (platform.md §1.2).
+
+    It plans for a flow ``A->B`` or a fan-out group ``A->B,C``: each target gets its remote
+    topics, internal topics and ledger start positions; in a group, a target that does not
+    answer is left out of the slice (and tried again for the next) while the others go on.
+    """
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
-        self._ctx: FlowContext | None = None
+        self._group: ReadGroup | None = None
         self._admins: dict[str, Any] = {}
-        self._syncer: Any = None
-        self._ledger: Any = None
+        self._syncers: dict[str, Any] = {}
+        self._ledgers: dict[str, LedgerView] = {}
         self._position: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
-        self._last_refresh = {"configs": 0.0, "acls": 0.0, "partitions": 0.0}
-        self._known_topics: set[str] = set()
-        self._internal_ready = False
+        self._last_refresh: dict[str, dict[str, float]] = {}
+        self._known_topics: dict[str, set[str]] = {}
+        self._internal_ready: set[str] = set()
         self.until = parse_until(options.get("until"))
 
     @property
-    def ctx(self) -> FlowContext:
-        if self._ctx is None:
-            self._ctx = FlowContext.from_options(self.options)
-        return self._ctx
+    def group(self) -> ReadGroup:
+        if self._group is None:
+            self._group = ReadGroup.from_options(self.options)
+        return self._group
 
     @property
-    def ledger(self) -> Any:
-        if self._ledger is None:
-            self._ledger = LedgerView(self.ctx)
-        return self._ledger
+    def ctx(self) -> FlowContext:
+        """The leading flow: the source side and names."""
+        return self.group.lead
 
-    def _admin(self, side: str) -> Any:
-        if side not in self._admins:
-            self._admins[side] = self.ctx.admin(side)
-        return self._admins[side]
+    def ledger(self, ctx: FlowContext) -> LedgerView:
+        name = ctx.flow.name
+        if name not in self._ledgers:
+            self._ledgers[name] = LedgerView(ctx)
+        return self._ledgers[name]
 
-    def _topic_syncer(self) -> Any:
-        if self._syncer is None:
-            s = self.ctx.settings
-            self._syncer = TopicSyncer(
-                KafkaAdminOps(self.ctx.client("source", "admin")),
-                KafkaAdminOps(self.ctx.client("target", "admin")),
-                self.ctx.should_replicate,
-                self.ctx.remote_topic,
+    def _admin(self, ctx: FlowContext, side: str) -> Any:
+        alias = ctx.source if side == "source" else ctx.target
+        if alias not in self._admins:
+            self._admins[alias] = ctx.admin(side)
+        return self._admins[alias]
+
+    def _topic_syncer(self, ctx: FlowContext) -> Any:
+        name = ctx.flow.name
+        if name not in self._syncers:
+            s = ctx.settings
+            self._syncers[name] = TopicSyncer(
+                KafkaAdminOps(ctx.client("source", "admin")),
+                KafkaAdminOps(ctx.client("target", "admin")),
+                ctx.should_replicate,
+                ctx.remote_topic,
                 config_filter=ConfigPropertyFilter(
                     s.config_properties_exclude, s.use_defaults_from
                 ),
                 replication_factor=s.replication_factor,
                 sync_acls_enabled=s.sync_topic_acls,
             )
-        return self._syncer
+        return self._syncers[name]
 
     # -- planning --------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -152,33 +166,78 @@ class SlicePlanner(DataSourceStreamReader):
         return plan
 
     def _plan(self, start: dict[str, Any] | None, *, first: bool) -> dict[str, Any]:
-        ctx = self.ctx
-        s = ctx.settings
-        if not self._internal_ready:
-            self._ensure_internal()
+        group = self.group
+        source = self._admin(self.ctx, "source")
         counts = {
-            t: n
-            for t, n in list_topic_partitions(self._admin("source")).items()
-            if ctx.should_replicate(t)
+            t: n for t, n in list_topic_partitions(source).items() if group.should_replicate(t)
         }
-        target_counts = self._ensure_remote(counts)
-        ids = topic_ids(self._admin("source"), counts)
-        # a remote partition that is not there yet is planned once it exists
-        planned = {t: min(n, target_counts.get(ctx.remote_topic(t), 0)) for t, n in counts.items()}
-        tps = [(t, p) for t, n in planned.items() for p in range(n)]
-        bounds = partition_bounds(self._admin("source"), tps)
-        delivered = self.ledger.positions(tps)
-        missing = [tp for tp in tps if tp not in delivered]
-        former = self.ledger.former_positions(missing) if missing else {}
+        ids = topic_ids(source, counts)
+        bounds = partition_bounds(source, [(t, p) for t, n in counts.items() for p in range(n)])
         previous = (start or {}).get("topics", {})
+        per_flow: dict[str, dict[TP, int]] = {}
+        for ctx in group.contexts:
+            try:
+                if group.fanout:
+                    list_topic_partitions(self._admin(ctx, "target"), PROBE_S)
+                per_flow[ctx.flow.name] = self._plan_flow(ctx, counts, ids, bounds, previous, first)
+            except BrokerError as exc:
+                if not (group.fanout and exc.transient):
+                    raise
+                log.warning("%s is left out of this slice: %s", ctx.label, exc)
+        topics: dict[str, dict[str, Any]] = {}
+        for flow, positions in per_flow.items():
+            for (topic, p), pos in sorted(positions.items()):
+                entry = topics.setdefault(
+                    topic, {"id": ids.get(topic), "n": 0, "c": counts[topic], "p": {}}
+                )
+                entry["n"] = max(entry["n"], p + 1)
+                old = entry["p"].get(str(p))
+                entry["p"][str(p)] = pos if old is None else min(old, pos)
+                if group.fanout:
+                    entry.setdefault("f", {}).setdefault(flow, []).append(p)
+        for topic, entry in previous.items():
+            if topic not in topics:  # vanished for now: remember it to detect a re-creation
+                topics[topic] = {"id": entry.get("id"), "n": 0, "p": {}}
+        return {
+            "v": 2,
+            "slice": int((start or {}).get("slice", 0)),
+            "topics": dict(sorted(topics.items())),
+        }
+
+    def _plan_flow(
+        self,
+        ctx: FlowContext,
+        counts: dict[str, int],
+        ids: dict[str, str],
+        bounds: dict[TP, tuple[int, int]],
+        previous: dict[str, Any],
+        first: bool,
+    ) -> dict[TP, int]:
+        """Where each partition of one flow continues; writes first start positions."""
+        s = ctx.settings
+        if ctx.flow.name not in self._internal_ready:
+            self._ensure_internal(ctx)
+        mine = {t: n for t, n in counts.items() if ctx.should_replicate(t)}
+        target_counts = self._ensure_remote(ctx, mine)
+        # a remote partition that is not there yet is planned once it exists
+        tps = [
+            (t, p)
+            for t, n in mine.items()
+            for p in range(min(n, target_counts.get(ctx.remote_topic(t), 0)))
+        ]
+        ledger = self.ledger(ctx)
+        delivered = ledger.positions(tps)
+        missing = [tp for tp in tps if tp not in delivered]
+        former = ledger.former_positions(missing) if missing else {}
         starts: dict[TP, int] = {}
         pos_of: dict[TP, int] = {}
-        for (topic, p), (lo, hi) in bounds.items():
+        for topic, p in tps:
+            lo, hi = bounds[(topic, p)]
             pos = delivered.get((topic, p))
             old = previous.get(topic)
             if pos is not None and old is not None and old.get("id") not in (None, ids.get(topic)):
                 pos = starts[(topic, p)] = self._gap(
-                    topic, p, pos, lo, hi, "topic was deleted and re-created"
+                    ctx, topic, p, pos, lo, hi, "topic was deleted and re-created"
                 )
             elif pos is None:
                 pos = former.get((topic, p))
@@ -188,28 +247,20 @@ class SlicePlanner(DataSourceStreamReader):
                 starts[(topic, p)] = pos
             elif pos < lo:
                 pos = starts[(topic, p)] = self._gap(
-                    topic, p, pos, lo, hi, "records were deleted (retention)"
+                    ctx, topic, p, pos, lo, hi, "records were deleted (retention)"
                 )
             pos_of[(topic, p)] = pos
         if starts:
-            self.ledger.commit(starts)
-        topics: dict[str, dict[str, Any]] = {}
-        for topic, n in sorted(planned.items()):
-            if n:
-                topics[topic] = {"id": ids.get(topic), "n": n, "c": counts[topic], "p": {}}
-        for (topic, p), pos in sorted(pos_of.items()):
-            topics[topic]["p"][str(p)] = pos
-        for topic, entry in previous.items():
-            if topic not in topics:  # vanished for now: remember it to detect a re-creation
-                topics[topic] = {"id": entry.get("id"), "n": 0, "p": {}}
-        return {"v": 2, "slice": int((start or {}).get("slice", 0)), "topics": topics}
+            ledger.commit(starts)
+        return pos_of
 
     def _reset_policy(self) -> str:
         consumer = self.ctx.config.cluster(self.ctx.source).consumer
         return consumer.get("auto.offset.reset", "earliest").strip().lower()
 
-    def _gap(self, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str) -> int:
-        ctx = self.ctx
+    def _gap(
+        self, ctx: FlowContext, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str
+    ) -> int:
         action = ctx.settings.on_gap
         event = events.gap_event(ctx, topic, p, pos, lo, hi, reason, action)
         events.publish(ctx, [event])
@@ -225,9 +276,8 @@ class SlicePlanner(DataSourceStreamReader):
         log.warning(message + "continuing from %d (mirror.on.gap=skip)", lo)
         return lo
 
-    def _ensure_internal(self) -> None:
+    def _ensure_internal(self, ctx: FlowContext) -> None:
         """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 §2.3)."""
-        ctx = self.ctx
         s = ctx.settings
         target = KafkaAdminOps(ctx.client("target", "admin"))
         target.create_topics(
@@ -244,36 +294,34 @@ class SlicePlanner(DataSourceStreamReader):
             side = "target" if ctx.offset_syncs_on_target else "source"
             admin = target if side == "target" else KafkaAdminOps(ctx.client(side, "admin"))
             admin.create_compacted_topic(ctx.offset_syncs_topic, s.offset_syncs_replication_factor)
-        self._internal_ready = True
+        self._internal_ready.add(ctx.flow.name)
 
-    def _ensure_remote(self, counts: dict[str, int]) -> dict[str, int]:
+    def _ensure_remote(self, ctx: FlowContext, counts: dict[str, int]) -> dict[str, int]:
         """Create remote topics on first sight; grow partitions and sync configs/ACLs on refresh."""
-        ctx = self.ctx
         s = ctx.settings
-        syncer = self._topic_syncer()
-        target = list_topic_partitions(self._admin("target"))
+        syncer = self._topic_syncer(ctx)
+        last = self._last_refresh.setdefault(
+            ctx.flow.name, {"configs": 0.0, "acls": 0.0, "partitions": 0.0}
+        )
+        known = self._known_topics.setdefault(ctx.flow.name, set())
+        target = list_topic_partitions(self._admin(ctx, "target"))
         missing = [t for t in counts if ctx.remote_topic(t) not in target]
         grow = [t for t, n in counts.items() if 0 < target.get(ctx.remote_topic(t), 0) < n]
         now = time.monotonic()
         if missing:
             syncer.create_missing(missing)
-        if grow and (
-            now - self._last_refresh["partitions"] >= s.refresh_topics_interval
-            or set(grow) - self._known_topics
-        ):
+        if grow and (now - last["partitions"] >= s.refresh_topics_interval or set(grow) - known):
             syncer.sync_partitions()
-            self._last_refresh["partitions"] = now
-        self._known_topics = set(grow) | self._known_topics
-        if s.sync_topic_configs and now - self._last_refresh["configs"] >= (
-            s.sync_topic_configs_interval
-        ):
-            self._last_refresh["configs"] = now
+            last["partitions"] = now
+        known.update(grow)
+        if s.sync_topic_configs and now - last["configs"] >= s.sync_topic_configs_interval:
+            last["configs"] = now
             _best_effort(syncer.sync_configs, "topic config sync")
-        if s.sync_topic_acls and now - self._last_refresh["acls"] >= s.sync_topic_acls_interval:
-            self._last_refresh["acls"] = now
+        if s.sync_topic_acls and now - last["acls"] >= s.sync_topic_acls_interval:
+            last["acls"] = now
             _best_effort(syncer.sync_acls, "topic ACL sync")
         if missing or grow:
-            target = list_topic_partitions(self._admin("target"))
+            target = list_topic_partitions(self._admin(ctx, "target"))
         return {ctx.remote_topic(t): target.get(ctx.remote_topic(t), 0) for t in counts}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -291,6 +339,9 @@ class SlicePlanner(DataSourceStreamReader):
             slot = stable_slot(topic, p, tasks)
             work = slots.setdefault(slot, SlotWork(slot, [], [], counts, int(end["slice"]), ids))
             work.partitions.append((topic, p))
+            for flow, parts in end["topics"][topic].get("f", {}).items():
+                if p in parts:
+                    work.targets.setdefault(flow, []).append((topic, p))
             if stop is not None:
                 work.until.append((topic, p, stop))
         return [slots[slot] for slot in sorted(slots)]

@@ -1,0 +1,566 @@
+"""One target of a copy task: its transactional producer, its ledger and its open transaction.
+
+A copy task (:mod:`mirror_lib.replication.copier`) reads its partitions once and hands every
+consumed batch to one :class:`TargetWriter` per target: one for a flow ``A->B``, several for a
+fan-out group ``A->B,C``. A writer copies what its target has not yet received (records before
+its ledger position are dropped, so targets at different positions can share a read), commits
+a Kafka transaction every ``mirror.commit.interval.ms`` while at the source's head (or after
+``mirror.commit.max.records`` / ``.bytes``; behind the head, transactions grow up to ten
+intervals) and keeps its own exactly-once guarantee: each transaction holds the records, their
+offset syncs (when that topic is on the target), the metrics and segment records, and the ledger
+offsets (:mod:`mirror_lib.replication.ledger`), so a crash leaves all of a transaction or none.
+
+Downstream offsets come from two delivery reports per partition and consume batch (the first
+record of a transaction and the last of each batch): records of one transaction to one partition
+are contiguous downstream, which :mod:`mirror_lib.replication.copy_state` checks. Should another
+producer write into a remote partition, :class:`Interleaved` is raised at commit; the copier
+aborts, and the writer reports every record from then on (``exact``).
+
+In a fan-out group a writer never blocks the others: it commits only once its target
+acknowledged everything (``wait=False``), and it raises a transient :class:`BrokerError` when its
+target falls more than ``mirror.fanout.max.lag.records`` behind or acknowledges nothing for
+``FLUSH_S``; the copier then drops it from the shared read for the rest of the slice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from mirror_lib.config import stale
+from mirror_lib.config.stale import PartitionSkips, SkipPolicy, skip_event_fields, split_stale
+from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.mm2.formats import OffsetSync
+from mirror_lib.offsets.segments import Segment, mm2_compatible_points
+from mirror_lib.replication import events, testhooks
+from mirror_lib.replication.context import FlowContext, produce_plain
+from mirror_lib.replication.copy_state import PartState
+from mirror_lib.replication.ledger import ledger_consumer, ledger_offsets, read_ledger
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+NO_END = 2**63 - 1
+BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
+FLUSH_S = 30.0  # a target that acknowledges nothing this long fails (transient)
+FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the others longer
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING,
+}
+_PASSING = {  # delivery failures an outage causes: the run retries them
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+}
+
+
+@dataclass
+class CopyResult:
+    """The commit message of one task: what it copied (picklable, small).
+
+    ``next_offsets`` is keyed ``topic:partition`` (``flow/topic:partition`` in a fan-out group);
+    ``detached``: flow -> why that target left the shared read during the slice.
+    """
+
+    slot: int
+    records: int = 0
+    bytes: int = 0
+    transactions: int = 0
+    next_offsets: dict[str, int] = field(default_factory=dict)
+    detached: dict[str, str] = field(default_factory=dict)
+
+
+def make_producer(ctx: FlowContext, slot: int, *, init_timeout_s: float = 60) -> Producer:
+    """The slot's producer: transactional (fencing older instances) or plain idempotent."""
+    defaults = {
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "acks": "all",
+        "queue.buffering.max.messages": max(500_000, 2 * ctx.settings.fanout_max_lag_records),
+    }
+    extra: dict[str, Any] = {"enable.idempotence": True}
+    if ctx.settings.exactly_once:
+        extra["transactional.id"] = ctx.transactional_id(slot)
+    producer = Producer(ctx.client("target", "producer", defaults, **extra))
+    if ctx.settings.exactly_once:
+        producer.init_transactions(init_timeout_s)
+    return producer
+
+
+class TargetWriter:
+    """The target side of one slot's slice for one flow: create, :meth:`start`, feed, commit."""
+
+    def __init__(
+        self,
+        ctx: FlowContext,
+        slot: int,
+        partitions: Sequence[TP],
+        *,
+        until: dict[TP, int],
+        options_key: str,
+        batch_id: int = -1,
+        query_id: str = "",
+        fanout: bool = False,
+    ) -> None:
+        self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
+        s = ctx.settings
+        self.partitions = list(partitions)
+        self.until = until
+        self.fanout = fanout
+        self.skip_key = f"{options_key}|{ctx.flow.name}"
+        self.eos = s.exactly_once
+        self.interval = s.commit_interval_ms / 1000.0
+        self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
+        self.max_lag = s.fanout_max_lag_records
+        self.exact = False
+        self.result = CopyResult(slot)
+        self.skip_policy = SkipPolicy.from_settings(s)
+        self.skips: dict[TP, PartitionSkips] = {}  # partitions the stale-data policy covers
+        self.parts: dict[TP, PartState] = {}
+        self.in_txn = False
+        self.txn_start = 0.0
+        self.txn_records = self.txn_bytes = 0
+        self.aborts_unreported = 0  # aborted transactions, told in the next batch events
+        # Clients live for one slice (minutes): a client that outlived a topic's re-creation
+        # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
+        self.ledger = ledger_consumer(ctx, slot)
+        init_s = FANOUT_INIT_S if fanout else 60.0
+        self.producer: Producer = make_producer(ctx, slot, init_timeout_s=init_s)
+        self.commit_pending = False  # fan-out: a commit waits for the target's acknowledgements
+        self.backlog: list[tuple] = []  # what arrived while a commit was pending
+        self.backlog_records = 0
+
+    @property
+    def name(self) -> str:
+        return self.ctx.flow.name
+
+    # -- positions ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Read the ledger: where each partition continues (the truth about what was delivered)."""
+        ctx = self.ctx
+        remote = {(t, p): (ctx.remote_topic(t), p) for t, p in self.partitions}
+        timeout = FANOUT_INIT_S if self.fanout else 60.0
+        delivered = read_ledger(self.ledger, remote.values(), timeout, ctx.where("target"))
+        self.parts = {}
+        for (t, p), (rt, _p) in remote.items():
+            start = delivered.get((rt, p))
+            if start is None:
+                raise BrokerError(
+                    f"no delivery ledger entry for {t}[{p}] in group {ctx.ledger_group(self.slot)} "
+                    f"on {ctx.where('target')}; the planner writes one before a slice starts",
+                    transient=True,
+                )
+            self.parts[(t, p)] = PartState(t, p, rt, start, self.until.get((t, p), NO_END))
+
+    def open_positions(self) -> dict[TP, int]:
+        """Where each partition not yet done continues."""
+        return {tp: part.expect for tp, part in self.parts.items() if not part.done}
+
+    def done(self) -> bool:
+        return all(part.done for part in self.parts.values())
+
+    # -- records -----------------------------------------------------------------------------
+    def accept(self, tp: TP, group: list[Any], consumed_ms: float) -> bool:
+        """Copy the records of ``group`` (one partition, in order) this target still needs.
+
+        Returns True when the partition reached its ``until`` end.
+        """
+        part = self.parts.get(tp)
+        if part is None or part.done:
+            return False
+        if self.commit_pending:  # the bounded buffer: copied once the transaction committed
+            self._hold(("accept", tp, group, consumed_ms), len(group))
+            return False
+        if group[0].offset() < part.expect:  # another target of the read is behind this one
+            group = [m for m in group if m.offset() >= part.expect]
+            if not group:
+                return False
+        finished = group[-1].offset() >= part.until
+        if finished:
+            group = [m for m in group if m.offset() < part.until]
+        skipped_end = None
+        if group and self.skip_policy.applies_to(tp[0]):
+            if tp not in self.skips:  # the budget an earlier slice of this process left
+                self.skips[tp] = stale.resume(self.skip_key, *tp, part.committed, self.skip_policy)
+            group, skipped_end = split_stale(self.skips[tp], group, consumed_ms)
+        if group:
+            if not self.in_txn:
+                self._begin()
+            self._produce(part, group, consumed_ms)
+        if skipped_end is not None:
+            self.move(tp, skipped_end)  # the ledger moves past the skipped records
+        if finished:
+            self.finish(tp, part.until)
+        if self.fanout and len(self.producer) > self.max_lag:
+            raise BrokerError(
+                f"{self.ctx.where('target')} has {len(self.producer)} records unacknowledged, "
+                f"more than {self.name}.mirror.fanout.max.lag.records = {self.max_lag}: it "
+                "leaves the shared read for this slice and catches up on its own",
+                transient=True,
+            )
+        return finished
+
+    def _produce(self, part: PartState, group: list[Any], consumed_ms: float) -> None:
+        produce = self.producer.produce
+        rt, p, exact = part.remote, part.partition, self.exact
+        runs, ts_append, us_append = part.runs, part.ts.append, part.us.append
+        expect, n, size = part.expect, part.n, 0
+        if n == 0:  # a transaction's first record always opens a run
+            expect = group[0].offset()
+            runs.append((expect, 0))
+        last = len(group) - 1
+        for i, msg in enumerate(group):
+            off = msg.offset()
+            if off != expect:
+                runs.append((off, n))
+            expect = off + 1
+            key, value = msg.key(), msg.value()
+            ts = msg.timestamp()[1]
+            ts_append(ts)
+            if exact:
+                us_append(off)
+                cb = part.ack_each
+            elif n == 0:
+                cb = part.ack_both if i == last else part.ack_first
+            else:
+                cb = part.ack_last if i == last else None
+            try:
+                produce(
+                    rt,
+                    value,
+                    key,
+                    partition=p,
+                    timestamp=ts if ts > 0 else 0,
+                    headers=msg.headers(),
+                    on_delivery=cb,
+                )
+            except BufferError:
+                self._produce_when_room(part, msg, cb)
+            except KafkaException as exc:
+                self._fail_record(exc.args[0], part, off)
+            n += 1
+            size += (len(key) if key else 0) + (len(value) if value else 0)
+        part.expect, part.n = expect, n
+        part.bytes += size
+        part.consumed.append((consumed_ms, len(group)))
+        self.txn_records += len(group)
+        self.txn_bytes += size
+
+    def _produce_when_room(self, part: PartState, msg: Any, cb: Any) -> None:
+        while True:
+            self.producer.poll(0.05)
+            try:
+                self.producer.produce(
+                    part.remote,
+                    msg.value(),
+                    msg.key(),
+                    partition=part.partition,
+                    timestamp=max(msg.timestamp()[1], 0),
+                    headers=msg.headers(),
+                    on_delivery=cb,
+                )
+                return
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                self._fail_record(exc.args[0], part, msg.offset())
+
+    def _hold(self, item: tuple, records: int) -> None:
+        """Keep ``item`` until the pending commit is done; past the bound, leave the read."""
+        self.backlog.append(item)
+        self.backlog_records += records
+        waiting = self.backlog_records + len(self.producer)
+        if waiting > self.max_lag:
+            raise BrokerError(
+                f"{self.ctx.where('target')} keeps {waiting} records waiting for its "
+                f"acknowledgements, more than {self.name}.mirror.fanout.max.lag.records = "
+                f"{self.max_lag}: it leaves the shared read for this slice and catches up on "
+                "its own",
+                transient=True,
+            )
+
+    def _replay(self) -> None:
+        """After a pending commit: what arrived meanwhile, in order."""
+        backlog, self.backlog, self.backlog_records = self.backlog, [], 0
+        for kind, tp, *args in backlog:
+            if kind == "accept":
+                self.accept(tp, *args)
+            else:
+                self.move(tp, *args)
+
+    def move(self, tp: TP, end: int) -> None:
+        """Everything before ``end`` was seen: the ledger may move past markers and aborts."""
+        if self.commit_pending:
+            self._hold(("move", tp, end), 0)
+            return
+        part = self.parts.get(tp)
+        if part is not None and not part.done and end > part.expect:
+            part.expect = end
+            if not self.in_txn:
+                self._begin()
+
+    def finish(self, tp: TP, end: int) -> None:
+        self.move(tp, end)
+        if not self.commit_pending:
+            self.parts[tp].done = True
+
+    # -- transactions ------------------------------------------------------------------------
+    def _begin(self) -> None:
+        if self.eos:
+            self.producer.begin_transaction()
+        self.in_txn = True
+        self.txn_start = time.monotonic()
+        self.txn_records = self.txn_bytes = 0
+
+    def commit_due(self, behind: bool) -> bool:
+        """True when the open transaction should commit now."""
+        if not self.in_txn:
+            return False
+        if self.commit_pending:
+            return True
+        age = time.monotonic() - self.txn_start
+        return (
+            self.txn_records >= self.max_records
+            or self.txn_bytes >= self.max_bytes
+            or age >= self.interval * (BEHIND_FACTOR if behind else 1)
+        )
+
+    def abort(self) -> None:
+        """Abort the open transaction; every partition continues from its last commit."""
+        if self.eos and self.in_txn:
+            self.aborts_unreported += 1
+            with contextlib.suppress(KafkaException):
+                self.producer.abort_transaction(30)
+        self.in_txn = self.commit_pending = False
+        self.backlog, self.backlog_records = [], 0
+        for part in self.parts.values():
+            part.reset()
+            part.expect = part.committed
+            part.done = part.committed >= part.until
+        for skips in self.skips.values():
+            skips.abort()
+
+    def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
+        code = err.code()
+        if code not in _PASSING:  # the target answers: end the transaction now
+            self.abort()
+        where = f"{part.topic}[{part.partition}] offset {offset}"
+        if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
+            raise RecordTooLargeError(
+                f"record {where} is larger than {self.ctx.where('target')} accepts ({err.str()}); "
+                "nothing from this transaction on was committed: raise the target topic's "
+                "max.message.bytes and the producer's message.max.bytes"
+            )
+        raise BrokerError(
+            f"producing {where} to {self.ctx.where('target')} failed: {err.str()}",
+            transient=(err.retriable() or code in _PASSING) and code not in _FENCED,
+        )
+
+    def commit(self, watermarks: Callable[[Any], tuple[int, int]], *, wait: bool = True) -> bool:
+        """Commit the open transaction; False when ``wait`` is off and acknowledgements are
+        still outstanding (the transaction stays open and is committed on a later call)."""
+        if not self.in_txn:
+            return True
+        ctx = self.ctx
+        if not wait:
+            if self.producer.flush(0) > 0:
+                self.commit_pending = True
+                if time.monotonic() - self.txn_start > FLUSH_S:
+                    raise BrokerError(
+                        f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
+                        transient=True,
+                    )
+                return False
+        elif self.producer.flush(self._flush_limit()) > 0:
+            raise BrokerError(
+                f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
+                transient=True,
+            )
+        self.commit_pending = False
+        acked_ms = time.time() * 1000.0
+        moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
+        for part in moved.values():
+            if part.error is not None:
+                err, _ = part.error
+                first = part.runs[0][0] if part.runs else part.committed
+                self._fail_record(err, part, first)
+        segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
+        out = [
+            (ctx.metrics_topic, *events.encode(e))
+            for e in self._metrics(segments, acked_ms, watermarks)
+        ]
+        out += [(ctx.metrics_topic, *events.encode(e)) for e in self._skip_events()]
+        syncs = self._sync_records(segments)
+        if ctx.offset_syncs_on_target:
+            out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
+        for topic, k, v in out:
+            self.producer.produce(topic, v, k, partition=0)
+        ledger = {(part.remote, part.partition): part.expect for part in moved.values()}
+        try:
+            if self.eos:
+                self.producer.send_offsets_to_transaction(
+                    ledger_offsets(ledger), self.ledger.consumer_group_metadata(), 60
+                )
+                testhooks.hold_before_commit()
+                self.producer.commit_transaction(60)
+            else:
+                if self.producer.flush(60) > 0:
+                    raise BrokerError(
+                        f"metrics/offset syncs not acknowledged by {ctx.where('target')}",
+                        transient=True,
+                    )
+                if ledger:
+                    self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise BrokerError(
+                f"committing to {ctx.where('target')} failed: {err.str()}",
+                transient=(err.retriable() or err.code() in _PASSING)
+                and err.code() not in _FENCED
+                and not err.fatal(),
+            ) from exc
+        self.in_txn = False
+        if out:
+            self.aborts_unreported = 0
+        if not ctx.offset_syncs_on_target and syncs:
+            produce_plain(
+                ctx, "source", ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs]
+            )
+        self.result.transactions += 1
+        for tp, part in moved.items():
+            part.committed = part.expect
+            self.result.records += part.n
+            self.result.bytes += part.bytes
+            key = f"{tp[0]}:{tp[1]}" if not self.fanout else f"{self.name}/{tp[0]}:{tp[1]}"
+            self.result.next_offsets[key] = part.expect
+            part.reset()
+        for skips in self.skips.values():
+            skips.commit()
+        if self.backlog:
+            self._replay()
+            if wait and self.in_txn:
+                return self.commit(watermarks, wait=True)
+        return True
+
+    def _flush_limit(self) -> float:
+        """How long a waiting commit may wait for acknowledgements (in a fan-out group, what is
+        left of ``FLUSH_S`` since the transaction began)."""
+        if not self.fanout:
+            return FLUSH_S
+        return max(FLUSH_S - (time.monotonic() - self.txn_start), 1.0)
+
+    def close(self) -> None:
+        """Close the clients; the stale-data budget of committed positions carries over."""
+        for tp, skips in self.skips.items():
+            if tp in self.parts:
+                stale.keep(self.skip_key, *tp, self.parts[tp].committed, skips)
+        with contextlib.suppress(Exception):
+            self.ledger.close()
+        with contextlib.suppress(Exception):
+            self.producer.flush(0)
+
+    def drop(self) -> None:
+        """Leave the slice without waiting on the target: queued records are purged and an open
+        transaction is left to the next slice's ``init_transactions``, which aborts it."""
+        self.in_txn = self.commit_pending = False
+        with contextlib.suppress(Exception):
+            self.producer.purge()
+        with contextlib.suppress(Exception):
+            self.ledger.close()
+
+    # -- what a transaction carries besides the records -------------------------------------
+    def _sync_records(self, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
+        if not self.ctx.settings.emit_offset_syncs:
+            return []
+        lag_max = self.ctx.settings.offset_lag_max
+        return [
+            OffsetSync(tp[0], tp[1], point.upstream, point.downstream)
+            for tp, segs in segments.items()
+            for seg in segs
+            for point in mm2_compatible_points(seg, lag_max)
+        ]
+
+    def _skip_events(self) -> list[dict]:
+        """One ``skip`` event per partition and skipped range of the open transaction."""
+        return [
+            events.flow_event(
+                self.ctx,
+                "skip",
+                topic=tp[0],
+                remote_topic=self.ctx.remote_topic(tp[0]),
+                partition=tp[1],
+                batch_id=self.batch_id,
+                slot=self.slot,
+                **skip_event_fields(rng, self.skip_policy),
+            )
+            for tp, skips in self.skips.items()
+            for rng in skips.pending
+        ]
+
+    def _metrics(
+        self,
+        segments: dict[TP, list[Segment]],
+        acked_ms: float,
+        watermarks: Callable[[Any], tuple[int, int]],
+    ) -> list[dict]:
+        out = []
+        for tp, segs in segments.items():
+            part = self.parts[tp]
+            latency, age = part.latency_and_age(acked_ms)
+            _low, high = watermarks(TopicPartition(*tp))
+            common = {
+                "topic": tp[0],
+                "remote_topic": part.remote,
+                "partition": tp[1],
+                "batch_id": self.batch_id,
+            }
+            out.append(
+                events.flow_event(
+                    self.ctx,
+                    "batch",
+                    **common,
+                    query_id=self.query_id,
+                    slot=self.slot,
+                    records=part.n,
+                    bytes=part.bytes,
+                    upstream_first=segs[0].upstream_start,
+                    upstream_last=segs[-1].upstream_end,
+                    downstream_first=segs[0].downstream_start,
+                    downstream_last=segs[-1].downstream_end,
+                    lag=max(high - part.expect, 0) if high >= 0 else None,
+                    latency_ms=latency,
+                    age_ms=age,
+                    latency_ms_buckets=part.latency_buckets(acked_ms),
+                    txn=self.result.transactions,
+                    aborted=self.aborts_unreported,
+                )
+            )
+            out.append(
+                events.flow_event(
+                    self.ctx,
+                    "segments",
+                    **common,
+                    segments=[
+                        [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
+                        for g in segs
+                    ],
+                )
+            )
+        return out
