@@ -75,6 +75,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--fanout-records", type=int, default=1_000_000, help="200 B records of the fanout case"
     )
+    parser.add_argument(
+        "--fanout-max-lag",
+        type=int,
+        default=None,
+        help="mirror.fanout.max.lag.records of the fanout case (default: the engine's)",
+    )
     parser.add_argument("--mirror-timeout", type=float, default=None, help="per copy, seconds")
     parser.add_argument("--max-minutes", type=float, default=45, help="watchdog for everything")
     parser.add_argument(
@@ -182,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             parent = log_mlflow(args.mlflow_uri, runner, args, command, block)
             log(f"logged MLflow run {parent} (experiment {MLFLOW_EXPERIMENT}) to {args.mlflow_uri}")
     if fanout_runs:
-        fblock = fanout.render(fanout_runs, command, started_at, facts())
+        fblock = fanout.render(fanout_runs, command, started_at, facts(), args.fanout_max_lag)
         print("\n" + fblock)
         log(f"fanout: {fanout.summary(fanout_runs)}")
         if args.readme:

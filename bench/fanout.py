@@ -6,7 +6,7 @@ every byte A sends to a client, as a cross-datacenter link from A would carry it
 ``mirror run CONFIG --once`` copies them to B alone, and again (fresh state, targets wiped) to B
 and C with ``mirror.fanout.enabled = true``. Each copy is verified against the source (counts and
 CRC32 chains per partition). A row per target: bytes A sent during the run, wall time, records/s
-of wall time and the steady rate from that target's own metrics topic.
+of wall time and the copy rate from that target's own metrics topic.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.kafka_data import PARTITIONS, create_topic, produce_bulk, scan, wipe
+from bench.kafka_data import PARTITIONS, create_topic, produce_bulk, read_metrics, scan, wipe
 from bench.measure import MB, Meter
-from bench.methods import Started, mirror_cmd, mirror_details
+from bench.methods import mirror_cmd
 from bench.procs import Lines, log, mirror_props, popen, stop_group, write_props
 
 MARK_BEGIN, MARK_END = "<!-- bench:fanout:begin -->", "<!-- bench:fanout:end -->"
@@ -37,7 +37,7 @@ class Copy:
     alias: str
     records: int  # verified on the target (0 if the copy differs from the source)
     ok: bool
-    steady_rps: float | None  # from the target's own metrics topic
+    copy_rps: float | None  # from the target's own metrics topic
 
 
 @dataclass
@@ -59,9 +59,10 @@ class FanoutRun:
 
 
 def fanout_props(
-    bootstrap: dict[str, str], state: Path, targets: tuple[str, ...]
+    bootstrap: dict[str, str], state: Path, targets: tuple[str, ...], max_lag: int | None = None
 ) -> dict[str, str]:
-    """The bench's flow properties (``procs.mirror_props``) with C and fan-out; tables off."""
+    """The bench's flow properties (``procs.mirror_props``) with C and fan-out; tables off;
+    ``max_lag``: ``mirror.fanout.max.lag.records`` (None: the engine's default)."""
     props = mirror_props(bootstrap["A"], bootstrap["B"], state, TOPIC)
     props.update({
         "clusters": "A, B, C",
@@ -70,6 +71,8 @@ def fanout_props(
         "mirror.fanout.enabled": "true",
         "mirror.tables.enabled": "false",  # the copy only: materialization reads B and C
     })  # fmt: skip
+    if max_lag is not None:
+        props["mirror.fanout.max.lag.records"] = str(max_lag)
     return props
 
 
@@ -105,7 +108,7 @@ def run_fanout(args: argparse.Namespace, workdir: Path) -> list[FanoutRun]:
             state = Path(tempfile.mkdtemp(prefix="state-fanout-", dir=workdir))
             cfg = write_props(
                 workdir / f"mm2-fanout-{len(targets)}.properties",
-                fanout_props(servers, state, targets),
+                fanout_props(servers, state, targets, args.fanout_max_lag),
             )
             log(f"{label}: mirror run {cfg.name} --once")
             proxy.reset()
@@ -130,22 +133,31 @@ def run_fanout(args: argparse.Namespace, workdir: Path) -> list[FanoutRun]:
             read = proxy.reset()
             run = FanoutRun(label, n, source.bytes, read, meter.m.wall_s, rc)
             run.cpu_s = meter.m.copier_cpu_s
-            started = Started(out, t0, t0_epoch_ms)
             for alias in targets:
                 copied = scan(servers[alias], REMOTE)
                 ok = copied.counts == source.counts and copied.crcs == source.crcs
-                steady = mirror_details(servers[alias], REMOTE, started).get("steady_rps")
-                run.copies.append(Copy(alias, copied.records if ok else 0, ok, steady))
+                started = out.first("started replication")
+                start_ms = None if started is None else t0_epoch_ms + (started - t0) * 1000
+                rate = copy_rate(read_metrics(servers[alias]), start_ms)
+                run.copies.append(Copy(alias, copied.records if ok else 0, ok, rate))
             log(
                 f"{label}: rc={rc} {meter.m.wall_s:.1f} s, {read / MB:.1f} MB read from A "
                 f"({read / source.bytes:.2f}x the payload); "
-                + ", ".join(f"{c.alias} verified={c.ok} steady={c.steady_rps}" for c in run.copies)
+                + ", ".join(
+                    f"{c.alias} verified={c.ok} copy rec/s={c.copy_rps}" for c in run.copies
+                )
             )
             runs.append(run)
     return runs
 
 
-def render(runs: list[FanoutRun], command: str, started: str, facts: dict[str, str]) -> str:
+def render(
+    runs: list[FanoutRun],
+    command: str,
+    started: str,
+    facts: dict[str, str],
+    max_lag: int | None = None,
+) -> str:
     """The fan-out results block of bench/README.md."""
     one = next((r for r in runs if len(r.copies) == 1), None)
     lines = [
@@ -158,27 +170,40 @@ def render(runs: list[FanoutRun], command: str, started: str, facts: dict[str, s
         "Machine and software: " + "; ".join(f"{k} {v}" for k, v in facts.items()),
         "",
         f"Data: {runs[0].records:,} records x {SIZE} B over {PARTITIONS} partitions on A"
-        f" ({runs[0].payload / MB:.0f} MB of key+value). Read from A = bytes A sent to its"
+        f" ({runs[0].payload / MB:.0f} MB of key+value); mirror.fanout.max.lag.records ="
+        f" {max_lag if max_lag is not None else 'default'}. Read from A = bytes A sent to its"
         " clients through the counting proxy during the run (Fetch responses, metadata, offsets);"
         " wall = process start to exit (JVM and Spark start-up included); rec/s = verified"
-        " records / wall; steady rec/s = from that target's own `mm2-metrics.A.internal`"
-        " (records after the first chunk / first-to-last chunk time).",
+        " records / wall; copy rec/s = records in that target's own `mm2-metrics.A.internal`"
+        " / time from the query's start (`started replication`, after JVM and session start-up)"
+        " to the target's last transaction (so it includes the first plan and the start of the"
+        " copy tasks).",
         "",
         "| run | target | read from A MB | read / payload | read vs one target | wall s "
-        "| rec/s (wall) | steady rec/s | mirror CPU-s | verified |",
+        "| rec/s (wall) | copy rec/s | mirror CPU-s | verified |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in runs:
         vs = f"{r.read_from_a / one.read_from_a:.2f}x" if one and one.read_from_a else ""
         for c in r.copies:
             rps = c.records / r.wall_s if r.wall_s else 0.0
-            steady = f"{c.steady_rps:,.0f}" if c.steady_rps else ""
+            steady = f"{c.copy_rps:,.0f}" if c.copy_rps else ""
             lines.append(
                 f"| {r.label} | {c.alias} | {r.read_from_a / MB:.1f} | "
                 f"{r.read_from_a / r.payload:.2f} | {vs} | {r.wall_s:.1f} | {rps:,.0f} | "
                 f"{steady} | {r.cpu_s:.1f} | {'yes' if c.ok and r.rc == 0 else 'NO'} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def copy_rate(events: list[dict[str, Any]], start_ms: float | None) -> float | None:
+    """Records/s a target received from the query's start (``start_ms``, epoch) to its last
+    transaction of the case's topic (its batch events); None without either."""
+    batches = [e for e in events if e.get("type") == "batch" and e.get("remote_topic") == REMOTE]
+    if start_ms is None or not batches:
+        return None
+    last = max(e["ts_ms"] for e in batches)
+    return sum(e["records"] for e in batches) / max((last - start_ms) / 1000, 1e-3)
 
 
 def write_block(path: Path, block: str) -> None:

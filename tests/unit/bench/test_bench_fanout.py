@@ -57,3 +57,14 @@ def test_block_replaces_its_markers_only(tmp_path: Path) -> None:
     text = readme.read_text()
     assert text.count(fanout.MARK_BEGIN) == 1 and "second" in text and "first" not in text
     assert "\nmain\n" in text and text.startswith("intro\n")
+
+
+def test_copy_rate_is_from_the_query_start_to_the_last_transaction_of_the_case_topic() -> None:
+    def batch(ts: int, n: int, remote: str = fanout.REMOTE) -> dict:
+        return {"type": "batch", "remote_topic": remote, "ts_ms": ts, "records": n}
+
+    events = [batch(1000, 500), batch(1500, 300), batch(3000, 200)]
+    events += [batch(9000, 99, "A.other"), {"type": "skip", "ts_ms": 9000}]
+    assert fanout.copy_rate(events, start_ms=1000) == 1000 / 2.0
+    assert fanout.copy_rate(events, start_ms=None) is None
+    assert fanout.copy_rate([], start_ms=0) is None
