@@ -39,7 +39,7 @@ _API: dict[str, str] = {
     "format_restart": "mirror_lib.replication.spark_checkpoint",
     # running (pyspark)
     "get_spark": "mirror_lib.spark.session",
-    "FlowRunner": "mirror_lib.spark.runner",
+    "FlowRunner": "mirror_lib.spark.flow_runner",
     "run_flows": "mirror_lib.spark.runner",
     # notebooks, status, dashboards
     "Widgets": "mirror_lib.app.widgets",

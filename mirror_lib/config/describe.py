@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from mirror_lib.config.fanout import group_name, read_groups
 from mirror_lib.config.java_clients import IGNORED, RENAMED
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.model import FlowConfig, MirrorConfig
@@ -81,12 +82,20 @@ def describe_config(config: MirrorConfig, client_warnings: Sequence[str] = ()) -
     warnings.extend(client_warnings)
     if not config.enabled_flows():
         warnings.append("no flow is enabled: set e.g. A->B.enabled = true")
+    groups = read_groups(config.enabled_flows())
+    for group in groups:
+        if len(group) == 1 and group[0].settings.fanout:
+            warnings.append(
+                f"{group[0].name}: mirror.fanout.enabled has no effect, no other enabled flow "
+                f"from {group[0].source} sets it"
+            )
     return {
         "config": config.origin,
         "state_dir": config.state_dir,
         "clusters": {a: c.describe() for a, c in config.clusters.items()},
         "flows": [describe_flow(f) for f in config.enabled_flows()],
         "heartbeat_only_flows": [f.name for f in config.heartbeat_flows() if not f.enabled],
+        "fanout_groups": [group_name(g) for g in groups if len(g) > 1],
         "warnings": warnings,
     }
 
@@ -114,6 +123,8 @@ def format_description(d: dict[str, Any]) -> str:
         )
         for key, value in f["settings"].items():
             lines.append(f"  {key} = {value}")
+    for group in d.get("fanout_groups", []):
+        lines.append(f"fan-out {group}: one read of {group.split('->')[0]}, a producer per target")
     if d["heartbeat_only_flows"]:
         lines.append("heartbeats only: " + ", ".join(d["heartbeat_only_flows"]))
     lines.extend(f"warning: {w}" for w in d["warnings"])

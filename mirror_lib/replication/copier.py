@@ -273,6 +273,10 @@ class SliceCopy:
             for i, reader in enumerate(list(self.readers)):
                 if reader not in self.readers:  # its last writer left the slice
                     continue
+                if all(w.commit_pending for w in reader.writers):
+                    # nobody could take more records now: wait for acknowledgements instead
+                    reader.writers[0].producer.poll(PENDING_POLL_S)
+                    continue
                 wait = min(timeout if i == 0 else 0.0, deadline - now)
                 msgs = reader.consumer.consume(CONSUME_BATCH, max(wait, 0.0))
                 if msgs:

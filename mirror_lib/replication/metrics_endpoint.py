@@ -185,12 +185,17 @@ class FlowFeed:
     def _measure_lag(self) -> None:
         ctx = self.ctx
         ledger = LedgerView(ctx)
+        done: dict[tuple[str, int], int] = {}
         try:
             admin = ctx.admin("source")
             while not self._stop.is_set():
                 try:
                     bounds = flow_bounds(ctx, admin, timeout_s=10)
-                    done = ledger.positions(bounds, timeout_s=10)
+                    try:
+                        done = ledger.positions(bounds, timeout_s=10)
+                    except (MirrorError, KafkaException) as exc:
+                        # the target is out: its lag grows from its last known position
+                        log.info("metrics of %s: ledger not read now: %s", ctx.label, exc)
                     lag = {tp: max(hi - done.get(tp, lo), 0) for tp, (lo, hi) in bounds.items()}
                     self.metrics.set_lag(lag)
                 except (MirrorError, KafkaException) as exc:  # e.g. an outage: keep the last

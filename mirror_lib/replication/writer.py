@@ -31,17 +31,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_lib.config import stale
-from mirror_lib.config.stale import PartitionSkips, SkipPolicy, skip_event_fields, split_stale
+from mirror_lib.config.stale import PartitionSkips, SkipPolicy, split_stale
 from mirror_lib.errors import BrokerError, RecordTooLargeError
-from mirror_lib.mm2.formats import OffsetSync
-from mirror_lib.offsets.segments import Segment, mm2_compatible_points
 from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, produce_plain
 from mirror_lib.replication.copy_state import PartState
 from mirror_lib.replication.ledger import ledger_consumer, ledger_offsets, read_ledger
+from mirror_lib.replication.txn_events import batch_events, skip_events, sync_records
 
 log = logging.getLogger(__name__)
 
@@ -306,17 +305,20 @@ class TargetWriter:
                 self.move(tp, *args)
 
     def move(self, tp: TP, end: int) -> None:
-        """Everything before ``end`` was seen: the ledger may move past markers and aborts."""
+        """Everything before ``end`` was seen: the ledger may move past markers and aborts; a
+        partition moved to its ``until`` end is done."""
         if self.commit_pending:
             self._hold(("move", tp, end), 0)
             return
         part = self.parts.get(tp)
         if part is not None and not part.done and end > part.expect:
             part.expect = end
+            part.done = end >= part.until
             if not self.in_txn:
                 self._begin()
 
     def finish(self, tp: TP, end: int) -> None:
+        """The partition reached its ``until`` end (held like any move while a commit waits)."""
         self.move(tp, end)
         if not self.commit_pending:
             self.parts[tp].done = True
@@ -402,12 +404,9 @@ class TargetWriter:
                 first = part.runs[0][0] if part.runs else part.committed
                 self._fail_record(err, part, first)
         segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
-        out = [
-            (ctx.metrics_topic, *events.encode(e))
-            for e in self._metrics(segments, acked_ms, watermarks)
-        ]
-        out += [(ctx.metrics_topic, *events.encode(e)) for e in self._skip_events()]
-        syncs = self._sync_records(segments)
+        evs = batch_events(self, segments, acked_ms, watermarks) + skip_events(self)
+        out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
+        syncs = sync_records(ctx.settings, segments)
         if ctx.offset_syncs_on_target:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
         for topic, k, v in out:
@@ -484,83 +483,3 @@ class TargetWriter:
             self.producer.purge()
         with contextlib.suppress(Exception):
             self.ledger.close()
-
-    # -- what a transaction carries besides the records -------------------------------------
-    def _sync_records(self, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
-        if not self.ctx.settings.emit_offset_syncs:
-            return []
-        lag_max = self.ctx.settings.offset_lag_max
-        return [
-            OffsetSync(tp[0], tp[1], point.upstream, point.downstream)
-            for tp, segs in segments.items()
-            for seg in segs
-            for point in mm2_compatible_points(seg, lag_max)
-        ]
-
-    def _skip_events(self) -> list[dict]:
-        """One ``skip`` event per partition and skipped range of the open transaction."""
-        return [
-            events.flow_event(
-                self.ctx,
-                "skip",
-                topic=tp[0],
-                remote_topic=self.ctx.remote_topic(tp[0]),
-                partition=tp[1],
-                batch_id=self.batch_id,
-                slot=self.slot,
-                **skip_event_fields(rng, self.skip_policy),
-            )
-            for tp, skips in self.skips.items()
-            for rng in skips.pending
-        ]
-
-    def _metrics(
-        self,
-        segments: dict[TP, list[Segment]],
-        acked_ms: float,
-        watermarks: Callable[[Any], tuple[int, int]],
-    ) -> list[dict]:
-        out = []
-        for tp, segs in segments.items():
-            part = self.parts[tp]
-            latency, age = part.latency_and_age(acked_ms)
-            _low, high = watermarks(TopicPartition(*tp))
-            common = {
-                "topic": tp[0],
-                "remote_topic": part.remote,
-                "partition": tp[1],
-                "batch_id": self.batch_id,
-            }
-            out.append(
-                events.flow_event(
-                    self.ctx,
-                    "batch",
-                    **common,
-                    query_id=self.query_id,
-                    slot=self.slot,
-                    records=part.n,
-                    bytes=part.bytes,
-                    upstream_first=segs[0].upstream_start,
-                    upstream_last=segs[-1].upstream_end,
-                    downstream_first=segs[0].downstream_start,
-                    downstream_last=segs[-1].downstream_end,
-                    lag=max(high - part.expect, 0) if high >= 0 else None,
-                    latency_ms=latency,
-                    age_ms=age,
-                    latency_ms_buckets=part.latency_buckets(acked_ms),
-                    txn=self.result.transactions,
-                    aborted=self.aborts_unreported,
-                )
-            )
-            out.append(
-                events.flow_event(
-                    self.ctx,
-                    "segments",
-                    **common,
-                    segments=[
-                        [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
-                        for g in segs
-                    ],
-                )
-            )
-        return out

@@ -1,19 +1,17 @@
-"""Start, watch and stop a flow's streaming queries with a SparkSession passed in.
+"""Start, watch and stop the queries of ``mirror run`` with a SparkSession passed in: run_flows.
 
-One :class:`FlowRunner` per flow (the replication query) plus :class:`CompanionJob` threads
-(heartbeats, checkpoints). ``--once`` gives availableNow semantics on Spark 4.1: it snapshots the
+One :class:`~mirror_lib.spark.flow_runner.FlowRunner` per flow or fan-out group (the replication
+query), :class:`CompanionJob` threads (heartbeats, checkpoints) and the tables' materialization,
+supervised through outages. ``--once`` gives availableNow semantics on Spark 4.1: it snapshots the
 source's end offsets, passes them to the planner as ``until``, and stops when the delivery ledger
 reached them for every partition.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections.abc import Callable, Collection
-from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.fanout import group_name, read_groups
@@ -32,44 +30,15 @@ from mirror_lib.replication.companions import PARTS, CompanionJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
-from mirror_lib.replication.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
-from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
+from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
-from mirror_lib.spark.progress import CatchUpProgress, drive_until, raise_query_error, stop_query
-from mirror_lib.spark.session import get_spark, register_sources
-from mirror_lib.spark.source import format_until
+from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
+from mirror_lib.spark.session import get_spark
 from mirror_lib.tables.location import materialized_clusters, tables_enabled
 
 log = logging.getLogger(__name__)
-
-
-def flow_dir(config: MirrorConfig, flow_name: str) -> Path:
-    """State folder of one flow under ``mirror.state.dir``."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", flow_name.replace("->", "_to_"))
-    return Path(config.state_dir) / "flows" / safe
-
-
-def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -> None:
-    """Refuse a checkpoint folder that belongs to another flow; ``name``: of a fan-out group."""
-    folder.mkdir(parents=True, exist_ok=True)
-    marker = folder / "flow.json"
-    mine = {
-        "flow": name or ctx.flow.name,
-        "source": ctx.config.cluster(ctx.source).bootstrap_servers,
-        "target": ctx.config.cluster(ctx.target).bootstrap_servers,
-    }
-    if marker.exists():
-        theirs = json.loads(marker.read_text())
-        if theirs.get("flow") != mine["flow"]:
-            raise ConfigError(
-                "mirror.state.dir",
-                str(folder),
-                f"the checkpoint folder of flow {mine['flow']}, not of {theirs.get('flow')}",
-            )
-        return
-    marker.write_text(json.dumps(mine))
 
 
 def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
@@ -91,203 +60,9 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
     )
 
 
-class FlowRunner:
-    """The replication query of a flow: a planner of time slices and long-running copy tasks."""
-
-    def __init__(
-        self, spark: Any, config: MirrorConfig, flow_name: str, job: str = "replication"
-    ) -> None:
-        if job != "replication":
-            raise ConfigError(
-                "job", job, "replication (heartbeats and checkpoints run as CompanionJob threads)"
-            )
-        self.spark = spark
-        self.job = job
-        self.group = ReadGroup.create(config, flow_name)
-        self.ctx = self.group.lead
-        for ctx in self.group.contexts:
-            if not ctx.flow.enabled:
-                raise ConfigError(f"{ctx.flow.name}.enabled", "false", "true to replicate it")
-        self.query: Any = None
-        self._ledgers: dict[str, LedgerView] = {}
-        self._sample: tuple[int, int, float] | None = None
-        self._until: dict[tuple[str, int], int] | None = None
-        self._parts: list[tuple[str, int]] = []
-
-    @property
-    def name(self) -> str:
-        """The flow ``A->B``, or the fan-out group ``A->B,C`` this query serves."""
-        return self.group.name
-
-    @property
-    def checkpoint(self) -> Path:
-        return flow_dir(self.ctx.config, self.name) / self.job
-
-    def ledger(self, ctx: FlowContext) -> LedgerView:
-        if ctx.flow.name not in self._ledgers:
-            self._ledgers[ctx.flow.name] = LedgerView(ctx)
-        return self._ledgers[ctx.flow.name]
-
-    def start(
-        self,
-        until: dict[tuple[str, int], int] | None = None,
-        snapshot: dict[tuple[str, int], int] | None = None,
-    ) -> Any:
-        """Start the query. ``until``: copy only up to these offsets (``--once``). ``snapshot``:
-        a :meth:`snapshot` the caller just took (else one is taken here, for progress).
-
-        With ``until`` the query runs ``availableNow`` (one slice, then it ends: the only trigger
-        serverless allows); :meth:`await_caught_up` starts it again should one slice not reach
-        ``until`` (a slice's time ran out, or Spark replayed an interrupted one).
-        """
-        register_sources(self.spark)
-        _claim_checkpoint(self.ctx, self.checkpoint.parent, self.name)
-        if snapshot is None:
-            snapshot = self.snapshot()
-        else:
-            self._parts = list(snapshot)
-        done = sum(self.delivered(snapshot).values())
-        self._sample = (done, done, time.monotonic())  # progress() counts from here
-        options = self.group.to_options()
-        if until is not None:
-            options["until"] = format_until(until)
-        self._until = until
-        df = self.spark.readStream.format("mirror").options(**options).load()
-        writer = (
-            df.writeStream.format("mirror")
-            .options(**options)
-            .option("checkpointLocation", str(self.checkpoint.resolve()))
-            .queryName(f"mirror-{self.job}-{self.name}")
-        )
-        if until is not None:
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=f"{self.ctx.settings.trigger_interval} seconds")
-        self.query = writer.start()
-        return self.query
-
-    def stop(self) -> None:
-        """Stop the query and wait for its copy tasks to end (an open transaction is fenced)."""
-        stop_query(self.spark, self.query)
-
-    def status(self) -> FlowStatus:
-        q = self.query
-        recent = q.recentProgress if q is not None else []
-        last = recent[-1] if recent else None
-        return FlowStatus(
-            flow=self.name,
-            job=self.job,
-            active=bool(q is not None and q.isActive),
-            batches=len(recent),
-            last_batch_id=last["batchId"] if last else None,
-            records_per_second=last.get("processedRowsPerSecond") if last else None,
-            message=q.status["message"] if q is not None else "not started",
-        )
-
-    def snapshot(self) -> dict[tuple[str, int], int]:
-        """Last stable offsets of every partition the flow replicates, right now."""
-        admin = self.ctx.admin("source")
-        bounds: dict[tuple[str, int], tuple[int, int]] = {}
-        for ctx in self.group.contexts:
-            bounds.update(flow_bounds(ctx, admin))
-        self._parts = list(bounds)
-        return {tp: hi for tp, (_lo, hi) in bounds.items()}
-
-    def restart(self) -> Any:
-        """Start the query again as it was started (``--once`` keeps its snapshot)."""
-        return self.start(self._until)
-
-    def delivered_total(self, timeout_s: float = 3.0) -> int:
-        """Sum of the ledger over the partitions of the last snapshot; -1 when unreadable."""
-        try:
-            return sum(self.delivered(self._parts, timeout_s).values())
-        except MirrorError:
-            return -1
-
-    def delivered(
-        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
-    ) -> dict[tuple[str, int], int]:
-        """Next upstream offset per partition, from the delivery ledger (the truth, D3); in a
-        fan-out group, of the target furthest behind."""
-        out: dict[tuple[str, int], int] = {}
-        for positions in self.delivered_by_flow(partitions, timeout_s).values():
-            for tp, pos in positions.items():
-                out[tp] = min(pos, out.get(tp, pos))
-        return out
-
-    def delivered_by_flow(
-        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
-    ) -> dict[str, dict[tuple[str, int], int]]:
-        """The ledger of each target of the query, for the partitions its flow replicates."""
-        return {
-            ctx.flow.name: self.ledger(ctx).positions(
-                [tp for tp in partitions if ctx.should_replicate(tp[0])], timeout_s
-            )
-            for ctx in self.group.contexts
-        }
-
-    def lag(self) -> int:
-        """Records the flow still has to copy (source LSO - delivered), from the ledger."""
-        return self.progress()["lag"]
-
-    def progress(self) -> dict[str, Any]:
-        """Records copied since the first call, records/s since the previous call, and lag."""
-        snapshot = self.snapshot()
-        done = self.delivered(snapshot)
-        total, now = sum(done.values()), time.monotonic()
-        base, last_total, last_time = self._sample or (total, total, now)
-        self._sample = (base, total, now)
-        rate = (total - last_total) / (now - last_time) if now > last_time else 0.0
-        out = {
-            "copied": total - base,
-            "records_per_s": round(rate, 1),
-            "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items()),
-        }
-        if self.group.fanout:  # each target's own lag: one that fell behind shows here
-            out["lags"] = {
-                flow: sum(max(snapshot[tp] - pos, 0) for tp, pos in positions.items())
-                for flow, positions in self.delivered_by_flow(snapshot).items()
-            }
-        return out
-
-    def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
-        """True when the ledger of every target reached ``target`` for every partition."""
-        wanted = {tp: off for tp, off in target.items() if off > 0}
-        for ctx in self.group.contexts:
-            mine = [tp for tp in wanted if ctx.should_replicate(tp[0])]
-            done = self.ledger(ctx).positions(mine)
-            if not all(done.get(tp, 0) >= wanted[tp] for tp in mine):
-                return False
-        return True
-
-    def await_caught_up(
-        self, target: dict[tuple[str, int], int], timeout_s: float | None, on_progress: Any = None
-    ) -> bool:
-        """Wait until caught up with ``target``; False on timeout. Query failures raise.
-
-        A ``--once`` query whose availableNow slice ended short of the snapshot starts again.
-        """
-        return drive_until(
-            lambda: self.caught_up(target),
-            check=self.raise_if_failed,
-            ended=lambda: self._until is not None and not self.query.isActive,
-            again=lambda: self.start(self._until),
-            timeout_s=timeout_s,
-            tick=None if on_progress is None else lambda: on_progress(self, target),
-        )
-
-    def raise_if_failed(self) -> None:
-        """Re-raise a failed query's error as a MirrorRuntimeError with the cause's message."""
-        raise_query_error(
-            self.query,
-            f"{self.job} of {self.ctx.label}",
-            "everything committed before the failure is kept; restarting resumes from the last "
-            "committed batch",
-        )
-
-
-def _unit_name(r: FlowRunner) -> str:
-    return f"{r.job} of {r.name}"
+def _unit_name(r: Any) -> str:
+    """``replication of A->B`` (or of a group ``A->B,C``), ``checkpoints of A->B``, ..."""
+    return f"{r.job} of {r.name if isinstance(r, FlowRunner) else r.ctx.flow.name}"
 
 
 def _runner_unit(r: FlowRunner) -> Unit:

@@ -14,7 +14,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirror_lib.config.model import parse_config
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.replication.failover import failover_group, translate_group
-from mirror_lib.spark.runner import FlowRunner, companion_jobs
+from mirror_lib.spark.flow_runner import FlowRunner
+from mirror_lib.spark.runner import companion_jobs
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
 

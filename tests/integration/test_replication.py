@@ -11,7 +11,8 @@ from confluent_kafka.admin import AdminClient
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments, translate
-from mirror_lib.spark.runner import FlowRunner, run_flows
+from mirror_lib.spark.flow_runner import FlowRunner
+from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import Record, consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records, iter_all
 from tests.integration.conftest import metrics_events

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from mirror_lib.spark.runner import FlowRunner, run_flows
+from mirror_lib.spark.flow_runner import FlowRunner
+from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records
 from tests.integration.test_replication import mixed_records

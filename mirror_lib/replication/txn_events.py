@@ -1,0 +1,101 @@
+"""What a target's transaction carries besides the records: offset syncs, ``batch`` and
+``segments`` events, ``skip`` events (:mod:`mirror_lib.replication.writer` commits them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from mirror_lib.config.stale import skip_event_fields
+from mirror_lib.mm2.formats import OffsetSync
+from mirror_lib.offsets.segments import Segment, mm2_compatible_points
+from mirror_lib.replication import events
+
+TP = tuple[str, int]
+
+
+def sync_records(settings: Any, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
+    """MM2 offset syncs for the transaction's segments (none when the flow emits none)."""
+    if not settings.emit_offset_syncs:
+        return []
+    lag_max = settings.offset_lag_max
+    return [
+        OffsetSync(tp[0], tp[1], point.upstream, point.downstream)
+        for tp, segs in segments.items()
+        for seg in segs
+        for point in mm2_compatible_points(seg, lag_max)
+    ]
+
+
+def skip_events(w: Any) -> list[dict]:
+    """One ``skip`` event per partition and skipped range of writer ``w``'s open transaction."""
+    return [
+        events.flow_event(
+            w.ctx,
+            "skip",
+            topic=tp[0],
+            remote_topic=w.ctx.remote_topic(tp[0]),
+            partition=tp[1],
+            batch_id=w.batch_id,
+            slot=w.slot,
+            **skip_event_fields(rng, w.skip_policy),
+        )
+        for tp, skips in w.skips.items()
+        for rng in skips.pending
+    ]
+
+
+def batch_events(
+    w: Any,
+    segments: dict[TP, list[Segment]],
+    acked_ms: float,
+    watermarks: Callable[[Any], tuple[int, int]],
+) -> list[dict]:
+    """A ``batch`` (counts, latency, lag) and a ``segments`` event per partition of writer
+    ``w``'s open transaction; ``watermarks`` gives the source's bounds of a partition."""
+    out = []
+    for tp, segs in segments.items():
+        part = w.parts[tp]
+        latency, age = part.latency_and_age(acked_ms)
+        _low, high = watermarks(TopicPartition(*tp))
+        common = {
+            "topic": tp[0],
+            "remote_topic": part.remote,
+            "partition": tp[1],
+            "batch_id": w.batch_id,
+        }
+        out.append(
+            events.flow_event(
+                w.ctx,
+                "batch",
+                **common,
+                query_id=w.query_id,
+                slot=w.slot,
+                records=part.n,
+                bytes=part.bytes,
+                upstream_first=segs[0].upstream_start,
+                upstream_last=segs[-1].upstream_end,
+                downstream_first=segs[0].downstream_start,
+                downstream_last=segs[-1].downstream_end,
+                lag=max(high - part.expect, 0) if high >= 0 else None,
+                latency_ms=latency,
+                age_ms=age,
+                latency_ms_buckets=part.latency_buckets(acked_ms),
+                txn=w.result.transactions,
+                aborted=w.aborts_unreported,
+            )
+        )
+        out.append(
+            events.flow_event(
+                w.ctx,
+                "segments",
+                **common,
+                segments=[
+                    [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
+                    for g in segs
+                ],
+            )
+        )
+    return out

@@ -1,0 +1,270 @@
+"""The replication query of a flow ``A->B`` or a fan-out group ``A->B,C``: :class:`FlowRunner`.
+
+It starts the query over the slice planner and the copy sink (:mod:`mirror_lib.spark.source`,
+:mod:`mirror_lib.spark.sink`) with a SparkSession passed in, and measures it from the delivery
+ledgers: what each target has, progress, lag and, for ``--once``, whether it caught up with a
+snapshot (availableNow semantics on Spark 4.1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.errors import ConfigError, MirrorError
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.flow_status import FlowStatus
+from mirror_lib.replication.ledger import LedgerView, flow_bounds
+from mirror_lib.replication.read_group import ReadGroup
+from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
+from mirror_lib.spark.session import register_sources
+from mirror_lib.spark.source import format_until
+
+
+def flow_dir(config: MirrorConfig, flow_name: str) -> Path:
+    """State folder of one flow under ``mirror.state.dir``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", flow_name.replace("->", "_to_"))
+    return Path(config.state_dir) / "flows" / safe
+
+
+def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -> None:
+    """Refuse a checkpoint folder that belongs to another flow; ``name``: of a fan-out group."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / "flow.json"
+    mine = {
+        "flow": name or ctx.flow.name,
+        "source": ctx.config.cluster(ctx.source).bootstrap_servers,
+        "target": ctx.config.cluster(ctx.target).bootstrap_servers,
+    }
+    if marker.exists():
+        theirs = json.loads(marker.read_text())
+        if theirs.get("flow") != mine["flow"]:
+            raise ConfigError(
+                "mirror.state.dir",
+                str(folder),
+                f"the checkpoint folder of flow {mine['flow']}, not of {theirs.get('flow')}",
+            )
+        return
+    marker.write_text(json.dumps(mine))
+
+
+FANOUT_READ_S = 5.0  # a fan-out target's ledger is asked this long (it may be the one that is out)
+
+
+class FlowRunner:
+    """The replication query of a flow: a planner of time slices and long-running copy tasks."""
+
+    def __init__(
+        self, spark: Any, config: MirrorConfig, flow_name: str, job: str = "replication"
+    ) -> None:
+        if job != "replication":
+            raise ConfigError(
+                "job", job, "replication (heartbeats and checkpoints run as CompanionJob threads)"
+            )
+        self.spark = spark
+        self.job = job
+        self.group = ReadGroup.create(config, flow_name)
+        self.ctx = self.group.lead
+        for ctx in self.group.contexts:
+            if not ctx.flow.enabled:
+                raise ConfigError(f"{ctx.flow.name}.enabled", "false", "true to replicate it")
+        self.query: Any = None
+        self._ledgers: dict[str, LedgerView] = {}
+        self._known: dict[str, dict[tuple[str, int], int]] = {}  # last ledger read per target
+        self._sample: tuple[int, int, float] | None = None
+        self._until: dict[tuple[str, int], int] | None = None
+        self._parts: list[tuple[str, int]] = []
+
+    @property
+    def name(self) -> str:
+        """The flow ``A->B``, or the fan-out group ``A->B,C`` this query serves."""
+        return self.group.name
+
+    @property
+    def checkpoint(self) -> Path:
+        return flow_dir(self.ctx.config, self.name) / self.job
+
+    def ledger(self, ctx: FlowContext) -> LedgerView:
+        if ctx.flow.name not in self._ledgers:
+            self._ledgers[ctx.flow.name] = LedgerView(ctx)
+        return self._ledgers[ctx.flow.name]
+
+    def start(
+        self,
+        until: dict[tuple[str, int], int] | None = None,
+        snapshot: dict[tuple[str, int], int] | None = None,
+    ) -> Any:
+        """Start the query. ``until``: copy only up to these offsets (``--once``). ``snapshot``:
+        a :meth:`snapshot` the caller just took (else one is taken here, for progress).
+
+        With ``until`` the query runs ``availableNow`` (one slice, then it ends: the only trigger
+        serverless allows); :meth:`await_caught_up` starts it again should one slice not reach
+        ``until`` (a slice's time ran out, or Spark replayed an interrupted one).
+        """
+        register_sources(self.spark)
+        _claim_checkpoint(self.ctx, self.checkpoint.parent, self.name)
+        if snapshot is None:
+            snapshot = self.snapshot()
+        else:
+            self._parts = list(snapshot)
+        done = sum(self.delivered(snapshot).values())
+        self._sample = (done, done, time.monotonic())  # progress() counts from here
+        options = self.group.to_options()
+        if until is not None:
+            options["until"] = format_until(until)
+        self._until = until
+        df = self.spark.readStream.format("mirror").options(**options).load()
+        writer = (
+            df.writeStream.format("mirror")
+            .options(**options)
+            .option("checkpointLocation", str(self.checkpoint.resolve()))
+            .queryName(f"mirror-{self.job}-{self.name}")
+        )
+        if until is not None:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.ctx.settings.trigger_interval} seconds")
+        self.query = writer.start()
+        return self.query
+
+    def stop(self) -> None:
+        """Stop the query and wait for its copy tasks to end (an open transaction is fenced)."""
+        stop_query(self.spark, self.query)
+
+    def status(self) -> FlowStatus:
+        q = self.query
+        recent = q.recentProgress if q is not None else []
+        last = recent[-1] if recent else None
+        return FlowStatus(
+            flow=self.name,
+            job=self.job,
+            active=bool(q is not None and q.isActive),
+            batches=len(recent),
+            last_batch_id=last["batchId"] if last else None,
+            records_per_second=last.get("processedRowsPerSecond") if last else None,
+            message=q.status["message"] if q is not None else "not started",
+        )
+
+    def snapshot(self) -> dict[tuple[str, int], int]:
+        """Last stable offsets of every partition the flow replicates, right now."""
+        admin = self.ctx.admin("source")
+        bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        for ctx in self.group.contexts:
+            bounds.update(flow_bounds(ctx, admin))
+        self._parts = list(bounds)
+        return {tp: hi for tp, (_lo, hi) in bounds.items()}
+
+    def restart(self) -> Any:
+        """Start the query again as it was started (``--once`` keeps its snapshot)."""
+        return self.start(self._until)
+
+    def delivered_total(self, timeout_s: float = 3.0) -> int:
+        """Sum of the ledger over the partitions of the last snapshot; -1 when unreadable."""
+        try:
+            return sum(self.delivered(self._parts, timeout_s).values())
+        except MirrorError:
+            return -1
+
+    def delivered(
+        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
+    ) -> dict[tuple[str, int], int]:
+        """Next upstream offset per partition, from the delivery ledger (the truth, D3); in a
+        fan-out group, of the target furthest behind."""
+        return _slowest(self.delivered_by_flow(partitions, timeout_s))
+
+    def delivered_by_flow(
+        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
+    ) -> dict[str, dict[tuple[str, int], int]]:
+        """The ledger of each target of the query, for the partitions its flow replicates.
+
+        In a fan-out group a target that cannot be read now counts with its last known
+        positions (asked with a short timeout), so that the others are still measured.
+        """
+        out: dict[str, dict[tuple[str, int], int]] = {}
+        for ctx in self.group.contexts:
+            mine = [tp for tp in partitions if ctx.should_replicate(tp[0])]
+            name = ctx.flow.name
+            try:
+                wait = min(timeout_s, FANOUT_READ_S) if self.group.fanout else timeout_s
+                out[name] = self.ledger(ctx).positions(mine, wait)
+                self._known[name] = {**self._known.get(name, {}), **out[name]}
+            except MirrorError:
+                if not self.group.fanout:
+                    raise
+                out[name] = {tp: pos for tp, pos in self._known.get(name, {}).items() if tp in mine}
+        return out
+
+    def lag(self) -> int:
+        """Records the flow still has to copy (source LSO - delivered), from the ledger."""
+        return self.progress()["lag"]
+
+    def progress(self) -> dict[str, Any]:
+        """Records copied since the first call, records/s since the previous call, and lag."""
+        snapshot = self.snapshot()
+        by_flow = self.delivered_by_flow(snapshot)
+        done = _slowest(by_flow)
+        total, now = sum(done.values()), time.monotonic()
+        base, last_total, last_time = self._sample or (total, total, now)
+        self._sample = (base, total, now)
+        rate = (total - last_total) / (now - last_time) if now > last_time else 0.0
+        out = {
+            "copied": total - base,
+            "records_per_s": round(rate, 1),
+            "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items()),
+        }
+        if self.group.fanout:  # each target's own lag: one that fell behind shows here
+            out["lags"] = {
+                flow: sum(max(snapshot[tp] - pos, 0) for tp, pos in positions.items())
+                for flow, positions in by_flow.items()
+            }
+        return out
+
+    def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
+        """True when the ledger of every target reached ``target`` for every partition."""
+        wanted = {tp: off for tp, off in target.items() if off > 0}
+        by_flow = self.delivered_by_flow(wanted)
+        return all(
+            by_flow[ctx.flow.name].get(tp, 0) >= off
+            for ctx in self.group.contexts
+            for tp, off in wanted.items()
+            if ctx.should_replicate(tp[0])
+        )
+
+    def await_caught_up(
+        self, target: dict[tuple[str, int], int], timeout_s: float | None, on_progress: Any = None
+    ) -> bool:
+        """Wait until caught up with ``target``; False on timeout. Query failures raise.
+
+        A ``--once`` query whose availableNow slice ended short of the snapshot starts again.
+        """
+        return drive_until(
+            lambda: self.caught_up(target),
+            check=self.raise_if_failed,
+            ended=lambda: self._until is not None and not self.query.isActive,
+            again=lambda: self.start(self._until),
+            timeout_s=timeout_s,
+            tick=None if on_progress is None else lambda: on_progress(self, target),
+        )
+
+    def raise_if_failed(self) -> None:
+        """Re-raise a failed query's error as a MirrorRuntimeError with the cause's message."""
+        raise_query_error(
+            self.query,
+            f"{self.job} of {self.ctx.label}",
+            "everything committed before the failure is kept; restarting resumes from the last "
+            "committed batch",
+        )
+
+
+def _slowest(by_flow: dict[str, dict[tuple[str, int], int]]) -> dict[tuple[str, int], int]:
+    """Per partition, the position of the target furthest behind."""
+    out: dict[tuple[str, int], int] = {}
+    for positions in by_flow.values():
+        for tp, pos in positions.items():
+            out[tp] = min(pos, out.get(tp, pos))
+    return out

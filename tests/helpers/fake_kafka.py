@@ -1,0 +1,120 @@
+"""Stand-ins for confluent-kafka's Producer, ledger Consumer and Message, for unit tests of a
+copy task's per-target bookkeeping (:mod:`mirror_lib.replication.writer`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+
+class FakeMessage:
+    """A consumed record: topic, partition, offset, key, value, CreateTime."""
+
+    def __init__(self, topic: str, partition: int, offset: int, ts: int = 1000) -> None:
+        self._t, self._p, self._o, self._ts = topic, partition, offset, ts
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def key(self) -> bytes:
+        return b"k%d" % self._o
+
+    def value(self) -> bytes:
+        return b"v%d" % self._o
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._ts)
+
+    def headers(self) -> None:
+        return None
+
+    def error(self) -> None:
+        return None
+
+
+class _Delivered:
+    def __init__(self, offset: int) -> None:
+        self._o = offset
+
+    def offset(self) -> int:
+        return self._o
+
+
+class FakeProducer:
+    """Queues records until :attr:`acking` is on; then ``flush``/``poll`` acknowledge them with
+    consecutive downstream offsets per partition. Transactions are recorded, not enforced."""
+
+    def __init__(self) -> None:
+        self.acking = True
+        self.queue: list[tuple[str, int, bytes, Any]] = []
+        self.log: dict[tuple[str, int], list[bytes]] = {}
+        self.next: dict[tuple[str, int], int] = {}
+        self.committed: list[list[TopicPartition]] = []
+        self.pending_offsets: list[TopicPartition] = []
+        self.aborts = 0
+
+    def produce(self, topic: str, value: bytes, key: Any = None, partition: int = 0, **kw: Any):
+        self.queue.append((topic, partition, value, kw.get("on_delivery")))
+
+    def _ack(self) -> None:
+        if not self.acking:
+            return
+        for topic, partition, value, cb in self.queue:
+            off = self.next.get((topic, partition), 0)
+            self.next[(topic, partition)] = off + 1
+            self.log.setdefault((topic, partition), []).append(value)
+            if cb is not None:
+                cb(None, _Delivered(off))
+        self.queue.clear()
+
+    def flush(self, timeout: float = 0) -> int:
+        self._ack()
+        return len(self.queue)
+
+    def poll(self, timeout: float = 0) -> int:
+        self._ack()
+        return 0
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def begin_transaction(self) -> None:
+        self.pending_offsets = []
+
+    def send_offsets_to_transaction(self, offsets: list[TopicPartition], *_a: Any) -> None:
+        self.pending_offsets = offsets
+
+    def commit_transaction(self, timeout: float = 0) -> None:
+        self.committed.append(self.pending_offsets)
+
+    def abort_transaction(self, timeout: float = 0) -> None:
+        self.aborts += 1
+
+    def purge(self) -> None:
+        self.queue.clear()
+
+
+class FakeLedger:
+    """A ledger consumer whose committed offsets are given: {(remote topic, partition): next}."""
+
+    def __init__(self, positions: dict[tuple[str, int], int]) -> None:
+        self.positions = positions
+
+    def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
+        return [
+            TopicPartition(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), -1))
+            for tp in tps
+        ]
+
+    def consumer_group_metadata(self) -> object:
+        return object()
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,116 @@
+"""A target's share of a copy task: what it keeps of a shared read, and the bounded buffer that
+lets one fan-out target wait for acknowledgements without holding up the others."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror_lib.config.model import parse_config
+from mirror_lib.errors import BrokerError
+from mirror_lib.replication import writer as writer_module
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.writer import TargetWriter
+from tests.helpers.fake_kafka import FakeLedger, FakeMessage, FakeProducer
+
+PROPS = {
+    "clusters": "A, B, C",
+    "A.bootstrap.servers": "a:1",
+    "B.bootstrap.servers": "b:1",
+    "C.bootstrap.servers": "c:1",
+    "A->B.enabled": "true",
+    "A->C.enabled": "true",
+    "mirror.fanout.enabled": "true",
+    "mirror.fanout.max.lag.records": "25",
+    "emit.offset-syncs.enabled": "true",
+}
+
+
+def _writer(monkeypatch, start: int = 0, until: int = 2**63 - 1, fanout: bool = True):
+    ctx = FlowContext.create(parse_config(PROPS), "A->C")
+    producer = FakeProducer()
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: producer)
+    monkeypatch.setattr(
+        writer_module, "ledger_consumer", lambda *a, **k: FakeLedger({("A.T", 0): start})
+    )
+    w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): until}, options_key="k", fanout=fanout)
+    w.start()
+    return w, producer
+
+
+def _records(first: int, last: int) -> list[FakeMessage]:
+    return [FakeMessage("T", 0, o) for o in range(first, last + 1)]
+
+
+def _no_watermarks(_tp):
+    return (-1, -1)
+
+
+def _copied(producer: FakeProducer) -> list[bytes]:
+    return producer.log.get(("A.T", 0), [])
+
+
+def _ledger(producer: FakeProducer) -> list[int]:
+    return [tp.offset for offsets in producer.committed for tp in offsets]
+
+
+def test_records_the_target_already_has_are_dropped(monkeypatch):
+    """Two targets share a read from the lower position: the one ahead keeps only the rest."""
+    w, producer = _writer(monkeypatch, start=5)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert _copied(producer) == [b"v%d" % o for o in range(5, 10)]
+    assert _ledger(producer) == [10]
+
+
+def test_a_waiting_commit_holds_records_and_moves_and_copies_them_in_order(monkeypatch):
+    w, producer = _writer(monkeypatch, until=30)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    producer.acking = False  # the target is slow: nothing acknowledged yet
+    assert not w.commit(_no_watermarks, wait=False)
+    assert w.commit_pending
+    w.accept(("T", 0), _records(10, 14), 0.0)  # held, not produced into the waiting transaction
+    w.move(("T", 0), 20)  # e.g. an end of partition after aborted records: held too
+    assert len(producer.queue) == 10
+    assert not w.parts[("T", 0)].done
+    producer.acking = True
+    assert w.commit(_no_watermarks, wait=True)  # commits, copies what was held, commits again
+    assert _copied(producer) == [b"v%d" % o for o in range(15)]
+    assert _ledger(producer) == [10, 20]  # the first transaction's ledger never ran ahead
+    assert not w.commit_pending and not w.backlog
+
+
+def test_a_hold_past_the_bound_leaves_the_read(monkeypatch):
+    w, producer = _writer(monkeypatch)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    producer.acking = False
+    w.commit(_no_watermarks, wait=False)
+    w.accept(("T", 0), _records(10, 19), 0.0)  # 10 unacknowledged + 10 held = 20 <= 25
+    with pytest.raises(BrokerError, match=r"A->C\.mirror\.fanout\.max\.lag\.records = 25") as exc:
+        w.accept(("T", 0), _records(20, 29), 0.0)
+    assert exc.value.transient
+    assert _ledger(producer) == []  # nothing of the waiting transaction was committed
+
+
+def test_unacknowledged_records_past_the_bound_leave_the_read(monkeypatch):
+    w, producer = _writer(monkeypatch)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 19), 0.0)
+    with pytest.raises(BrokerError, match="unacknowledged"):
+        w.accept(("T", 0), _records(20, 29), 0.0)
+
+
+def test_a_single_target_never_holds(monkeypatch):
+    """Outside a fan-out group a commit waits for its acknowledgements, as before."""
+    w, producer = _writer(monkeypatch, fanout=False)
+    w.accept(("T", 0), _records(0, 99), 0.0)  # far past the fan-out bound: no error
+    assert w.commit(_no_watermarks, wait=True)
+    assert _ledger(producer) == [100]
+
+
+def test_reaching_until_ends_the_partition(monkeypatch):
+    w, producer = _writer(monkeypatch, until=5)
+    assert w.accept(("T", 0), _records(0, 9), 0.0)
+    assert w.done()
+    w.commit(_no_watermarks, wait=True)
+    assert _copied(producer) == [b"v%d" % o for o in range(5)]
+    assert _ledger(producer) == [5]
