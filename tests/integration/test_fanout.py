@@ -17,7 +17,8 @@ import pytest
 from mirror_lib.config.model import MirrorConfig, parse_config
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments, translate
-from mirror_lib.spark.runner import FlowRunner, run_flows
+from mirror_lib.spark.flow_runner import FlowRunner
+from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.exactly_once import (
     committed_count,
