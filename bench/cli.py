@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import fanout
 from bench.cases import plan
 from bench.engine import ROOT, export_engine
 from bench.loops import baseline_main, copier_main
@@ -22,6 +23,7 @@ from bench.measure import make_subreaper, reap_all_orphans
 from bench.procs import log
 from bench.report import (
     MLFLOW_EXPERIMENT,
+    facts,
     log_mlflow,
     mlflow_experiment,
     render,
@@ -65,7 +67,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="skip the second steady run with checkpoints and heartbeats disabled",
     )
-    parser.add_argument("--cases", default="200B,10KB,steady", help="comma list to run")
+    parser.add_argument(
+        "--cases",
+        default="200B,10KB,steady",
+        help="comma list to run: 200B, 10KB, steady, fanout (three brokers, its own block)",
+    )
+    parser.add_argument(
+        "--fanout-records", type=int, default=1_000_000, help="200 B records of the fanout case"
+    )
+    parser.add_argument(
+        "--fanout-max-lag",
+        type=int,
+        default=None,
+        help="mirror.fanout.max.lag.records of the fanout case (default: the engine's)",
+    )
     parser.add_argument("--mirror-timeout", type=float, default=None, help="per copy, seconds")
     parser.add_argument("--max-minutes", type=float, default=45, help="watchdog for everything")
     parser.add_argument(
@@ -91,8 +106,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        defaults = {"records": 4_000_000, "big_records": 150_000, "steady_seconds": 60}
-        quick = {"records": 200_000, "big_records": 10_000, "steady_seconds": 10}
+        defaults = {
+            "records": 4_000_000,
+            "big_records": 150_000,
+            "steady_seconds": 60,
+            "fanout_records": 1_000_000,
+        }
+        quick = {
+            "records": 200_000,
+            "big_records": 10_000,
+            "steady_seconds": 10,
+            "fanout_records": 200_000,
+        }
         for key, value in quick.items():
             if getattr(args, key) == defaults[key]:
                 setattr(args, key, value)
@@ -134,28 +159,45 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.alarm(int(args.max_minutes * 60))
     cases, steady_runs = plan(args)
+    main_runs = bool(cases or steady_runs)
+    fanout_runs: list[fanout.FanoutRun] = []
     try:
-        runner.start()
-        runner.note_memory("start")
+        if main_runs:
+            runner.start()
+            runner.note_memory("start")
         for case in cases:
             runner.run_case(case)
         for run in steady_runs:
             runner.run_steady(run)
+        if "fanout" in {c.strip() for c in args.cases.split(",")}:
+            fanout_runs = fanout.run_fanout(args, workdir)
     finally:
         signal.alarm(0)
         runner.stop()
         reap_all_orphans(set())
     took = time.monotonic() - t_start
-    block = render(runner, args, command, started_at, took)
-    print("\n" + block)
-    if args.readme:
-        write_readme(Path(args.readme), block)
-        log(f"wrote {args.readme}")
-    if args.json:
-        write_json(Path(args.json), runner)
-    if args.mlflow:
-        parent = log_mlflow(args.mlflow_uri, runner, args, command, block)
-        log(f"logged MLflow run {parent} (experiment {MLFLOW_EXPERIMENT}) to {args.mlflow_uri}")
-    ok = all(r.ok for r in runner.rows) and all(s["ok"] for s in runner.steady)
+    if main_runs:
+        block = render(runner, args, command, started_at, took)
+        print("\n" + block)
+        if args.readme:
+            write_readme(Path(args.readme), block)
+            log(f"wrote {args.readme}")
+        if args.json:
+            write_json(Path(args.json), runner)
+        if args.mlflow:
+            parent = log_mlflow(args.mlflow_uri, runner, args, command, block)
+            log(f"logged MLflow run {parent} (experiment {MLFLOW_EXPERIMENT}) to {args.mlflow_uri}")
+    if fanout_runs:
+        fblock = fanout.render(fanout_runs, command, started_at, facts(), args.fanout_max_lag)
+        print("\n" + fblock)
+        log(f"fanout: {fanout.summary(fanout_runs)}")
+        if args.readme:
+            fanout.write_block(Path(args.readme), fblock)
+            log(f"wrote the fan-out block of {args.readme}")
+    ok = (
+        all(r.ok for r in runner.rows)
+        and all(s["ok"] for s in runner.steady)
+        and all(r.ok for r in fanout_runs)
+    )
     log(f"done in {took / 60:.1f} min; all verified: {ok}; work dir {workdir}")
     return 0 if ok else 1

@@ -65,14 +65,18 @@ class TcpProxy:
             with self._lock:
                 self._conns.append(upstream)
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pump, args=(a, b, a is upstream), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _forwarded(self, from_broker: bool, n: int) -> None:
+        """Called for every chunk forwarded (``n`` bytes); :class:`CountingProxy` counts."""
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_broker: bool = False) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                self._forwarded(from_broker, len(data))
                 if self.mode == SLOW:
                     time.sleep(self.delay_s)
                 dst.sendall(data)
@@ -113,17 +117,41 @@ class TcpProxy:
         self._cut()
 
 
+class CountingProxy(TcpProxy):
+    """A :class:`TcpProxy` that counts the bytes the broker sends to its clients (what a
+    cross-datacenter link would carry from that cluster): :attr:`from_broker`, :meth:`reset`."""
+
+    def __init__(self, port: int, upstream: int) -> None:
+        super().__init__(port, upstream)
+        self.from_broker = 0
+        self._count_lock = threading.Lock()
+
+    def _forwarded(self, from_broker: bool, n: int) -> None:
+        if from_broker:
+            with self._count_lock:
+                self.from_broker += n
+
+    def reset(self) -> int:
+        """Count from zero again; returns the count so far."""
+        with self._count_lock:
+            count, self.from_broker = self.from_broker, 0
+        return count
+
+
 @contextlib.contextmanager
-def proxied_broker(alias: str, workdir: Path) -> Iterator[tuple[embedded.EmbeddedBroker, TcpProxy]]:
+def proxied_broker(
+    alias: str, workdir: Path, proxy_class: type[TcpProxy] = TcpProxy
+) -> Iterator[tuple[embedded.EmbeddedBroker, TcpProxy]]:
     """A tansu broker that advertises a proxy's port, and that proxy (stopped afterwards).
 
     Clients bootstrap at ``127.0.0.1:<proxy.port>``; every connection goes through the proxy.
+    ``proxy_class``: e.g. :class:`CountingProxy`.
     """
     binary = embedded.tansu_binary()
     workdir.mkdir(parents=True, exist_ok=True)
     for _attempt in range(5):
         broker_port = embedded._free_port(set())
-        proxy = TcpProxy(embedded._free_port({broker_port}), broker_port).start()
+        proxy = proxy_class(embedded._free_port({broker_port}), broker_port).start()
         broker = embedded._launch(binary, alias, broker_port, workdir, advertised_port=proxy.port)
         try:
             if embedded._wait_ready(broker, time.monotonic() + 30):

@@ -1,0 +1,274 @@
+"""Fan-out (issue 17): one read of A, written to B and C; each target stays an MM2 flow of its own.
+
+Three brokers: the session's A and B, and C (the session's third broker, or a broker behind a
+TCP proxy that the test cuts). Exactly-once is checked on the committed view computed by the raw
+reader, never through the test broker's read_committed (it also returns aborted records).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.translate import load_segments, translate
+from mirror_lib.spark.flow_runner import FlowRunner
+from mirror_lib.spark.runner import run_flows
+from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from tests.helpers.exactly_once import (
+    committed_count,
+    committed_rows,
+    exactly_once_problems,
+    wait_exactly_once,
+)
+from tests.helpers.kafka_raw import committed_records
+from tests.helpers.proxy import BLACKHOLE, OPEN, CountingProxy, bootstrap, proxied_broker
+from tests.helpers.raw_groups import committed_offsets
+from tests.integration.conftest import flow_properties, metrics_events
+
+GROUP = "A->B,C"
+
+
+def fanout_properties(
+    a: str, b: str, c: str, state_dir: Path, topic: str, **extra: str
+) -> dict[str, str]:
+    """mm2.properties of A->B and A->C sharing one read of A (only ``topic``)."""
+    props = flow_properties(a, b, state_dir, topics=topic)
+    props.update({
+        "clusters": "A, B, C",
+        "C.bootstrap.servers": c,
+        "A->C.enabled": "true",
+        "mirror.fanout.enabled": "true",
+    })  # fmt: skip
+    props.update(extra)
+    return props
+
+
+def records(n: int, partitions: int, tag: str, size: int = 0, start: int = 0) -> list[dict]:
+    return [
+        {
+            "key": f"{tag}-k{i}".encode(),
+            "value": f"{tag}-v{i}-".encode() + b"x" * size,
+            "partition": i % partitions,
+        }
+        for i in range(start, start + n)
+    ]
+
+
+def ledger(bootstrap: str, flow: str, remote: str, partitions: int, slots: int) -> dict[int, int]:
+    """The flow's delivery ledger on its target, read by its group names
+    ``__mirror_ledger.<flow>.<slot>`` over a raw connection (works while a proxy is cut)."""
+    out: dict[int, int] = {}
+    for slot in range(slots):
+        for p, offset in committed_offsets(
+            bootstrap, f"__mirror_ledger.{flow}.{slot}", remote, partitions
+        ).items():
+            out[p] = max(offset, out.get(p, -1))
+    return out
+
+
+def source_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """Next offset per partition of a non-transactional source topic."""
+    ends: dict[int, int] = {}
+    for r in consume_all(bootstrap, topic):
+        ends[r.partition] = r.offset + 1
+    return ends
+
+
+def wait_for(
+    check: Callable[[], bool], timeout_s: float, what: str, alive: Callable[[], None]
+) -> float:
+    """Seconds until ``check()`` held; fails after ``timeout_s``; ``alive()`` asserted meanwhile."""
+    started = time.monotonic()
+    while True:
+        alive()
+        if check():
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+        time.sleep(0.5)
+
+
+def run_once(spark, config: MirrorConfig) -> None:
+    run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
+
+
+def test_fanout_delivers_exactly_once_to_b_and_c_each_with_its_own_translation(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    topic, remote, partitions, n = unique_name, f"A.{unique_name}", 4, 1200
+    create_topic(brokers.source, topic, partitions)
+    produce_exact(brokers.source, topic, records(n, partitions, "a"))
+    # C's remote topic already holds p + 1 records in partition p (say, of an earlier copy):
+    # the same source record lands at other offsets on C than on B, so a target that used the
+    # other's offset syncs would translate wrongly.
+    before = {p: p + 1 for p in range(partitions)}
+    create_topic(third_broker, remote, partitions)
+    produce_exact(third_broker, remote, [
+        {"key": b"earlier", "value": f"earlier-{p}-{i}".encode(), "partition": p}
+        for p, k in before.items() for i in range(k)
+    ])  # fmt: skip
+    state = tmp_path / "state"
+    config = parse_config(
+        fanout_properties(brokers.source, brokers.target, third_broker, state, topic)
+    )
+    run_once(spark, config)
+
+    queries = sorted((state / "flows").glob("*/replication"))
+    assert len(queries) == 1, f"one replication query for the group, not one per flow: {queries}"
+    assert json.loads((queries[0].parent / "flow.json").read_text())["flow"] == GROUP
+    source = consume_all(brokers.source, topic)
+    source_rows = committed_rows(brokers.source, topic, partitions)
+    ends = source_ends(brokers.source, topic)
+    assert sum(ends.values()) == n
+    for alias, target, skip in (("B", brokers.target, {}), ("C", third_broker, before)):
+        flow = f"A->{alias}"
+        committed = committed_records(target, remote, partitions)
+        copied = {p: recs[skip.get(p, 0) :] for p, recs in committed.items()}
+        problems = exactly_once_problems(
+            source_rows, {p: [(r.key, r.value) for r in recs] for p, recs in copied.items()}
+        )
+        assert not problems, f"{flow}: {problems}"
+        down = {(p, r.value): r.offset for p, recs in copied.items() for r in recs}
+        indexes = load_segments(FlowContext.create(config, flow))
+        wrong = [
+            (r.partition, r.offset, translate(indexes, topic, r.partition, r.offset), want)
+            for r in source
+            if (want := down[(r.partition, r.value)])
+            != translate(indexes, topic, r.partition, r.offset)
+        ]
+        assert not wrong, f"{flow}: (partition, upstream, translated, actual) {wrong[:5]}"
+        assert ledger(target, flow, remote, partitions, slots=2) == ends, (
+            f"the ledger of {flow} on {alias} equals the source's end offsets"
+        )
+        events = metrics_events(target)
+        batches = [e for e in events if e.get("type") == "batch" and e.get("topic") == topic]
+        assert sum(e["records"] for e in batches) == n, (
+            f"{alias}'s metrics topic counts every record once, and only its own copies"
+        )
+
+
+def test_healthy_targets_stay_in_the_shared_read_with_a_bound_below_one_read(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    """mirror.fanout.max.lag.records bounds how far a target may fall behind; records that
+    healthy targets have not acknowledged yet right after one consume call are not lag."""
+    topic, remote, partitions, n = unique_name, f"A.{unique_name}", 2, 600
+    create_topic(brokers.source, topic, partitions)
+    produce_exact(brokers.source, topic, records(n, partitions, "h"))
+    props = fanout_properties(
+        brokers.source, brokers.target, third_broker, tmp_path / "state", topic,
+        # the run fails after 20 s of failing slices instead of the default 120 s
+        **{"mirror.fanout.max.lag.records": "50", "mirror.outage.max.seconds": "20"},
+    )  # fmt: skip
+    run_once(spark, parse_config(props))
+    for target in (brokers.target, third_broker):
+        wait_exactly_once(brokers.source, topic, target, remote, partitions, 30)
+
+
+def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
+    spark, brokers, tmp_path, unique_name
+):
+    if brokers.real_kafka:
+        pytest.skip("proxy fault tests run on the embedded brokers only")
+    topic, remote, partitions = unique_name, f"A.{unique_name}", 2
+    create_topic(brokers.source, topic, partitions)
+    produce_exact(brokers.source, topic, records(300, partitions, "u"))
+    with proxied_broker("C", tmp_path / "c") as (broker_c, proxy_c):
+        c_direct = broker_c.bootstrap_servers  # checks read here, also during the cut
+        props = fanout_properties(
+            brokers.source, brokers.target, bootstrap(proxy_c), tmp_path / "state", topic,
+            **{
+                # one slot: a cut mid-transaction must not cost a committed ledger entry
+                # (test_tansu_limits.py)
+                "tasks.max": "1",
+                # above any burst of this test: a cut C leaves because it acknowledges nothing
+                # (30 s), and at the next slice because it does not answer the planner's probe
+                "mirror.fanout.max.lag.records": "5000",
+                "mirror.batch.duration.seconds": "10",
+            },
+        )  # fmt: skip
+        runner = FlowRunner(spark, parse_config(props), GROUP)
+        runner.start()
+        try:
+            alive = runner.raise_if_failed
+
+            def on_b(count: int) -> Callable[[], bool]:
+                return lambda: committed_count(brokers.target, remote, partitions) >= count
+
+            def c_ledger() -> int:
+                return sum(ledger(c_direct, "A->C", remote, partitions, slots=1).values())
+
+            wait_for(on_b(300), 150, "the first 300 records on B", alive)
+            wait_for(lambda: c_ledger() >= 300, 60, "the first 300 records on C", alive)
+            assert runner.progress()["lags"] == {"A->B": 0, "A->C": 0}
+
+            def slices() -> int:
+                progress = runner.query.lastProgress
+                return -1 if progress is None else int(progress["batchId"])
+
+            proxy_c.set_mode(BLACKHOLE)  # C stops answering: connections hang
+            cut_during = slices() + 1  # the slice running now (its progress comes at its end)
+            produce_exact(brokers.source, topic, records(1000, partitions, "u", start=300))
+            took = wait_for(on_b(1300), 90, "B keeps replicating while C is cut", alive)
+            print(f"B had the 1000 records produced during the cut after {took:.1f}s")
+            # The slice C was cut in ends once C gave up (30 s without acknowledgements at
+            # most); the next one is planned without C (it does not answer the probe).
+            took = wait_for(lambda: slices() > cut_during, 90, "a slice after the cut", alive)
+            print(f"a whole slice ran without C {took:.1f}s after the 1000 records")
+            produce_exact(brokers.source, topic, records(200, partitions, "u", start=1300))
+            took = wait_for(on_b(1500), 60, "B keeps replicating in later slices", alive)
+            print(f"B had the next 200 records after {took:.1f}s")
+            assert c_ledger() == 300, "C's lag is in its ledger: 300 of 1500 delivered"
+            assert committed_count(c_direct, remote, partitions) == 300
+            # what `mirror run` reports per target (progress rows, metrics endpoint): C's ledger
+            # cannot be read now, so its last known position counts
+            assert runner.progress()["lags"] == {"A->B": 0, "A->C": 1200}
+
+            proxy_c.set_mode(OPEN)
+            took = wait_for(lambda: c_ledger() >= 1500, 150, "C catches up after the cut", alive)
+            print(f"C caught up {took:.1f}s after the proxy was restored")
+            for target in (brokers.target, c_direct):
+                wait_exactly_once(brokers.source, topic, target, remote, partitions, 30, alive)
+            ends = source_ends(brokers.source, topic)
+            assert ledger(c_direct, "A->C", remote, partitions, slots=1) == ends
+            assert ledger(brokers.target, "A->B", remote, partitions, slots=1) == ends
+        finally:
+            proxy_c.set_mode(OPEN)
+            runner.stop()
+
+
+def test_the_source_is_read_once_for_two_targets(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    if brokers.real_kafka:
+        pytest.skip("counts bytes through a proxy in front of an embedded source broker")
+    partitions, n, size = 4, 2000, 4000
+    read: dict[int, int] = {}
+    with proxied_broker("A", tmp_path / "a", CountingProxy) as (broker_a, proxy_a):
+        assert isinstance(proxy_a, CountingProxy)
+        for targets in (1, 2):
+            topic = f"{unique_name}-{targets}"
+            data = records(n, partitions, f"r{targets}", size)
+            create_topic(broker_a.bootstrap_servers, topic, partitions)
+            produce_exact(broker_a.bootstrap_servers, topic, data)
+            props = fanout_properties(
+                bootstrap(proxy_a), brokers.target, third_broker, tmp_path / f"state{targets}",
+                topic, **({} if targets == 2 else {"A->C.enabled": "false"}),
+            )  # fmt: skip
+            proxy_a.reset()
+            run_once(spark, parse_config(props))
+            read[targets] = proxy_a.reset()
+            for target in (brokers.target, third_broker)[:targets]:
+                assert committed_count(target, f"A.{topic}", partitions) == n
+            payload = sum(len(r["key"]) + len(r["value"]) for r in data)
+            assert read[targets] >= payload, f"{targets} target(s): A sent less than the data"
+    print(f"bytes read from A: one target {read[1]:,}, two targets {read[2]:,}")
+    assert read[2] < 1.5 * read[1], (
+        f"two targets read {read[2]:,} bytes from A, one target {read[1]:,}: A is read twice"
+    )
