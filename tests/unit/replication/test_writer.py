@@ -3,7 +3,10 @@ lets one fan-out target wait for acknowledgements without holding up the others.
 
 from __future__ import annotations
 
+import pytest
+
 from mirror_lib.config.model import parse_config
+from mirror_lib.errors import BrokerError
 from mirror_lib.replication import writer as writer_module
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.writer import TargetWriter
@@ -114,3 +117,14 @@ def test_reaching_until_ends_the_partition(monkeypatch):
     w.commit(_no_watermarks, wait=True)
     assert _copied(producer) == [b"v%d" % o for o in range(5)]
     assert _ledger(producer) == [5]
+
+
+def test_a_target_that_acknowledges_nothing_for_flush_s_fails(monkeypatch):
+    w, producer = _writer(monkeypatch)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    producer.acking = False
+    assert not w.commit(_no_watermarks, wait=False)  # waits: not yet FLUSH_S
+    monkeypatch.setattr(writer_module, "FLUSH_S", 0.0)
+    with pytest.raises(BrokerError, match="did not acknowledge records") as exc:
+        w.commit(_no_watermarks, wait=False)
+    assert exc.value.transient
