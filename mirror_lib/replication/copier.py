@@ -188,9 +188,8 @@ class SliceCopy:
     def _detach_or_raise(self, flow: str, exc: BaseException) -> None:
         """In a fan-out group a target failing transiently leaves the slice; else re-raise."""
         transient = isinstance(exc, BrokerError) and exc.transient
-        if isinstance(exc, KafkaException):
-            err = exc.args[0]
-            transient = bool(err.retriable()) and not err.fatal()
+        if isinstance(exc, KafkaException):  # e.g. init_transactions timed out
+            transient = not exc.args[0].fatal()
         if not (self.fanout and transient):
             raise exc
         writer = next((w for w in self.writers if w.name == flow), None)

@@ -140,9 +140,9 @@ class TargetWriter:
         self.aborts_unreported = 0  # aborted transactions, told in the next batch events
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
-        self.ledger = ledger_consumer(ctx, slot)
         init_s = FANOUT_INIT_S if fanout else 60.0
         self.producer: Producer = make_producer(ctx, slot, init_timeout_s=init_s)
+        self.ledger = ledger_consumer(ctx, slot)
         self.commit_pending = False  # fan-out: a commit waits for the target's acknowledgements
         self.backlog: list[tuple] = []  # what arrived while a commit was pending
         self.backlog_records = 0
