@@ -270,13 +270,14 @@ def run_flows(
                 on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
         return {r.name: r.status() for r in runners}
     finally:
-        if exporter is not None:
-            exporter.stop()
-        sup.close()
-        for r in runners + jobs:
-            r.stop()
-        for q in tables:
-            stop_query(spark, q)
+        stops: list[Callable[[], Any]] = [exporter.stop] if exporter is not None else []
+        stops += [sup.close, *(r.stop for r in runners + jobs)]
+        stops += [lambda q=q: stop_query(spark, q) for q in tables]
+        for stop in stops:  # one failing stop must not leave the other queries running
+            try:
+                stop()
+            except Exception:
+                log.exception("stopping a part of the run failed; stopping the others")
         if own_session:
             spark.stop()
 

@@ -23,6 +23,17 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def no_query_left_behind(request: pytest.FixtureRequest):
+    """A test that fails while its queries run must not fail the next ones (query names are
+    unique per session): stop whatever the test left active."""
+    yield
+    if "spark" in request.fixturenames:
+        session = request.getfixturevalue("spark")
+        for query in session.streams.active:
+            query.stop()
+
+
 def flow_properties(source: str, target: str, state_dir: Path, **extra: str) -> dict[str, str]:
     """mm2.properties of a one-way A->B flow between two bootstrap strings."""
     props = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -85,3 +86,56 @@ def test_a_run_serves_records_lag_and_latency_per_partition_while_it_copies(
     )
     with pytest.raises(urllib.error.URLError):  # stopped when run_flows returned
         urllib.request.urlopen(url, timeout=5)
+
+
+def test_skipped_stale_records_are_counted_on_the_endpoint(
+    spark, make_config, brokers, unique_name
+):
+    """An outage's stale records (an hour-old CreateTime, as a paused flow finds them) are
+    skipped, and the endpoint counts the skipped range and its records next to the copied ones."""
+    topic = f"{unique_name}-t"
+    create_topic(brokers.source, topic, 1)
+    now = int(time.time() * 1000)
+    ages = [0] * 5 + [3_600_000] * 20 + [0] * 5
+    produce_exact(
+        brokers.source,
+        topic,
+        [{"value": f"v{i}", "partition": 0, "timestamp": now - age} for i, age in enumerate(ages)],
+    )
+    port = free_port()
+    config = make_config(
+        topics=topic,
+        groups="none",
+        **{
+            "mirror.metrics.port": str(port),
+            "A->B.mirror.on.gap": "skip",
+            "A->B.mirror.skip.older.than.ms": str(10 * 60_000),
+        },
+    )
+    url = f"http://127.0.0.1:{port}/metrics"
+    scrapes: list[dict] = []
+
+    class Done(Exception):
+        """Ends the run once a scrape shows every record copied or skipped."""
+
+    def on_progress(_rows: list[dict]) -> None:
+        seen = scrape(url, topic)
+        scrapes.append(seen)
+        copied = sum(seen.get(MM2 + "record_count", {}).values())
+        skipped = sum(seen.get("mirror_skipped_records_total", {}).values())
+        if copied + skipped >= 30:
+            raise Done
+
+    with pytest.raises(Done):
+        run_flows(
+            spark,
+            config,
+            duration_s=240,
+            on_progress=on_progress,
+            progress_interval_s=1,
+            report=lambda *_: None,
+        )
+    last = scrapes[-1]
+    assert last[MM2 + "record_count"] == {("0", None): 10.0}
+    assert last["mirror_skipped_records_total"] == {("0", None): 20.0}
+    assert last["mirror_skips_total"][("0", None)] >= 1.0  # one per transaction it spans
