@@ -121,7 +121,6 @@ class SliceCopy:
         self.slot, self.batch_id, self.query_id = slot, batch_id, query_id
         self.options_key = options_key
         self.partitions = list(partitions)
-        self._mine = {t for t, _p in self.partitions}
         self.until = until or {}
         self.counts = counts
         self.ids = ids or {}
@@ -410,19 +409,22 @@ class SliceCopy:
         log.warning("%s: %s (retrying)", self.ctx.where("source"), err.str())
 
     def _replaced(self) -> bool:
-        """True when a topic's id differs from the planner's: deleted and re-created since.
+        """True when a topic of the plan has another id than at planning: deleted and re-created
+        since (or just deleted).
 
-        Checked at slice start (a replayed slice was planned before) and on every refresh.
+        Checked at slice start (a replayed slice was planned before) and on every refresh, for
+        every topic of the plan, not only this task's: every task then ends its slice, so that
+        the planner records the gap now, not when the slice's time runs out.
         """
         if not self.ids:
             return False
         if self._admin is None:
             self._admin = self.ctx.admin("source")
         try:
-            now = topic_ids(self._admin, {t for t, _p in self.partitions})
+            now = topic_ids(self._admin, set(self.ids))
         except BrokerError:
             return True  # a topic of the plan is gone
-        return any(now.get(t) != self.ids[t] for t in self._mine if t in self.ids)
+        return any(now.get(t) != i for t, i in self.ids.items())
 
     def _new_partitions(self) -> bool:
         try:

@@ -330,7 +330,8 @@ class SlicePlanner(DataSourceStreamReader):
             return []
         tasks = self.ctx.settings.tasks
         counts = {t: int(e["c"]) for t, e in end.get("topics", {}).items() if "c" in e}
-        ids = {t: e["id"] for t, e in end.get("topics", {}).items() if e.get("id")}
+        # planned topics only: a vanished one is remembered with its id but not read
+        ids = {t: e["id"] for t, e in end.get("topics", {}).items() if e.get("id") and "c" in e}
         slots: dict[int, SlotWork] = {}
         for (topic, p), pos in sorted(plan_positions(end).items()):
             stop = self.until.get((topic, p))

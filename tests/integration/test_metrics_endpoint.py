@@ -35,6 +35,28 @@ def scrape(url: str, topic: str) -> dict[str, dict[tuple, float]]:
     return out
 
 
+def scrape_until(spark, config, port: int, topic: str, done, report=lambda *_: None) -> dict:
+    """Run the flows, scraping the endpoint every second, until ``done(scrape)``; the last
+    scrape (the run's duration is only a deadline)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    scrapes: list[dict] = []
+
+    class Done(Exception):
+        """Ends the run."""
+
+    def on_progress(_rows: list[dict]) -> None:
+        scrapes.append(scrape(url, topic))
+        if done(scrapes[-1]):
+            raise Done
+
+    with pytest.raises(Done):
+        run_flows(
+            spark, config, duration_s=240, on_progress=on_progress, progress_interval_s=1,
+            report=report,
+        )  # fmt: skip
+    return scrapes[-1]
+
+
 def test_a_run_serves_records_lag_and_latency_per_partition_while_it_copies(
     spark, make_config, brokers, unique_name
 ):
@@ -46,31 +68,15 @@ def test_a_run_serves_records_lag_and_latency_per_partition_while_it_copies(
     port = free_port()
     config = make_config(topics=topic, groups="none", **{"mirror.metrics.port": str(port)})
     url = f"http://127.0.0.1:{port}/metrics"
-    scrapes: list[dict] = []
     lines: list[str] = []
 
-    class Done(Exception):
-        """Ends the run once a scrape shows every record (the run's duration is a deadline)."""
-
-    def on_progress(_rows: list[dict]) -> None:
-        seen = scrape(url, topic)
-        scrapes.append(seen)
+    def every_record(seen: dict) -> bool:
         counts = seen.get(MM2 + "record_count", {})
         lag = seen.get("mirror_lag_records", {})
-        if sum(counts.values()) >= 300 and len(lag) == 3 and not any(lag.values()):
-            raise Done
+        return sum(counts.values()) >= 300 and len(lag) == 3 and not any(lag.values())
 
-    with pytest.raises(Done):
-        run_flows(
-            spark,
-            config,
-            duration_s=240,
-            on_progress=on_progress,
-            progress_interval_s=1,
-            report=lines.append,
-        )
+    last = scrape_until(spark, config, port, topic, every_record, lines.append)
     assert f"serving Prometheus metrics at {url}" in lines
-    last = scrapes[-1]
     assert last[MM2 + "record_count"] == {(p, None): 100.0 for p in ("0", "1", "2")}
     assert all(v > 0 for v in last[MM2 + "byte_count"].values())
     assert last["mirror_lag_records"] == {(p, None): 0.0 for p in ("0", "1", "2")}
@@ -112,30 +118,12 @@ def test_skipped_stale_records_are_counted_on_the_endpoint(
             "A->B.mirror.skip.older.than.ms": str(10 * 60_000),
         },
     )
-    url = f"http://127.0.0.1:{port}/metrics"
-    scrapes: list[dict] = []
 
-    class Done(Exception):
-        """Ends the run once a scrape shows every record copied or skipped."""
-
-    def on_progress(_rows: list[dict]) -> None:
-        seen = scrape(url, topic)
-        scrapes.append(seen)
+    def copied_or_skipped(seen: dict) -> bool:
         copied = sum(seen.get(MM2 + "record_count", {}).values())
-        skipped = sum(seen.get("mirror_skipped_records_total", {}).values())
-        if copied + skipped >= 30:
-            raise Done
+        return copied + sum(seen.get("mirror_skipped_records_total", {}).values()) >= 30
 
-    with pytest.raises(Done):
-        run_flows(
-            spark,
-            config,
-            duration_s=240,
-            on_progress=on_progress,
-            progress_interval_s=1,
-            report=lambda *_: None,
-        )
-    last = scrapes[-1]
+    last = scrape_until(spark, config, port, topic, copied_or_skipped)
     assert last[MM2 + "record_count"] == {("0", None): 10.0}
     assert last["mirror_skipped_records_total"] == {("0", None): 20.0}
     assert last["mirror_skips_total"][("0", None)] >= 1.0  # one per transaction it spans
