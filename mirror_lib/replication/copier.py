@@ -136,7 +136,7 @@ class SliceCopy:
     # -- set-up ------------------------------------------------------------------------------
     def _writer_partitions(self, ctx: FlowContext) -> list[TP]:
         if self.targets is not None:
-            return [tuple(tp) for tp in self.targets.get(ctx.flow.name, [])]  # type: ignore[misc]
+            return list(self.targets.get(ctx.flow.name, []))  # SlotWork made them tuples
         return [tp for tp in self.partitions if ctx.should_replicate(tp[0])]
 
     def _start(self) -> None:

@@ -23,9 +23,10 @@ from mirror_lib.replication.context import FlowContext, stable_slot
 TP = tuple[str, int]
 
 
-def flow_bounds(ctx: FlowContext, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[int, int]]:
+def flow_bounds(ctx: Any, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[int, int]]:
     """(earliest, last stable offset) of every source partition the flow replicates, now: what the
-    ledger is measured against (progress, lag)."""
+    ledger is measured against (progress, lag). ``ctx``: a FlowContext, or a fan-out ReadGroup
+    (the partitions any of its flows replicates, asked once)."""
     counts = list_topic_partitions(admin, timeout_s)
     tps = [(t, p) for t, n in counts.items() if ctx.should_replicate(t) for p in range(n)]
     return partition_bounds(admin, tps, timeout_s)

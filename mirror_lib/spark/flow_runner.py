@@ -153,10 +153,7 @@ class FlowRunner:
 
     def snapshot(self) -> dict[tuple[str, int], int]:
         """Last stable offsets of every partition the flow replicates, right now."""
-        admin = self.ctx.admin("source")
-        bounds: dict[tuple[str, int], tuple[int, int]] = {}
-        for ctx in self.group.contexts:
-            bounds.update(flow_bounds(ctx, admin))
+        bounds = flow_bounds(self.group, self.ctx.admin("source"))
         self._parts = list(bounds)
         return {tp: hi for tp, (_lo, hi) in bounds.items()}
 
