@@ -3,7 +3,8 @@
 Usage: ``.venv/bin/python bench/idle.py [--seconds 150] [--warm-up 60]``. Starts two embedded
 brokers, runs `mirror run` (tables enabled) for ``--seconds``, and after ``--warm-up`` samples the
 process tree every second: peak RSS, peak PSS (shared pages counted once), the number of processes,
-and the CPU the tree used per second of wall time. Prints one line, and the tree's processes with
+and the CPU the tree used per second of wall time (finished processes included, through their
+parents' reaped-children times). Prints one line, and the tree's processes with
 their PSS once near the end.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.engine import subprocess_env
-from bench.measure import descendants, pss
+from bench.measure import descendants, pss, reaped_cpu_s
 from bench.procs import mirror_props, write_props
 from mirror_lib.testing.embedded import start_brokers, stop_brokers
 from mirror_lib.testing.kafka_io import create_topic
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 tree = descendants(proc.pid)
                 elapsed = time.monotonic() - started
                 cpu = sum(c for _comm, c, _rss in tree.values())
+                cpu += sum(reaped_cpu_s(pid) for pid in tree)  # finished workers count too
                 if elapsed > args.warm_up:
                     peak_rss = max(peak_rss, sum(r for _c, _cpu, r in tree.values()))
                     peak_pss = max(peak_pss, sum(pss(pid) for pid in tree))

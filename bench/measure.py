@@ -73,6 +73,21 @@ def descendants(root: int) -> dict[int, tuple[str, float, int]]:
     return out
 
 
+def reaped_cpu_s(pid: int) -> float:
+    """CPU seconds of the children ``pid`` has waited for (cutime+cstime), 0 if gone.
+
+    Spark's worker daemon forks a short-lived Python worker per task and reaps it: summing only
+    live processes would lose each finished worker's CPU.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return 0.0
+    fields = s[s.rfind(")") + 2 :].split()
+    return (int(fields[13]) + int(fields[14])) / CLK_TCK
+
+
 def pss(pid: int) -> int:
     """Proportional set size in bytes (shared pages split between sharers), 0 if gone."""
     try:

@@ -13,13 +13,14 @@ from typing import Any
 
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.spark.delta_source import DeltaRsDataSource
+from mirror_lib.spark.jvm import driver_java_options
 from mirror_lib.spark.materialize import MaterializeDataSource
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.source import MirrorDataSource
 
 
-def check_java() -> None:
-    """Fail early with a clear message when no Java runtime is available for local Spark."""
+def check_java() -> str:
+    """The ``java`` local Spark will start; fails early with a clear message when there is none."""
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
     if not java or not os.path.exists(java):
@@ -27,6 +28,7 @@ def check_java() -> None:
             "Java was not found (JAVA_HOME unset and no `java` on PATH): local Spark needs "
             "Java 17 or 21 (e.g. `apt-get install openjdk-17-jre-headless`); nothing was started"
         )
+    return java
 
 
 def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -> Any:
@@ -35,13 +37,15 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
     ``cores`` are task slots, not CPUs: copy tasks hold a slot for a whole slice while mostly
     waiting on Kafka, so there are more slots than CPUs, leaving room for materialization.
     """
-    check_java()
+    java = check_java()
     try:
-        from pyspark.sql import SparkSession  # lazy: optional extra "spark"
+        import pyspark  # lazy: optional extra "spark"
+        from pyspark.sql import SparkSession
     except ImportError as exc:
         raise MirrorRuntimeError(
             "pyspark is not installed: `pip install mirror_lib[spark]` (or run `make venv`)"
         ) from exc
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, never the LAN
@@ -59,6 +63,7 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         .config("spark.python.worker.reuse", "false")
         .config("spark.python.worker.faulthandler.enabled", "true")
         .config("spark.driver.memory", "1g")
+        .config("spark.driver.extraJavaOptions", driver_java_options(java, spark_home))
         .config("spark.sql.session.timeZone", "UTC")
     )
     for key, value in conf.items():
