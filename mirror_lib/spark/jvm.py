@@ -17,17 +17,19 @@ A session on Databricks never comes here.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 CDS_ENV = "MIRROR_SPARK_CDS"
 LEAN_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m")
 QUIET_CDS = "-Xlog:cds=off,cds+dynamic=off"  # an unusable archive is skipped without a word
 DUMP_STALE_S = 600  # a dump marker older than this belongs to a JVM that died dumping
-PARTIAL_SETTLED_S = 10  # a partial archive this old is no longer being written
+PARTIAL_SETTLED_S = 60  # a partial archive this old is no longer being written
 
 
 def cache_folder() -> Path | None:
@@ -70,11 +72,19 @@ def _usable(java: str, archive: Path) -> bool:
     return done.returncode == 0
 
 
+def _settled(partial: Path) -> bool:
+    """No longer written: the run that wrote it has ended (it waits for its JVM's dump), or the
+    file has not changed for a while (e.g. that run was killed and its pid reused)."""
+    pid = partial.name.split(".")[-2]
+    alive = pid.isdigit() and Path(f"/proc/{pid}").exists()
+    return not alive or time.time() - partial.stat().st_mtime > PARTIAL_SETTLED_S
+
+
 def _promote(java: str, archive: Path) -> None:
     """Turn a settled, working partial archive into ``archive``; remove broken ones."""
     for partial in sorted(archive.parent.glob(archive.name + ".*.partial")):
         try:
-            if time.time() - partial.stat().st_mtime < PARTIAL_SETTLED_S:
+            if not _settled(partial):
                 continue
             if _usable(java, partial):
                 os.replace(partial, archive)
@@ -121,3 +131,26 @@ def driver_java_options(java: str, spark_home: str) -> str:
         partial = archive.parent / f"{archive.name}.{os.getpid()}.partial"
         options += [f"-XX:ArchiveClassesAtExit={partial}", QUIET_CDS]
     return " ".join(options)
+
+
+def wait_for_archive_at_exit(spark: Any, gateway: Any) -> None:
+    """If this JVM writes the archive, let this process end only once the JVM has written it.
+
+    The JVM ends when its parent closes the pipe to it, and writes the archive then: without
+    waiting, a run's JVM would outlive the run for some seconds (a process left behind).
+    """
+    proc = getattr(gateway, "proc", None)
+    args = getattr(proc, "args", None) or []
+    if proc is None or not any("ArchiveClassesAtExit" in str(a) for a in args):
+        return
+
+    def finish() -> None:
+        try:
+            spark.stop()
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=120)
+        except Exception:  # exiting anyway: the archive is only an optimisation
+            pass
+
+    atexit.register(finish)

@@ -13,7 +13,7 @@ from typing import Any
 
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.spark.delta_source import DeltaRsDataSource
-from mirror_lib.spark.jvm import driver_java_options
+from mirror_lib.spark.jvm import driver_java_options, wait_for_archive_at_exit
 from mirror_lib.spark.materialize import MaterializeDataSource
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.source import MirrorDataSource
@@ -40,6 +40,7 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
     java = check_java()
     try:
         import pyspark  # lazy: optional extra "spark"
+        from pyspark import SparkContext
         from pyspark.sql import SparkSession
     except ImportError as exc:
         raise MirrorRuntimeError(
@@ -63,12 +64,18 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         .config("spark.python.worker.reuse", "false")
         .config("spark.python.worker.faulthandler.enabled", "true")
         .config("spark.driver.memory", "1g")
-        .config("spark.driver.extraJavaOptions", driver_java_options(java, spark_home))
         .config("spark.sql.session.timeZone", "UTC")
     )
+    launches = SparkContext._gateway is None  # JVM options only matter to a JVM not yet running
+    if launches:
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", driver_java_options(java, spark_home)
+        )
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if launches and SparkContext._gateway is not None:
+        wait_for_archive_at_exit(spark, SparkContext._gateway)
     spark.sparkContext.setLogLevel("ERROR")
     register_sources(spark)
     return spark
