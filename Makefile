@@ -48,19 +48,24 @@ format: $(STAMP) ## apply ruff formatting and fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Two pytest-xdist workers, a test file per worker at a time (its module fixtures stay together):
+# most integration tests wait on brokers, outages and slices, so two run in the time of one.
+# `make test PYTEST_WORKERS=0` runs the suite in one process.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
 test: lint chromium ## lint, then the full suite, then the pyspark 4.0 tier
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
 	$(MAKE) test-spark40
 
 test-main: lint chromium ## lint and the full suite on the main virtualenv only
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 # Replication, checkpoints, materialization and one notebook on pyspark 4.0.x: the tests marked
 # spark40 in these files (about 4 minutes on a busy 2-core machine).
 SPARK40_FILES ?= tests/integration/test_replication.py tests/integration/test_checkpoints.py \
 	tests/integration/test_tables.py tests/notebooks/test_notebooks.py
 test-spark40: $(STAMP40) ## the spark40-marked tests on pyspark 4.0.x (Databricks Runtime 17.3 LTS)
-	$(VENV40)/bin/pytest -p no:cacheprovider -m spark40 $(SPARK40_FILES)
+	$(VENV40)/bin/pytest -p no:cacheprovider $(PYTEST_PARALLEL) -m spark40 $(SPARK40_FILES)
 
 bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/replication.py
