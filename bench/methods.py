@@ -112,7 +112,7 @@ def prepare(site: Site, case: Case, method: Method, index: int, timeout_s: float
 
 def mirror_details(target: str, remote: str, run: Started) -> dict[str, Any]:
     """Start-up times from the CLI's output, steady rate and slots from the metrics topic."""
-    started, caught_up = run.out.first("started "), run.out.first("caught up")
+    started, caught_up = run.out.first("started replication"), run.out.first("caught up")
     metrics = [
         e
         for e in read_metrics(target)

@@ -20,6 +20,7 @@ from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoin
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import Heartbeater
+from mirror_lib.replication.testhooks import delay_first_heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class CompanionJob:
         self.last_success_s: float | None = None  # epoch seconds of the last run that succeeded
         self._failure: BaseException | None = None
         self._stop = threading.Event()
+        self._first_done = threading.Event()
         self._thread: threading.Thread | None = None
         self._heartbeater: Any = None
         self._checkpoints = CheckpointState()  # kept across restarts of the thread
@@ -67,6 +69,7 @@ class CompanionJob:
         """Run the job one time; the number of records it wrote."""
         if self.job == "heartbeats":
             if self._heartbeater is None:
+                delay_first_heartbeat()
                 self._heartbeater = Heartbeater(self.ctx)
             return self._heartbeater.emit()
         written, _skipped = run_checkpoints(self.ctx, self._checkpoints)
@@ -88,11 +91,18 @@ class CompanionJob:
             except Exception as exc:  # a bug must surface, not spin silently
                 self._failure = exc
                 return
+            finally:
+                self._first_done.set()
             self.runs += 1
             self._stop.wait(max(self.interval - (time.monotonic() - started), 0.05))
 
+    def first_run_done(self, timeout_s: float) -> bool:
+        """Wait until the job has run once (or failed); False after ``timeout_s``."""
+        return self._first_done.wait(timeout_s)
+
     def start(self) -> None:
         self._stop.clear()
+        self._first_done.clear()
         self._thread = threading.Thread(
             target=self._loop, name=f"mirror-{self.job}-{self.ctx.flow.name}", daemon=True
         )

@@ -5,6 +5,9 @@
 ``<file>`` and blocks until the process is killed: a transaction is then open for sure.
 Python workers are not reused (mirror_lib/spark/session.py): each copy task counts its own
 commits.
+
+``MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S=<seconds>``: the heartbeats job waits that long before its
+first heartbeat (:func:`delay_first_heartbeat`), as a slow cluster would make it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 HOLD_ENV = "MIRROR_TEST_HOLD_BEFORE_COMMIT"
 AFTER_ENV = "MIRROR_TEST_HOLD_AFTER_COMMITS"
+HEARTBEAT_DELAY_ENV = "MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S"
 _commits = 0
 _lock = threading.Lock()
 
@@ -34,3 +38,10 @@ def hold_before_commit() -> None:
     Path(path).touch()
     while True:  # until the test kills the process
         time.sleep(3600)
+
+
+def delay_first_heartbeat() -> None:
+    """Called before a heartbeats job's first heartbeat; sleeps when the test hook asks."""
+    delay = float(os.environ.get(HEARTBEAT_DELAY_ENV, "0") or 0)
+    if delay > 0:
+        time.sleep(delay)

@@ -40,6 +40,10 @@ from mirror_lib.tables.location import materialized_clusters, tables_enabled
 
 log = logging.getLogger(__name__)
 
+# A slice plans only the topics that exist when it starts; one created later (say, by the first
+# heartbeat) is found by the copy tasks within a minute, and a --once run after it waits for that.
+FIRST_HEARTBEAT_WAIT_S = 15.0
+
 
 def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
     """A topic filter that matches nothing is an error with --once, a warning otherwise.
@@ -214,13 +218,16 @@ def run_flows(
         for r in runners:
             for ctx in r.group.contexts:
                 _check_matches(ctx, targets[r.name], once, report)
+        for j in jobs:
+            j.start()
+            report(f"started {j.job} of {j.ctx.flow.name} (a driver thread, every {j.interval}s)")
+        for j in jobs:  # as in MM2, the heartbeats topic exists before the first slice is planned
+            if j.job == "heartbeats":
+                j.first_run_done(FIRST_HEARTBEAT_WAIT_S)
         for r in runners:
             target = targets[r.name]
             r.start(target if once else None, snapshot=target)
             report(f"started {r.job} of {r.name} (checkpoint {r.checkpoint})")
-        for j in jobs:
-            j.start()
-            report(f"started {j.job} of {j.ctx.flow.name} (a driver thread, every {j.interval}s)")
         deadline = None if duration_s is None else time.monotonic() + duration_s
         if once:
             limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)

@@ -49,7 +49,7 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
         text=True,
         timeout=400,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, out.stdout[-3000:] + "\n--- stderr ---\n" + out.stderr[-3000:]
     text = out.stdout
     assert "mirror demo: A -> B" in text
     produced = dict(re.findall(r"^(orders|payments|clicks)\s+(\d+)\s+\d+$", text, re.M))

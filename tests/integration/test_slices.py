@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from mirror_lib.config.model import parse_config
+from mirror_lib.replication.testhooks import HEARTBEAT_DELAY_ENV
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import run_flows
+from mirror_lib.testing import embedded
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records
+from tests.integration.conftest import flow_properties
 from tests.integration.test_replication import mixed_records
 
 
@@ -75,3 +81,28 @@ def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_n
     finally:
         runner.stop()
     assert len(consume_all(brokers.target, f"A.{unique_name}")) == 150
+
+
+def test_the_first_slice_already_copies_the_heartbeats_topic(
+    spark, tmp_path, unique_name, monkeypatch
+):
+    """The heartbeats job runs once before the replication query plans its first slice, so a
+    fresh source's ``heartbeats`` topic is copied in that slice, not after the copy tasks' new
+    topic discovery (a minute later; a --once run after it waited for that). The first heartbeat
+    is held back 5 s, so that a planner not waiting for it would plan without the topic."""
+    monkeypatch.setenv(HEARTBEAT_DELAY_ENV, "5")
+    if embedded.external_clusters_from_env() is not None:
+        pytest.skip("needs a source on which no heartbeats topic exists yet")
+    fresh = embedded.start_brokers(2, ["A", "B"], tmp_path / "brokers")
+    try:
+        source, target = (b.bootstrap_servers for b in fresh)
+        create_topic(source, unique_name, 1)
+        props = flow_properties(source, target, tmp_path / "state", topics=unique_name)
+        props["mirror.batch.duration.seconds"] = "300"
+        config = parse_config(props)
+        started = time.monotonic()
+        run_flows(spark, config, duration_s=20, report=lambda _line: None)
+        assert time.monotonic() - started < 60  # one slice: no new-topic discovery happened
+        assert consume_all(target, "A.heartbeats"), "heartbeats were not copied in the first slice"
+    finally:
+        embedded.stop_brokers(fresh)
