@@ -39,7 +39,12 @@ def cache_folder() -> Path | None:
         return None
     if setting:
         return Path(setting)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # no home folder (some containers): no archive
+            return None
     return Path(base) / "mirror_lib" / "jvm"
 
 

@@ -101,3 +101,16 @@ def test_other_spark_jars_need_their_own_archive(tmp_path: Path) -> None:
     before = jvm.archive_key(JAVA, home)
     (Path(home) / "jars" / "extra.jar").write_bytes(b"more")
     assert jvm.archive_key(JAVA, home) != before
+
+
+def test_without_a_home_folder_only_the_lean_options(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(jvm.CDS_ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert jvm.driver_java_options(JAVA, spark_home(tmp_path)).split() == list(jvm.LEAN_OPTIONS)
