@@ -27,18 +27,24 @@ def machine_cpu_s() -> float:
     return (int(fields[1]) + int(fields[2]) + int(fields[3])) / CLK_TCK
 
 
-def proc_stat(pid: int) -> tuple[str, int, float, int] | None:
-    """(comm, ppid, cpu seconds utime+stime, rss bytes) of a live process, else None."""
+def _stat(pid: int) -> tuple[str, list[str]] | None:
+    """(comm, the fields after it) of /proc/<pid>/stat, else None; fields[0] is field 3 (state)
+    of proc(5)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             s = f.read()
     except OSError:
         return None
     rp = s.rfind(")")
-    fields = s[rp + 2 :].split()  # fields[0] is field 3 (state) of proc(5)
-    if fields[0] == "Z":
+    return s[s.find("(") + 1 : rp], s[rp + 2 :].split()
+
+
+def proc_stat(pid: int) -> tuple[str, int, float, int] | None:
+    """(comm, ppid, cpu seconds utime+stime, rss bytes) of a live process, else None."""
+    st = _stat(pid)
+    if st is None or st[1][0] == "Z":
         return None
-    comm = s[s.find("(") + 1 : rp]
+    comm, fields = st
     return (
         comm,
         int(fields[1]),
@@ -79,13 +85,8 @@ def reaped_cpu_s(pid: int) -> float:
     Spark's worker daemon forks a short-lived Python worker per task and reaps it: summing only
     live processes would lose each finished worker's CPU.
     """
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
-    except OSError:
-        return 0.0
-    fields = s[s.rfind(")") + 2 :].split()
-    return (int(fields[13]) + int(fields[14])) / CLK_TCK
+    st = _stat(pid)
+    return 0.0 if st is None else (int(st[1][13]) + int(st[1][14])) / CLK_TCK
 
 
 def pss(pid: int) -> int:
@@ -142,12 +143,8 @@ def reap_all_orphans(keep: set[int], timeout_s: float = 10) -> None:
 
 def proc_stat_any(pid: int) -> int | None:
     """Parent pid of a process, zombies included."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
-    except OSError:
-        return None
-    return int(s[s.rfind(")") + 2 :].split()[1])
+    st = _stat(pid)
+    return None if st is None else int(st[1][1])
 
 
 class Sampler:

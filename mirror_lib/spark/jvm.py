@@ -93,11 +93,16 @@ def _promote(java: str, archive: Path) -> None:
                 continue
             if _usable(java, partial):
                 os.replace(partial, archive)
-                archive.with_suffix(".dumping").unlink(missing_ok=True)
+                _marker(archive).unlink(missing_ok=True)
                 return
             partial.unlink()
         except OSError:
             continue
+
+
+def _marker(archive: Path) -> Path:
+    """Exists while a JVM is to write ``archive`` at its exit."""
+    return archive.with_suffix(".dumping")
 
 
 def _may_dump(marker: Path) -> bool:
@@ -132,7 +137,7 @@ def driver_java_options(java: str, spark_home: str) -> str:
         _promote(java, archive)
     if archive.exists():
         options += [f"-XX:SharedArchiveFile={archive}", QUIET_CDS]
-    elif _may_dump(archive.with_suffix(".dumping")):
+    elif _may_dump(_marker(archive)):
         partial = archive.parent / f"{archive.name}.{os.getpid()}.partial"
         options += [f"-XX:ArchiveClassesAtExit={partial}", QUIET_CDS]
     return " ".join(options)
