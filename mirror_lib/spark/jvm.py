@@ -12,6 +12,12 @@ the records never pass through it (the copy runs in Python workers). So the loca
   ``java -version`` before using it, since a truncated archive crashes the JVM.
 
 ``MIRROR_SPARK_CDS=off`` turns the archive off; ``MIRROR_SPARK_CDS=/some/folder`` moves it.
+
+The JVM also puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python worker's path, so
+each worker compiled pyspark from the zip's sources (a zip holds no bytecode cache): about half
+the CPU of a short batch. With pip's pyspark (no ``SPARK_HOME`` set) a local session therefore
+starts its JVM from :func:`lean_spark_home`, which has Spark's ``bin`` and ``jars`` but no
+``python`` folder, and workers import the same pyspark from site-packages, compiled once.
 A session on Databricks never comes here.
 """
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -32,25 +39,54 @@ DUMP_STALE_S = 600  # a dump marker older than this belongs to a JVM that died d
 PARTIAL_SETTLED_S = 60  # a partial archive this old is no longer being written
 
 
+def _cache_base() -> Path | None:
+    """``~/.cache/mirror_lib`` (or under ``$XDG_CACHE_HOME``); None without a home folder."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # no home folder (some containers)
+            return None
+    return Path(base) / "mirror_lib"
+
+
 def cache_folder() -> Path | None:
-    """Where the archive lives, or None when ``MIRROR_SPARK_CDS=off``."""
+    """Where the archive lives, or None when ``MIRROR_SPARK_CDS=off`` (or there is no home)."""
     setting = os.environ.get(CDS_ENV, "")
     if setting.lower() in ("off", "false", "0"):
         return None
     if setting:
         return Path(setting)
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base:
-        try:
-            base = str(Path.home() / ".cache")
-        except (RuntimeError, KeyError):  # no home folder (some containers): no archive
-            return None
-    return Path(base) / "mirror_lib" / "jvm"
+    base = _cache_base()
+    return None if base is None else base / "jvm"
+
+
+def lean_spark_home(spark_home: str, folder: Path | None = None) -> str:
+    """A Spark home with ``spark_home``'s ``bin`` and ``jars`` only (symbolic links), made once
+    in ``folder`` (default: the cache); ``spark_home`` itself when it cannot be made."""
+    real = os.path.realpath(spark_home)
+    base = folder or _cache_base()
+    if base is None or not all(os.path.isdir(os.path.join(real, d)) for d in ("bin", "jars")):
+        return spark_home
+    home = base / f"spark-home-{hashlib.sha256(real.encode()).hexdigest()[:16]}"
+    if (home / "jars").is_dir():
+        return str(home)
+    staging = base / f"{home.name}.{os.getpid()}.tmp"
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        for name in ("bin", "jars"):
+            link = staging / name
+            if not link.is_symlink():
+                link.symlink_to(os.path.join(real, name))
+        os.rename(staging, home)
+    except OSError:  # another run made it first, or the folder is read-only
+        shutil.rmtree(staging, ignore_errors=True)
+    return str(home) if (home / "jars").is_dir() else spark_home
 
 
 def archive_key(java: str, spark_home: str) -> str:
-    """The archive is only valid for this JVM build and these Spark jars."""
-    parts = [os.path.realpath(java)]
+    """The archive is only valid for this JVM build, this class path and these Spark jars."""
+    parts = [os.path.realpath(java), os.path.abspath(spark_home)]
     jars = Path(spark_home) / "jars"
     names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
     for path in [Path(parts[0]), *(jars / n for n in names)]:

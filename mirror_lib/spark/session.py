@@ -13,7 +13,7 @@ from typing import Any
 
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.spark.delta_source import DeltaRsDataSource
-from mirror_lib.spark.jvm import driver_java_options, wait_for_archive_at_exit
+from mirror_lib.spark.jvm import driver_java_options, lean_spark_home, wait_for_archive_at_exit
 from mirror_lib.spark.materialize import MaterializeDataSource
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.source import MirrorDataSource
@@ -67,18 +67,36 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         .config("spark.sql.session.timeZone", "UTC")
     )
     launches = SparkContext._gateway is None  # JVM options only matter to a JVM not yet running
+    if launches and "SPARK_HOME" not in os.environ:  # pip's pyspark: workers import it compiled
+        spark_home = lean_spark_home(spark_home)
     if launches:
         builder = builder.config(
             "spark.driver.extraJavaOptions", driver_java_options(java, spark_home)
         )
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = _launch(builder, spark_home if launches else None)
     if launches and SparkContext._gateway is not None:
         wait_for_archive_at_exit(spark, SparkContext._gateway)
     spark.sparkContext.setLogLevel("ERROR")
     register_sources(spark)
     return spark
+
+
+def _launch(builder: Any, spark_home: str | None) -> Any:
+    """``builder.getOrCreate()``, launching the JVM from ``spark_home`` (only this launch sees
+    it: the environment is restored after)."""
+    if spark_home is None or os.environ.get("SPARK_HOME") == spark_home:
+        return builder.getOrCreate()
+    before = os.environ.get("SPARK_HOME")
+    os.environ["SPARK_HOME"] = spark_home
+    try:
+        return builder.getOrCreate()
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_HOME", None)
+        else:
+            os.environ["SPARK_HOME"] = before
 
 
 def get_spark() -> Any:

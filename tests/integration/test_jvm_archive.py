@@ -3,6 +3,7 @@ no JVM behind, then mapped by the next run."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,21 @@ def test_first_run_writes_the_archive_and_the_next_maps_it(tmp_path, subprocess_
     assert len(archives) == 1 and not list(folder.glob("*.partial"))
     assert f"-XX:SharedArchiveFile={archives[0]}" in second
     assert "-XX:ArchiveClassesAtExit" not in second
+
+
+@pytest.mark.skipif("SPARK_HOME" in os.environ, reason="a Spark distribution's own pyspark.zip")
+def test_python_workers_import_pyspark_compiled_not_from_the_zip(spark):
+    """The JVM puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the workers' path; a zip has
+    no bytecode cache, so each worker compiled pyspark from source (jvm.lean_spark_home)."""
+
+    def where(_rows):
+        import pyspark
+
+        yield (
+            pyspark.__file__,
+            any(p.endswith("pyspark.zip") and Path(p).exists() for p in sys.path),
+        )
+
+    found = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
+    assert found and ".zip" not in found[0][0] and not found[0][1], found
+    assert "SPARK_HOME" not in os.environ  # only the JVM's launch saw the lean home

@@ -114,3 +114,28 @@ def test_without_a_home_folder_only_the_lean_options(
 
     monkeypatch.setattr(Path, "home", staticmethod(no_home))
     assert jvm.driver_java_options(JAVA, spark_home(tmp_path)).split() == list(jvm.LEAN_OPTIONS)
+
+
+def test_a_spark_home_elsewhere_needs_its_own_archive(tmp_path: Path) -> None:
+    home = spark_home(tmp_path)
+    (Path(home) / "bin").mkdir()
+    lean = jvm.lean_spark_home(home, tmp_path / "cache")
+    assert lean != home and jvm.archive_key(JAVA, lean) != jvm.archive_key(JAVA, home)
+
+
+def test_the_lean_spark_home_has_bin_and_jars_but_no_python_folder(tmp_path: Path) -> None:
+    home = Path(spark_home(tmp_path))
+    (home / "bin").mkdir()
+    (home / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    (home / "python" / "lib").mkdir(parents=True)
+    (home / "python" / "lib" / "pyspark.zip").write_bytes(b"zip")
+    lean = Path(jvm.lean_spark_home(str(home), tmp_path / "cache"))
+    assert (lean / "bin" / "spark-submit").read_text() == "#!/bin/sh\n"
+    assert (lean / "jars" / "spark-core.jar").read_bytes() == b"jar"
+    assert not (lean / "python").exists()
+    assert jvm.lean_spark_home(str(home), tmp_path / "cache") == str(lean)  # made once
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [lean.name]  # no staging left
+
+
+def test_a_spark_home_without_jars_is_kept(tmp_path: Path) -> None:
+    assert jvm.lean_spark_home(str(tmp_path), tmp_path / "cache") == str(tmp_path)
