@@ -1,7 +1,7 @@
 """The replication query of a flow ``A->B`` or a fan-out group ``A->B,C``: :class:`FlowRunner`.
 
-It starts the query over the slice planner and the copy sink (:mod:`mirror_lib.spark.source`,
-:mod:`mirror_lib.spark.sink`) with a SparkSession passed in, and measures it from the delivery
+It starts the query over the slice planner and its copy tasks (:mod:`mirror_lib.spark.source`,
+:mod:`mirror_lib.spark.copy_task`) with a SparkSession passed in, and measures it from the delivery
 ledgers: what each target has, progress, lag and, for ``--once``, whether it caught up with a
 snapshot (availableNow semantics on Spark 4.1).
 """
@@ -121,8 +121,7 @@ class FlowRunner:
         self._until = until
         df = self.spark.readStream.format("mirror").options(**options).load()
         writer = (
-            df.writeStream.format("mirror")
-            .options(**options)
+            df.writeStream.format("noop")  # the tasks copy in read(): copy_task
             .option("checkpointLocation", str(self.checkpoint.resolve()))
             .queryName(f"mirror-{self.job}-{self.name}")
         )

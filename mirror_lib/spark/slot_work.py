@@ -1,10 +1,9 @@
 """The unit of work between the slice planner (:mod:`mirror_lib.spark.source`) and the copy tasks
-(:mod:`mirror_lib.spark.sink`): one task slot's partitions in one slice, as JSON.
+(:mod:`mirror_lib.spark.copy_task`): one task slot's partitions in one slice (pickled to the task).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
@@ -31,29 +30,3 @@ class SlotWork(InputPartition):
 
     def until_offsets(self) -> dict[TP, int]:
         return {(t, p): end for t, p, end in self.until}
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "p": self.partitions,
-                "u": self.until,
-                "c": self.counts,
-                "s": self.slice,
-                "i": self.ids,
-                "t": self.targets,
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def from_json(cls, slot: int, text: str) -> SlotWork:
-        data = json.loads(text)
-        return cls(
-            slot,
-            [(t, int(p)) for t, p in data["p"]],
-            [(t, int(p), int(end)) for t, p, end in data["u"]],
-            {t: int(n) for t, n in data["c"].items()},
-            int(data["s"]),
-            dict(data.get("i", {})),
-            {f: [(t, int(p)) for t, p in tps] for f, tps in data.get("t", {}).items()},
-        )

@@ -2,12 +2,11 @@
 
 A micro-batch is a checkpoint interval, not a unit of latency: each batch is one *slice* in which
 every task slot copies its partitions continuously for ``mirror.batch.duration.seconds``
-(:mod:`mirror_lib.replication.copier`). Between slices the planner lists the source topics the flow
-replicates (new topics and partitions are picked up), creates missing remote topics, reads where
-each partition stands from the delivery ledger (:mod:`mirror_lib.replication.ledger`, the truth
-about what
-was delivered), writes start positions for partitions seen for the first time, and checks for
-vanished ranges (D10).
+(:mod:`mirror_lib.spark.copy_task`, inside the source's own ``read()``). Between slices the
+planner lists the source topics the flow replicates (new topics and partitions are picked up),
+creates missing remote topics, reads where each partition stands from the delivery ledger
+(:mod:`mirror_lib.replication.ledger`, the truth about what was delivered), writes start
+positions for partitions seen for the first time, and checks for vanished ranges (D10).
 
 Offsets (JSON, string keys): ``{"v": 2, "slice": n, "topics": {topic: {"id": id, "n": count,
 "p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice ended; a
@@ -26,7 +25,6 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
     InputPartition,
 )
 
@@ -38,13 +36,13 @@ from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.ledger import LedgerView
 from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
-from mirror_lib.spark.sink import SliceCopier
+from mirror_lib.spark.copy_task import copy_slot
 from mirror_lib.spark.slot_work import SlotWork
 
 log = logging.getLogger(__name__)
 
 PROBE_S = 5.0  # a fan-out target that does not answer this fast is left out of the slice
-SCHEMA = "slot int, work string"
+SCHEMA = "slot int, records long, transactions long"
 TP = tuple[str, int]
 
 
@@ -66,7 +64,8 @@ def format_until(until: dict[TP, int]) -> str:
 
 
 class MirrorDataSource(DataSource):
-    """``readStream.format("mirror")`` plans slices; ``writeStream.format("mirror")`` copies."""
+    """``readStream.format("mirror")``: the driver plans slices, each task copies one slot's
+    (:mod:`mirror_lib.spark.copy_task`); one row per task says what it copied."""
 
     @classmethod
     def name(cls) -> str:
@@ -77,9 +76,6 @@ class MirrorDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return SlicePlanner(dict(self.options))
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return SliceCopier(dict(self.options))
 
 
 class SlicePlanner(DataSourceStreamReader):
@@ -347,8 +343,9 @@ class SlicePlanner(DataSourceStreamReader):
                 work.until.append((topic, p, stop))
         return [slots[slot] for slot in sorted(slots)]
 
-    def read(self, partition: SlotWork) -> Iterator[tuple[int, str]]:
-        yield (partition.slot, partition.to_json())
+    def read(self, partition: SlotWork) -> Iterator[tuple[int, int, int]]:
+        result = copy_slot(self.options, partition)
+        yield (partition.slot, result.records, result.transactions)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._position = end

@@ -1,0 +1,56 @@
+"""A copy task: the source's ``read()`` of one slot's slice runs :mod:`copier` (D2, revised).
+
+Spark runs a Python data source's ``read()`` and a Python sink's ``write()`` of one task in two
+different worker processes (platform.md §1.1). So the slot's copy runs in the reading worker and
+the query writes its one summary row per slot to Spark's built-in ``noop`` sink: no writer
+worker, no planning of a writer per slice and no driver-side commit worker. Delivery state lives
+in Kafka (transactions + ledger), so there was nothing for a sink to make durable anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from mirror_lib.replication.copier import CopyResult, copy_slice
+from mirror_lib.replication.read_group import ReadGroup
+from mirror_lib.spark.slot_work import SlotWork
+
+log = logging.getLogger(__name__)
+_GROUPS: dict[str, ReadGroup] = {}
+
+
+def read_group(options: dict[str, str]) -> tuple[ReadGroup, str]:
+    """The flow (or fan-out group) of these data source options and its cache key, cached per
+    worker process."""
+    key = hashlib.sha1(json.dumps(options, sort_keys=True).encode()).hexdigest()
+    if key not in _GROUPS:
+        _GROUPS[key] = ReadGroup.from_options(options)
+    return _GROUPS[key], key
+
+
+def copy_slot(options: dict[str, str], work: SlotWork) -> CopyResult:
+    """Copy one slot's slice inside the running Spark task (its batch and query ids name it)."""
+    from pyspark import TaskContext
+
+    task = TaskContext.get()
+    batch_id = int(task.getLocalProperty("streaming.sql.batchId") or -1) if task else -1
+    query_id = (task.getLocalProperty("sql.streaming.queryId") or "") if task else ""
+    group, key = read_group(options)
+    until = work.until_offsets()
+    result = copy_slice(
+        group.contexts,
+        key,
+        work.slot,
+        work.partitions,
+        until=until,
+        counts=None if until else work.counts,
+        ids=work.ids,
+        batch_id=batch_id,
+        query_id=query_id,
+        targets=work.targets or None,
+    )
+    for flow, why in result.detached.items():  # its lag shows in the ledger
+        log.warning("slice %d: %s fell behind and catches up later: %s", batch_id, flow, why)
+    return result
