@@ -1,5 +1,5 @@
-"""Spark: the session, the Python data sources (slice planner, sink, records source, Delta),
-materialization and the flow runner.
+"""Spark: the session, the Python data sources (slice planner and copy tasks, records source,
+Delta), materialization and the flow runner.
 
 The only layer below ``app`` that imports pyspark.
 """
