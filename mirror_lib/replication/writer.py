@@ -73,7 +73,8 @@ _PASSING = {  # delivery failures an outage causes: the run retries them
 
 @dataclass
 class CopyResult:
-    """The commit message of one task: what it copied (picklable, small).
+    """What one copy task copied in its slice (small; its row in the query is slot, records,
+    transactions).
 
     ``next_offsets`` is keyed ``topic:partition`` (``flow/topic:partition`` in a fan-out group);
     ``detached``: flow -> why that target left the shared read during the slice.
