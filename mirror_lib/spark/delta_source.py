@@ -1,28 +1,24 @@
-"""Delta tables in Spark: the exactly-once streaming writer over delta-rs, the ``deltars`` batch
-source that Spark SQL reads the tables through (:func:`register_tables`), and the empty tables
-Delta's Spark writer needs before the views (:func:`ensure_spark_tables`).
+"""Delta tables in Spark: the exactly-once ``foreachBatch`` writer over delta-rs
+(:func:`delta_rs_batch`), the ``deltars`` batch source that Spark SQL reads the tables through
+(:func:`register_tables`), and the empty tables Delta's Spark writer needs before the views
+(:func:`ensure_spark_tables`).
 
 The files and commits themselves are :mod:`mirror_lib.tables.delta_rs` (no Spark there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamWriter,
-    InputPartition,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.tables.delta_rs import (
-    AddActionFields,
     _open,
     commit_files,
     ensure_tables,
@@ -33,65 +29,34 @@ from mirror_lib.tables.location import spark_table_name
 from mirror_lib.tables.schemas import SCHEMAS, TABLES
 
 
-@dataclass
-class DeltaCommitMessage(WriterCommitMessage):
-    """What one write task left for the driver commit."""
-
-    query_id: str
-    batch_id: int
-    partition: int
-    attempt: int
-    files: dict[str, list[AddActionFields]] = field(default_factory=dict)
+def streaming_query_id(checkpoint: str | Path) -> str:
+    """The id of the streaming query whose checkpoint folder this is (stable across restarts;
+    Spark writes it to ``<checkpoint>/metadata`` before the first batch)."""
+    return json.loads((Path(checkpoint) / "metadata").read_text())["id"]
 
 
-def _merge(messages: Iterable[DeltaCommitMessage | None]) -> dict[str, list[AddActionFields]]:
-    merged: dict[str, list[AddActionFields]] = {}
-    for message in messages:
-        if message is not None:
-            for name, files in message.files.items():
-                merged.setdefault(name, []).extend(files)
-    return merged
+def delta_rs_batch(
+    root: str, checkpoint: str | Path, to_tables: Callable[[Any], dict[str, pa.Table]]
+) -> Callable[[Any, int], None]:
+    """A ``foreachBatch`` body that appends each micro-batch to the delta-rs tables under
+    ``root`` exactly once.
 
+    ``to_tables(df)`` turns the batch's DataFrame into Arrow tables keyed by table name. The
+    driver writes their files and commits them in one Delta transaction per table, tagged with
+    (query id, batch id), so a batch replayed after a crash commits nothing twice. Internal
+    topics are small, so the batch is collected on the driver: no Python sink, whose write and
+    commit would each run in a Python worker process of their own.
+    """
 
-class DeltaBatchWriter(DataSourceStreamWriter):
-    """Stream writer base: implement :meth:`to_tables`; option ``root`` = state directory."""
+    def write(df: Any, batch_id: int) -> None:
+        tables = {n: t for n, t in to_tables(df).items() if t is not None and t.num_rows}
+        if not tables:
+            return
+        query_id = streaming_query_id(checkpoint)
+        files = write_files(root, tables, f"part-{query_id}-b{batch_id}")
+        commit_files(root, files, f"mirror:{query_id}", batch_id)
 
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = dict(options)
-        self.root = self.options["root"]
-
-    def to_tables(self, rows: list) -> dict[str, pa.Table]:
-        """Turn one task's rows into Arrow tables keyed by table name."""
-        raise NotImplementedError
-
-    def task_info(self) -> tuple[str, int, int, int]:
-        """(query id, batch id, partition id, attempt) of the running task."""
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        if ctx is None:
-            raise RuntimeError("DeltaBatchWriter.write() must run inside a Spark task")
-        query_id = ctx.getLocalProperty("sql.streaming.queryId") or "unknown"
-        batch_id = int(ctx.getLocalProperty("streaming.sql.batchId") or -1)
-        return query_id, batch_id, ctx.partitionId(), ctx.attemptNumber()
-
-    def write(self, iterator: Iterator[Any]) -> DeltaCommitMessage:
-        query_id, batch_id, partition, attempt = self.task_info()
-        rows = list(iterator)
-        tables = self.to_tables(rows) if rows else {}
-        prefix = f"part-{query_id}-b{batch_id}-p{partition}-a{attempt}"
-        files = write_files(self.root, tables, prefix)
-        return DeltaCommitMessage(query_id, batch_id, partition, attempt, files)
-
-    def commit(self, messages: Sequence[DeltaCommitMessage | None], batchId: int) -> None:
-        present = [m for m in messages if m is not None]
-        if present:
-            commit_files(self.root, _merge(present), f"mirror:{present[0].query_id}", batchId)
-
-    def abort(self, messages: Sequence[DeltaCommitMessage | None], batchId: int) -> None:
-        """Deletes nothing: a stop can abort while the Delta commit of this batch is still
-        completing, and deleting its files then would corrupt the table. Unreferenced files
-        are removed by :func:`maintain` (vacuum)."""
+    return write
 
 
 @dataclass

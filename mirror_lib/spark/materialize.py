@@ -1,10 +1,11 @@
 """Materialization (D7): internal topics of a cluster -> Delta tables, one query per cluster.
 
 The query reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
-records-mode source, decodes them (:mod:`mirror_lib.tables.decode`) and appends to the tables of
-:mod:`mirror_lib.tables.schemas`. Writer: delta-rs, one Delta commit per micro-batch and table
-tagged with (query id, batch id) so replays never write twice; or, where the session has Delta (e.g.
-Databricks), Delta's Spark writer with ``txnAppId``/``txnVersion``.
+records-mode source and, in a ``foreachBatch`` on the driver, decodes them
+(:mod:`mirror_lib.tables.decode`) and appends to the tables of :mod:`mirror_lib.tables.schemas`.
+Writer: delta-rs, one Delta commit per micro-batch and table tagged with (query id, batch id) so
+replays never write twice (:func:`~mirror_lib.spark.delta_source.delta_rs_batch`); or, where the
+session has Delta (e.g. Databricks), Delta's Spark writer with ``txnAppId``/``txnVersion``.
 """
 
 from __future__ import annotations
@@ -13,16 +14,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
-
-from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
-from mirror_lib.spark.delta_source import DeltaBatchWriter, ensure_spark_tables
+from mirror_lib.spark.delta_source import delta_rs_batch, ensure_spark_tables
 from mirror_lib.spark.progress import drive_until, end_offsets, raise_query_error, stop_query
-from mirror_lib.spark.records_source import SCHEMA, RecordsDataSource
+from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.decode import RawRecord, decode_records
 from mirror_lib.tables.delta_rs import ensure_tables, maintain
@@ -39,37 +38,14 @@ def _policy_and_location(config: MirrorConfig, cluster: str) -> tuple[Any, str]:
     return flow.policy(), flow.settings.offset_syncs_location
 
 
-class MaterializeDataSource(DataSource):
-    """``writeStream.format("mirror_delta")``: decode internal records into the Delta tables."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "mirror_delta"
-
-    def schema(self) -> str:
-        return SCHEMA
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return MaterializeWriter(dict(self.options))
-
-
-class MaterializeWriter(DeltaBatchWriter):
-    """Decodes one task's records into per-table Arrow tables."""
-
-    def to_tables(self, rows: list) -> dict[str, Any]:
-        config = parse_config(json.loads(self.options["properties"]))
-        return decode_rows(rows, config, self.options["cluster"])
-
-
-def decode_rows(rows: list, config: MirrorConfig, cluster: str) -> dict[str, Any]:
-    """Records-source rows of ``cluster`` -> one Arrow table per Delta table."""
+def decode_batch(df: Any, config: MirrorConfig, cluster: str) -> dict[str, Any]:
+    """One micro-batch of records-source rows of ``cluster`` -> one Arrow table per Delta table
+    (collected on the driver: internal topics are small)."""
     policy, location = _policy_and_location(config, cluster)
-    records = [
-        RawRecord(
-            r.topic, r.partition, r.offset, r.key, r.value, int(r.timestamp.timestamp() * 1000)
-        )
-        for r in rows
-    ]
+    rows = df.selectExpr(
+        "topic", "partition", "offset", "key", "value", "unix_millis(timestamp) AS ts_ms"
+    ).collect()
+    records = [RawRecord(r.topic, r.partition, r.offset, r.key, r.value, r.ts_ms) for r in rows]
     tables, _bad = decode_records(records, cluster=cluster, policy=policy, syncs_location=location)
     return tables
 
@@ -86,8 +62,7 @@ def start_materialization(
 
     ``available_now``: one batch, then the query ends (the only trigger serverless allows).
     """
-    for source in (RecordsDataSource, MaterializeDataSource):
-        spark.dataSource.register(source)  # idempotent
+    spark.dataSource.register(RecordsDataSource)  # idempotent
     options = {
         "properties": json.dumps(dict(config.properties), sort_keys=True),
         "cluster": cluster,
@@ -98,15 +73,17 @@ def start_materialization(
         .option("subscribePattern", INTERNAL_PATTERN)
         .load()
     )
-    checkpoint = Path(config.state_dir) / "clusters" / cluster / "materialize"
+    checkpoint = (Path(config.state_dir) / "clusters" / cluster / "materialize").resolve()
     writer = reader.writeStream.queryName(f"mirror-materialize-{cluster}")
     if tables_writer(spark, config) == "spark":
         writer = writer.foreachBatch(_spark_delta_batch(config, cluster))
     else:
         root = tables_root(config)
         ensure_tables(root)
-        writer = writer.format("mirror_delta").options(**options).option("root", root)
-    writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
+        writer = writer.foreachBatch(
+            delta_rs_batch(root, checkpoint, lambda df: decode_batch(df, config, cluster))
+        )
+    writer = writer.option("checkpointLocation", str(checkpoint))
     if available_now:
         return writer.trigger(availableNow=True).start()
     return writer.trigger(processingTime=f"{interval_s} seconds").start()
@@ -162,7 +139,7 @@ def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
     """foreachBatch body for Delta's Spark writer (idempotent through txnAppId/txnVersion)."""
 
     def write(df: Any, batch_id: int) -> None:
-        tables = decode_rows(df.collect(), config, cluster)  # internal topics: small batches
+        tables = decode_batch(df, config, cluster)
         for name, table in tables.items():
             if table.num_rows:
                 (

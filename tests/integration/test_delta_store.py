@@ -1,13 +1,12 @@
 """delta_store with real Spark and Delta tables: exactly-once streaming commits, SQL, maintenance.
 
 A tiny counting source (ids ``0..n-1``, ``n`` read from a file, so restarts see the same data)
-feeds a :class:`DeltaBatchWriter` that writes every id to ``replication_metrics`` and every
-third id to ``flow_events``.
+feeds :func:`delta_source.delta_rs_batch` (a ``foreachBatch`` body), which writes every id to
+``replication_metrics`` and every third id to ``flow_events``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -71,59 +70,36 @@ class CountSource(DataSource):
         return CountReader(self.options["limit_file"])
 
 
-class TwoTableWriter(delta_source.DeltaBatchWriter):
-    """Every id -> replication_metrics; ids divisible by 3 -> flow_events; optional stall."""
-
-    def to_tables(self, rows: list) -> dict[str, pa.Table]:
-        ids = [r.id for r in rows]
-        metrics = [{"flow": "A->B", "kafka_offset": i, "records": 1, "record_ts": NOW} for i in ids]
-        events = [{"type": "start", "kafka_offset": i, "record_ts": NOW} for i in ids if i % 3 == 0]
-        return {
-            "replication_metrics": pa.Table.from_pylist(metrics, SCHEMAS["replication_metrics"]),
-            "flow_events": pa.Table.from_pylist(events, SCHEMAS["flow_events"]),
-        }
-
-    def write(self, iterator: Iterator[Any]) -> delta_source.DeltaCommitMessage:
-        message = super().write(iterator)
-        stall = self.options.get("stall_file")
-        if stall and os.path.exists(stall) and message.files:
-            Path(stall + ".reached").touch()
-            time.sleep(120)  # killed by q.stop()
-        return message
-
-
-class TwoTableSink(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "dstest_delta_sink"
-
-    def schema(self) -> str:
-        return "id long"
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> TwoTableWriter:
-        return TwoTableWriter(dict(self.options))
+def two_tables(df: Any) -> dict[str, pa.Table]:
+    """Every id -> replication_metrics; ids divisible by 3 -> flow_events."""
+    ids = [r.id for r in df.collect()]
+    metrics = [{"flow": "A->B", "kafka_offset": i, "records": 1, "record_ts": NOW} for i in ids]
+    events = [{"type": "start", "kafka_offset": i, "record_ts": NOW} for i in ids if i % 3 == 0]
+    return {
+        "replication_metrics": pa.Table.from_pylist(metrics, SCHEMAS["replication_metrics"]),
+        "flow_events": pa.Table.from_pylist(events, SCHEMAS["flow_events"]),
+    }
 
 
 @pytest.fixture
 def dspark(spark):
-    for source in (CountSource, TwoTableSink, delta_source.DeltaRsDataSource):
+    for source in (CountSource, delta_source.DeltaRsDataSource):
         spark.dataSource.register(source)
     return spark
 
 
-def start(spark, tmp: Path, root: str, *, once: bool = True, stall: bool = False):
-    writer = (
+def start(spark, tmp: Path, root: str):
+    """An availableNow query of the ids < the number in the file ``limit`` into the two tables."""
+    checkpoint = tmp / "checkpoint"
+    return (
         spark.readStream.format("dstest_count")
         .option("limit_file", str(tmp / "limit"))
         .load()
-        .writeStream.format("dstest_delta_sink")
-        .option("root", root)
-        .option("checkpointLocation", str(tmp / "checkpoint"))
+        .writeStream.foreachBatch(delta_source.delta_rs_batch(root, checkpoint, two_tables))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
     )
-    if stall:
-        writer = writer.option("stall_file", str(tmp / "stall"))
-    trigger = {"availableNow": True} if once else {"processingTime": "1 second"}
-    return writer.trigger(**trigger).start()
 
 
 def run_once(spark, tmp: Path, root: str, available: int) -> tuple[str, list[int]]:
@@ -150,6 +126,7 @@ def test_streaming_commits_once_per_batch_across_restarts(dspark, tmp_path):
     for available in (25, 25, 26):  # each run restarts from the checkpoint
         qid, ran = run_once(dspark, tmp_path, root, available)
         assert qid == query_id
+        assert delta_source.streaming_query_id(tmp_path / "checkpoint") == query_id
         batches += ran
     batches = sorted(set(batches))
     assert len(batches) >= 3
@@ -161,7 +138,7 @@ def test_streaming_commits_once_per_batch_across_restarts(dspark, tmp_path):
     assert metrics.version() == 3 and events.version() == 2
     assert metrics.transaction_version(app_id) == batches[-1]
     assert events.transaction_version(app_id) < batches[-1]  # the last batch had no event rows
-    assert len(metrics.file_uris()) == 5  # two tasks in each of the first batches, one in the last
+    assert len(metrics.file_uris()) == 3  # the driver writes one file per batch and table
     # replaying the last commit (same app id and version) writes nothing
     replay = store.read_table(root, "flow_events").select(["kafka_offset", "record_ts"])
     files = store.write_files(root, {"replication_metrics": replay}, "replay")
@@ -172,33 +149,27 @@ def test_streaming_commits_once_per_batch_across_restarts(dspark, tmp_path):
     assert len(offsets(root, "replication_metrics")) == 26
 
 
-def test_query_stopped_mid_batch_restarts_without_duplicates(dspark, tmp_path):
+def test_batch_failing_between_files_and_commit_reruns_without_duplicates(
+    dspark, tmp_path, monkeypatch
+):
+    def crash(*args: Any) -> None:
+        raise RuntimeError("crashed before the commit")
+
     root = str(tmp_path / "state")
     (tmp_path / "limit").write_text("12")
-    (tmp_path / "stall").touch()
-    query = start(dspark, tmp_path, root, once=False, stall=True)
-    deadline = time.monotonic() + 180
-    while not (tmp_path / "stall.reached").exists():
-        assert time.monotonic() < deadline and query.isActive, query.exception()
-        time.sleep(0.2)
-    query.stop()  # kills the stalled tasks: files written, nothing committed
+    monkeypatch.setattr(delta_source, "commit_files", crash)  # foreachBatch runs in this process
+    query = start(dspark, tmp_path, root)
+    with pytest.raises(Exception, match="crashed before the commit"):
+        query.awaitTermination(180)
+    monkeypatch.undo()
     written = list(Path(store.table_path(root, "replication_metrics")).glob("*.parquet"))
     assert written and store.read_table(root, "replication_metrics").num_rows == 0
-    assert all(f.name.startswith(f"part-{query.id}-b0-p") for f in written)
-    (tmp_path / "stall").unlink()
-    # Restart: re-runs batch 0 from the checkpoint. Spark 4.1 may hand the next task a pooled
-    # Python worker that the stop killed (ClosedChannelException); that run fails like any crash
-    # and the next restart must still give exactly-once.
-    for attempt in range(3):
-        try:
-            run_once(dspark, tmp_path, root, 12)
-            break
-        except Exception as exc:
-            if "ClosedChannelException" not in str(exc) or attempt == 2:
-                raise
+    assert all(f.name.startswith(f"part-{query.id}-b0-") for f in written)
+    run_once(dspark, tmp_path, root, 12)  # re-runs batch 0 from the checkpoint
     run_once(dspark, tmp_path, root, 12)
     assert offsets(root, "replication_metrics") == list(range(12))
     assert offsets(root, "flow_events") == [0, 3, 6, 9]
+    assert table(root, "replication_metrics").version() == 1
 
 
 def commit_metrics(root: str, first: int, n: int, batch: int, age_days: float = 0) -> None:
