@@ -36,7 +36,7 @@ from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.ledger import LedgerView
 from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
-from mirror_lib.spark.copy_task import copy_slot
+from mirror_lib.spark.copy_task import copy_slot, summary_batch
 from mirror_lib.spark.slot_work import SlotWork
 
 log = logging.getLogger(__name__)
@@ -343,9 +343,8 @@ class SlicePlanner(DataSourceStreamReader):
                 work.until.append((topic, p, stop))
         return [slots[slot] for slot in sorted(slots)]
 
-    def read(self, partition: SlotWork) -> Iterator[tuple[int, int, int]]:
-        result = copy_slot(self.options, partition)
-        yield (partition.slot, result.records, result.transactions)
+    def read(self, partition: SlotWork) -> Iterator[Any]:
+        yield summary_batch(partition.slot, copy_slot(self.options, partition))
 
     def commit(self, end: dict[str, Any]) -> None:
         self._position = end
