@@ -53,6 +53,12 @@ def make_consumer(ctx: FlowContext) -> Consumer:
         "fetch.error.backoff.ms": 50,
         # librdkafka's own default; 32 MB halved the copy rate of 10 KB records (bench/README.md)
         "queued.max.messages.kbytes": 65536,
+        # librdkafka prefetches 100,000 records per partition by default, and once a queue is
+        # over a threshold it waits fetch.queue.backoff.ms (1 s) before fetching it again:
+        # 20,000 small records a partition are enough to keep the copy busy, and a short wait
+        # keeps the queue from running dry (bench/README.md)
+        "queued.min.messages": 20000,
+        "fetch.queue.backoff.ms": 10,
     }
     return Consumer(
         ctx.client(

@@ -251,6 +251,7 @@ class TargetWriter:
                 self._fail_record(exc.args[0], part, off)
             n += 1
             size += (len(key) if key else 0) + (len(value) if value else 0)
+        self.producer.poll(0)  # serve delivery reports now: librdkafka frees acknowledged records
         part.expect, part.n = expect, n
         part.bytes += size
         part.consumed.append((consumed_ms, len(group)))
