@@ -5,7 +5,9 @@ the records never pass through it (the copy runs in Python workers). So the loca
 
 - compiles with C1 only (``-XX:TieredStopAtLevel=1``) and collects with the serial collector,
   which halves its start-up CPU, and starts with a 32 MB heap (``-Xms32m``; the default initial
-  heap is 1/64 of the machine's memory), which saves about 100 MB of resident memory;
+  heap is 1/64 of the machine's memory), which saves about 100 MB of resident memory, with a
+  16 MB young generation (``-Xmn16m``: the serial collector touches all of it between
+  collections; 15 MB less, no measurable CPU);
 - maps Spark's classes from a class-data-sharing archive (AppCDS) kept in a cache folder, which
   halves its start-up time again. The first run without an archive writes one when its JVM exits
   (Java 17 has no ``-XX:+AutoCreateSharedArchive``); a later start checks that file with
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 CDS_ENV = "MIRROR_SPARK_CDS"
-LEAN_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m")
+LEAN_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m", "-Xmn16m")
 QUIET_CDS = "-Xlog:cds=off,cds+dynamic=off"  # an unusable archive is skipped without a word
 DUMP_STALE_S = 600  # a dump marker older than this belongs to a JVM that died dumping
 PARTIAL_SETTLED_S = 60  # a partial archive this old is no longer being written

@@ -1,0 +1,49 @@
+"""A copy task's summary row without pandas, and the local session of a bounded run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from mirror_lib.replication.writer import CopyResult
+from mirror_lib.spark import session
+from mirror_lib.spark.copy_task import summary_batch
+from mirror_lib.spark.source import SCHEMA
+
+
+def test_summary_batch_holds_the_row_in_the_schema_of_the_source():
+    batch = summary_batch(3, CopyResult(3, records=2**40 + 7, transactions=12))
+    assert batch.to_pylist() == [{"slot": 3, "records": 2**40 + 7, "transactions": 12}]
+    assert ", ".join(f"{f.name} {f.type}" for f in batch.schema) == SCHEMA.replace(
+        " int,", " int32,"
+    ).replace(" long", " int64")
+
+
+def test_summary_batch_does_not_import_pandas():
+    """pyarrow's ``pa.array`` imports pandas on first use (40 MB in every copy worker)."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from mirror_lib.replication.writer import CopyResult
+        from mirror_lib.spark.copy_task import summary_batch
+        summary_batch(0, CopyResult(0, records=1, transactions=1))
+        import pyarrow as pa
+        print("pandas" in sys.modules)
+        pa.array([1])  # the check itself can fail: this is what imports pandas
+        print("pandas" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_get_spark_adds_conf_to_a_new_local_session_only(monkeypatch):
+    made: list[dict[str, str]] = []
+    monkeypatch.setattr(session, "local_spark_session", lambda **conf: made.append(conf) or "new")
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    assert session.get_spark(**session.ONE_RUN_CONF) == "new"
+    assert made == [{"spark.python.use.daemon": "false"}]
