@@ -44,6 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     base = sub.add_parser("baseline", help="(internal) the hand-written copy loop")
     for name in ("--source", "--target", "--topic", "--dest"):
         base.add_argument(name, required=True)
+    base.add_argument("--tuned", action="store_true", help="the engine's two prefetch settings")
     cop = sub.add_parser(
         "copier", help="(internal) mirror_lib.replication.copier.copy_slice without Spark"
     )
@@ -62,6 +63,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-alo", action="store_true", help="skip (b') at_least_once")
     parser.add_argument("--no-tasks4", action="store_true", help="skip (b'') tasks.max=4")
     parser.add_argument("--no-copier", action="store_true", help="skip (c) copier without Spark")
+    parser.add_argument(
+        "--no-tuned", action="store_true", help="skip (a') the loop with the engine's prefetch"
+    )
     parser.add_argument(
         "--no-steady-lean",
         action="store_true",

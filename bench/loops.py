@@ -1,6 +1,7 @@
 """The two copy loops without Spark, run as internal subcommands in a subprocess of their own.
 
-``baseline``: a hand-written confluent-kafka consume->produce loop, method (a).
+``baseline``: a hand-written confluent-kafka consume->produce loop, method (a); with ``--tuned``
+method (a'), the same loop with the engine's two prefetch settings.
 ``copier``: the engine's copy loop ``copy_slice`` without Spark or the planner, method (c).
 Each prints one JSON line ``{"records", "bytes", "seconds"}`` at the end.
 """
@@ -21,25 +22,28 @@ from bench.procs import mirror_props
 
 def baseline_main(args: argparse.Namespace) -> int:
     """Consume ``topic`` from the source to EOF, produce each record to ``dest`` on the target
-    (same partition, key/value/headers/timestamp), idempotent producer, flush at the end."""
+    (same partition, key/value/headers/timestamp), idempotent producer, flush at the end.
+    ``--tuned``: the consumer prefetches as the engine's does (``queued.min.messages``,
+    ``fetch.queue.backoff.ms``)."""
     errors: list[Any] = []
 
     def on_delivery(err: ck.KafkaError | None, msg: ck.Message) -> None:
         if err is not None:
             errors.append(err)
 
-    consumer = ck.Consumer(
-        {
-            "bootstrap.servers": args.source,
-            "group.id": f"bench-baseline-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 50,
-            "fetch.error.backoff.ms": 50,
-            "queued.max.messages.kbytes": 65536,
-        }
-    )
+    conf = {
+        "bootstrap.servers": args.source,
+        "group.id": f"bench-baseline-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed",
+        "fetch.wait.max.ms": 50,
+        "fetch.error.backoff.ms": 50,
+        "queued.max.messages.kbytes": 65536,
+    }
+    if getattr(args, "tuned", False):
+        conf.update({"queued.min.messages": 20000, "fetch.queue.backoff.ms": 10})
+    consumer = ck.Consumer(conf)
     producer = ck.Producer(
         {
             "bootstrap.servers": args.target,

@@ -81,12 +81,13 @@ def loop_details(run: Started) -> dict[str, Any]:
 def prepare(site: Site, case: Case, method: Method, index: int, timeout_s: float) -> Job:
     """Create what ``method`` needs on the target and say how to run it (``index``: row number)."""
     topic = case.topic
-    if method.kind == "baseline":
-        dest = f"baseline.{topic}"
+    if method.kind in ("baseline", "tuned"):
+        dest, tag = f"{method.kind}.{topic}", "(a)" if method.kind == "baseline" else "(a')"
         create_topic(site.tgt, dest)
-        log(f"(a) baseline copy {topic} -> {dest}")
-        cmd = loop_cmd(site, "baseline", topic, "--dest", dest)
-        return Job("(a)", cmd, dest, f"baseline-{case.name}.err", timeout_s, loop_details)
+        log(f"{tag} {method.kind} copy loop {topic} -> {dest}")
+        flags = ["--tuned"] if method.kind == "tuned" else []
+        cmd = loop_cmd(site, "baseline", topic, "--dest", dest, *flags)
+        return Job(tag, cmd, dest, f"{method.kind}-{case.name}.err", timeout_s, loop_details)
     remote = f"A.{topic}"
     if method.kind == "copier":
         for name, n in ((remote, PARTITIONS), (METRICS_TOPIC, 1)):

@@ -24,6 +24,7 @@ def test_full_run_has_every_method_and_tasks4_only_for_200_bytes() -> None:
     cases, steady = labels([])
     assert cases["200B"] == [
         "baseline loop (a)",
+        "tuned loop (a')",
         "engine copier, no Spark (c)",
         "mirror EOS (b)",
         "mirror ALO (b')",
@@ -35,8 +36,15 @@ def test_full_run_has_every_method_and_tasks4_only_for_200_bytes() -> None:
 
 def test_quick_and_no_flags_leave_out_their_methods() -> None:
     cases, _ = labels(["--quick"])
-    assert cases["200B"] == ["baseline loop (a)", "engine copier, no Spark (c)", "mirror EOS (b)"]
-    cases, steady = labels(["--cases", "10KB,steady", "--no-copier", "--no-steady-lean"])
+    assert cases["200B"] == [
+        "baseline loop (a)",
+        "tuned loop (a')",
+        "engine copier, no Spark (c)",
+        "mirror EOS (b)",
+    ]
+    cases, steady = labels(
+        ["--cases", "10KB,steady", "--no-copier", "--no-tuned", "--no-steady-lean"]
+    )
     assert cases == {"10KB": ["baseline loop (a)", "mirror EOS (b)", "mirror ALO (b')"]}
     assert steady == ["default: all queries of `mirror run`"]
 
