@@ -1,10 +1,10 @@
 """delta-rs storage of the state tables (D7): exactly-once micro-batch commits, reads, maintenance.
 
-Layout: ``<root>/tables/<name>`` per table of :mod:`mirror_lib.tables.schemas`. A streaming sink
-built on :class:`~mirror_lib.spark.delta_source.DeltaBatchWriter` writes parquet files on the
-executors (:func:`write_files`) and commits them on the driver in one Delta transaction per table
-and micro-batch (:func:`commit_files`), tagged with the app transaction
-``(mirror:<query id>, <batch id>)``; a replayed batch is skipped.
+Layout: ``<root>/tables/<name>`` per table of :mod:`mirror_lib.tables.schemas`. A streaming
+query's ``foreachBatch`` (:func:`~mirror_lib.spark.delta_source.delta_rs_batch`) writes parquet
+files (:func:`write_files`) and commits them in one Delta transaction per table and micro-batch
+(:func:`commit_files`), tagged with the app transaction ``(mirror:<query id>, <batch id>)``; a
+replayed batch is skipped.
 Commits of different tables are not atomic together, but each table is idempotent on its own.
 Spark SQL reads the tables through the ``deltars`` batch data source
 (:func:`mirror_lib.spark.delta_source.register_tables`). No pyspark here.
@@ -143,9 +143,9 @@ def _conform(name: str, table: pa.Table) -> pa.Table:
 def write_files(
     root: str, tables: dict[str, pa.Table], file_prefix: str
 ) -> dict[str, list[AddActionFields]]:
-    """Executor side: one parquet file per non-empty table in its folder; returns their fields.
+    """One parquet file per non-empty table in its folder; returns their fields.
 
-    Names are ``<file_prefix>-<random>.parquet``, so a re-run of the same task never overwrites a
+    Names are ``<file_prefix>-<random>.parquet``, so a re-run of the same batch never overwrites a
     file that an earlier run may already have committed.
     """
     import pyarrow.parquet as pq
