@@ -64,8 +64,8 @@ def test_records_the_target_already_has_are_dropped(monkeypatch):
 
 def test_a_waiting_commit_holds_records_and_moves_and_copies_them_in_order(monkeypatch):
     w, producer = _writer(monkeypatch, until=30)
+    producer.acking = False  # the target is slow: nothing acknowledged yet (even by accept's poll)
     w.accept(("T", 0), _records(0, 9), 0.0)
-    producer.acking = False  # the target is slow: nothing acknowledged yet
     assert not w.commit(_no_watermarks, wait=False)
     assert w.commit_pending
     w.accept(("T", 0), _records(10, 14), 0.0)  # held, not produced into the waiting transaction
@@ -81,8 +81,8 @@ def test_a_waiting_commit_holds_records_and_moves_and_copies_them_in_order(monke
 
 def test_a_target_more_than_the_bound_behind_the_lead_must_leave(monkeypatch):
     w, producer = _writer(monkeypatch)
-    w.accept(("T", 0), _records(0, 9), 0.0)
     producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
     w.commit(_no_watermarks, wait=False)
     w.accept(("T", 0), _records(10, 29), 0.0)  # 10 unacknowledged + 20 held = 30 waiting
     assert w.waiting() == 30
@@ -121,10 +121,21 @@ def test_reaching_until_ends_the_partition(monkeypatch):
 
 def test_a_target_that_acknowledges_nothing_for_flush_s_fails(monkeypatch):
     w, producer = _writer(monkeypatch)
-    w.accept(("T", 0), _records(0, 9), 0.0)
     producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
     assert not w.commit(_no_watermarks, wait=False)  # waits: not yet FLUSH_S
     monkeypatch.setattr(writer_module, "FLUSH_S", 0.0)
     with pytest.raises(BrokerError, match="did not acknowledge records") as exc:
         w.commit(_no_watermarks, wait=False)
     assert exc.value.transient
+
+
+def test_accept_serves_delivery_reports_so_acknowledged_records_are_freed(monkeypatch):
+    """librdkafka keeps an acknowledged record until its delivery report is served: serving
+    them only at the commit held up to a transaction's records (about 40 MB per copy worker)."""
+    w, producer = _writer(monkeypatch)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert len(producer.queue) == 0 and w.waiting() == 0
+    assert w.commit(_no_watermarks, wait=True)
+    assert _copied(producer) == [b"v%d" % o for o in range(10)]
+    assert _ledger(producer) == [10]
