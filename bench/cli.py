@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         if main_runs:
             runner.start()
             runner.note_memory("start")
+            runner.warm_up()
         for case in cases:
             runner.run_case(case)
         for run in steady_runs:

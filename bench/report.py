@@ -63,6 +63,23 @@ def _dist(name: str) -> str:
     return version(name)
 
 
+def warmup_line(w: dict[str, Any]) -> list[str]:
+    """What ran before the measured runs (none for a report of an older run)."""
+    if not w:
+        return []
+    archive = (
+        "was already there"
+        if w["archive_before"]
+        else ("was written by it" if w["archive_after"] else "is off or could not be written")
+    )
+    return [
+        f"Before the measured runs, one warm-up `mirror run --once` of {w['records']:,} x 200 B"
+        f" (exit {w['rc']}, {w['seconds']} s): the JVM's class-data archive {archive}, and the"
+        " jars and modules are in the page cache, as for a job that ran before on that machine.",
+        "",
+    ]
+
+
 def render(bench: Runner, args: argparse.Namespace, command: str, started: str, took: float) -> str:
     """The results block of bench/README.md: facts, throughput, start-up, steady load, memory."""
     f = facts()
@@ -75,6 +92,7 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         "",
         "Machine and software: " + "; ".join(f"{k} {v}" for k, v in f.items()),
         "",
+        *warmup_line(bench.warmup),
         "Throughput: wall time from process start to process exit (the mirror rows include JVM +"
         " Spark start-up and shutdown); MB = 10^6 bytes of key+value; machine CPU-s = delta of"
         " /proc/stat user+nice+system over the run (includes both tansu brokers and anything else"
@@ -264,6 +282,7 @@ def write_json(path: Path, bench: Runner) -> None:
                 "rows": [row_json(r) for r in bench.rows],
                 "steady": bench.steady,
                 "memory": bench.memory,
+                "warmup": bench.warmup,
                 "facts": facts(),
             },
             indent=2,

@@ -34,6 +34,14 @@ from bench.methods import Site, Started, mirror_cmd, mirror_config, prepare
 from bench.procs import Lines, log, popen, stop_all_groups, stop_group
 
 
+def jvm_archive_present() -> bool:
+    """Whether the engine's local JVM class-data archive exists (``mirror_lib.spark.jvm``)."""
+    from mirror_lib.spark.jvm import cache_folder  # the engine's, after a --engine-ref export
+
+    folder = cache_folder()
+    return folder is not None and any(folder.glob("spark-*.jsa"))
+
+
 @dataclass
 class Row:
     """One row of the throughput table: a method's copy of a case."""
@@ -86,6 +94,7 @@ class Runner:
         self.steady: list[dict[str, Any]] = []
         self.memory: list[dict[str, Any]] = []
         self.keep: set[int] = set()  # our child processes that Popen objects own
+        self.warmup: dict[str, Any] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -109,6 +118,31 @@ class Runner:
         stop_all_groups()
         if getattr(self, "brokers", None):
             stop_brokers(self.brokers)
+
+    def warm_up(self, records: int = 10_000) -> None:
+        """One small ``mirror run --once`` before anything is measured.
+
+        A machine's first run writes the JVM's class-data archive as its JVM exits (some 10-20
+        CPU-s, ``mirror_lib.spark.jvm``) and reads every jar and module from disk; a scheduled job
+        pays that once, so the measured runs should not."""
+        topic = "warmup"
+        create_topic(self.src, topic)
+        produce_bulk(self.src, topic, records, 200)
+        had_archive = jvm_archive_present()
+        cfg = mirror_config(self.site, "mm2-warmup.properties", topic, {})
+        log(f"warm-up: mirror run {cfg.name} --once ({records:,} records)")
+        with self.launched(mirror_cmd(cfg, "--once", "--timeout", "300"), "warmup.err") as run:
+            rc = run.wait(420)
+        self.warmup = {
+            "records": records,
+            "rc": rc,
+            "seconds": round(run.meter.m.wall_s, 1),
+            "archive_before": had_archive,
+            "archive_after": jvm_archive_present(),
+        }
+        log(f"warm-up: {self.warmup}")
+        wipe(self.src)
+        self.clean_target()
 
     def note_memory(self, when: str) -> None:
         """Record MemAvailable and the brokers' RSS at this point of the run."""

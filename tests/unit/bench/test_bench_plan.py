@@ -76,3 +76,12 @@ def test_block_has_the_table_headers_of_the_recorded_readme(
     report.write_readme(readme, block)
     text = readme.read_text()
     assert "old" not in text and block in text and text.endswith("## After\n")
+
+
+def test_warm_up_line_says_what_the_first_run_did() -> None:
+    assert report.warmup_line({}) == []
+    fresh = {"records": 10_000, "rc": 0, "seconds": 21.5}
+    wrote = report.warmup_line({**fresh, "archive_before": False, "archive_after": True})[0]
+    assert "10,000 x 200 B (exit 0, 21.5 s)" in wrote and "was written by it" in wrote
+    kept = report.warmup_line({**fresh, "archive_before": True, "archive_after": True})[0]
+    assert "was already there" in kept
