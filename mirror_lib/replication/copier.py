@@ -238,7 +238,6 @@ class SliceCopy:
             self.result.records += w.result.records
             self.result.bytes += w.result.bytes
             self.result.transactions += w.result.transactions
-            self.result.next_offsets.update(w.result.next_offsets)
         return self.result
 
     def _close(self) -> None:

@@ -74,17 +74,13 @@ _PASSING = {  # delivery failures an outage causes: the run retries them
 @dataclass
 class CopyResult:
     """What one copy task copied in its slice (small; its row in the query is slot, records,
-    transactions).
-
-    ``next_offsets`` is keyed ``topic:partition`` (``flow/topic:partition`` in a fan-out group);
-    ``detached``: flow -> why that target left the shared read during the slice.
+    transactions). ``detached``: flow -> why that target left the shared read during the slice.
     """
 
     slot: int
     records: int = 0
     bytes: int = 0
     transactions: int = 0
-    next_offsets: dict[str, int] = field(default_factory=dict)
     detached: dict[str, str] = field(default_factory=dict)
 
 
@@ -447,12 +443,10 @@ class TargetWriter:
                 ctx, "source", ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs]
             )
         self.result.transactions += 1
-        for tp, part in moved.items():
+        for part in moved.values():
             part.committed = part.expect
             self.result.records += part.n
             self.result.bytes += part.bytes
-            key = f"{tp[0]}:{tp[1]}" if not self.fanout else f"{self.name}/{tp[0]}:{tp[1]}"
-            self.result.next_offsets[key] = part.expect
             part.reset()
         for skips in self.skips.values():
             skips.commit()
