@@ -19,6 +19,7 @@ from mirror_lib.config.describe import describe_config, format_description
 from mirror_lib.config.model import load_config
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.kafka.clients import check_clients
+from mirror_lib.spark.jvm import finish_archive_dump
 
 
 class _Parser(argparse.ArgumentParser):
@@ -213,9 +214,11 @@ def entry_point() -> None:
 
     Native runtimes (delta-rs' Tokio threads, librdkafka) can abort the process while Python
     tears them down ("terminate called without an active exception") after the command already
-    succeeded; os._exit keeps the command's real exit code.
+    succeeded; os._exit keeps the command's real exit code. It skips ``atexit`` too, so a JVM
+    writing its class-data archive is waited for here.
     """
     code = main()
+    finish_archive_dump()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

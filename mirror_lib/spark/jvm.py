@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,11 +182,16 @@ def driver_java_options(java: str, spark_home: str) -> str:
     return " ".join(options)
 
 
+_PENDING: list[Callable[[], None]] = []  # what wait_for_archive_at_exit registered
+
+
 def wait_for_archive_at_exit(spark: Any, gateway: Any) -> None:
     """If this JVM writes the archive, let this process end only once the JVM has written it.
 
     The JVM ends when its parent closes the pipe to it, and writes the archive then: without
-    waiting, a run's JVM would outlive the run for some seconds (a process left behind).
+    waiting, a run's JVM would outlive the run for some seconds (a process left behind), and
+    whoever stops that run's process group would kill it mid-write (the next run throws the
+    truncated archive away, and the one after writes it again).
     """
     proc = getattr(gateway, "proc", None)
     args = getattr(proc, "args", None) or []
@@ -201,4 +207,14 @@ def wait_for_archive_at_exit(spark: Any, gateway: Any) -> None:
         except Exception:  # exiting anyway: the archive is only an optimisation
             pass
 
+    _PENDING.append(finish)
     atexit.register(finish)
+
+
+def finish_archive_dump() -> None:
+    """Stop the session and wait for the archive now: for an exit that skips ``atexit``
+    (``os._exit``, as the ``mirror`` command ends)."""
+    while _PENDING:
+        finish = _PENDING.pop()
+        atexit.unregister(finish)
+        finish()

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from mirror_lib.testing.kafka_io import create_topic, produce_exact
+from tests.integration.conftest import flow_properties, write_properties
+
 pytestmark = pytest.mark.integration
 
 SESSION = """
@@ -66,6 +69,33 @@ def test_first_run_writes_the_archive_and_the_next_maps_it(tmp_path, subprocess_
     assert len(archives) == 1 and not list(folder.glob("*.partial"))
     assert f"-XX:SharedArchiveFile={archives[0]}" in second
     assert "-XX:ArchiveClassesAtExit" not in second
+
+
+def test_the_mirror_command_waits_for_its_jvm_to_write_the_archive(
+    brokers, tmp_path, subprocess_env, unique_name
+):
+    """``mirror`` ends with ``os._exit``, which skips ``atexit``: without waiting explicitly, its
+    JVM went on writing after the command exited, and a caller that then stopped the process
+    group (a scheduler, the benchmark) killed it mid-write, so no run ever got the archive."""
+    topic = f"{unique_name}-t"
+    create_topic(brokers.source, topic)
+    produce_exact(brokers.source, topic, [{"key": b"k", "value": b"v"}])
+    props = flow_properties(brokers.source, brokers.target, tmp_path / "state", topics=topic)
+    config = write_properties(tmp_path / "mm2.properties", props)
+    folder = tmp_path / "jvm-cache"
+    env = {**subprocess_env, "MIRROR_SPARK_CDS": str(folder)}
+    with (tmp_path / "run.log").open("w") as f:  # a file: a pipe would wait for the JVM too
+        done = subprocess.run(
+            [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config), "--once"],
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+        )
+    assert done.returncode == 0, (tmp_path / "run.log").read_text()[-3000:]
+    assert not jvms_using(folder)
+    partials = list(folder.glob("*.partial"))
+    assert len(partials) == 1 and partials[0].stat().st_size > 10_000_000, partials
 
 
 @pytest.mark.skipif("SPARK_HOME" in os.environ, reason="a Spark distribution's own pyspark.zip")
