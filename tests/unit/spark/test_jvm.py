@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -139,3 +140,18 @@ def test_the_lean_spark_home_has_bin_and_jars_but_no_python_folder(tmp_path: Pat
 
 def test_a_spark_home_without_jars_is_kept(tmp_path: Path) -> None:
     assert jvm.lean_spark_home(str(tmp_path), tmp_path / "cache") == str(tmp_path)
+
+
+def test_finish_archive_dump_waits_once_for_a_dumping_jvm() -> None:
+    """``mirror`` exits with ``os._exit`` (no atexit): it calls this instead."""
+    calls: list[str] = []
+    proc = SimpleNamespace(
+        args=["java", "-XX:ArchiveClassesAtExit=/x.partial"],
+        stdin=SimpleNamespace(close=lambda: calls.append("close")),
+        wait=lambda timeout: calls.append("wait"),
+    )
+    spark = SimpleNamespace(stop=lambda: calls.append("stop"))
+    jvm.wait_for_archive_at_exit(spark, SimpleNamespace(proc=proc))
+    jvm.finish_archive_dump()
+    jvm.finish_archive_dump()
+    assert calls == ["stop", "close", "wait"]
