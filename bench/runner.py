@@ -35,11 +35,13 @@ from bench.procs import Lines, log, popen, stop_all_groups, stop_group
 
 
 def jvm_archive_present() -> bool:
-    """Whether the engine's local JVM class-data archive exists (``mirror_lib.spark.jvm``)."""
+    """Whether the engine's local JVM class-data archive exists, or a run has just written it
+    (``spark-*.jsa.<pid>.partial``, which the next run checks and takes; ``mirror_lib.spark.jvm``).
+    """
     from mirror_lib.spark.jvm import cache_folder  # the engine's, after a --engine-ref export
 
     folder = cache_folder()
-    return folder is not None and any(folder.glob("spark-*.jsa"))
+    return folder is not None and any(folder.glob("spark-*.jsa*"))
 
 
 @dataclass
