@@ -160,20 +160,26 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             " starts once a warm-up record was replicated. (i) end-to-end = receive time in a"
             " read_committed consumer of the remote topic - record CreateTime, every record;"
             " (ii) from the metrics topic (`latency_ms` = producer ack - CreateTime, before the"
-            " transaction commits): median of the per-chunk p50 and max of the per-chunk p99.",
+            " transaction commits): median of the per-chunk p50 and max of the per-chunk p99;"
+            " (iii) the source broker's acknowledgement to the load's producer - CreateTime, every"
+            " record: time the record spent before the mirror could read it; (iv) = (i) - (iii)"
+            " per record: the mirror's share.",
             "",
             "| run | queries | warm-up s | received | (i) p50 ms | (i) p99 ms | (i) max ms "
-            "| (ii) median p50 ms | (ii) max p99 ms | chunks | machine cores busy "
-            "| mirror cores | mirror peak RSS MB |",
+            "| (ii) median p50 ms | (ii) max p99 ms | (iii) p50 / p99 ms | (iv) p50 / p99 / max ms "
+            "| chunks | machine cores busy | mirror cores | mirror peak RSS MB |",
             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-            "| ---: |",
+            "| ---: | ---: | ---: |",
         ]
         for s in bench.steady:
             lines.append(
                 f"| {s['label']} | {s['queries']} | {s['warmup_s']} | {s['received']:,}/"
                 f"{s['sent']:,}{'' if s['ok'] else ' MISSING'} | {s['e2e_p50_ms']} | "
                 f"{s['e2e_p99_ms']} | {s['e2e_max_ms']} | {s['metrics_median_p50_ms']} | "
-                f"{s['metrics_max_p99_ms']} | {s['metrics_chunks']} | {s['machine_cpu_per_s']} | "
+                f"{s['metrics_max_p99_ms']} | {s.get('source_ack_p50_ms')} / "
+                f"{s.get('source_ack_p99_ms')} | {s.get('after_ack_p50_ms')} / "
+                f"{s.get('after_ack_p99_ms')} / {s.get('after_ack_max_ms')} | "
+                f"{s['metrics_chunks']} | {s['machine_cpu_per_s']} | "
                 f"{s['mirror_cpu_per_s']} | {s['peak_rss_mb']} |"
             )
     lines += [

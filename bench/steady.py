@@ -2,7 +2,9 @@
 
 Warm-up records (keys ``w*``) go first; once they are replicated, ``--rate`` records/s (keys
 ``s*``) for ``--steady-seconds``, then tail records (``t*``) that push the high watermark past the
-last load batch. A read_committed consumer of the remote topic times every load record.
+last load batch. A read_committed consumer of the remote topic times every load record, and the
+load's own producer times the source broker's acknowledgement of each: what a record spent after
+that acknowledgement is the mirror's share (tansu on a busy machine can take seconds to ack).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Receiver:
         self.target, self.remote = target, remote
         self.got = {"w": 0, "s": 0, "t": 0}
         self.lat: list[float] = []
+        self.by_seq: dict[int, float] = {}  # load record number -> end-to-end ms
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="e2e", daemon=True)
 
@@ -72,6 +75,7 @@ class Receiver:
                     self.got[kind] = self.got.get(kind, 0) + 1
                     if kind == "s":
                         self.lat.append(now - m.timestamp()[1])
+                        self.by_seq[int(m.key()[1:])] = self.lat[-1]
         finally:
             c.close()
 
@@ -86,11 +90,20 @@ def send_singles(source: str, topic: str, pool: bytes, kind: str) -> None:
         p.flush(30)
 
 
-def send_at_rate(source: str, topic: str, pool: bytes, rate: float, seconds: float) -> int:
-    """``rate`` records/s of 200 B for ``seconds`` over the partitions; returns how many."""
+def send_at_rate(
+    source: str, topic: str, pool: bytes, rate: float, seconds: float
+) -> dict[int, float]:
+    """``rate`` records/s of 200 B for ``seconds`` over the partitions; returns, per record
+    number, the source broker's acknowledgement time - CreateTime in ms."""
     p = ck.Producer(
         {"bootstrap.servers": source, "linger.ms": 5, "acks": "all", "batch.size": 1_000_000}
     )
+    acked: dict[int, float] = {}
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[int(msg.key()[1:])] = time.time() * 1000 - msg.timestamp()[1]
+
     total = int(rate * seconds)
     start = time.monotonic()
     sent = 0
@@ -98,14 +111,18 @@ def send_at_rate(source: str, topic: str, pool: bytes, rate: float, seconds: flo
         due = min(total, int((time.monotonic() - start) * rate) + 1)
         while sent < due:
             p.produce(
-                topic, make_value(pool, sent, 200), b"s%d" % sent, partition=sent % PARTITIONS
+                topic,
+                make_value(pool, sent, 200),
+                b"s%d" % sent,
+                partition=sent % PARTITIONS,
+                on_delivery=on_delivery,
             )
             sent += 1
         p.poll(0)
         time.sleep(0.002)
-    if p.flush(60) > 0:
-        raise RuntimeError("steady producer could not flush")
-    return sent
+    if p.flush(60) > 0 or len(acked) != total:
+        raise RuntimeError(f"steady producer: {len(acked)} of {total} records acknowledged")
+    return acked
 
 
 @dataclass
@@ -114,6 +131,7 @@ class Load:
 
     receiver: Receiver
     sent: int
+    source_ack: dict[int, float]  # load record number -> the source broker's ack - CreateTime
     warm_s: float  # from the mirror's start until the warm-up records were replicated
     window_s: float  # from the load's start until the last record arrived (+1 s)
     machine_cpu_s: float  # over the window
@@ -147,7 +165,8 @@ def drive(
         log(f"warm-up replicated after {warm:.1f} s; starting the load")
         cpu0, tree0, tc0 = machine_cpu_s(), meter.sampler.cpu_total(), time.monotonic()
         start_ms = time.time() * 1000
-        sent = send_at_rate(source, topic, pool, rate, seconds)
+        source_ack = send_at_rate(source, topic, pool, rate, seconds)
+        sent = len(source_ack)
         end_ms = time.time() * 1000
         send_singles(source, topic, pool, "t")  # push the high watermark past the last batch
         deadline = time.monotonic() + 120
@@ -159,7 +178,7 @@ def drive(
         tree_cpu = meter.sampler.cpu_total() - tree0
     finally:
         receiver.stop()
-    return Load(receiver, sent, warm, window, load_cpu, tree_cpu, start_ms, end_ms)
+    return Load(receiver, sent, source_ack, warm, window, load_cpu, tree_cpu, start_ms, end_ms)
 
 
 def summarize(
@@ -172,6 +191,8 @@ def summarize(
 ) -> dict[str, Any]:
     """The steady run's result: end-to-end latency, the metrics topic's latency, CPU, memory."""
     lat = sorted(load.receiver.lat)
+    acks = sorted(load.source_ack.values())
+    after = sorted(e2e - load.source_ack[n] for n, e2e in load.receiver.by_seq.items())
     received = load.receiver.got["s"]
     p50s = [e["latency_ms"]["p50"] for e in metrics if e.get("latency_ms")]
     p99s = [e["latency_ms"]["p99"] for e in metrics if e.get("latency_ms")]
@@ -187,6 +208,11 @@ def summarize(
         "e2e_p99_ms": round(pct(lat, 99), 1) if lat else None,
         "e2e_max_ms": round(lat[-1], 1) if lat else None,
         "e2e_mean_ms": round(statistics.fmean(lat), 1) if lat else None,
+        "source_ack_p50_ms": round(pct(acks, 50), 1) if acks else None,
+        "source_ack_p99_ms": round(pct(acks, 99), 1) if acks else None,
+        "after_ack_p50_ms": round(pct(after, 50), 1) if after else None,
+        "after_ack_p99_ms": round(pct(after, 99), 1) if after else None,
+        "after_ack_max_ms": round(after[-1], 1) if after else None,
         "metrics_chunks": len(metrics),
         "metrics_median_p50_ms": round(statistics.median(p50s), 1) if p50s else None,
         "metrics_max_p99_ms": round(max(p99s), 1) if p99s else None,
