@@ -10,11 +10,12 @@ stops one and waits for its tasks.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from mirror_lib.errors import MirrorRuntimeError
@@ -97,15 +98,52 @@ def raise_query_error(
         raise MirrorRuntimeError(f"{what} failed: {detail}; {kept}")
 
 
+# Spark logs each task of a deliberately stopped query as an ERROR with a stack trace
+# ("Aborting task", TaskKilledException, "Aborting commit"), though nothing failed: a copy
+# task's open transaction is fenced and the ledger says where the next run starts.
+KILL_LOGGERS = (
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.util.Utils",
+)
+
+
+@contextlib.contextmanager
+def quiet_kills(spark: Any) -> Iterator[None]:
+    """Silence :data:`KILL_LOGGERS` while a query is stopped; they inherit their level again
+    afterwards. Without a driver JVM (Spark Connect) or log4j 2, nothing changes."""
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in KILL_LOGGERS:
+            configurator.setLevel(name, off)
+    except Exception:
+        configurator = None
+    try:
+        yield
+    finally:
+        if configurator is not None:
+            for name in KILL_LOGGERS:
+                with contextlib.suppress(Exception):
+                    configurator.setLevel(name, None)
+
+
 def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> None:
     """Stop a streaming query and wait until its tasks have ended, not only its driver thread.
 
     ``StreamingQuery.stop`` returns once the job is cancelled, while a copy task is still being
     killed; a query started at that moment could be handed the dying Python worker. Without a
-    SparkContext (Spark Connect, serverless) only the query is stopped.
+    SparkContext (Spark Connect, serverless) only the query is stopped. The killed tasks are not
+    logged as errors (:func:`quiet_kills`).
     """
     if query is None:
         return
+    with quiet_kills(spark):
+        _stop_and_wait(spark, query, timeout_s)
+
+
+def _stop_and_wait(spark: Any, query: Any, timeout_s: float) -> None:
     if query.isActive:
         query.stop()
     try:
