@@ -130,8 +130,7 @@ class Load:
     """What the load phase measured."""
 
     receiver: Receiver
-    sent: int
-    source_ack: dict[int, float]  # load record number -> the source broker's ack - CreateTime
+    source_ack: dict[int, float]  # per load record sent: the source broker's ack - CreateTime
     warm_s: float  # from the mirror's start until the warm-up records were replicated
     window_s: float  # from the load's start until the last record arrived (+1 s)
     machine_cpu_s: float  # over the window
@@ -166,11 +165,10 @@ def drive(
         cpu0, tree0, tc0 = machine_cpu_s(), meter.sampler.cpu_total(), time.monotonic()
         start_ms = time.time() * 1000
         source_ack = send_at_rate(source, topic, pool, rate, seconds)
-        sent = len(source_ack)
         end_ms = time.time() * 1000
         send_singles(source, topic, pool, "t")  # push the high watermark past the last batch
         deadline = time.monotonic() + 120
-        while receiver.got["s"] < sent and time.monotonic() < deadline:
+        while receiver.got["s"] < len(source_ack) and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(1)
         window = time.monotonic() - tc0
@@ -178,7 +176,7 @@ def drive(
         tree_cpu = meter.sampler.cpu_total() - tree0
     finally:
         receiver.stop()
-    return Load(receiver, sent, source_ack, warm, window, load_cpu, tree_cpu, start_ms, end_ms)
+    return Load(receiver, source_ack, warm, window, load_cpu, tree_cpu, start_ms, end_ms)
 
 
 def summarize(
@@ -201,7 +199,7 @@ def summarize(
         "queries": queries,
         "rate": rate,
         "seconds": round((load.end_ms - load.start_ms) / 1000, 1),
-        "sent": load.sent,
+        "sent": len(load.source_ack),
         "received": received,
         "warmup_s": round(load.warm_s, 1),
         "e2e_p50_ms": round(pct(lat, 50), 1) if lat else None,
@@ -219,7 +217,7 @@ def summarize(
         "machine_cpu_per_s": round(load.machine_cpu_s / load.window_s, 2),
         "mirror_cpu_per_s": round(load.mirror_cpu_s / load.window_s, 2),
         "peak_rss_mb": round(peak_rss_mb),
-        "ok": received == load.sent,
+        "ok": received == len(load.source_ack),
     }
 
 

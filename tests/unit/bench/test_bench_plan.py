@@ -91,7 +91,7 @@ def test_steady_latency_is_split_at_the_source_brokers_ack() -> None:
     receiver = steady.Receiver("unused:1", "unused")
     receiver.lat, receiver.by_seq = [300.0, 500.0], {0: 300.0, 1: 500.0}
     receiver.got["s"] = 2
-    load = steady.Load(receiver, 2, {0: 100.0, 1: 450.0}, 1.0, 10.0, 5.0, 1.0, 0.0, 10_000.0)
+    load = steady.Load(receiver, {0: 100.0, 1: 450.0}, 1.0, 10.0, 5.0, 1.0, 0.0, 10_000.0)
     out = steady.summarize("run", load, [], 1, 5_000, 100)
     assert (out["source_ack_p50_ms"], out["source_ack_p99_ms"]) == (100.0, 450.0)
     assert (out["after_ack_p50_ms"], out["after_ack_max_ms"]) == (50.0, 200.0)
