@@ -231,16 +231,8 @@ class TargetWriter:
                 cb = part.ack_both if i == last else part.ack_first
             else:
                 cb = part.ack_last if i == last else None
-            try:
-                produce(
-                    rt,
-                    value,
-                    key,
-                    partition=p,
-                    timestamp=ts if ts > 0 else 0,
-                    headers=msg.headers(),
-                    on_delivery=cb,
-                )
+            try:  # positional: keyword arguments cost 0.9 us a record more (bench/README.md)
+                produce(rt, value, key, p, cb, None, ts if ts > 0 else 0, msg.headers())
             except BufferError:
                 self._produce_when_room(part, msg, cb)
             except KafkaException as exc:
@@ -258,14 +250,9 @@ class TargetWriter:
         while True:
             self.producer.poll(0.05)
             try:
+                ts = max(msg.timestamp()[1], 0)
                 self.producer.produce(
-                    part.remote,
-                    msg.value(),
-                    msg.key(),
-                    partition=part.partition,
-                    timestamp=max(msg.timestamp()[1], 0),
-                    headers=msg.headers(),
-                    on_delivery=cb,
+                    part.remote, msg.value(), msg.key(), part.partition, cb, None, ts, msg.headers()
                 )
                 return
             except BufferError:
