@@ -44,7 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     base = sub.add_parser("baseline", help="(internal) the hand-written copy loop")
     for name in ("--source", "--target", "--topic", "--dest"):
         base.add_argument(name, required=True)
-    base.add_argument("--tuned", action="store_true", help="the engine's two prefetch settings")
+    base.add_argument(
+        "--tuned", action="store_true", help="the engine's prefetch and positional produce()"
+    )
     cop = sub.add_parser(
         "copier", help="(internal) mirror_lib.replication.copier.copy_slice without Spark"
     )

@@ -1,7 +1,7 @@
 """The two copy loops without Spark, run as internal subcommands in a subprocess of their own.
 
 ``baseline``: a hand-written confluent-kafka consume->produce loop, method (a); with ``--tuned``
-method (a'), the same loop with the engine's two prefetch settings.
+method (a'), the same loop with the engine's two prefetch settings and positional ``produce()``.
 ``copier``: the engine's copy loop ``copy_slice`` without Spark or the planner, method (c).
 Each prints one JSON line ``{"records", "bytes", "seconds"}`` at the end.
 """
@@ -24,7 +24,8 @@ def baseline_main(args: argparse.Namespace) -> int:
     """Consume ``topic`` from the source to EOF, produce each record to ``dest`` on the target
     (same partition, key/value/headers/timestamp), idempotent producer, flush at the end.
     ``--tuned``: the consumer prefetches as the engine's does (``queued.min.messages``,
-    ``fetch.queue.backoff.ms``)."""
+    ``fetch.queue.backoff.ms``) and ``produce()`` takes its arguments by position, as the
+    engine's (keyword arguments cost about 0.9 us a record more)."""
     errors: list[Any] = []
 
     def on_delivery(err: ck.KafkaError | None, msg: ck.Message) -> None:
@@ -60,6 +61,7 @@ def baseline_main(args: argparse.Namespace) -> int:
     consumer.assign([ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in parts])
     pending, records, nbytes = set(parts), 0, 0
     dest, produce, poll = args.dest, producer.produce, producer.poll
+    tuned = getattr(args, "tuned", False)
     while pending:
         for m in consumer.consume(num_messages=10_000, timeout=0.2):
             if m.error() is not None:
@@ -74,7 +76,11 @@ def baseline_main(args: argparse.Namespace) -> int:
                 kw["headers"] = headers
             while True:
                 try:
-                    produce(dest, value, key, **kw)
+                    if tuned:  # positional, as the engine does: keywords cost more per record
+                        part, ts = kw["partition"], kw["timestamp"]
+                        produce(dest, value, key, part, None, None, ts, headers)
+                    else:
+                        produce(dest, value, key, **kw)
                     break
                 except BufferError:
                     poll(0.05)

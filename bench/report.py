@@ -102,9 +102,9 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         " machine (in brackets: their cores in use during 3 s just before the run); peak RSS ="
         " max over 0.2 s samples of the summed RSS of the process tree (PSS in brackets: shared"
         " pages counted once); (a') = (a) with the engine's prefetch (queued.min.messages ="
-        " 20000, fetch.queue.backoff.ms = 10); ratios are to the baseline (a) of the same case:"
-        " wall, machine"
-        " CPU-s, and own CPU-s = copier + brokers (insensitive to other workloads).",
+        " 20000, fetch.queue.backoff.ms = 10) and produce() arguments by position; ratios are to"
+        " the baseline (a) of the same case: wall, machine CPU-s, and own CPU-s = copier +"
+        " brokers (insensitive to other workloads).",
         "",
         "| case | method | records | wall s | rec/s | MB/s | machine CPU-s | copier CPU-s "
         "| brokers CPU-s | other CPU-s | peak RSS (PSS) MB | wall /(a) | machine CPU /(a) "
