@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+import threading
 from typing import Any
 
 from mirror_lib.errors import MirrorRuntimeError
@@ -119,6 +121,25 @@ def get_spark(**conf: str) -> Any:
         register_sources(active)
         return active
     return local_spark_session(**conf)
+
+
+def session_for_run(**conf: str) -> Any:
+    """:func:`get_spark` for a run that stops its own queries on Ctrl-C: this process keeps the
+    SIGINT handler it had.
+
+    A new SparkContext installs pyspark's handler, which cancels every Spark job before it raises
+    KeyboardInterrupt, so each copy task still running was logged as a cancelled job with its
+    stack trace. The run stops its queries itself when KeyboardInterrupt arrives, quietly
+    (:func:`~mirror_lib.spark.progress.stop_query`), and the transactions they leave open are
+    fenced by the next run.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return get_spark(**conf)  # only the main thread handles signals
+    handler = signal.getsignal(signal.SIGINT)
+    spark = get_spark(**conf)
+    if handler is not None:  # None: a handler installed outside Python, which stays anyway
+        signal.signal(signal.SIGINT, handler)
+    return spark
 
 
 def register_sources(spark: Any) -> None:

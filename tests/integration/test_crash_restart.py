@@ -174,3 +174,56 @@ def test_unreachable_cluster_fails_fast_with_a_clear_message(brokers, tmp_path, 
     assert "cannot reach cluster B at B.bootstrap.servers=127.0.0.1:1" in out.stderr
     assert "nothing was started" in out.stderr
     assert time.monotonic() - started < 60
+
+
+def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
+    brokers, tmp_path, unique_name, subprocess_env
+):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a copy task holds
+    an open transaction: the run stops its queries itself, exits 130 without Spark's "job
+    cancelled" errors, and a following ``--once`` delivers every record exactly once."""
+    create_topic(brokers.source, unique_name, PARTITIONS)
+    produce_exact(
+        brokers.source,
+        unique_name,
+        [
+            {"key": f"k{i}".encode(), "value": b"v", "partition": i % PARTITIONS}
+            for i in range(TOTAL)
+        ],
+        timeout_s=120,
+    )
+    remote = f"A.{unique_name}"
+    props = flow_properties(
+        brokers.source,
+        brokers.target,
+        tmp_path / "state",
+        topics=unique_name,
+        **{"mirror.commit.max.records": "50", "tasks.max": "1"},  # as in the SIGKILL test
+    )
+    config = write_properties(tmp_path / "mm2.properties", props)
+    held, log = tmp_path / "held", tmp_path / "run.log"
+    env = {**subprocess_env, HOLD_ENV: str(held), AFTER_ENV: "1"}
+    proc = start_mirror(config, env, "--duration", "600", log=log)
+    try:
+        wait_for(held.exists, proc, 300, "the hold before the second commit")
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(120) == 130
+    finally:
+        if proc.poll() is None:
+            kill_group(proc)
+    output = log.read_text(errors="replace")
+    assert "interrupted; everything started was stopped" in output
+    noise = [
+        line
+        for line in output.splitlines()
+        if " ERROR " in line or "SPARK_JOB_CANCELLED" in line or "Traceback" in line
+    ]
+    assert not noise, "Ctrl-C logged errors:\n" + "\n".join(noise[:20])
+    final = start_mirror(
+        config, subprocess_env, "--once", "--timeout", "300", log=tmp_path / "run-final.log"
+    )
+    assert final.wait(400) == 0
+    copied = committed_rows(brokers.target, remote, PARTITIONS)
+    source = committed_rows(brokers.source, unique_name, PARTITIONS)
+    assert not exactly_once_problems(source, copied)
+    assert aborted_records(brokers.target, remote) > 0, "Ctrl-C did not land inside a transaction"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -47,3 +48,22 @@ def test_get_spark_adds_conf_to_a_new_local_session_only(monkeypatch):
     monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
     assert session.get_spark(**session.ONE_RUN_CONF) == "new"
     assert made == [{"spark.python.use.daemon": "false"}]
+
+
+def test_a_run_keeps_its_ctrl_c_handler_when_spark_installs_its_own(monkeypatch):
+    """pyspark's SparkContext replaces the SIGINT handler with one that cancels every job."""
+
+    def pyspark_handler(signum: int, frame: object) -> None:
+        raise AssertionError("pyspark's handler must not stay")
+
+    def fake_get_spark(**conf: str) -> str:
+        signal.signal(signal.SIGINT, pyspark_handler)
+        return "session"
+
+    monkeypatch.setattr(session, "get_spark", fake_get_spark)
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        assert session.session_for_run() == "session"
+        assert signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, before)
