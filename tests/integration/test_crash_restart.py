@@ -91,27 +91,26 @@ def aborted_records(bootstrap: str, topic: str) -> int:
     return total
 
 
-def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
-    brokers, tmp_path, unique_name, subprocess_env
-):
-    create_topic(brokers.source, unique_name, PARTITIONS)
+def loaded_flow(brokers, tmp_path: Path, topic: str) -> Path:
+    """``topic`` on the source with TOTAL records, and the config of a flow that copies it in
+    transactions a kill or a Ctrl-C can land inside."""
+    create_topic(brokers.source, topic, PARTITIONS)
     produce_exact(
         brokers.source,
-        unique_name,
+        topic,
         [
             {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % PARTITIONS}
             for i in range(TOTAL)
         ],
         timeout_s=120,  # 24k records into a broker on a busy machine
     )
-    remote = f"A.{unique_name}"
     props = flow_properties(
         brokers.source,
         brokers.target,
         tmp_path / "state",
-        topics=unique_name,
+        topics=topic,
         # transactions end only between consume batches (up to 10,000 records), so 24k
-        # records take about three: the held rounds below land kills inside them.
+        # records take about three: a hold before a commit lands a stop inside one.
         # One slot: the test broker applies a transaction's group offsets (the ledger) only
         # when no other transactional.id has a transaction open on a partition both wrote (the
         # metrics and offset-syncs partitions), else later, and drops them if that producer
@@ -119,7 +118,14 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
         # and copy again (DESIGN.md "Known test-broker limits").
         **{"mirror.commit.max.records": "50", "tasks.max": "1"},
     )
-    config = write_properties(tmp_path / "mm2.properties", props)
+    return write_properties(tmp_path / "mm2.properties", props)
+
+
+def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
+    brokers, tmp_path, unique_name, subprocess_env
+):
+    config = loaded_flow(brokers, tmp_path, unique_name)
+    remote = f"A.{unique_name}"
     seen = []
     # (hold before commit number n of the copy task, or None: kill that many seconds after copying
     # began): a kill inside the second transaction, one inside the first transaction after a
@@ -182,25 +188,8 @@ def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a copy task holds
     an open transaction: the run stops its queries itself, exits 130 without Spark's "job
     cancelled" errors, and a following ``--once`` delivers every record exactly once."""
-    create_topic(brokers.source, unique_name, PARTITIONS)
-    produce_exact(
-        brokers.source,
-        unique_name,
-        [
-            {"key": f"k{i}".encode(), "value": b"v", "partition": i % PARTITIONS}
-            for i in range(TOTAL)
-        ],
-        timeout_s=120,
-    )
+    config = loaded_flow(brokers, tmp_path, unique_name)
     remote = f"A.{unique_name}"
-    props = flow_properties(
-        brokers.source,
-        brokers.target,
-        tmp_path / "state",
-        topics=unique_name,
-        **{"mirror.commit.max.records": "50", "tasks.max": "1"},  # as in the SIGKILL test
-    )
-    config = write_properties(tmp_path / "mm2.properties", props)
     held, log = tmp_path / "held", tmp_path / "run.log"
     env = {**subprocess_env, HOLD_ENV: str(held), AFTER_ENV: "1"}
     proc = start_mirror(config, env, "--duration", "600", log=log)
