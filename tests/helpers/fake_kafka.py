@@ -60,8 +60,19 @@ class FakeProducer:
         self.pending_offsets: list[TopicPartition] = []
         self.aborts = 0
 
-    def produce(self, topic: str, value: bytes, key: Any = None, partition: int = 0, **kw: Any):
-        self.queue.append((topic, partition, value, kw.get("on_delivery")))
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: Any = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        """confluent-kafka's order and defaults; ``callback`` wins over ``on_delivery``."""
+        self.queue.append((topic, partition, value, callback or on_delivery))
 
     def _ack(self) -> None:
         if not self.acking:
