@@ -333,11 +333,15 @@ class SliceCopy:
 
     def _drop_laggards(self, reader: Reader) -> None:
         """The bounded buffer: a target with more than its ``mirror.fanout.max.lag.records``
-        waiting beyond the target furthest ahead leaves the shared read (never the last one)."""
-        if len(reader.writers) < 2:
+        waiting beyond the target furthest ahead leaves the shared read (never the last one).
+
+        Only targets still reading count: one that reached its end (``--once``) waits for
+        nothing, and against it every batch another target has in flight would be lag."""
+        reading = [w for w in reader.writers if not w.done()]
+        if len(reading) < 2:
             return
-        lead = min(w.waiting() for w in reader.writers)
-        for w in list(reader.writers):
+        lead = min(w.waiting() for w in reading)
+        for w in reading:
             error = w.behind_error(lead)
             if error is not None and len(reader.writers) > 1:
                 self._detach_or_raise(w.name, error)

@@ -9,7 +9,8 @@ from mirror_lib.config.model import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication import writer as writer_module
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.writer import TargetWriter
+from mirror_lib.replication.copier import Reader, SliceCopy
+from mirror_lib.replication.writer import CopyResult, TargetWriter
 from tests.helpers.fake_kafka import FakeLedger, FakeMessage, FakeProducer
 
 PROPS = {
@@ -25,8 +26,10 @@ PROPS = {
 }
 
 
-def _writer(monkeypatch, start: int = 0, until: int = 2**63 - 1, fanout: bool = True):
-    ctx = FlowContext.create(parse_config(PROPS), "A->C")
+def _writer(
+    monkeypatch, start: int = 0, until: int = 2**63 - 1, fanout: bool = True, flow: str = "A->C"
+):
+    ctx = FlowContext.create(parse_config(PROPS), flow)
     producer = FakeProducer()
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: producer)
     monkeypatch.setattr(
@@ -139,3 +142,21 @@ def test_accept_serves_delivery_reports_so_acknowledged_records_are_freed(monkey
     assert w.commit(_no_watermarks, wait=True)
     assert _copied(producer) == [b"v%d" % o for o in range(10)]
     assert _ledger(producer) == [10]
+
+
+def test_a_target_that_reached_its_end_is_not_the_lead(monkeypatch):
+    """``--once``: C has copied up to the snapshot and waits for nothing; B still reads, with a
+    whole consumed batch in flight. Measured against C, every read of B would look like lag and
+    B would leave the shared read in every slice, never to finish."""
+    done, _ = _writer(monkeypatch, until=0, flow="A->C")
+    reading, producer = _writer(monkeypatch, until=1000, flow="A->B")
+    producer.acking = False
+    reading.accept(("T", 0), _records(0, 299), 0.0)  # 300 in flight, the bound is 25
+    assert done.done() and reading.waiting() == 300
+    copy = SliceCopy.__new__(SliceCopy)  # only the bounded-buffer check, no Kafka
+    reader = Reader.__new__(Reader)
+    reader.writers = [done, reading]
+    copy.writers, copy.readers, copy.fanout = [done, reading], [reader], True
+    copy.result = CopyResult(0)
+    copy._drop_laggards(reader)
+    assert reader.writers == [done, reading]
