@@ -337,6 +337,8 @@ class SliceCopy:
 
         Only targets still reading count: one that reached its end (``--once``) waits for
         nothing, and against it every batch another target has in flight would be lag."""
+        if len(reader.writers) < 2:  # a single target: no list of its parts on every consume
+            return
         reading = [w for w in reader.writers if not w.done()]
         if len(reading) < 2:
             return
