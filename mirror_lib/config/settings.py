@@ -446,7 +446,8 @@ GLOBAL_SETTINGS: tuple[Setting, ...] = (
         "",
         _outage_seconds,
         "how long a run keeps retrying an unreachable cluster (or another transient failure) "
-        "before it fails; empty: indefinitely for continuous runs, 120 s for `--once`",
+        "before it fails (for `--once` also: how long its slices may leave a partition where it "
+        "was); empty: indefinitely for continuous runs, 120 s for `--once`",
     ),
 )
 GLOBAL_SETTINGS += (

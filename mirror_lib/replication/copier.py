@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.lookups import topic_ids
+from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy_state import Interleaved
 from mirror_lib.replication.writer import CopyResult, TargetWriter, make_producer
@@ -167,8 +168,12 @@ class SliceCopy:
         return [tp for tp in self.partitions if ctx.should_replicate(tp[0])]
 
     def _start(self) -> None:
-        if self._replaced():
-            log.warning("a source topic was re-created since planning: ending the slice")
+        if testhooks.end_slice_early():
+            self.end_early = True
+            return
+        replaced = self._replaced()
+        if replaced:
+            log.warning("%s since planning: ending the slice", replaced)
             self.end_early = True
             return
         for ctx in self.contexts:
@@ -326,7 +331,10 @@ class SliceCopy:
                 break
             if self.counts is not None and time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + refresh
-                if self._new_partitions() or self._replaced():
+                replaced = self._replaced()
+                if replaced:
+                    log.warning("%s: ending the slice", replaced)
+                if self._new_partitions() or replaced:
                     break  # end the slice early: the planner sets them up
         for w in list(self.writers):
             self._guard(w, self._commit, w, wait=True)
@@ -441,23 +449,26 @@ class SliceCopy:
             )
         log.warning("%s: %s (retrying)", self.ctx.where("source"), err.str())
 
-    def _replaced(self) -> bool:
-        """True when a topic of the plan has another id than at planning: deleted and re-created
-        since (or just deleted).
+    def _replaced(self) -> str:
+        """What changed when a topic of the plan has another id than at planning (deleted and
+        re-created since, or just deleted), or when its id cannot be read; else "".
 
         Checked at slice start (a replayed slice was planned before) and on every refresh, for
         every topic of the plan, not only this task's: every task then ends its slice, so that
         the planner records the gap now, not when the slice's time runs out.
         """
         if not self.ids:
-            return False
+            return ""
         if self._admin is None:
             self._admin = self.ctx.admin("source")
         try:
             now = topic_ids(self._admin, set(self.ids))
-        except BrokerError:
-            return True  # a topic of the plan is gone
-        return any(now.get(t) != i for t, i in self.ids.items())
+        except BrokerError as exc:
+            return f"a source topic of the plan is gone ({exc})"
+        changed = [
+            f"{t} (id {i}, now {now.get(t)})" for t, i in self.ids.items() if now.get(t) != i
+        ]
+        return "source topic re-created: " + ", ".join(changed) if changed else ""
 
     def _new_partitions(self) -> bool:
         try:

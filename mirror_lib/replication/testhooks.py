@@ -6,6 +6,10 @@
 Python workers are not reused (mirror_lib/spark/session.py): each copy task counts its own
 commits.
 
+``MIRROR_TEST_END_SLICES_EARLY=1``: every copy task ends its slice before it copies anything
+(:func:`end_slice_early`), as a task would whose deliveries never count: ``--once`` must then
+fail after its outage limit instead of planning slices forever.
+
 ``MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S=<seconds>``: the heartbeats job waits that long before its
 first heartbeat (:func:`delay_first_heartbeat`), as a slow cluster would make it.
 """
@@ -20,6 +24,7 @@ from pathlib import Path
 HOLD_ENV = "MIRROR_TEST_HOLD_BEFORE_COMMIT"
 AFTER_ENV = "MIRROR_TEST_HOLD_AFTER_COMMITS"
 HEARTBEAT_DELAY_ENV = "MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S"
+END_EARLY_ENV = "MIRROR_TEST_END_SLICES_EARLY"
 _commits = 0
 _lock = threading.Lock()
 
@@ -45,3 +50,8 @@ def delay_first_heartbeat() -> None:
     delay = float(os.environ.get(HEARTBEAT_DELAY_ENV, "0") or 0)
     if delay > 0:
         time.sleep(delay)
+
+
+def end_slice_early() -> bool:
+    """Whether the test hook asks every copy task to end its slice before copying."""
+    return os.environ.get(END_EARLY_ENV) == "1"

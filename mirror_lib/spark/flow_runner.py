@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import ConfigError, MirrorError
+from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.read_group import ReadGroup
+from mirror_lib.replication.stall import StallWatch, stall_text
+from mirror_lib.replication.supervise import outage_limit
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
 from mirror_lib.spark.source import format_until
@@ -80,6 +82,7 @@ class FlowRunner:
         self._sample: tuple[int, int, float] | None = None
         self._until: dict[tuple[str, int], int] | None = None
         self._parts: list[tuple[str, int]] = []
+        self._stall = StallWatch(outage_limit(config, once=True))
 
     @property
     def name(self) -> str:
@@ -259,10 +262,23 @@ class FlowRunner:
             lambda: self.caught_up(target),
             check=self.raise_if_failed,
             ended=lambda: self._until is not None and not self.query.isActive,
-            again=lambda: self.start(self._until),
+            again=self._next_slice,
             timeout_s=timeout_s,
             tick=None if on_progress is None else lambda: on_progress(self, target),
         )
+
+    def _next_slice(self) -> Any:
+        """Start the next ``--once`` slice, unless the last ones left a partition where it was
+        for ``mirror.outage.max.seconds`` (:mod:`mirror_lib.replication.stall`)."""
+        until = self._until or {}
+        delivered = self.delivered(list(until))
+        left = {
+            tp: delivered.get(tp, -1) for tp, end in until.items() if delivered.get(tp, -1) < end
+        }
+        stalls = self._stall.observe(left, until, time.monotonic())
+        if stalls:
+            raise MirrorRuntimeError(stall_text(self.ctx.label, self.ctx.where("target"), stalls))
+        return self.start(self._until)
 
     def raise_if_failed(self) -> None:
         """Re-raise a failed query's error as a MirrorRuntimeError with the cause's message."""

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
 
 from mirror_lib.config.model import parse_config
-from mirror_lib.replication.testhooks import HEARTBEAT_DELAY_ENV
+from mirror_lib.replication.testhooks import END_EARLY_ENV, HEARTBEAT_DELAY_ENV
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing import embedded
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records
-from tests.integration.conftest import flow_properties
+from tests.integration.conftest import flow_properties, write_properties
 from tests.integration.test_replication import mixed_records
 
 
@@ -106,3 +108,32 @@ def test_the_first_slice_already_copies_the_heartbeats_topic(
         assert consume_all(target, "A.heartbeats"), "heartbeats were not copied in the first slice"
     finally:
         embedded.stop_brokers(fresh)
+
+
+def test_once_fails_when_its_slices_keep_ending_where_they_started(
+    brokers, tmp_path, unique_name, subprocess_env
+):
+    """Copy tasks that deliver nothing yet do not fail (the hook ends every slice before it
+    copies) must not keep ``--once`` planning slices forever: after its outage limit it fails
+    with the partitions that did not move, and nothing reached the target."""
+    create_topic(brokers.source, unique_name, 2)
+    produce_exact(brokers.source, unique_name, mixed_records(10, 2, "s"))
+    props = flow_properties(brokers.source, brokers.target, tmp_path / "state", topics=unique_name)
+    props["mirror.outage.max.seconds"] = "5"
+    config_file = write_properties(tmp_path / "mm2.properties", props)
+    env = {**subprocess_env, END_EARLY_ENV: "1"}
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_file), "--once"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,  # without the check the run never ends
+    )
+    took = time.monotonic() - started
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert "--once made no progress" in out.stderr, out.stderr[-3000:]
+    assert f"{unique_name}-0 at 0 of " in out.stderr and f"{unique_name}-1 at 0 of " in out.stderr
+    assert "mirror.outage.max.seconds" in out.stderr
+    assert consume_all(brokers.target, f"A.{unique_name}", timeout_s=5) == []
+    print(f"--once failed after {took:.0f}s: {out.stderr.splitlines()[-1]}")
