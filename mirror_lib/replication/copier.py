@@ -31,6 +31,7 @@ from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy_state import Interleaved
+from mirror_lib.replication.stall import idle_slice_text
 from mirror_lib.replication.writer import CopyResult, TargetWriter, make_producer
 
 log = logging.getLogger(__name__)
@@ -264,6 +265,9 @@ class SliceCopy:
             self.result.records += w.result.records
             self.result.bytes += w.result.bytes
             self.result.transactions += w.result.transactions
+        if self.until and not self.result.records and self.writers and not self.end_early:
+            positions = {tp: part.expect for w in self.writers for tp, part in w.parts.items()}
+            log.warning("%s", idle_slice_text(self.slot, positions, self.until))
         return self.result
 
     def _close(self) -> None:

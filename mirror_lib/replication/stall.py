@@ -72,3 +72,12 @@ def stall_text(label: str, where_target: str, stalls: list[Stall]) -> str:
         "tasks delivered nothing that counts (their warnings above say why); the wait is "
         "bounded by mirror.outage.max.seconds"
     )
+
+
+def idle_slice_text(slot: int, positions: dict[TP, int], until: dict[TP, int]) -> str:
+    """A copy task's warning for a ``--once`` slice that copied nothing although it was planned
+    with work: where its partitions stand by the ledger it read, against their ends."""
+    where = ", ".join(
+        f"{t}-{p} at {pos} of {until.get((t, p))}" for (t, p), pos in sorted(positions.items())
+    )
+    return f"slot {slot}: this --once slice copied nothing; by the ledger read in the task: {where}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror_lib.replication.stall import StallWatch, stall_text
+from mirror_lib.replication.stall import StallWatch, idle_slice_text, stall_text
 
 A0, A1 = ("a", 0), ("a", 1)
 ENDS = {A0: 10, A1: 20}
@@ -55,3 +55,11 @@ def test_the_text_names_the_flow_the_partitions_and_the_setting() -> None:
     assert "a-0 at 4 of 10, a-1 at 0 of 20" in text
     assert "target cluster B (bootstrap b:9092)" in text
     assert "mirror.outage.max.seconds" in text
+
+
+def test_an_idle_slice_says_where_its_partitions_stand() -> None:
+    text = idle_slice_text(1, {A1: 20, A0: 6}, ENDS)
+    assert text == (
+        "slot 1: this --once slice copied nothing; by the ledger read in the task: "
+        "a-0 at 6 of 10, a-1 at 20 of 20"
+    )
