@@ -7,11 +7,9 @@ through the test hook ``MIRROR_TEST_HOLD_BEFORE_COMMIT`` (mirror_lib/replication
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,54 +17,11 @@ from mirror_lib.replication.testhooks import AFTER_ENV, HOLD_ENV
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import committed_count, committed_rows, exactly_once_problems
 from tests.helpers.kafka_raw import ABORT, read_batches
+from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
 from tests.integration.conftest import flow_properties, write_properties
 
 TOTAL = 24_000
 PARTITIONS = 4
-
-
-def start_mirror(config_path, env, *extra: str, log: Path | None = None) -> subprocess.Popen:
-    """`mirror run` in its own process group; its output goes to ``log`` (kept for a failure).
-
-    Spark's Python workers are not in that group (pyspark's daemon calls setpgid):
-    :func:`kill_group` kills them too.
-    """
-    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
-    return subprocess.Popen(
-        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_path), *extra],
-        env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: the JVM dies with it
-    )
-
-
-def descendants(pid: int) -> list[int]:
-    """PIDs of all processes below ``pid`` (from /proc), whatever their process group."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the run's group and its Python workers: no copy task goes on after the kill."""
-    below = descendants(proc.pid)
-    os.killpg(proc.pid, signal.SIGKILL)
-    for pid in below:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait(30)
 
 
 def wait_for(check, proc: subprocess.Popen, timeout_s: float, what: str) -> None:
@@ -153,10 +108,8 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
         kill_group(proc)
         seen.append(committed_count(brokers.target, remote, PARTITIONS))
     assert 0 < seen[0] == seen[1] < TOTAL, f"the held kills must land mid-copy, saw {seen}"
-    final = start_mirror(
-        config, subprocess_env, "--once", "--timeout", "300", log=tmp_path / "run-final.log"
-    )
-    assert final.wait(400) == 0
+    final = run_mirror(config, subprocess_env, "--once", "--timeout", "300", timeout_s=400)
+    assert final.returncode == 0, final.stderr[-3000:]
     copied = committed_rows(brokers.target, remote, PARTITIONS)
     source = committed_rows(brokers.source, unique_name, PARTITIONS)
     problems = exactly_once_problems(source, copied)
@@ -169,13 +122,7 @@ def test_unreachable_cluster_fails_fast_with_a_clear_message(brokers, tmp_path, 
     props = flow_properties(brokers.source, "127.0.0.1:1", tmp_path / "state")
     config = write_properties(tmp_path / "mm2.properties", props)
     started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config), "--once"],
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_mirror(config, subprocess_env, "--once", timeout_s=120)
     assert out.returncode == 1
     assert "cannot reach cluster B at B.bootstrap.servers=127.0.0.1:1" in out.stderr
     assert "nothing was started" in out.stderr
@@ -208,10 +155,8 @@ def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
         if " ERROR " in line or "SPARK_JOB_CANCELLED" in line or "Traceback" in line
     ]
     assert not noise, "Ctrl-C logged errors:\n" + "\n".join(noise[:20])
-    final = start_mirror(
-        config, subprocess_env, "--once", "--timeout", "300", log=tmp_path / "run-final.log"
-    )
-    assert final.wait(400) == 0
+    final = run_mirror(config, subprocess_env, "--once", "--timeout", "300", timeout_s=400)
+    assert final.returncode == 0, final.stderr[-3000:]
     copied = committed_rows(brokers.target, remote, PARTITIONS)
     source = committed_rows(brokers.source, unique_name, PARTITIONS)
     assert not exactly_once_problems(source, copied)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from mirror_lib.config.model import load_config
 from mirror_lib.replication.supervise import current_outages
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.exactly_once import committed_count, wait_exactly_once
+from tests.helpers.mirror_cli import kill_group, start_mirror
 from tests.helpers.proxy import BLACKHOLE, OPEN, REFUSE, SLOW, TcpProxy, bootstrap, proxied_broker
 from tests.integration.conftest import flow_properties, write_properties
 
@@ -70,22 +70,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         log = work / "mirror.log"
         env = dict(os.environ)
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "mirror_lib.app.cli",
-                    "run",
-                    str(config),
-                    "--duration",
-                    "900",
-                ],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        proc = start_mirror(config, env, "--duration", "900", log=log)
         r = Run(broker_a.bootstrap_servers, broker_b.bootstrap_servers, proxy_a, proxy_b, proc,
                 config, log)  # fmt: skip
         try:
@@ -93,9 +78,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         finally:
             for proxy in (proxy_a, proxy_b):
                 proxy.set_mode(OPEN)
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-                proc.wait(30)
+            kill_group(proc)
 
 
 def produce(bootstrap_servers: str, topic: str, start: int, n: int) -> None:

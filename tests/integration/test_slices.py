@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,6 +13,7 @@ from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing import embedded
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records
+from tests.helpers.mirror_cli import run_mirror
 from tests.integration.conftest import flow_properties, write_properties
 from tests.integration.test_replication import mixed_records
 
@@ -123,13 +122,7 @@ def test_once_fails_when_its_slices_keep_ending_where_they_started(
     config_file = write_properties(tmp_path / "mm2.properties", props)
     env = {**subprocess_env, END_EARLY_ENV: "1"}
     started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_file), "--once"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,  # without the check the run never ends
-    )
+    out = run_mirror(config_file, env, "--once", timeout_s=240)  # without the check: never ends
     took = time.monotonic() - started
     assert out.returncode == 1, out.stderr[-3000:]
     assert "--once made no progress" in out.stderr, out.stderr[-3000:]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +16,7 @@ from mirror_lib.config.model import parse_config
 from mirror_lib.config.properties import REDACTED
 from mirror_lib.errors import ConfigError
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
+from tests.helpers.mirror_cli import run_mirror
 from tests.integration.conftest import flow_properties, write_properties
 
 mlflow = pytest.importorskip("mlflow")
@@ -143,14 +142,7 @@ def test_mirror_run_mlflow_logs_to_the_state_dir(brokers, tmp_path, subprocess_e
     config_file = write_properties(tmp_path / "mm2.properties", props)
     env = {k: v for k, v in subprocess_env.items() if k != "MLFLOW_TRACKING_URI"}
     env.pop("DATABRICKS_RUNTIME_VERSION", None)
-    out = subprocess.run(
-        [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_file), "--once", "--mlflow"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    out = run_mirror(config_file, env, "--once", "--mlflow", timeout_s=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     client, run = only_run(f"sqlite:///{state.resolve()}/mlflow.db", "mirror_lib")
     assert f"logging MLflow run {run.info.run_id}" in out.stdout
