@@ -44,6 +44,7 @@ def fanout_properties(
         "C.bootstrap.servers": c,
         "A->C.enabled": "true",
         "mirror.fanout.enabled": "true",
+        "tasks.max": "2",  # two slots per target: the ledgers below are read per slot
     })  # fmt: skip
     props.update(extra)
     return props
