@@ -172,9 +172,7 @@ class SliceCopy:
         if testhooks.end_slice_early():
             self.end_early = True
             return
-        replaced = self._replaced()
-        if replaced:
-            log.warning("%s since planning: ending the slice", replaced)
+        if self._ended_by_replaced():
             self.end_early = True
             return
         for ctx in self.contexts:
@@ -335,10 +333,7 @@ class SliceCopy:
                 break
             if self.counts is not None and time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + refresh
-                replaced = self._replaced()
-                if replaced:
-                    log.warning("%s: ending the slice", replaced)
-                if self._new_partitions() or replaced:
+                if self._new_partitions() or self._ended_by_replaced():
                     break  # end the slice early: the planner sets them up
         for w in list(self.writers):
             self._guard(w, self._commit, w, wait=True)
@@ -473,6 +468,13 @@ class SliceCopy:
             f"{t} (id {i}, now {now.get(t)})" for t, i in self.ids.items() if now.get(t) != i
         ]
         return "source topic re-created: " + ", ".join(changed) if changed else ""
+
+    def _ended_by_replaced(self) -> bool:
+        """Whether a topic of the plan changed since planning; says which before the slice ends."""
+        replaced = self._replaced()
+        if replaced:
+            log.warning("%s since planning: ending the slice", replaced)
+        return bool(replaced)
 
     def _new_partitions(self) -> bool:
         try:

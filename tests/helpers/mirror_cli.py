@@ -98,14 +98,13 @@ def run_mirror(
     try:
         code = proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
-        kill_group(proc)
         raise AssertionError(
             f"mirror run {' '.join(extra)} did not end within {timeout_s:.0f}s; stderr ends:\n"
             f"{err.read_text(errors='replace')[-TAIL:]}\nstdout ends:\n"
             f"{out.read_text(errors='replace')[-TAIL:]}"
         ) from None
     finally:
-        kill_group(proc)  # a JVM that outlived the CLI
+        kill_group(proc)  # an overrun run, or a JVM that outlived the CLI
     return subprocess.CompletedProcess(
         proc.args, code, out.read_text(errors="replace"), err.read_text(errors="replace")
     )
