@@ -1,12 +1,13 @@
 """Read a topic to its end: the committed records of every partition, or a transient error.
 
-Shared by translation (segments), checkpoints, cutover and MirrorClient.
+Shared by translation (segments), checkpoints, cutover and MirrorClient; :func:`read_ranges`
+by the materialization of internal topics (its Spark source and its `--once` catch-up).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -50,5 +51,55 @@ def read_topic(
                     raise BrokerError(f"reading {topic}: {err.str()}", transient=True)
     except KafkaException as exc:
         raise BrokerError(f"reading {topic}: {exc}", transient=True) from exc
+    finally:
+        consumer.close()
+
+
+def read_ranges(
+    conf: dict[str, Any],
+    ranges: Iterable[tuple[str, int, int, int]],
+    timeout_s: float | None = None,
+) -> Iterator[Any]:
+    """The committed records of each ``(topic, partition, start, stop)`` range, in offset order.
+
+    A range ends at its stop offset, or at the partition's end when compaction, retention or
+    transaction markers leave nothing more below it. ``timeout_s`` bounds the whole read with a
+    transient :class:`BrokerError`; ``None`` reads until every range ends.
+    """
+    ranges = list(ranges)
+    conf = {
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        **conf,
+        "enable.partition.eof": True,
+    }
+    consumer = Consumer(conf)
+    todo = {(t, p): stop for t, p, _, stop in ranges}
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    try:
+        consumer.assign([TopicPartition(t, p, start) for t, p, start, _ in ranges])
+        while todo:
+            if deadline is not None and time.monotonic() > deadline:
+                left = ", ".join(f"{t}-{p}" for t, p in sorted(todo))
+                raise BrokerError(f"reading {left}: no end after {timeout_s}s", transient=True)
+            for msg in consumer.consume(5000, timeout=0.2):
+                tp = (msg.topic(), msg.partition())
+                stop = todo.get(tp)
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise BrokerError(f"reading {tp[0]}-{tp[1]}: {err.str()}", transient=True)
+                    if stop is not None and msg.offset() >= stop:
+                        todo.pop(tp, None)
+                    continue
+                if stop is None or msg.offset() >= stop:
+                    todo.pop(tp, None)
+                    continue
+                yield msg
+                if msg.offset() >= stop - 1:
+                    todo.pop(tp, None)
+    except KafkaException as exc:
+        raise BrokerError(f"reading {len(ranges)} partitions: {exc}", transient=True) from exc
     finally:
         consumer.close()

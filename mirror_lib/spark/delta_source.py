@@ -18,14 +18,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.tables.delta_rs import (
-    _open,
-    commit_files,
-    ensure_tables,
-    table_path,
-    write_files,
-)
+from mirror_lib.tables.delta_rs import _open, ensure_tables, table_path
 from mirror_lib.tables.location import spark_table_name
+from mirror_lib.tables.positions import append_unseen
 from mirror_lib.tables.schemas import SCHEMAS, TABLES
 
 
@@ -42,8 +37,10 @@ def delta_rs_batch(
     ``root`` exactly once.
 
     ``to_tables(df)`` turns the batch's DataFrame into Arrow tables keyed by table name. The
-    driver writes their files and commits them in one Delta transaction per table, tagged with
-    (query id, batch id), so a batch replayed after a crash commits nothing twice. Internal
+    driver appends the rows each table does not hold yet (:func:`append_unseen`: by the source
+    records' positions, which the driver's ``--once`` catch-up keeps too) in one Delta commit per
+    table, also tagged with (query id, batch id) as before positions existed, so a batch
+    replayed after a crash, or records the catch-up already wrote, are not written twice. Internal
     topics are small, so the batch is collected on the driver: no Python sink, whose write and
     commit would each run in a Python worker process of their own.
     """
@@ -53,8 +50,8 @@ def delta_rs_batch(
         if not tables:
             return
         query_id = streaming_query_id(checkpoint)
-        files = write_files(root, tables, f"part-{query_id}-b{batch_id}")
-        commit_files(root, files, f"mirror:{query_id}", batch_id)
+        prefix = f"part-{query_id}-b{batch_id}"
+        append_unseen(root, tables, prefix, tag=(f"mirror:{query_id}", batch_id))
 
     return write
 

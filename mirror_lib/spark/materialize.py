@@ -3,15 +3,16 @@
 The query reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
 records-mode source and, in a ``foreachBatch`` on the driver, decodes them
 (:mod:`mirror_lib.tables.decode`) and appends to the tables of :mod:`mirror_lib.tables.schemas`.
-Writer: delta-rs, one Delta commit per micro-batch and table tagged with (query id, batch id) so
-replays never write twice (:func:`~mirror_lib.spark.delta_source.delta_rs_batch`); or, where the
-session has Delta (e.g. Databricks), Delta's Spark writer with ``txnAppId``/``txnVersion``.
+Writer: delta-rs, one Delta commit per micro-batch and table that appends only the rows of
+records the table does not hold yet (:func:`~mirror_lib.spark.delta_source.delta_rs_batch`,
+:mod:`mirror_lib.tables.positions`); or, where the session has Delta (e.g. Databricks), Delta's
+Spark writer with ``txnAppId``/``txnVersion``. ``--once`` over delta-rs needs no query: it ends
+with :func:`~mirror_lib.tables.catch_up.materialize_once` on the driver (:func:`materialize_now`).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
@@ -23,25 +24,22 @@ from mirror_lib.spark.delta_source import delta_rs_batch, ensure_spark_tables
 from mirror_lib.spark.progress import drive_until, end_offsets, raise_query_error, stop_query
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.views import create_views
+from mirror_lib.tables.catch_up import (
+    INTERNAL_PATTERN,
+    materialize_once,
+    policy_and_location,
+    spark_query_folder,
+)
 from mirror_lib.tables.decode import RawRecord, decode_records
 from mirror_lib.tables.delta_rs import ensure_tables, maintain
 from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
 from mirror_lib.tables.schemas import TABLES
 
-#: Topics a materialization query reads; decode.classify drops anything else that matches.
-INTERNAL_PATTERN = r".*(mm2-offset-syncs|checkpoints|heartbeats|mm2-metrics).*"
-
-
-def _policy_and_location(config: MirrorConfig, cluster: str) -> tuple[Any, str]:
-    flows = [f for f in config.enabled_flows() if f.target == cluster] or list(config.flows)
-    flow = flows[0]
-    return flow.policy(), flow.settings.offset_syncs_location
-
 
 def decode_batch(df: Any, config: MirrorConfig, cluster: str) -> dict[str, Any]:
     """One micro-batch of records-source rows of ``cluster`` -> one Arrow table per Delta table
     (collected on the driver: internal topics are small)."""
-    policy, location = _policy_and_location(config, cluster)
+    policy, location = policy_and_location(config, cluster)
     fields = ("topic", "partition", "offset", "key", "value", "unix_millis(timestamp) AS ts_ms")
     batch = df.selectExpr(*fields).toArrow()  # Arrow: unpickling Rows cost more than decoding
     records = [RawRecord(*r) for r in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
@@ -72,7 +70,7 @@ def start_materialization(
         .option("subscribePattern", INTERNAL_PATTERN)
         .load()
     )
-    checkpoint = (Path(config.state_dir) / "clusters" / cluster / "materialize").resolve()
+    checkpoint = spark_query_folder(config, cluster)
     writer = reader.writeStream.queryName(f"mirror-materialize-{cluster}")
     if tables_writer(spark, config) == "spark":
         writer = writer.foreachBatch(_spark_delta_batch(config, cluster))
@@ -132,6 +130,22 @@ def materialize_caught_up(
             f"materialization of {cluster} did not catch up within {timeout_s}s; "
             "the tables keep every committed batch"
         )
+
+
+def materialize_now(
+    spark: Any, config: MirrorConfig, cluster: str, timeout_s: float | None = 300
+) -> str:
+    """Materialize what ``cluster``'s internal topics hold now (the end of ``--once``); returns
+    a line for the run's report.
+
+    Over delta-rs on the driver, without a Spark query (:func:`materialize_once`); with Delta's
+    Spark writer through a catch-up query (:func:`materialize_caught_up`).
+    """
+    if tables_writer(spark, config) == "delta-rs":
+        n = materialize_once(config, cluster, timeout_s)
+        return f"materialized {n} records of the internal topics of {cluster} into Delta tables"
+    materialize_caught_up(spark, config, cluster, timeout_s)
+    return f"materialized the internal topics of {cluster} into Delta tables"
 
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:

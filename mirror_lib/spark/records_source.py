@@ -27,6 +27,7 @@ from mirror_lib.kafka.lookups import (
     partition_bounds,
     positions,
 )
+from mirror_lib.kafka.reader import read_ranges
 from mirror_lib.replication.budget import allocate
 
 SCHEMA = (
@@ -115,50 +116,17 @@ class RecordsReader(DataSourceStreamReader):
 def _read_ranges(options: dict[str, str], ranges: list[tuple[str, int, int, int]]) -> Iterator:
     import datetime as dt
 
-    from confluent_kafka import Consumer, KafkaError, TopicPartition  # lazy: optional extra "kafka"
-
     conf = _cluster_conf(options, "consumer")
-    conf.update(
-        {
-            "group.id": "__mirror_records",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    consumer = Consumer(conf)
-    todo = {(t, p): end for t, p, _, end in ranges}
-    consumer.assign([TopicPartition(t, p, start) for t, p, start, _ in ranges])
-    try:
-        while todo:
-            for msg in consumer.consume(5000, timeout=0.2):
-                tp = (msg.topic(), msg.partition())
-                end = todo.get(tp)
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if end is not None and msg.offset() >= end:
-                            todo.pop(tp, None)
-                        continue
-                    raise RuntimeError(f"reading {tp}: {err.str()}")
-                if end is None or msg.offset() >= end:
-                    todo.pop(tp, None)
-                    continue
-                ts_type, ts = msg.timestamp()
-                headers = [{"key": k, "value": v} for k, v in (msg.headers() or [])]
-                yield (
-                    msg.key(),
-                    msg.value(),
-                    tp[0],
-                    tp[1],
-                    msg.offset(),
-                    dt.datetime.fromtimestamp(max(ts, 0) / 1000, tz=dt.timezone.utc),
-                    ts_type - 1 if ts_type else -1,
-                    headers,
-                )
-                if msg.offset() >= end - 1:
-                    todo.pop(tp, None)
-    finally:
-        consumer.close()
+    conf.update({"group.id": "__mirror_records", "fetch.wait.max.ms": 50})
+    for msg in read_ranges(conf, ranges):
+        ts_type, ts = msg.timestamp()
+        yield (
+            msg.key(),
+            msg.value(),
+            msg.topic(),
+            msg.partition(),
+            msg.offset(),
+            dt.datetime.fromtimestamp(max(ts, 0) / 1000, tz=dt.timezone.utc),
+            ts_type - 1 if ts_type else -1,
+            [{"key": k, "value": v} for k, v in (msg.headers() or [])],
+        )

@@ -33,7 +33,7 @@ from mirror_lib.replication.heartbeats import emit_heartbeat
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
 from mirror_lib.spark.flow_runner import FlowRunner
-from mirror_lib.spark.materialize import materialize_caught_up, start_materialization
+from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
 from mirror_lib.spark.session import ONE_RUN_CONF, session_for_run
 from mirror_lib.tables.location import materialized_clusters, tables_enabled
@@ -245,8 +245,7 @@ def run_flows(
             for name in names:
                 _one_round(FlowContext.create(config, name), report, parts)
             for cluster in clusters:
-                materialize_caught_up(spark, config, cluster, timeout_s)
-                report(f"materialized the internal topics of {cluster} into Delta tables")
+                report(materialize_now(spark, config, cluster, timeout_s))
         else:
             tables = [start_materialization(spark, config, c) for c in clusters]
             units = [(_runner_unit(r), r.raise_if_failed) for r in runners]

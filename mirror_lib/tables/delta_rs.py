@@ -177,7 +177,7 @@ def commit_files(
     """
     from deltalake import DeltaTable  # lazy: optional extra "delta"
     from deltalake.exceptions import CommitFailedError  # lazy: optional extra "delta"
-    from deltalake.transaction import CommitProperties, Transaction  # lazy: optional extra "delta"
+    from deltalake.transaction import Transaction  # lazy: optional extra "delta"
 
     result: dict[str, str] = {}
     for name, files in actions_by_table.items():
@@ -185,20 +185,15 @@ def commit_files(
         path = table_path(root, name)
         if files and name in SCHEMAS and not DeltaTable.is_deltatable(path):
             ensure_tables(root)
-        rows = str(sum(f.num_records for f in files))
-        meta = {"mirror.app_id": app_id, "mirror.version": str(version), "mirror.rows": rows}
-        props = CommitProperties(app_transactions=[Transaction(app_id, version)],
-                                 custom_metadata=meta)  # fmt: skip
+        meta = {"mirror.app_id": app_id, "mirror.version": str(version)}
         for attempt in range(COMMIT_RETRIES if files else 0):
             dt = DeltaTable(path)
             done = dt.transaction_version(app_id)
             if done is not None and done >= version:
                 result[name] = "skipped"
                 break
-            actions, parts = [f.to_action() for f in files], dt.metadata().partition_columns
             try:
-                dt.create_write_transaction(actions, "append", dt.schema(), parts or None,
-                                            commit_properties=props)  # fmt: skip
+                commit_actions(dt, files, [Transaction(app_id, version)], meta)
                 result[name] = "committed"
                 break
             except CommitFailedError:  # a concurrent commit: re-read the log and re-check
@@ -206,6 +201,22 @@ def commit_files(
                     raise
                 time.sleep(0.05 * 2**attempt)
     return result
+
+
+def commit_actions(
+    dt: Any, files: list[AddActionFields], transactions: list[Any], meta: dict[str, str]
+) -> None:
+    """Append ``files`` to the table ``dt`` in one commit with these app transactions; the
+    commit info gets ``meta`` and ``mirror.rows``. Raises delta-rs' ``CommitFailedError`` when
+    another commit came first."""
+    from deltalake.transaction import CommitProperties  # lazy: optional extra "delta"
+
+    rows = str(sum(f.num_records for f in files))
+    props = CommitProperties(app_transactions=transactions,
+                             custom_metadata={**meta, "mirror.rows": rows})  # fmt: skip
+    actions, parts = [f.to_action() for f in files], dt.metadata().partition_columns
+    dt.create_write_transaction(actions, "append", dt.schema(), parts or None,
+                                commit_properties=props)  # fmt: skip
 
 
 def abort_files(root: str, actions_by_table: dict[str, list[AddActionFields]]) -> int:

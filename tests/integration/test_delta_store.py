@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from mirror_lib.spark import delta_source
 from mirror_lib.tables import delta_rs as store
+from mirror_lib.tables import positions
 from mirror_lib.tables.schemas import SCHEMAS
 
 deltalake = pytest.importorskip("deltalake")
@@ -157,7 +158,7 @@ def test_batch_failing_between_files_and_commit_reruns_without_duplicates(
 
     root = str(tmp_path / "state")
     (tmp_path / "limit").write_text("12")
-    monkeypatch.setattr(delta_source, "commit_files", crash)  # foreachBatch runs in this process
+    monkeypatch.setattr(positions, "commit_actions", crash)  # foreachBatch runs in this process
     query = start(dspark, tmp_path, root)
     with pytest.raises(Exception, match="crashed before the commit"):
         query.awaitTermination(180)

@@ -204,6 +204,43 @@ def test_restarted_materialization_writes_no_duplicates(spark, brokers, flow):
         assert dup["d"] == 0, f"duplicate rows in {table}"
 
 
+def test_once_catch_up_that_crashed_resumes_without_duplicates(brokers, flow, monkeypatch):
+    """The driver's --once catch-up dies after committing chunks but before saving where it got
+    to; the next one re-reads from its last saved point and the tables keep every record once."""
+    from mirror_lib.tables import catch_up
+    from mirror_lib.tables.delta_rs import read_table
+    from mirror_lib.tables.location import tables_root
+
+    config, topic = flow["config"], f"crash-{uuid.uuid4().hex[:8]}.checkpoints.internal"
+
+    def offsets_held() -> list[int]:
+        events = read_table(tables_root(config), "flow_events")  # junk -> decode_error events
+        topics, offsets = events["kafka_topic"].to_pylist(), events["kafka_offset"].to_pylist()
+        pairs = zip(topics, offsets, strict=True)
+        return sorted(o for t, o in pairs if t == topic)
+
+    create_topic(brokers.target, topic, 1)
+    produce_exact(brokers.target, topic, [{"value": b"junk", "partition": 0}] * 30)
+    monkeypatch.setattr(catch_up, "CHUNK_RECORDS", 7)
+    real_save, saves = catch_up._save, []
+
+    def crash_on_second(path, done):
+        saves.append(dict(done))
+        if len(saves) == 2:
+            raise RuntimeError("killed after the chunk's commits")
+        real_save(path, done)
+
+    monkeypatch.setattr(catch_up, "_save", crash_on_second)
+    with pytest.raises(RuntimeError, match="killed after"):
+        catch_up.materialize_once(config, "B", timeout_s=120)
+    held = offsets_held()
+    assert 7 <= len(held) < 30 and held == list(range(len(held))), held
+    monkeypatch.setattr(catch_up, "_save", real_save)
+    assert catch_up.materialize_once(config, "B", timeout_s=120) >= 30 - len(held)  # re-read
+    assert offsets_held() == list(range(30))
+    assert catch_up.materialize_once(config, "B", timeout_s=120) == 0, "read again from the end"
+
+
 def seg_key(table: str) -> str:
     return "upstream_start" if table == "offset_syncs" else "0"
 

@@ -1,0 +1,133 @@
+"""Which Kafka records a delta-rs table already holds, so that any writer appends each once.
+
+Every row of a state table names the record it was decoded from (``cluster``, ``kafka_topic``,
+``kafka_partition``, ``kafka_offset``). Each commit of :func:`append_unseen` also records, per
+(cluster, topic, partition) it wrote rows of, the next offset as a Delta app transaction
+``mirror-rows/<cluster>/<topic>/<partition>``. A later writer keeps only rows of records at or
+after that offset. The Spark query (``foreachBatch``, replaying from its checkpoint) and the
+``--once`` catch-up on the driver (:mod:`mirror_lib.tables.catch_up`, its own positions) can
+therefore read overlapping ranges of the internal topics and still never write a row twice.
+Partitions are read in offset order, so "at or after the table's position" is exactly "not yet
+written". Rows without an origin (none of the materialized ones) are always appended.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mirror_lib.tables.delta_rs import (
+    COMMIT_RETRIES,
+    abort_files,
+    commit_actions,
+    ensure_tables,
+    table_path,
+    write_files,
+)
+from mirror_lib.tables.schemas import SCHEMAS
+
+Origin = tuple[str, str, int]  # (cluster, kafka topic, kafka partition)
+_KEYS = ("cluster", "kafka_topic", "kafka_partition")
+
+
+def position_app_id(origin: Origin) -> str:
+    """The app transaction id of one source partition (Kafka topic names hold no ``/``)."""
+    cluster, topic, partition = origin
+    return f"mirror-rows/{cluster}/{topic}/{partition}"
+
+
+def row_ends(table: pa.Table) -> dict[Origin, int]:
+    """Per source partition in ``table``: the offset after its last row's record."""
+    known = table.filter(pc.is_valid(table["kafka_offset"]))
+    if not known.num_rows:
+        return {}
+    ends = known.group_by(list(_KEYS)).aggregate([("kafka_offset", "max")])
+    columns = [ends[k].to_pylist() for k in (*_KEYS, "kafka_offset_max")]
+    return {
+        (c, t, int(p)): int(o) + 1
+        for c, t, p, o in zip(*columns, strict=True)
+        if c is not None and t is not None and p is not None
+    }
+
+
+def held(dt: Any, origins: list[Origin]) -> dict[Origin, int]:
+    """The recorded position of each origin in the table ``dt`` (absent: none recorded)."""
+    out = {}
+    for origin in origins:
+        version = dt.transaction_version(position_app_id(origin))
+        if version is not None:
+            out[origin] = int(version)
+    return out
+
+
+def unseen(table: pa.Table, positions: dict[Origin, int]) -> pa.Table:
+    """The rows of ``table`` whose record is at or after its partition's position."""
+    if not positions or not table.num_rows:
+        return table
+    old = None
+    for (cluster, topic, partition), position in positions.items():
+        mask = pc.and_(
+            pc.and_(pc.equal(table["cluster"], cluster), pc.equal(table["kafka_topic"], topic)),
+            pc.and_(
+                pc.equal(table["kafka_partition"], partition),
+                pc.less(table["kafka_offset"], position),
+            ),
+        )
+        old = mask if old is None else pc.or_(old, mask)
+    return table.filter(pc.invert(pc.fill_null(old, False)))
+
+
+def append_unseen(
+    root: str,
+    tables: dict[str, pa.Table],
+    file_prefix: str,
+    tag: tuple[str, int] | None = None,
+) -> dict[str, str]:
+    """Append to each table the rows it does not hold yet, in one Delta commit per table.
+
+    Per table: ``"empty"`` (no rows given), ``"skipped"`` (every row is already held, or the
+    table's app transaction ``tag`` (app id, version) is already at that version: a replay
+    of a Spark batch written before positions existed) or ``"committed"``. A concurrent commit
+    re-reads the positions and filters again, so two writers never add the same row.
+    """
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
+    from deltalake.exceptions import CommitFailedError  # lazy: optional extra "delta"
+    from deltalake.transaction import Transaction  # lazy: optional extra "delta"
+
+    result: dict[str, str] = {}
+    for name, table in tables.items():
+        result[name] = "empty"
+        if table is None or not table.num_rows:
+            continue
+        path = table_path(root, name)
+        if name in SCHEMAS and not DeltaTable.is_deltatable(path):
+            ensure_tables(root)
+        ends = row_ends(table)
+        for attempt in range(COMMIT_RETRIES):
+            dt = DeltaTable(path)
+            if tag is not None and (dt.transaction_version(tag[0]) or -1) >= tag[1]:
+                result[name] = "skipped"
+                break
+            fresh = unseen(table, held(dt, list(ends)))
+            if not fresh.num_rows:
+                result[name] = "skipped"
+                break
+            files = write_files(root, {name: fresh}, file_prefix)
+            txns = [Transaction(position_app_id(o), end) for o, end in row_ends(fresh).items()]
+            meta = {"mirror.app_id": "mirror-rows"}
+            if tag is not None:
+                txns.append(Transaction(*tag))
+                meta = {"mirror.app_id": tag[0], "mirror.version": str(tag[1])}
+            try:
+                commit_actions(dt, files[name], txns, meta)
+                result[name] = "committed"
+                break
+            except CommitFailedError:  # a concurrent commit: re-read the positions, filter again
+                abort_files(root, files)
+                if attempt == COMMIT_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+    return result
