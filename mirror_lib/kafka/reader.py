@@ -67,11 +67,11 @@ def read_ranges(
     transient :class:`BrokerError`; ``None`` reads until every range ends.
     """
     ranges = list(ranges)
-    conf = {
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
+    conf = {  # not the cluster's consumer settings: aborted records must never become rows
         **conf,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",  # a range that retention removed ends, not fails
+        "isolation.level": "read_committed",
         "enable.partition.eof": True,
     }
     consumer = Consumer(conf)
