@@ -1,10 +1,12 @@
-"""Periodic work of a flow (heartbeats, checkpoints) on driver threads (D6, revised).
+"""Periodic work on driver threads: heartbeats, checkpoints (D6, revised) and delta-rs tables.
 
 A Spark query per periodic job ran a Spark job every second and took task slots that replication
 needs (measured: the heartbeats query doubled replication latency on 2 cores). These jobs are
 small Kafka calls, so they run on a thread of the driver process, on their interval, with the
 same start/stop/status/raise_if_failed surface as a :class:`~mirror_lib.spark.runner.FlowRunner`.
-Their state is rebuilt from Kafka when needed, so they keep no checkpoint.
+Their state is rebuilt from Kafka when needed, so they keep no checkpoint. The tables of a
+cluster over delta-rs (:class:`TablesJob`) are the same kind of work: read the internal topics
+on from the tables' own positions, decode, append (:mod:`mirror_lib.tables.catch_up`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import Heartbeater
 from mirror_lib.replication.testhooks import delay_first_heartbeat
+from mirror_lib.tables.catch_up import materialize_once, positions_file
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 #: the replication query, the two companion jobs on driver threads, and materialization.
 PARTS = ("replication", "checkpoints", "heartbeats", "tables")
 COMPANIONS = ("heartbeats", "checkpoints")
+#: How often a continuous run materializes a cluster's tables (the tables lag by up to this).
+TABLES_INTERVAL_S = 30.0
 
 
 def job_interval(ctx: FlowContext, job: str) -> float:
@@ -46,9 +51,13 @@ class CompanionJob:
     def __init__(self, config: MirrorConfig, flow_name: str, job: str) -> None:
         if job not in COMPANIONS:
             raise ConfigError("job", job, "one of " + ", ".join(COMPANIONS))
-        self.job = job
         self.ctx = FlowContext.create(config, flow_name)
-        self.interval = job_interval(self.ctx, job)
+        self._setup(job, job_interval(self.ctx, job))
+        self._checkpoints = CheckpointState()  # kept across restarts of the thread
+
+    def _setup(self, job: str, interval: float) -> None:
+        self.job = job
+        self.interval = interval
         self.runs = 0
         self.written = 0
         self.last_error: str | None = None
@@ -58,8 +67,16 @@ class CompanionJob:
         self._first_done = threading.Event()
         self._thread: threading.Thread | None = None
         self._heartbeater: Any = None
-        self._checkpoints = CheckpointState()  # kept across restarts of the thread
         self.query = None  # no Spark query: progress rows show no lag for companions
+
+    @property
+    def name(self) -> str:
+        """What the job works for: the flow (the cluster for :class:`TablesJob`)."""
+        return self.ctx.flow.name
+
+    @property
+    def label(self) -> str:
+        return f"flow {self.name}"
 
     @property
     def checkpoint(self) -> str:
@@ -87,7 +104,7 @@ class CompanionJob:
                 if not getattr(exc, "transient", False):
                     self._failure = exc
                     return
-                log.warning("%s of %s: %s (retrying)", self.job, self.ctx.flow.name, exc)
+                log.warning("%s of %s: %s (retrying)", self.job, self.name, exc)
             except Exception as exc:  # a bug must surface, not spin silently
                 self._failure = exc
                 return
@@ -104,7 +121,7 @@ class CompanionJob:
         self._stop.clear()
         self._first_done.clear()
         self._thread = threading.Thread(
-            target=self._loop, name=f"mirror-{self.job}-{self.ctx.flow.name}", daemon=True
+            target=self._loop, name=f"mirror-{self.job}-{self.name}", daemon=True
         )
         self._thread.start()
 
@@ -123,7 +140,7 @@ class CompanionJob:
     def status(self) -> Any:
 
         return FlowStatus(
-            flow=self.ctx.flow.name,
+            flow=self.name,
             job=self.job,
             active=self.active,
             batches=self.runs,
@@ -136,6 +153,40 @@ class CompanionJob:
         """Raise the error that stopped the job (transient errors are retried, not raised)."""
         if self._failure is not None:
             raise MirrorRuntimeError(
-                f"{self.job} of flow {self.ctx.flow.name} failed: "
+                f"{self.job} of {self.label} failed: "
                 f"{type(self._failure).__name__}: {self._failure}"
             )
+
+
+class TablesJob(CompanionJob):
+    """The delta-rs tables of one cluster, materialized on a driver thread every
+    :data:`TABLES_INTERVAL_S` instead of by a Spark query.
+
+    Each run reads the internal topics from where the tables stand
+    (:func:`~mirror_lib.tables.catch_up.materialize_once`), so a stop, a crash or an outage
+    loses nothing and the next run (or the next ``mirror run``) goes on from there.
+    """
+
+    def __init__(
+        self, config: MirrorConfig, cluster: str, interval_s: float = TABLES_INTERVAL_S
+    ) -> None:
+        flow = next((f for f in config.flows if f.target == cluster), config.flows[0])
+        self.config, self.cluster = config, cluster
+        self.ctx = FlowContext.create(config, flow.name)  # for messages about the cluster
+        self._setup("tables", interval_s)
+
+    @property
+    def name(self) -> str:
+        return self.cluster
+
+    @property
+    def label(self) -> str:
+        return f"cluster {self.cluster}"
+
+    @property
+    def checkpoint(self) -> str:
+        return f"positions in {positions_file(self.config, self.cluster)} and the tables"
+
+    def run_once(self) -> int:
+        """Materialize what the topics hold now; the number of records read."""
+        return materialize_once(self.config, self.cluster, stopping=self._stop.is_set)

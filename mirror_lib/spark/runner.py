@@ -26,7 +26,7 @@ from mirror_lib.errors import (
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.replication.checkpoint_job import run_checkpoints
-from mirror_lib.replication.companions import PARTS, CompanionJob
+from mirror_lib.replication.companions import COMPANIONS, PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
@@ -36,7 +36,7 @@ from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
 from mirror_lib.spark.session import ONE_RUN_CONF, session_for_run
-from mirror_lib.tables.location import materialized_clusters, tables_enabled
+from mirror_lib.tables.location import materialized_clusters, tables_enabled, tables_writer
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
 
 def _unit_name(r: Any) -> str:
     """``replication of A->B`` (or of a group ``A->B,C``), ``checkpoints of A->B``, ..."""
-    return f"{r.job} of {r.name if isinstance(r, FlowRunner) else r.ctx.flow.name}"
+    return f"{r.job} of {r.name}"
 
 
 def _runner_unit(r: FlowRunner) -> Unit:
@@ -207,20 +207,24 @@ def run_flows(
     runners = [FlowRunner(spark, config, g) for g in groups] if "replication" in parts else []
     jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]
     clusters = materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
+    if clusters and not once and tables_writer(spark, config) == "delta-rs":
+        jobs += [TablesJob(config, c) for c in clusters]  # driver threads, no Spark query
+        clusters = []
     tables: list[Any] = []
     lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
     sup = Supervisor(config, once, report, lags.get)
     exporter = None
     try:
         if endpoint is not None:
-            exporter = start_exporter(endpoint, runners, jobs, report)
+            companions = [j for j in jobs if j.job in COMPANIONS]
+            exporter = start_exporter(endpoint, runners, companions, report)
         targets = {r.name: r.snapshot() for r in runners}
         for r in runners:
             for ctx in r.group.contexts:
                 _check_matches(ctx, targets[r.name], once, report)
         for j in jobs:
             j.start()
-            report(f"started {j.job} of {j.ctx.flow.name} (a driver thread, every {j.interval}s)")
+            report(f"started {j.job} of {j.name} (a driver thread, every {j.interval}s)")
         for j in jobs:  # as in MM2, the heartbeats topic exists before the first slice is planned
             if j.job == "heartbeats":
                 j.first_run_done(FIRST_HEARTBEAT_WAIT_S)

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,8 @@ def spark_query_folder(config: MirrorConfig, cluster: str) -> Path:
     return (Path(config.state_dir) / "clusters" / cluster / "materialize").resolve()
 
 
-def _positions_file(config: MirrorConfig, cluster: str) -> Path:
+def positions_file(config: MirrorConfig, cluster: str) -> Path:
+    """Where the driver's materialization of ``cluster`` saves its positions."""
     return (Path(config.state_dir) / "clusters" / cluster / "materialize-once.json").resolve()
 
 
@@ -92,9 +94,15 @@ def _save(path: Path, done: dict[TP, int]) -> None:
     os.replace(tmp, path)  # atomic: a crash leaves the old or the new positions
 
 
-def materialize_once(config: MirrorConfig, cluster: str, timeout_s: float | None = 300) -> int:
+def materialize_once(
+    config: MirrorConfig,
+    cluster: str,
+    timeout_s: float | None = 300,
+    stopping: Callable[[], bool] | None = None,
+) -> int:
     """Materialize everything ``cluster``'s internal topics hold now; returns the records read.
 
+    ``stopping()`` true ends the read after the chunk being committed (a run that stops).
     Raises :class:`MirrorRuntimeError` when the topics cannot be read to their end within
     ``timeout_s``; every chunk committed before stays in the tables.
     """
@@ -104,7 +112,7 @@ def materialize_once(config: MirrorConfig, cluster: str, timeout_s: float | None
     counts = list_topic_partitions(admin)
     tps = [(t, p) for t, n in counts.items() if pattern.fullmatch(t) for p in range(n)]
     bounds = partition_bounds(admin, tps)
-    path = _positions_file(config, cluster)
+    path = positions_file(config, cluster)
     done = _load(path)
     for tp, pos in spark_query_positions(spark_query_folder(config, cluster)).items():
         done[tp] = max(done.get(tp, pos), pos)
@@ -141,6 +149,8 @@ def materialize_once(config: MirrorConfig, cluster: str, timeout_s: float | None
             read += 1
             if len(chunk) >= CHUNK_RECORDS:
                 commit()
+                if stopping is not None and stopping():
+                    return read
     except BrokerError as exc:
         raise MirrorRuntimeError(
             f"materialization of {cluster} did not catch up: {exc}; "

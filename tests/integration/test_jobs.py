@@ -99,3 +99,46 @@ def test_continuous_run_reports_live_progress_for_the_chosen_parts(
     # the 20 records are copied; heartbeats (one a second, replicated too) may be in flight
     assert isinstance(last["replication"]["lag"], int) and 0 <= last["replication"]["lag"] <= 3
     assert len(consume_all(brokers.target, f"A.{topic}")) == 20
+
+
+def test_continuous_run_materializes_delta_rs_tables_on_a_driver_thread(
+    spark, make_config, brokers, unique_name
+):
+    """Over delta-rs the tables need no Spark query: a driver thread appends what arrives."""
+    from mirror_lib.spark.runner import run_flows
+
+    config = make_config(topics="none", groups="none", **{"mirror.tables.enabled": "true"})
+    topic = f"{unique_name}.checkpoints.internal"  # a topic the materialization reads
+    create_topic(brokers.target, topic, 1)
+    produce_exact(brokers.target, topic, [{"value": b"junk", "partition": 0}] * 5)
+    seen: list[tuple[list[dict], set[str]]] = []
+
+    def held() -> list[int]:
+        events = read_table(tables_root(config), "flow_events")  # junk -> decode_error rows
+        pairs = zip(
+            events["kafka_topic"].to_pylist(), events["kafka_offset"].to_pylist(), strict=True
+        )
+        return sorted(o for t, o in pairs if t == topic)
+
+    class Done(Exception):
+        """Stops the run once the rows are in the table (no fixed sleep)."""
+
+    def on_progress(rows: list[dict]) -> None:
+        seen.append((rows, {q.name for q in spark.streams.active}))
+        if held() == list(range(5)):
+            raise Done
+
+    with pytest.raises(Done):
+        run_flows(
+            spark,
+            config,
+            duration_s=240,  # a deadline only
+            parts=("tables",),
+            on_progress=on_progress,
+            progress_interval_s=1,
+            report=lambda *_: None,
+        )
+    rows, queries = seen[-1]
+    assert not queries, f"a Spark query ran: {queries}"
+    (tables,) = rows
+    assert (tables["flow"], tables["job"], tables["active"]) == ("B", "tables", True)
