@@ -1,13 +1,14 @@
-"""Materialization (D7): internal topics of a cluster -> Delta tables, one query per cluster.
+"""Materialization (D7) as a Spark query: internal topics of a cluster -> Delta tables.
 
-The query reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
+Where the session has Delta (e.g. Databricks), ``run_flows`` runs one query per target cluster:
+it reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
 records-mode source and, in a ``foreachBatch`` on the driver, decodes them
-(:mod:`mirror_lib.tables.decode`) and appends to the tables of :mod:`mirror_lib.tables.schemas`.
-Writer: delta-rs, one Delta commit per micro-batch and table that appends only the rows of
-records the table does not hold yet (:func:`~mirror_lib.spark.delta_source.delta_rs_batch`,
-:mod:`mirror_lib.tables.positions`); or, where the session has Delta (e.g. Databricks), Delta's
-Spark writer with ``txnAppId``/``txnVersion``. ``--once`` over delta-rs needs no query: it ends
-with :func:`~mirror_lib.tables.catch_up.materialize_once` on the driver (:func:`materialize_now`).
+(:mod:`mirror_lib.tables.decode`) and appends with Delta's Spark writer (``txnAppId`` /
+``txnVersion``). Over delta-rs ``run_flows`` needs no query: a driver thread
+(:class:`~mirror_lib.replication.companions.TablesJob`) and, for ``--once``,
+:func:`materialize_now` call :func:`~mirror_lib.tables.catch_up.materialize_once`.
+:func:`start_materialization` still runs the query over delta-rs
+(:func:`~mirror_lib.spark.delta_source.delta_rs_batch`), which is how the query is tested here.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""delta-rs storage of the state tables (D7): exactly-once micro-batch commits, reads, maintenance.
+"""delta-rs storage of the state tables (D7): files and commits, reads, maintenance.
 
-Layout: ``<root>/tables/<name>`` per table of :mod:`mirror_lib.tables.schemas`. A streaming
-query's ``foreachBatch`` (:func:`~mirror_lib.spark.delta_source.delta_rs_batch`) writes parquet
-files (:func:`write_files`) and commits them in one Delta transaction per table and micro-batch
-(:func:`commit_files`), tagged with the app transaction ``(mirror:<query id>, <batch id>)``; a
-replayed batch is skipped.
-Commits of different tables are not atomic together, but each table is idempotent on its own.
+Layout: ``<root>/tables/<name>`` per table of :mod:`mirror_lib.tables.schemas`. Writers
+(:func:`mirror_lib.tables.positions.append_unseen`) write parquet files (:func:`write_files`)
+and commit them in one Delta transaction per table (:func:`commit_actions`) with app
+transactions that make them idempotent. Commits of different tables are not atomic together,
+but each table is idempotent on its own.
 Spark SQL reads the tables through the ``deltars`` batch data source
 (:func:`mirror_lib.spark.delta_source.register_tables`). No pyspark here.
 """
@@ -164,43 +163,6 @@ def write_files(
         now_ms = int(time.time() * 1000)
         out[name] = [AddActionFields(rel, size, {}, now_ms, True, file_stats(table))]
     return out
-
-
-def commit_files(
-    root: str, actions_by_table: dict[str, list[AddActionFields]], app_id: str, version: int
-) -> dict[str, str]:
-    """Driver side: append each table's files in one transaction tagged ``(app_id, version)``.
-
-    Per table: ``"empty"`` (no files), ``"skipped"`` (the table's app transaction is already at
-    ``version`` or later: a replay; its files stay as orphans for a full vacuum) or ``"committed"``.
-    delta-rs itself accepts a lower version, so the check here is what makes replays idempotent.
-    """
-    from deltalake import DeltaTable  # lazy: optional extra "delta"
-    from deltalake.exceptions import CommitFailedError  # lazy: optional extra "delta"
-    from deltalake.transaction import Transaction  # lazy: optional extra "delta"
-
-    result: dict[str, str] = {}
-    for name, files in actions_by_table.items():
-        result[name] = "empty"
-        path = table_path(root, name)
-        if files and name in SCHEMAS and not DeltaTable.is_deltatable(path):
-            ensure_tables(root)
-        meta = {"mirror.app_id": app_id, "mirror.version": str(version)}
-        for attempt in range(COMMIT_RETRIES if files else 0):
-            dt = DeltaTable(path)
-            done = dt.transaction_version(app_id)
-            if done is not None and done >= version:
-                result[name] = "skipped"
-                break
-            try:
-                commit_actions(dt, files, [Transaction(app_id, version)], meta)
-                result[name] = "committed"
-                break
-            except CommitFailedError:  # a concurrent commit: re-read the log and re-check
-                if attempt == COMMIT_RETRIES - 1:
-                    raise
-                time.sleep(0.05 * 2**attempt)
-    return result
 
 
 def commit_actions(

@@ -142,8 +142,8 @@ def test_streaming_commits_once_per_batch_across_restarts(dspark, tmp_path):
     assert len(metrics.file_uris()) == 3  # the driver writes one file per batch and table
     # replaying the last commit (same app id and version) writes nothing
     replay = store.read_table(root, "flow_events").select(["kafka_offset", "record_ts"])
-    files = store.write_files(root, {"replication_metrics": replay}, "replay")
-    assert store.commit_files(root, files, app_id, batches[-1]) == {
+    tag = (app_id, batches[-1])
+    assert positions.append_unseen(root, {"replication_metrics": replay}, "replay", tag=tag) == {
         "replication_metrics": "skipped"
     }
     assert table(root, "replication_metrics").version() == 3
@@ -177,10 +177,9 @@ def commit_metrics(root: str, first: int, n: int, batch: int, age_days: float = 
     ts = datetime.now(timezone.utc) - timedelta(days=age_days)
     rows = [{"kafka_offset": i, "record_ts": ts, "ts": ts} for i in range(first, first + n)]
     data = pa.Table.from_pylist(rows, SCHEMAS["replication_metrics"])
-    files = store.write_files(root, {"replication_metrics": data}, f"t{batch}")
-    assert store.commit_files(root, files, "mirror:test", batch)["replication_metrics"] == (
-        "committed"
-    )
+    tag = ("mirror:test", batch)
+    result = positions.append_unseen(root, {"replication_metrics": data}, f"t{batch}", tag=tag)
+    assert result == {"replication_metrics": "committed"}
 
 
 def test_sql_views_time_travel_and_maintenance(dspark, tmp_path):

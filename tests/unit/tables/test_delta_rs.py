@@ -12,6 +12,7 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 
 from mirror_lib.tables import delta_rs as store  # noqa: E402
+from mirror_lib.tables import positions  # noqa: E402
 from mirror_lib.tables.schemas import SCHEMAS, TABLES  # noqa: E402
 
 NOW = datetime.now(timezone.utc)
@@ -56,25 +57,26 @@ def test_conform_rejects_unknown_columns(tmp_path):
         store.write_files(str(tmp_path), {"flow_events": pa.table({"bogus": [1]})}, "p")
 
 
-def test_commit_is_idempotent_per_app_version(tmp_path):
+def test_a_tagged_commit_is_idempotent_per_app_version(tmp_path):
+    """Rows without a source position (a test source's ids) are made idempotent by the tag."""
     root = str(tmp_path)
     store.ensure_tables(root)
-    files = store.write_files(root, {"flow_events": events(4), "heartbeats": events(0)}, "t")
-    assert list(files) == ["flow_events"]
-    res = store.commit_files(root, {**files, "heartbeats": []}, "mirror:q", 3)
-    assert res == {"flow_events": "committed", "heartbeats": "empty"}
+
+    def append(table: pa.Table, version: int, name: str = "flow_events") -> dict[str, str]:
+        return positions.append_unseen(root, {name: table}, "t", tag=("mirror:q", version))
+
+    assert append(events(4), 3) == {"flow_events": "committed"}
+    assert append(events(0), 3, "heartbeats") == {"heartbeats": "empty"}
     dt = deltalake.DeltaTable(store.table_path(root, "flow_events"))
     assert dt.version() == 1 and dt.transaction_version("mirror:q") == 3
     history = dt.history(1)[0]
     assert history["mirror.version"] == "3" and history["mirror.rows"] == "4"
     # a replay (same or lower version) writes nothing
-    assert store.commit_files(root, files, "mirror:q", 3) == {"flow_events": "skipped"}
-    more = store.write_files(root, {"flow_events": events(2, start=10)}, "t")
-    assert store.commit_files(root, more, "mirror:q", 2) == {"flow_events": "skipped"}
+    assert append(events(4), 3) == {"flow_events": "skipped"}
+    assert append(events(2, start=10), 2) == {"flow_events": "skipped"}
     dt = deltalake.DeltaTable(store.table_path(root, "flow_events"))
     assert dt.version() == 1 and dt.count() == 4
-    # the next version commits; another app id is independent
-    assert store.commit_files(root, more, "mirror:q", 4) == {"flow_events": "committed"}
+    assert append(events(2, start=10), 4) == {"flow_events": "committed"}
     assert store.read_table(root, "flow_events").num_rows == 6
     assert store.read_table(root, "flow_events", version=1).num_rows == 4
 
@@ -92,8 +94,7 @@ def test_maintain_deletes_old_rows_and_vacuums(tmp_path):
     root = str(tmp_path)
     store.ensure_tables(root)
     for i, table in enumerate([events(3, age_days=60), events(2, start=3), events(1, start=5)]):
-        files = store.write_files(root, {"flow_events": table}, f"m{i}")
-        store.commit_files(root, files, "mirror:m", i)
+        positions.append_unseen(root, {"flow_events": table}, f"m{i}", tag=("mirror:m", i))
     report = store.maintain(root, retention_days=30, vacuum_hours=0)
     assert report["flow_events"]["deleted_rows"] == 3
     assert report["flow_events"]["vacuumed_files"] >= 1
