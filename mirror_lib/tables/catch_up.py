@@ -1,16 +1,18 @@
-"""The ``--once`` materialization on the driver: internal topics -> delta-rs tables, no Spark.
+"""Materialization on the driver: internal topics -> delta-rs tables, without a Spark query.
 
-A ``mirror run --once`` ends by materializing what its flows wrote. With the delta-rs writer
-that is a plain read of the internal topics from where the tables stand to their current end,
-decoded (:mod:`mirror_lib.tables.decode`) and appended with
-:func:`~mirror_lib.tables.positions.append_unseen` in chunks. It costs a fraction of a Spark
-query's start (measured: 3.6 CPU-s and 4 s for the query; see bench/README.md).
+Over delta-rs, a continuous ``mirror run`` calls :func:`materialize_once` every 30 s on a driver
+thread (:class:`~mirror_lib.replication.companions.TablesJob`) and ``--once`` calls it once at
+its end. Each call reads the internal topics from where the tables stand to their current end,
+decodes them (:mod:`mirror_lib.tables.decode`) and appends them with
+:func:`~mirror_lib.tables.positions.append_unseen` in chunks. A Spark query instead cost a
+``--once`` run 5-11 CPU-s and 5-9 s (bench/README.md, seventh findings).
 
-Where to start reading, per partition: the later of this catch-up's own positions
+Where to start reading, per partition: the later of the saved positions
 (``<state>/clusters/<cluster>/materialize-once.json``, written after each chunk's commits) and
-the last committed batch of the continuous run's Spark query. Both are points every table is
-committed through. Whatever is read again (after a crash, or what the other path already wrote)
-is filtered out by the tables' positions, so no row is written twice.
+the last committed batch of a materialization query (:mod:`mirror_lib.spark.materialize`, run
+by earlier versions). Both are points every table is committed through. Whatever is read again
+(after a crash, or what the other path already wrote) is filtered out by the tables' positions,
+so no row is written twice.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def policy_and_location(config: MirrorConfig, cluster: str) -> tuple[Any, str]:
 
 
 def spark_query_folder(config: MirrorConfig, cluster: str) -> Path:
-    """The checkpoint folder of the continuous run's materialization query of ``cluster``."""
+    """The checkpoint folder of the materialization query of ``cluster``."""
     return (Path(config.state_dir) / "clusters" / cluster / "materialize").resolve()
 
 
