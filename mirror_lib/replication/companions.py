@@ -48,6 +48,9 @@ def job_interval(ctx: FlowContext, job: str) -> float:
 class CompanionJob:
     """One periodic job of one flow on a daemon thread of the driver."""
 
+    #: How long :meth:`stop` waits for a run in progress (its Kafka calls time out by then).
+    stop_wait_s = 30.0
+
     def __init__(self, config: MirrorConfig, flow_name: str, job: str) -> None:
         if job not in COMPANIONS:
             raise ConfigError("job", job, "one of " + ", ".join(COMPANIONS))
@@ -128,7 +131,7 @@ class CompanionJob:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=self.stop_wait_s)
         if self._heartbeater is not None:
             self._heartbeater.close()
             self._heartbeater = None
@@ -166,6 +169,10 @@ class TablesJob(CompanionJob):
     (:func:`~mirror_lib.tables.catch_up.materialize_once`), so a stop, a crash or an outage
     loses nothing and the next run (or the next ``mirror run``) goes on from there.
     """
+
+    #: A run blocked on an unreachable cluster (30 s look-ups) is left to end on its own: every
+    #: commit is atomic and the positions are saved after it, so a stop need not wait for it.
+    stop_wait_s = 5.0
 
     def __init__(
         self, config: MirrorConfig, cluster: str, interval_s: float = TABLES_INTERVAL_S
