@@ -118,9 +118,12 @@ def materialize_once(
     done = _load(path)
     for tp, pos in spark_query_positions(spark_query_folder(config, cluster)).items():
         done[tp] = max(done.get(tp, pos), pos)
-    ranges = []
+    ranges: list[tuple[str, int, int, int]] = []
+    restarted: set[tuple[str, str, int]] = set()
     for tp, (lo, hi) in sorted(bounds.items()):
         begin = done.get(tp)
+        if begin is not None and begin > hi:  # deleted and created again: offsets start over
+            restarted.add((cluster, *tp))
         begin = lo if begin is None or begin < lo or begin > hi else begin
         if hi > begin:
             ranges.append((tp[0], tp[1], begin, hi))
@@ -137,7 +140,8 @@ def materialize_once(
     def commit() -> None:
         tables, _bad = decode_records(chunk, cluster=cluster, policy=policy,
                                       syncs_location=location)  # fmt: skip
-        append_unseen(root, tables, f"part-once-{cluster}-{int(time.time() * 1000)}")
+        prefix = f"part-once-{cluster}-{int(time.time() * 1000)}"
+        append_unseen(root, tables, prefix, restarted=restarted)
         for rec in chunk:
             done[(rec.topic, rec.partition)] = rec.offset + 1
         _save(path, done)

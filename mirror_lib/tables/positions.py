@@ -14,6 +14,7 @@ written". Rows without an origin (none of the materialized ones) are always appe
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
@@ -87,6 +88,7 @@ def append_unseen(
     tables: dict[str, pa.Table],
     file_prefix: str,
     tag: tuple[str, int] | None = None,
+    restarted: Collection[Origin] = (),
 ) -> dict[str, str]:
     """Append to each table the rows it does not hold yet, in one Delta commit per table.
 
@@ -94,6 +96,8 @@ def append_unseen(
     table's app transaction ``tag`` (app id, version) is already at that version: a replay
     of a Spark batch written before positions existed) or ``"committed"``. A concurrent commit
     re-reads the positions and filters again, so two writers never add the same row.
+    ``restarted``: partitions whose offsets began again below the recorded position (the topic
+    was deleted and created again); their recorded positions are ignored and replaced.
     """
     from deltalake import DeltaTable  # lazy: optional extra "delta"
     from deltalake.exceptions import CommitFailedError  # lazy: optional extra "delta"
@@ -113,7 +117,7 @@ def append_unseen(
             if tag is not None and (dt.transaction_version(tag[0]) or -1) >= tag[1]:
                 result[name] = "skipped"
                 break
-            fresh = unseen(table, held(dt, list(ends)))
+            fresh = unseen(table, held(dt, [o for o in ends if o not in restarted]))
             if not fresh.num_rows:
                 result[name] = "skipped"
                 break

@@ -239,6 +239,23 @@ def test_once_catch_up_that_crashed_resumes_without_duplicates(brokers, flow, mo
     assert catch_up.materialize_once(config, "B", timeout_s=120) >= 30 - len(held)  # re-read
     assert offsets_held() == list(range(30))
     assert catch_up.materialize_once(config, "B", timeout_s=120) == 0, "read again from the end"
+    # the topic is deleted and created again: its offsets start over, and are new records
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": brokers.target})  # alive while the futures run
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the broker may still be dropping the old partition
+        try:
+            create_topic(brokers.target, topic, 1)
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "could not create the topic again"
+            time.sleep(0.5)
+    produce_exact(brokers.target, topic, [{"value": b"junk", "partition": 0}] * 3)
+    assert catch_up.materialize_once(config, "B", timeout_s=120) == 3
+    assert offsets_held() == sorted([*range(30), 0, 1, 2])
 
 
 def seg_key(table: str) -> str:

@@ -73,6 +73,23 @@ def test_positions_are_per_cluster_topic_and_partition(tmp_path):
     assert len(set(got)) == len(got)
 
 
+def test_a_partition_that_started_over_is_appended_again_from_its_new_offsets(tmp_path):
+    root = str(tmp_path)
+    positions.append_unseen(root, {"heartbeats": beats([0, 1, 2, 3, 4])}, "a")
+    origin = ("B", "heartbeats", 0)
+    # the topic was deleted and created again: its offsets 0, 1 are new records
+    assert positions.append_unseen(root, {"heartbeats": beats([0, 1])}, "b") == {
+        "heartbeats": "skipped"
+    }
+    assert positions.append_unseen(
+        root, {"heartbeats": beats([0, 1])}, "c", restarted={origin}
+    ) == {"heartbeats": "committed"}
+    dt = deltalake.DeltaTable(store.table_path(root, "heartbeats"))
+    assert dt.transaction_version(positions.position_app_id(origin)) == 2  # moved back
+    positions.append_unseen(root, {"heartbeats": beats([1, 2, 3])}, "d")
+    assert [r[3] for r in held_rows(root)] == [0, 0, 1, 1, 2, 2, 3, 3, 4]
+
+
 def test_a_concurrent_writer_of_the_same_records_wins_and_the_other_filters_again(
     tmp_path, monkeypatch
 ):
