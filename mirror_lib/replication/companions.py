@@ -177,9 +177,7 @@ class TablesJob(CompanionJob):
     def __init__(
         self, config: MirrorConfig, cluster: str, interval_s: float = TABLES_INTERVAL_S
     ) -> None:
-        flow = next((f for f in config.flows if f.target == cluster), config.flows[0])
         self.config, self.cluster = config, cluster
-        self.ctx = FlowContext.create(config, flow.name)  # for messages about the cluster
         self._setup("tables", interval_s)
 
     @property

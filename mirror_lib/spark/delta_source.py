@@ -38,7 +38,7 @@ def delta_rs_batch(
 
     ``to_tables(df)`` turns the batch's DataFrame into Arrow tables keyed by table name. The
     driver appends the rows each table does not hold yet (:func:`append_unseen`: by the source
-    records' positions, which the driver's ``--once`` catch-up keeps too) in one Delta commit per
+    records' positions, which the driver's materialization keeps too) in one Delta commit per
     table, also tagged with (query id, batch id) as before positions existed, so a batch
     replayed after a crash, or records the catch-up already wrote, are not written twice. Internal
     topics are small, so the batch is collected on the driver: no Python sink, whose write and
