@@ -7,6 +7,7 @@ wherever it is used. Secrets stay references until :meth:`FlowContext.client` bu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import zlib
 from collections.abc import Iterable
@@ -201,6 +202,61 @@ class FlowContext:
         )
 
 
+class PlainProducer:
+    """An idempotent producer of internal records (heartbeat-like events, source-side offset
+    syncs) to partition 0 of topics on one side, outside any transaction.
+
+    A writer keeps one for its whole slice: a producer made per commit cost a connection and an
+    InitProducerId on the source cluster for every transaction.
+    """
+
+    def __init__(self, ctx: FlowContext, side: str) -> None:
+        from confluent_kafka import Producer  # lazy: optional extra "kafka"
+
+        self.ctx, self.side = ctx, side
+        self.producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
+        self.failed: list[str] = []
+
+    def _report(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed.append(f"{msg.topic()}: {err.str()}")
+
+    def write(
+        self, topic: str, records: Iterable[tuple[bytes, bytes]], *, timestamp: int = 0
+    ) -> None:
+        """Queue records; delivery is confirmed by :meth:`check` or :meth:`finish`."""
+        for key, value in records:
+            self.producer.produce(
+                topic, value, key, partition=0, on_delivery=self._report, timestamp=timestamp
+            )
+        self.producer.poll(0)
+
+    def check(self) -> None:
+        """Raise (transient) if a record written earlier was not delivered."""
+        self.producer.poll(0)
+        if self.failed:
+            raise BrokerError(
+                f"writing to {self.ctx.where(self.side)} for {self.ctx.label} failed: "
+                f"{self.failed[0]}",
+                transient=True,
+            )
+
+    def finish(self, timeout_s: float = 30) -> None:
+        """Wait until every record written is acknowledged; raise (transient) if not."""
+        if self.producer.flush(timeout_s) > 0:
+            raise BrokerError(
+                f"writing to {self.ctx.where(self.side)} for {self.ctx.label}: records not "
+                f"acknowledged in {timeout_s:g}s",
+                transient=True,
+            )
+        self.check()
+
+    def close(self, timeout_s: float = 0) -> None:
+        """Give queued records up to ``timeout_s`` to go out; never raises."""
+        with contextlib.suppress(Exception):  # closing after a failure must not hide it
+            self.producer.flush(timeout_s)
+
+
 def produce_plain(
     ctx: FlowContext,
     side: str,
@@ -211,16 +267,7 @@ def produce_plain(
     timeout_s: float = 30,
 ) -> None:
     """Write (key, value) records to partition 0 of ``topic`` outside any transaction, and wait
-    until all are acknowledged (internal records: heartbeats, source-side syncs, planner events).
-    """
-    from confluent_kafka import Producer  # lazy: optional extra "kafka"
-
-    producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
-    for key, value in records:
-        producer.produce(topic, value, key, partition=0, timestamp=timestamp)
-    if producer.flush(timeout_s) > 0:
-        raise BrokerError(
-            f"writing to {topic} on {ctx.where(side)} for {ctx.label}: records not acknowledged "
-            f"in {timeout_s}s",
-            transient=True,
-        )
+    until all are acknowledged (internal records written once: planner events)."""
+    out = PlainProducer(ctx, side)
+    out.write(topic, records, timestamp=timestamp)
+    out.finish(timeout_s)

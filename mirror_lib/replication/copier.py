@@ -116,6 +116,19 @@ class Reader:
         self.consumer.assign(todo)
         self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
 
+    def take(self, wait: float) -> list[Any]:
+        """Up to CONSUME_BATCH records, waiting at most ``wait`` seconds.
+
+        ``consume(n, wait)`` returns only once n records are there or ``wait`` is over. While a
+        transaction is open that is what we want: its records go out at its commit anyway. With
+        none open, the first record starts one: waiting the whole idle wait for a full batch would
+        make every commit cycle an idle wait plus a commit interval.
+        """
+        if wait <= 0 or any(w.in_txn for w in self.writers):
+            return self.consumer.consume(CONSUME_BATCH, wait)
+        first = self.consumer.consume(1, wait)
+        return first + self.consumer.consume(CONSUME_BATCH - 1, 0) if first else first
+
     def maybe_pause(self, tp: TP) -> None:
         """Stop fetching ``tp`` once no writer of this reader needs more of it."""
         if all(tp not in w.open_positions() for w in self.writers):
@@ -311,7 +324,7 @@ class SliceCopy:
                     reader.writers[0].producer.poll(PENDING_POLL_S)
                     continue
                 wait = min(timeout if i == 0 else 0.0, deadline - now)
-                msgs = reader.consumer.consume(CONSUME_BATCH, max(wait, 0.0))
+                msgs = reader.take(max(wait, 0.0))
                 if msgs:
                     last_progress = time.monotonic()
                     self._copy(reader, msgs)
@@ -337,6 +350,8 @@ class SliceCopy:
                     break  # end the slice early: the planner sets them up
         for w in list(self.writers):
             self._guard(w, self._commit, w, wait=True)
+        for w in list(self.writers):
+            self._guard(w, w.settle_syncs)
 
     def _drop_laggards(self, reader: Reader) -> None:
         """The bounded buffer: a target with more than its ``mirror.fanout.max.lag.records``

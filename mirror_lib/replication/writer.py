@@ -38,7 +38,7 @@ from mirror_lib.config import stale
 from mirror_lib.config.stale import PartitionSkips, SkipPolicy, split_stale
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.replication import events, testhooks
-from mirror_lib.replication.context import FlowContext, produce_plain
+from mirror_lib.replication.context import FlowContext, PlainProducer
 from mirror_lib.replication.copy_state import PartState
 from mirror_lib.replication.ledger import ledger_consumer, ledger_offsets, read_ledger
 from mirror_lib.replication.txn_events import batch_events, skip_events, sync_records
@@ -140,6 +140,8 @@ class TargetWriter:
         init_s = FANOUT_INIT_S if fanout else 60.0
         self.producer: Producer = make_producer(ctx, slot, init_timeout_s=init_s)
         self.ledger = ledger_consumer(ctx, slot)
+        # offset syncs on the source go out after each commit, from one producer per slice
+        self.source_syncs: PlainProducer | None = None
         self.commit_pending = False  # fan-out: a commit waits for the target's acknowledgements
         self.backlog: list[tuple] = []  # what arrived while a commit was pending
         self.backlog_records = 0
@@ -396,6 +398,8 @@ class TargetWriter:
         syncs = sync_records(ctx.settings, segments)
         if ctx.offset_syncs_on_target:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
+        if self.source_syncs is not None:
+            self.source_syncs.check()  # the syncs of earlier commits went out: commit this one
         for topic, k, v in out:
             self.producer.produce(topic, v, k, partition=0)
         ledger = {(part.remote, part.partition): part.expect for part in moved.values()}
@@ -425,10 +429,10 @@ class TargetWriter:
         self.in_txn = False
         if out:
             self.aborts_unreported = 0
-        if not ctx.offset_syncs_on_target and syncs:
-            produce_plain(
-                ctx, "source", ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs]
-            )
+        if syncs and not ctx.offset_syncs_on_target:
+            if self.source_syncs is None:
+                self.source_syncs = PlainProducer(ctx, "source")
+            self.source_syncs.write(ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs])
         self.result.transactions += 1
         for part in moved.values():
             part.committed = part.expect
@@ -450,8 +454,15 @@ class TargetWriter:
             return FLUSH_S
         return max(FLUSH_S - (time.monotonic() - self.txn_start), 1.0)
 
+    def settle_syncs(self) -> None:
+        """At the slice's end: wait until the source acknowledged the offset syncs."""
+        if self.source_syncs is not None:
+            self.source_syncs.finish(FLUSH_S)
+
     def close(self) -> None:
         """Close the clients; the stale-data budget of committed positions carries over."""
+        if self.source_syncs is not None:
+            self.source_syncs.close(1.0)
         for tp, skips in self.skips.items():
             if tp in self.parts:
                 stale.keep(self.skip_key, *tp, self.parts[tp].committed, skips)

@@ -1,4 +1,4 @@
-"""Stand-ins for confluent-kafka's Producer, ledger Consumer and Message, for unit tests of a
+"""Stand-ins for confluent-kafka's Producer, Consumer and Message, for unit tests of a
 copy task's per-target bookkeeping (:mod:`mirror_lib.replication.writer`)."""
 
 from __future__ import annotations
@@ -129,3 +129,16 @@ class FakeLedger:
 
     def close(self) -> None:
         pass
+
+
+class FakeConsumer:
+    """Hands out queued messages; records every ``consume(n, timeout)`` call."""
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = list(messages)
+        self.calls: list[tuple[int, float]] = []
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        self.calls.append((num_messages, timeout))
+        out, self.messages = self.messages[:num_messages], self.messages[num_messages:]
+        return out

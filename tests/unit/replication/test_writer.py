@@ -3,15 +3,18 @@ lets one fan-out target wait for acknowledgements without holding up the others.
 
 from __future__ import annotations
 
+import struct
+
+import confluent_kafka
 import pytest
 
 from mirror_lib.config.model import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication import writer as writer_module
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copier import Reader, SliceCopy
+from mirror_lib.replication.copier import CONSUME_BATCH, Reader, SliceCopy
 from mirror_lib.replication.writer import CopyResult, TargetWriter
-from tests.helpers.fake_kafka import FakeLedger, FakeMessage, FakeProducer
+from tests.helpers.fake_kafka import FakeConsumer, FakeLedger, FakeMessage, FakeProducer
 
 PROPS = {
     "clusters": "A, B, C",
@@ -27,9 +30,14 @@ PROPS = {
 
 
 def _writer(
-    monkeypatch, start: int = 0, until: int = 2**63 - 1, fanout: bool = True, flow: str = "A->C"
+    monkeypatch,
+    start: int = 0,
+    until: int = 2**63 - 1,
+    fanout: bool = True,
+    flow: str = "A->C",
+    props: dict[str, str] | None = None,
 ):
-    ctx = FlowContext.create(parse_config(PROPS), flow)
+    ctx = FlowContext.create(parse_config({**PROPS, **(props or {})}), flow)
     producer = FakeProducer()
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: producer)
     monkeypatch.setattr(
@@ -160,3 +168,56 @@ def test_a_target_that_reached_its_end_is_not_the_lead(monkeypatch):
     copy.result = CopyResult(0)
     copy._drop_laggards(reader)
     assert reader.writers == [done, reading]
+
+
+SYNCS_ON_SOURCE = {"offset-syncs.topic.location": "source"}
+
+
+def test_offset_syncs_on_the_source_go_out_from_one_producer_per_slice(monkeypatch):
+    """A producer made per commit cost the source cluster a connection and an InitProducerId
+    for every transaction; the syncs of a commit go out after it, checked before the next."""
+    made: list[FakeProducer] = []
+
+    def source_producer(_conf):
+        made.append(FakeProducer())
+        return made[-1]
+
+    monkeypatch.setattr(confluent_kafka, "Producer", source_producer)
+    w, _producer = _writer(monkeypatch, fanout=False, props=SYNCS_ON_SOURCE)
+    for first in (0, 10, 20):
+        w.accept(("T", 0), _records(first, first + 9), 0.0)
+        assert w.commit(_no_watermarks, wait=True)
+    w.settle_syncs()
+    assert len(made) == 1
+    syncs = made[0].log[("mm2-offset-syncs.C.internal", 0)]
+    assert [struct.unpack(">qq", v) for v in syncs] == [(u, u) for u in (0, 9, 10, 19, 20, 29)]
+
+
+def test_an_offset_sync_not_delivered_fails_the_next_commit(monkeypatch):
+    made: list[FakeProducer] = []
+    monkeypatch.setattr(
+        confluent_kafka, "Producer", lambda _c: made.append(FakeProducer()) or made[-1]
+    )
+    w, _producer = _writer(monkeypatch, fanout=False, props=SYNCS_ON_SOURCE)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    w.source_syncs.failed.append("mm2-offset-syncs.C.internal: Broker: Not enough replicas")
+    w.accept(("T", 0), _records(10, 19), 0.0)
+    with pytest.raises(BrokerError, match="Not enough replicas") as exc:
+        w.commit(_no_watermarks, wait=True)
+    assert exc.value.transient
+
+
+def test_with_no_transaction_open_the_first_record_ends_the_wait(monkeypatch):
+    """``consume(n, wait)`` returns only with n records or after ``wait``: with no transaction
+    open, that wait came before every transaction's commit interval, doubling each cycle."""
+    w, _producer = _writer(monkeypatch, fanout=False)
+    reader = Reader.__new__(Reader)
+    reader.writers = [w]
+    reader.consumer = FakeConsumer(_records(0, 2))
+    assert [m.offset() for m in reader.take(0.1)] == [0, 1, 2]
+    assert reader.consumer.calls == [(1, 0.1), (CONSUME_BATCH - 1, 0)]
+    w.accept(("T", 0), _records(3, 4), 0.0)  # a transaction is open: wait for a whole batch
+    reader.consumer = FakeConsumer([])
+    assert reader.take(0.05) == []
+    assert reader.consumer.calls == [(CONSUME_BATCH, 0.05)]
