@@ -66,7 +66,12 @@ class Receiver:
         c.assign([ck.TopicPartition(self.remote, p, ck.OFFSET_BEGINNING) for p in parts])
         try:
             while not self._stop.is_set():
-                msgs = c.consume(num_messages=1000, timeout=0.05)
+                # consume() with a timeout waits for its whole batch: a record would be timed
+                # when the batch is full, not when it arrived
+                msgs = c.consume(num_messages=1000, timeout=0)
+                if not msgs:
+                    first = c.poll(0.05)
+                    msgs = [first] if first is not None else []
                 now = time.time() * 1000
                 for m in msgs:
                     if m.error() is not None:
