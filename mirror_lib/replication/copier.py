@@ -4,9 +4,9 @@ A slice task keeps ``read_committed`` source consumers and, per target, a
 :class:`~mirror_lib.replication.writer.TargetWriter` (one transactional producer and one
 ``init_transactions`` per slot per slice, which fences zombies) and copies records as they
 arrive. A flow ``A->B`` has one writer; a fan-out group ``A->B,C`` has one per target, fed from
-one consumer (:class:`Reader`): each consumed batch goes to every writer, which keeps what its
-target still needs. Each writer's ledger says where its target continues, so targets at
-different positions share a read safely.
+one consumer (:mod:`~mirror_lib.replication.source_reader`): each consumed batch goes to every
+writer, which keeps what its target still needs. Each writer's ledger says where its target
+continues, so targets at different positions share a read safely.
 
 In a fan-out group one target never stops the others: a target that fails, falls more than
 ``mirror.fanout.max.lag.records`` behind or stops acknowledging leaves the slice (its open
@@ -24,13 +24,14 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy_state import Interleaved
+from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader, make_consumer
 from mirror_lib.replication.stall import idle_slice_text
 from mirror_lib.replication.writer import CopyResult, TargetWriter, make_producer
 
@@ -39,7 +40,6 @@ log = logging.getLogger(__name__)
 __all__ = ["CopyResult", "SliceCopy", "copy_slice", "make_consumer", "make_producer"]
 
 TP = tuple[str, int]
-CONSUME_BATCH = 10_000
 IDLE_POLL_S = 0.1
 PENDING_POLL_S = 0.01  # a fan-out commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
@@ -47,36 +47,6 @@ SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata
 SOURCE_DOWN_S = 30.0  # no answer this long: the slice fails (transient) so the run reports it
 DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
-
-
-def make_consumer(ctx: FlowContext) -> Consumer:
-    """A ``read_committed`` source consumer that never joins a group or commits."""
-    defaults = {
-        "fetch.wait.max.ms": 100,
-        "fetch.error.backoff.ms": 50,
-        # librdkafka's own default; 32 MB halved the copy rate of 10 KB records (bench/README.md)
-        "queued.max.messages.kbytes": 65536,
-        # librdkafka prefetches 100,000 records per partition by default, and once a queue is
-        # over a threshold it waits fetch.queue.backoff.ms (1 s) before fetching it again:
-        # 20,000 small records a partition are enough to keep the copy busy, and a short wait
-        # keeps the queue from running dry (bench/README.md)
-        "queued.min.messages": 20000,
-        "fetch.queue.backoff.ms": 10,
-    }
-    return Consumer(
-        ctx.client(
-            "source",
-            "consumer",
-            defaults,
-            **{
-                "group.id": f"__mirror_reader.{ctx.flow.name}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "auto.offset.reset": "error",
-            },
-        )
-    )
 
 
 @contextlib.contextmanager
@@ -96,48 +66,6 @@ def cyclic_gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-class Reader:
-    """One source consumer and the writers it feeds, assigned where the furthest-behind of
-    them continues."""
-
-    def __init__(self, ctx: FlowContext, writers: list[TargetWriter]) -> None:
-        self.consumer = make_consumer(ctx)
-        self.writers = writers
-
-    def assign(self) -> None:
-        """(Re)assign every open partition at the lowest position of its writers."""
-        starts: dict[TP, int] = {}
-        for w in self.writers:
-            for tp, pos in w.open_positions().items():
-                starts[tp] = min(pos, starts.get(tp, pos))
-        todo = [TopicPartition(t, p, off) for (t, p), off in sorted(starts.items())]
-        self.consumer.assign(todo)
-        self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
-
-    def take(self, wait: float) -> list[Any]:
-        """Up to CONSUME_BATCH records, waiting at most ``wait`` seconds.
-
-        ``consume(n, wait)`` returns only once n records are there or ``wait`` is over. While a
-        transaction is open that is what we want: its records go out at its commit anyway. With
-        none open, the first record starts one: waiting the whole idle wait for a full batch would
-        make every commit cycle an idle wait plus a commit interval.
-        """
-        if wait <= 0 or any(w.in_txn for w in self.writers):
-            return self.consumer.consume(CONSUME_BATCH, wait)
-        first = self.consumer.consume(1, wait)
-        return first + self.consumer.consume(CONSUME_BATCH - 1, 0) if first else first
-
-    def maybe_pause(self, tp: TP) -> None:
-        """Stop fetching ``tp`` once no writer of this reader needs more of it."""
-        if all(tp not in w.open_positions() for w in self.writers):
-            with contextlib.suppress(KafkaException):
-                self.consumer.pause([TopicPartition(*tp)])
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.consumer.close()
 
 
 class SliceCopy:
@@ -335,6 +263,8 @@ class SliceCopy:
             for w in list(self.writers):
                 if w.commit_due(behind):
                     self._guard(w, self._commit, w, wait=not self.fanout)
+            for reader in self.readers:
+                reader.repace(time.monotonic())
             if self.until and time.monotonic() - last_progress > STALL_SECONDS:
                 open_tps = sorted({tp for w in self.writers for tp in w.open_positions()})
                 raise BrokerError(

@@ -132,11 +132,28 @@ class FakeLedger:
 
 
 class FakeConsumer:
-    """Hands out queued messages; records every ``consume(n, timeout)`` call."""
+    """Hands out queued messages; records every ``consume(n, timeout)`` call and assignment;
+    :attr:`high` holds the high watermarks it reports."""
 
-    def __init__(self, messages: list[Any]) -> None:
-        self.messages = list(messages)
+    def __init__(self, messages: list[Any] | None = None, paced: bool = False) -> None:
+        self.messages = list(messages or [])
+        self.paced = paced
         self.calls: list[tuple[int, float]] = []
+        self.assigned: list[tuple[str, int, int]] = []
+        self.high: dict[tuple[str, int], int] = {}
+        self.closed = False
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in tps]
+
+    def resume(self, tps: list[TopicPartition]) -> None:
+        pass
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        return 0, self.high.get((tp.topic, tp.partition), 0)
+
+    def close(self) -> None:
+        self.closed = True
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
         self.calls.append((num_messages, timeout))

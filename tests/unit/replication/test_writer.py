@@ -10,9 +10,11 @@ import pytest
 
 from mirror_lib.config.model import parse_config
 from mirror_lib.errors import BrokerError
+from mirror_lib.replication import source_reader
 from mirror_lib.replication import writer as writer_module
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copier import CONSUME_BATCH, Reader, SliceCopy
+from mirror_lib.replication.copier import SliceCopy
+from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.writer import CopyResult, TargetWriter
 from tests.helpers.fake_kafka import FakeConsumer, FakeLedger, FakeMessage, FakeProducer
 
@@ -221,3 +223,29 @@ def test_with_no_transaction_open_the_first_record_ends_the_wait(monkeypatch):
     reader.consumer = FakeConsumer([])
     assert reader.take(0.05) == []
     assert reader.consumer.calls == [(CONSUME_BATCH, 0.05)]
+
+
+def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
+    """A fetch per producer batch at the head made the broker work for every few records; a
+    reader that stays near the high watermark swaps to a paced consumer at the writers'
+    positions, and back to the prefetching one when records pile up."""
+    made: list[FakeConsumer] = []
+
+    def consumer(_ctx, *, paced=False):
+        made.append(FakeConsumer(paced=paced))
+        return made[-1]
+
+    monkeypatch.setattr(source_reader, "make_consumer", consumer)
+    w, _producer = _writer(monkeypatch, start=100, fanout=False)
+    reader = Reader(w.ctx, [w])
+    first = reader.consumer
+    first.high = {("T", 0): 150}  # 50 records behind: at the head
+    t0 = reader.next_check
+    assert not reader.repace(t0)  # at the head, but not yet for HEAD_CALM_S
+    assert not reader.repace(t0 + 0.5)  # not yet time to look again
+    assert reader.repace(t0 + source_reader.HEAD_CALM_S + 1)
+    paced = reader.consumer
+    assert paced.paced and first.closed and paced.assigned == [("T", 0, 100)]
+    paced.high = {("T", 0): 100 + source_reader.HEAD_LAG_RECORDS}
+    assert reader.repace(t0 + 10)
+    assert not reader.consumer.paced and paced.closed and len(made) == 3

@@ -1,0 +1,139 @@
+"""A copy task's source consumer (:class:`Reader`): what it fetches, when, and for which writers.
+
+Behind the source's head the consumer prefetches and fetches again as soon as its queue drains.
+At the head it fetches a partition again only ``HEAD_PACE_MS`` after its last records arrived: a
+fetch per producer batch made the broker work for every few records (on the test broker, whose
+fetch cost grows with the partition, it held up the producers' acknowledgements for seconds;
+bench/README.md, eighth run). librdkafka reads its settings once, so a reader that reaches the
+head (or falls behind it) swaps its consumer, at the writers' positions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+if TYPE_CHECKING:
+    from mirror_lib.replication.context import FlowContext
+    from mirror_lib.replication.writer import TargetWriter
+
+TP = tuple[str, int]
+CONSUME_BATCH = 10_000
+HEAD_PACE_MS = 50  # at the head, a partition is fetched again this long after its last records
+HEAD_LAG_RECORDS = CONSUME_BATCH  # fewer records than this to the high watermark: at the head
+HEAD_CALM_S = 2.0  # ... for this long before the consumer is swapped for a paced one
+LAG_CHECK_S = 1.0
+
+
+def make_consumer(ctx: FlowContext, *, paced: bool = False) -> Consumer:
+    """A ``read_committed`` source consumer that never joins a group or commits; ``paced``: the
+    head's fetch pacing. A flow's own consumer settings win over both."""
+    defaults: dict[str, Any] = {
+        "fetch.wait.max.ms": 100,
+        "fetch.error.backoff.ms": 50,
+        # librdkafka's own default; 32 MB halved the copy rate of 10 KB records (bench/README.md)
+        "queued.max.messages.kbytes": 65536,
+        # librdkafka prefetches 100,000 records per partition by default, and once a queue is
+        # over a threshold it waits fetch.queue.backoff.ms (1 s) before fetching it again:
+        # 20,000 small records a partition are enough to keep the copy busy, and a short wait
+        # keeps the queue from running dry (bench/README.md)
+        "queued.min.messages": 20000,
+        "fetch.queue.backoff.ms": 10,
+    }
+    if paced:  # a partition with records waiting is fetched again HEAD_PACE_MS later
+        defaults.update({"queued.min.messages": 1, "fetch.queue.backoff.ms": HEAD_PACE_MS})
+    return Consumer(
+        ctx.client(
+            "source",
+            "consumer",
+            defaults,
+            **{
+                "group.id": f"__mirror_reader.{ctx.flow.name}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+            },
+        )
+    )
+
+
+class Reader:
+    """One source consumer and the writers it feeds, assigned where the furthest-behind of
+    them continues."""
+
+    def __init__(self, ctx: FlowContext, writers: list[TargetWriter]) -> None:
+        self.ctx = ctx
+        self.consumer = make_consumer(ctx)
+        self.writers = writers
+        self.paced = False
+        self.calm_since: float | None = None  # since when the lag is below HEAD_LAG_RECORDS
+        self.next_check = time.monotonic() + LAG_CHECK_S
+
+    def positions(self) -> dict[TP, int]:
+        """Where each open partition continues: the lowest position of the writers."""
+        starts: dict[TP, int] = {}
+        for w in self.writers:
+            for tp, pos in w.open_positions().items():
+                starts[tp] = min(pos, starts.get(tp, pos))
+        return starts
+
+    def assign(self) -> None:
+        """(Re)assign every open partition at the lowest position of its writers."""
+        todo = [TopicPartition(t, p, off) for (t, p), off in sorted(self.positions().items())]
+        self.consumer.assign(todo)
+        self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
+
+    def take(self, wait: float) -> list[Any]:
+        """Up to CONSUME_BATCH records, waiting at most ``wait`` seconds.
+
+        ``consume(n, wait)`` returns only once n records are there or ``wait`` is over. While a
+        transaction is open that is what we want: its records go out at its commit anyway. With
+        none open, the first record starts one: waiting the whole idle wait for a full batch would
+        make every commit cycle an idle wait plus a commit interval.
+        """
+        if wait <= 0 or any(w.in_txn for w in self.writers):
+            return self.consumer.consume(CONSUME_BATCH, wait)
+        first = self.consumer.consume(1, wait)
+        return first + self.consumer.consume(CONSUME_BATCH - 1, 0) if first else first
+
+    def lag(self) -> int:
+        """Records between the writers' positions and the last high watermarks fetched."""
+        total = 0
+        for (t, p), pos in self.positions().items():
+            with contextlib.suppress(KafkaException):
+                _low, high = self.consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
+                total += max(high - pos, 0)
+        return total
+
+    def repace(self, now: float) -> bool:
+        """Swap to a paced consumer once at the head for HEAD_CALM_S, back once behind it;
+        True when swapped. Not while a writer holds records (a fan-out commit pending)."""
+        if now < self.next_check:
+            return False
+        self.next_check = now + LAG_CHECK_S
+        behind = self.lag() >= HEAD_LAG_RECORDS
+        self.calm_since = None if behind else (self.calm_since or now)
+        at_head = self.calm_since is not None and now - self.calm_since >= HEAD_CALM_S
+        paced = not behind if self.paced else at_head
+        if paced == self.paced or any(w.backlog or w.commit_pending for w in self.writers):
+            return False
+        old, self.consumer = self.consumer, make_consumer(self.ctx, paced=paced)
+        self.paced = paced
+        self.assign()
+        with contextlib.suppress(Exception):
+            old.close()
+        return True
+
+    def maybe_pause(self, tp: TP) -> None:
+        """Stop fetching ``tp`` once no writer of this reader needs more of it."""
+        if all(tp not in w.open_positions() for w in self.writers):
+            with contextlib.suppress(KafkaException):
+                self.consumer.pause([TopicPartition(*tp)])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.consumer.close()
