@@ -216,6 +216,7 @@ class PlainProducer:
         self.ctx, self.side = ctx, side
         self.producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
         self.failed: list[str] = []
+        self.topics: set[str] = set()  # named when records are not acknowledged
 
     def _report(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -225,6 +226,7 @@ class PlainProducer:
         self, topic: str, records: Iterable[tuple[bytes, bytes]], *, timestamp: int = 0
     ) -> None:
         """Queue records; delivery is confirmed by :meth:`check` or :meth:`finish`."""
+        self.topics.add(topic)
         for key, value in records:
             self.producer.produce(
                 topic, value, key, partition=0, on_delivery=self._report, timestamp=timestamp
@@ -245,8 +247,8 @@ class PlainProducer:
         """Wait until every record written is acknowledged; raise (transient) if not."""
         if self.producer.flush(timeout_s) > 0:
             raise BrokerError(
-                f"writing to {self.ctx.where(self.side)} for {self.ctx.label}: records not "
-                f"acknowledged in {timeout_s:g}s",
+                f"writing to {', '.join(sorted(self.topics))} on {self.ctx.where(self.side)} "
+                f"for {self.ctx.label}: records not acknowledged in {timeout_s:g}s",
                 transient=True,
             )
         self.check()

@@ -31,13 +31,13 @@ from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy_state import Interleaved
-from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader, make_consumer
+from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.stall import idle_slice_text
 from mirror_lib.replication.writer import CopyResult, TargetWriter, make_producer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CopyResult", "SliceCopy", "copy_slice", "make_consumer", "make_producer"]
+__all__ = ["CopyResult", "SliceCopy", "copy_slice", "make_producer"]
 
 TP = tuple[str, int]
 IDLE_POLL_S = 0.1

@@ -249,3 +249,15 @@ def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatc
     paced.high = {("T", 0): 100 + source_reader.HEAD_LAG_RECORDS}
     assert reader.repace(t0 + 10)
     assert not reader.consumer.paced and paced.closed and len(made) == 3
+
+
+def test_offset_syncs_not_acknowledged_at_the_slice_end_name_their_topic(monkeypatch):
+    syncs = FakeProducer()
+    syncs.acking = False
+    monkeypatch.setattr(confluent_kafka, "Producer", lambda _c: syncs)
+    w, _producer = _writer(monkeypatch, fanout=False, props=SYNCS_ON_SOURCE)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    with pytest.raises(BrokerError, match=r"writing to mm2-offset-syncs\.C\.internal on ") as exc:
+        w.settle_syncs()
+    assert exc.value.transient
