@@ -7,6 +7,7 @@ import struct
 
 import pytest
 
+from tests.helpers import kafka_raw
 from tests.helpers.kafka_raw import (
     ABORT,
     COMMIT,
@@ -112,3 +113,47 @@ def test_an_unknown_control_type_is_an_error():
     with pytest.raises(RawKafkaError, match="unknown type"):
         committed_view(parse_batches(batch(0, [record(0, None, b"a")], pid=1, txn=True) +
                                      marker(1, 1, 5)))  # fmt: skip
+
+
+class ScriptedConnection:
+    """Stands in for kafka_raw.Connection: one partition, leader 0, fetches answered in turn."""
+
+    def __init__(self, answers: list[tuple[int, bytes]]) -> None:
+        self.answers, self.offsets = answers, []
+
+    def __call__(self, host: str, port: int, timeout_s: float) -> ScriptedConnection:
+        return self
+
+    def __enter__(self) -> ScriptedConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return {kafka_raw.API_FETCH: (0, 11)}
+
+    def metadata(self, topic: str) -> tuple[dict, dict]:
+        return {0: ("127.0.0.1", 9)}, {0: 0}
+
+    def fetch(self, topic: str, partition: int, offset: int) -> tuple[int, bytes]:
+        self.offsets.append(offset)
+        return self.answers.pop(0) if self.answers else (3, b"")
+
+
+def test_an_empty_fetch_below_the_high_watermark_is_asked_again(monkeypatch):
+    conn = ScriptedConnection([
+        (3, batch(0, [record(0, None, b"a"), record(1, None, b"b")])),
+        (3, b""),  # a busy broker answered with nothing
+        (3, batch(2, [record(0, None, b"c")])),
+    ])  # fmt: skip
+    monkeypatch.setattr(kafka_raw, "Connection", conn)
+    got = kafka_raw.read_batches("127.0.0.1:9", "t", 0)
+    assert [r.value for b in got for r in b.records] == [b"a", b"b", b"c"]
+    assert conn.offsets == [0, 2, 2]
+
+
+def test_a_partition_that_stays_empty_below_its_high_watermark_is_an_error(monkeypatch):
+    monkeypatch.setattr(kafka_raw, "Connection", ScriptedConnection([]))
+    with pytest.raises(RawKafkaError, match=r"t\[0\]: no batch at 0 below 3"):
+        kafka_raw.read_batches("127.0.0.1:9", "t", 0, timeout_s=0.3)
