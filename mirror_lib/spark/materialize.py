@@ -134,15 +134,20 @@ def materialize_caught_up(
 
 
 def materialize_now(
-    spark: Any, config: MirrorConfig, cluster: str, timeout_s: float | None = 300
+    spark: Any,
+    config: MirrorConfig,
+    cluster: str,
+    timeout_s: float | None = 300,
+    writer: str | None = None,
 ) -> str:
     """Materialize what ``cluster``'s internal topics hold now (the end of ``--once``); returns
     a line for the run's report.
 
     Over delta-rs on the driver, without a Spark query (:func:`materialize_once`); with Delta's
-    Spark writer through a catch-up query (:func:`materialize_caught_up`).
+    Spark writer through a catch-up query (:func:`materialize_caught_up`). ``writer``: the
+    :func:`tables_writer` already chosen (``spark`` may then be stopped for delta-rs).
     """
-    if tables_writer(spark, config) == "delta-rs":
+    if (writer or tables_writer(spark, config)) == "delta-rs":
         n = materialize_once(config, cluster, timeout_s)
         return f"materialized {n} records of the internal topics of {cluster} into Delta tables"
     materialize_caught_up(spark, config, cluster, timeout_s)

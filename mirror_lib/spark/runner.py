@@ -10,6 +10,7 @@ reached them for every partition.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from typing import Any
@@ -214,6 +215,7 @@ def run_flows(
     lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
     sup = Supervisor(config, once, report, lags.get)
     exporter = None
+    released: threading.Thread | None = None  # stops the queries and the session (--once)
     try:
         if endpoint is not None:
             companions = [j for j in jobs if j.job in COMPANIONS]
@@ -246,10 +248,15 @@ def run_flows(
                         "everything committed so far is kept"
                     )
                 report(f"{r.name}: caught up with {sum(targets[r.name].values())} source offsets")
+            statuses = {r.name: r.status() for r in runners}
+            writer = tables_writer(spark, config) if clusters else "delta-rs"
+            if own_session and writer == "delta-rs":  # what is left needs no Spark
+                released = _release_spark(spark, runners)
             for name in names:
                 _one_round(FlowContext.create(config, name), report, parts)
             for cluster in clusters:
-                report(materialize_now(spark, config, cluster, timeout_s))
+                report(materialize_now(spark, config, cluster, timeout_s, writer))
+            return statuses
         else:
             tables = [start_materialization(spark, config, c) for c in clusters]
             units = [(_runner_unit(r), r.raise_if_failed) for r in runners]
@@ -281,15 +288,32 @@ def run_flows(
         return {r.name: r.status() for r in runners}
     finally:
         stops: list[Callable[[], Any]] = [exporter.stop] if exporter is not None else []
-        stops += [sup.close, *(r.stop for r in runners + jobs)]
+        stops += [sup.close, *(r.stop for r in ([] if released else runners) + jobs)]
         stops += [lambda q=q: stop_query(spark, q) for q in tables]
-        for stop in stops:  # one failing stop must not leave the other queries running
-            try:
-                stop()
-            except Exception:
-                log.exception("stopping a part of the run failed; stopping the others")
-        if own_session:
+        _stop_each(stops)
+        if released is not None:
+            released.join()
+        elif own_session:
             spark.stop()
+
+
+def _stop_each(stops: list[Callable[[], Any]]) -> None:
+    """Call every stop; one failing must not leave the other queries running."""
+    for stop in stops:
+        try:
+            stop()
+        except Exception:
+            log.exception("stopping a part of the run failed; stopping the others")
+
+
+def _release_spark(spark: Any, runners: list[FlowRunner]) -> threading.Thread:
+    """Stop the caught-up queries and the run's own session on a thread, so that the end of
+    ``--once`` (heartbeat, checkpoints, tables over delta-rs: no Spark) does not wait for them."""
+
+    stops = [*(r.stop for r in runners), spark.stop]
+    thread = threading.Thread(target=_stop_each, args=(stops,), name="mirror-release-spark")
+    thread.start()
+    return thread
 
 
 def _progress_or_none(r: Any) -> dict[str, Any]:

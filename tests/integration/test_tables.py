@@ -353,3 +353,38 @@ def test_one_health_for_either_writer_and_the_views(spark, flow):
     )[0]
     assert latency["p50"] == pytest.approx(local.latency_ms_p50)
     assert latency["p99"] == pytest.approx(local.latency_ms_p99)
+
+
+def test_the_end_of_mirror_run_once_lands_in_the_tables(brokers, tmp_path, subprocess_env):
+    """`mirror run --once` owns its session and stops it on a thread after the catch-up, while
+    the heartbeat, the checkpoint round and the delta-rs tables are written: all of them land."""
+    from mirror_lib.config.model import parse_config
+    from mirror_lib.tables.delta_rs import read_table
+    from mirror_lib.tables.location import tables_root
+    from tests.helpers.mirror_cli import run_mirror
+    from tests.integration.conftest import flow_properties, write_properties
+
+    name = f"tail-{uuid.uuid4().hex[:8]}"
+    group, state = f"{name}-g", tmp_path / "state"
+    props = flow_properties(
+        brokers.source,
+        brokers.target,
+        state,
+        topics=name,
+        groups=group,
+        **{"mirror.tables.enabled": "true"},
+    )
+    create_topic(brokers.source, name, 2)
+    produce_exact(brokers.source, name, [{"value": b"v", "partition": i % 2} for i in range(40)])
+    commit(brokers.source, group, {(name, 0): 7, (name, 1): 20})
+    out = run_mirror(write_properties(tmp_path / "mm2.properties", props), subprocess_env,
+                     "--once", timeout_s=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "stopping a part of the run failed" not in out.stderr
+    root = tables_root(parse_config(props))
+    checkpoints = [r for r in read_table(root, "checkpoints").to_pylist() if r["group_id"] == group]
+    assert sorted((r["partition"], r["upstream_offset"]) for r in checkpoints) == [(0, 7), (1, 20)]
+    assert all(r["downstream_offset"] >= r["upstream_offset"] for r in checkpoints)
+    assert read_table(root, "heartbeats").num_rows > 0
+    metrics = read_table(root, "replication_metrics").to_pylist()
+    assert sum(r["records"] for r in metrics if r["topic"] == name) == 40
