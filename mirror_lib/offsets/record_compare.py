@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -75,6 +75,18 @@ class OffsetMap:
         return self.segments[-1].downstream_end + 1 if self.segments else 0
 
 
+class SkippedRanges:
+    """Source offset ranges ``(first, last)`` a flow skipped on purpose (its ``skip`` events)."""
+
+    def __init__(self, ranges: Iterable[Sequence[int]] = ()) -> None:
+        self.ranges = sorted((int(first), int(last)) for first, last in ranges)
+        self._firsts = [first for first, _last in self.ranges]
+
+    def __contains__(self, offset: int) -> bool:
+        i = bisect_right(self._firsts, offset) - 1
+        return i >= 0 and offset <= self.ranges[i][1]
+
+
 @dataclass
 class Outcome:
     """Result of walking one range: matched records, where it stopped, the first difference."""
@@ -84,6 +96,7 @@ class Outcome:
     upstream_next: int
     downstream_next: int
     difference: tuple[int, int, str] | None = None
+    skipped: int = 0  # source records not copied on purpose, inside a skip event's range
 
 
 def _show(data: Any) -> str:
@@ -109,21 +122,24 @@ def compare_ranges(
     upstream_from: int,
     downstream_from: int,
     checksum_seed: str = "",
+    skipped: SkippedRanges | None = None,
 ) -> Outcome:
     """Walk source and target records in order; stop at the first difference.
 
     ``upstream`` must be the source's records of ``[upstream_from, offsets.upstream_end)`` and
     ``downstream`` the target's of ``[downstream_from, offsets.downstream_end)``, both in offset
-    order. Every source record must be inside a segment and found, equal, at its mapped offset;
-    every target record must be such a copy.
+    order. Every source record must be inside a segment and found, equal, at its mapped offset,
+    or inside one of the ``skipped`` ranges (counted, not compared); every target record must be
+    such a copy.
     """
     digest = hashlib.sha256(checksum_seed.encode())
-    count, u_next, d_next = 0, upstream_from, downstream_from
+    skipped = skipped or SkippedRanges()
+    count, u_next, d_next, n_skipped = 0, upstream_from, downstream_from, 0
     down = iter(downstream)
     b = next(down, None)
 
     def stop(u: int, d: int, why: str) -> Outcome:
-        return Outcome(count, digest.hexdigest(), u_next, d_next, (u, d, why))
+        return Outcome(count, digest.hexdigest(), u_next, d_next, (u, d, why), n_skipped)
 
     def extra(b: Rec) -> str:
         u = offsets.upstream_of(b.offset)
@@ -134,6 +150,9 @@ def compare_ranges(
     for a in upstream:
         d = offsets.downstream(a.offset)
         if not offsets.copied(a.offset):
+            if a.offset in skipped:
+                n_skipped += 1
+                continue
             return stop(a.offset, d, f"source record at {a.offset} was never copied")
         if b is not None and b.offset < d:
             return stop(_or(offsets.upstream_of(b.offset), a.offset), b.offset, extra(b))
@@ -147,7 +166,7 @@ def compare_ranges(
     if b is not None:
         return stop(_or(offsets.upstream_of(b.offset), offsets.upstream_end), b.offset, extra(b))
     u_end, d_end = max(u_next, offsets.upstream_end), max(d_next, offsets.downstream_end)
-    return Outcome(count, digest.hexdigest(), u_end, d_end)
+    return Outcome(count, digest.hexdigest(), u_end, d_end, None, n_skipped)
 
 
 def _or(value: int | None, default: int) -> int:

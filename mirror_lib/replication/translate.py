@@ -18,19 +18,28 @@ from mirror_lib.replication.context import FlowContext
 TP = tuple[str, int]
 
 
-def add_segments(indexes: dict[TP, SegmentIndex], value: bytes | None) -> bool:
+def add_segments(
+    indexes: dict[TP, SegmentIndex],
+    value: bytes | None,
+    skips: dict[TP, list[tuple[int, int]]] | None = None,
+) -> bool:
     """Add a metrics record's segments to ``indexes``; False when it cannot be decoded.
 
-    Records of other types are ignored (True).
+    With ``skips``, a ``skip`` event's range ``(first_offset, last_offset)`` is added to it;
+    records of other types are ignored (True).
     """
     try:
         event = json.loads(value or b"")
-        if event.get("type") != "segments":
+        kind = event.get("type")
+        if kind == "skip" and skips is not None:
+            tp = (event["topic"], int(event["partition"]))
+            skips.setdefault(tp, []).append((int(event["first_offset"]), int(event["last_offset"])))
+        if kind != "segments":
             return True
         index = indexes.setdefault((event["topic"], int(event["partition"])), SegmentIndex())
         for us, ue, ds, de in event["segments"]:
             index.add(Segment(us, ue, ds, de))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return False
     return True
 
@@ -40,11 +49,16 @@ def reader_conf(ctx: FlowContext) -> dict[str, Any]:
     return ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
 
 
-def load_segments(ctx: FlowContext, timeout_s: float = 60) -> dict[TP, SegmentIndex]:
-    """Read the flow's segments from the target's metrics topic (undecodable records skipped)."""
+def load_segments(
+    ctx: FlowContext,
+    timeout_s: float = 60,
+    skips: dict[TP, list[tuple[int, int]]] | None = None,
+) -> dict[TP, SegmentIndex]:
+    """Read the flow's segments from the target's metrics topic (undecodable records skipped);
+    with ``skips``, collect the ranges of its ``skip`` events there in the same read."""
     indexes: dict[TP, SegmentIndex] = {}
     for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, timeout_s):
-        add_segments(indexes, msg.value())
+        add_segments(indexes, msg.value(), skips)
     return indexes
 
 

@@ -2,238 +2,38 @@
 
 The flow's own segments (D4: every contiguous run ``upstream -> downstream`` the sink committed)
 say where each source record must be on the target, so gaps on either side (transaction markers,
-aborted records, compaction at copy time) are accounted for. Per partition the source records of
+aborted records, compaction at copy time) are accounted for, and its ``skip`` events say which
+source records were left out on purpose. Per partition the source records of
 ``[verified point, replicated end)`` are walked in lockstep with the target records of the mapped
 range and compared field by field (key, value, headers, timestamp); the first mismatch is
-reported with both offsets. A sha256 chained over every verified record (count and checksum are
-stored with the verified point in the ``verifications`` table), so the next run resumes there.
-Partitions run in parallel: Spark tasks when a session is given, threads otherwise.
+reported with both offsets (:mod:`mirror_lib.replication.verify_partition`). A sha256 chained
+over every verified record (count and checksum are stored with the verified point in the
+``verifications`` table), so the next run resumes there. Partitions run in parallel: Spark tasks
+when a session is given, threads otherwise.
 """
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import closing
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import BrokerError, ConfigError
+from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
-from mirror_lib.offsets.record_compare import OffsetMap, Rec, compare_ranges
+from mirror_lib.offsets.record_compare import OffsetMap
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments
-
-#: A tail longer than this is not counted record by record: "behind by" is then the offset gap.
-BEHIND_SCAN_MAX = 100_000
-
-
-# --- Reading partitions -------------------------------------------------------------------------
-
-
-def read_partition(
-    conf: dict[str, Any], topic: str, partition: int, start: int, stop: int, timeout_s: float = 60
-) -> Iterator[Rec]:
-    """Committed records of ``topic[partition]`` with ``start <= offset < stop``, in order.
-
-    Ends early at the end of the partition; no record within ``timeout_s`` raises a transient
-    :class:`BrokerError` rather than answering with a partial range.
-    """
-    from confluent_kafka import Consumer, KafkaError, TopicPartition  # lazy: optional extra "kafka"
-
-    if stop <= start:
-        return
-    consumer = Consumer({
-        "group.id": f"__mirror_verify.{uuid.uuid4().hex}",
-        "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 100,
-        **conf,
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-    })  # fmt: skip
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout_s
-        while True:
-            msgs = consumer.consume(2000, timeout=0.2)
-            if msgs:
-                deadline = time.monotonic() + timeout_s
-            elif time.monotonic() > deadline:
-                raise BrokerError(
-                    f"reading {topic}[{partition}] from {start}: nothing for {timeout_s}s",
-                    transient=True,
-                )
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise BrokerError(f"reading {topic}[{partition}]: {err.str()}", transient=True)
-                if m.offset() >= stop:
-                    return
-                headers = tuple((k, v) for k, v in (m.headers() or ()))
-                yield Rec(m.offset(), m.key(), m.value(), headers, m.timestamp()[1])
-    finally:
-        consumer.close()
-
-
-# --- One partition ------------------------------------------------------------------------------
-
-
-@dataclass
-class PartitionTask:
-    """Everything one partition's verification needs; JSON-serialisable for Spark tasks."""
-
-    options: dict[str, str]
-    topic: str
-    remote_topic: str
-    partition: int
-    segments: list[tuple[int, int, int, int]]
-    upstream_from: int
-    downstream_from: int
-    source_end_offset: int
-    total_before: int = 0
-    checksum_before: str = ""
-    note: str = ""
-
-
-@dataclass
-class PartitionVerification:
-    """One partition's answer, as printed and as stored in the ``verifications`` table."""
-
-    flow: str
-    topic: str
-    remote_topic: str
-    partition: int
-    status: str  # complete | behind | different
-    behind: int
-    upstream_from: int
-    upstream_to: int
-    downstream_from: int
-    downstream_to: int
-    records: int
-    total_records: int
-    checksum: str
-    source_end_offset: int
-    diff_upstream_offset: int | None = None
-    diff_downstream_offset: int | None = None
-    detail: str = ""
-    duration_ms: float = 0.0
-    verified_ts: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
-
-    def describe(self) -> str:
-        """``complete``, ``behind by N`` or ``different at upstream offset U / downstream ...``."""
-        if self.status == "different":
-            return (
-                f"different at upstream offset {self.diff_upstream_offset} / downstream offset "
-                f"{self.diff_downstream_offset}: {self.detail}"
-            )
-        return "complete" if self.status == "complete" else f"behind by {self.behind}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "result": self.describe()}
-
-
-def _segments_of(task: PartitionTask) -> list[Segment]:
-    return [Segment(*s) for s in task.segments]
-
-
-def verify_partition(task: PartitionTask, timeout_s: float = 60) -> PartitionVerification:
-    """Compare one partition from its verified point to the replicated end (runs anywhere)."""
-    started = time.monotonic()
-    ctx = FlowContext.from_options(task.options)
-    offsets = OffsetMap(_segments_of(task))
-    u_to, d_to = offsets.upstream_end, offsets.downstream_end
-    a_conf, b_conf = ctx.client("source", "consumer"), ctx.client("target", "consumer")
-    with (
-        closing(read_partition(a_conf, task.topic, task.partition, task.upstream_from, u_to,
-                               timeout_s)) as ups,
-        closing(read_partition(b_conf, task.remote_topic, task.partition, task.downstream_from,
-                               d_to, timeout_s)) as downs,
-    ):  # fmt: skip
-        out = compare_ranges(
-            offsets,
-            ups,
-            downs,
-            upstream_from=task.upstream_from,
-            downstream_from=task.downstream_from,
-            checksum_seed=task.checksum_before,
-        )
-    behind, status = 0, "different" if out.difference else "complete"
-    end = task.source_end_offset
-    if out.difference is None and end > out.upstream_next:
-        tail = read_partition(a_conf, task.topic, task.partition, out.upstream_next, end, timeout_s)
-        with closing(tail):
-            for n, _rec in enumerate(tail, 1):
-                behind = n
-                if n >= BEHIND_SCAN_MAX:
-                    behind = end - out.upstream_next
-                    break
-        status = "behind" if behind else "complete"
-    diff = out.difference or (None, None, "")
-    return PartitionVerification(
-        flow=ctx.flow.name,
-        topic=task.topic,
-        remote_topic=task.remote_topic,
-        partition=task.partition,
-        status=status,
-        behind=behind,
-        upstream_from=task.upstream_from,
-        upstream_to=out.upstream_next,
-        downstream_from=task.downstream_from,
-        downstream_to=out.downstream_next,
-        records=out.records,
-        total_records=task.total_before + out.records,
-        checksum=out.checksum,
-        source_end_offset=end,
-        diff_upstream_offset=diff[0],
-        diff_downstream_offset=diff[1],
-        detail="; ".join(x for x in (diff[2], task.note) if x),
-        duration_ms=(time.monotonic() - started) * 1000,
-    )
-
-
-def _verify_json(payload: str) -> str:
-    return json.dumps(verify_partition(PartitionTask(**json.loads(payload))).as_dict())
-
-
-def _verify_arrow(batches: Iterator[Any]) -> Iterator[Any]:
-    """mapInArrow body: one JSON task per row in, one JSON result per row out."""
-    import pyarrow as pa  # lazy: optional extra "delta/spark"
-
-    for batch in batches:
-        results = [_verify_json(t) for t in batch.column("task").to_pylist()]
-        yield pa.RecordBatch.from_pydict({"result": results})
-
-
-def run_tasks(
-    tasks: Sequence[PartitionTask], spark: Any = None, parallelism: int = 4
-) -> list[PartitionVerification]:
-    """Verify partitions in parallel: one Spark task each with a session, else threads."""
-    if not tasks:
-        return []
-    if spark is not None:
-        payloads = [(json.dumps(asdict(t)),) for t in tasks]
-        df = spark.createDataFrame(payloads, "task string").repartition(len(payloads))
-        rows = df.mapInArrow(_verify_arrow, "result string").collect()
-        results = [json.loads(r["result"]) for r in rows]
-        for r in results:
-            r.pop("result")
-        out = [PartitionVerification(**r) for r in results]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(tasks)))) as pool:
-            out = list(pool.map(verify_partition, tasks))
-    return sorted(out, key=lambda r: (r.topic, r.partition))
-
+from mirror_lib.replication.verify_partition import (
+    PartitionTask,
+    PartitionVerification,
+    run_tasks,
+    skipped_text,
+)
 
 # --- A flow -------------------------------------------------------------------------------------
 
@@ -294,6 +94,7 @@ def plan_task(
     segments: Sequence[Segment],
     bounds: tuple[int, int],
     previous: dict[str, Any] | None,
+    skipped: Sequence[tuple[int, int]] = (),
 ) -> PartitionTask:
     """Where to start: the stored verified point if it still fits the segments, else the start.
 
@@ -328,6 +129,7 @@ def plan_task(
         total_before=total,
         checksum_before=seed,
         note=note,
+        skipped=[(first, last) for first, last in skipped if last >= u_from],
     )
 
 
@@ -377,7 +179,8 @@ def verify_flow(
     partitions = flow_partitions(ctx, topics)
     tps = [(t, p) for t, n in partitions.items() for p in range(n)]
     bounds = partition_bounds(admin_client(ctx.client("source", "admin")), tps)
-    indexes = load_segments(ctx)
+    skips: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    indexes = load_segments(ctx, skips=skips)
     previous = _previous_points(config, ctx.flow.name, spark) if resume else {}
     tasks = [
         plan_task(
@@ -387,6 +190,7 @@ def verify_flow(
             indexes[(t, p)].segments if (t, p) in indexes else (),
             bounds[(t, p)],
             previous.get((t, p)),
+            skips.get((t, p), ()),
         )
         for t, p in tps
     ]
@@ -420,8 +224,9 @@ def format_report(report: VerifyReport) -> str:
         )
     different = sum(p.status == "different" for p in report.partitions)
     behind = sum(p.status == "behind" for p in report.partitions)
+    skipped = sum(p.skipped for p in report.partitions)
     lines.append(
         f"{report.flow}: {len(report.partitions)} partitions, {different} different, "
-        f"{behind} behind (run {report.run_id})"
+        f"{behind} behind{', ' + skipped_text(skipped) if skipped else ''} (run {report.run_id})"
     )
     return "\n".join(lines)

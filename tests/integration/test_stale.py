@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.failover import translate_group
 from mirror_lib.replication.translate import load_segments, translate
+from mirror_lib.replication.verify import format_report, verify_flow
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records
@@ -130,6 +131,14 @@ def test_stale_records_are_skipped_accounted_for_and_translated(
         (t.topic, t.partition): t.offset for t in translate_group(config, group, "A", "B")
     }
     assert checkpointed == {(f"A.{topic}", 0): 10, (f"A.{topic}", 1): 7}
+
+    # `mirror verify` excuses exactly the skip events' ranges and compares everything else
+    report = verify_flow(config, "A->B", [topic], record=False)
+    assert report.complete, format_report(report)
+    assert [(p.partition, p.records, p.skipped) for p in report.partitions] == [
+        (0, 30, 30),
+        (1, 15, 0),
+    ]
 
 
 def test_the_record_cap_bounds_what_one_outage_skips(spark, brokers, make_config, unique_name):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from mirror_lib.offsets.record_compare import OffsetMap, Rec, compare_ranges, encode_record
+from mirror_lib.offsets.record_compare import (
+    OffsetMap,
+    Rec,
+    SkippedRanges,
+    compare_ranges,
+    encode_record,
+)
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.verify import fits
 
@@ -19,10 +25,10 @@ SOURCE = [rec(u, u) for u in (*range(5), *range(6, 10))]
 TARGET = [rec(d, u) for u, d in [*((u, u) for u in range(5)), *((u, u + 4) for u in range(6, 10))]]
 
 
-def run(source, target, u_from=0, d_from=0, seed="", segments=SEGMENTS):
+def run(source, target, u_from=0, d_from=0, seed="", segments=SEGMENTS, skipped=None):
     return compare_ranges(
         OffsetMap(segments), source, target, upstream_from=u_from, downstream_from=d_from,
-        checksum_seed=seed,
+        checksum_seed=seed, skipped=skipped,
     )  # fmt: skip
 
 
@@ -72,6 +78,27 @@ def test_source_record_that_no_segment_covers_was_never_copied():
     u, d, why = run(source, TARGET).difference
     assert (u, d) == (5, 10)
     assert "never copied" in why
+
+
+def test_source_records_inside_a_skip_events_range_are_counted_not_compared():
+    source = [*SOURCE[:5], rec(5, 5), *SOURCE[5:]]  # 5: skipped on purpose, not a marker
+    out = run(source, TARGET, skipped=SkippedRanges([(5, 5)]))
+    assert out.difference is None
+    assert (out.records, out.skipped, out.upstream_next, out.downstream_next) == (9, 1, 10, 14)
+    assert out.checksum == run(SOURCE, TARGET).checksum  # skipped records are not in it
+    u, _d, why = run(source, TARGET, skipped=SkippedRanges([(6, 9)])).difference
+    assert (u, "never copied" in why) == (5, True)  # only the event's own range is excused
+
+
+def test_a_copied_record_inside_a_skip_range_is_still_compared():
+    target = [*TARGET[:6], TARGET[6]._replace(value=b"tampered"), *TARGET[7:]]
+    u, _d, why = run(SOURCE, target, skipped=SkippedRanges([(0, 9)])).difference
+    assert u == 7 and "tampered" in why
+
+
+def test_skipped_ranges_hold_their_offsets_only():
+    ranges = SkippedRanges([[20, 29], (3, 3)])
+    assert [o in ranges for o in (2, 3, 4, 19, 20, 29, 30)] == [0, 1, 0, 0, 1, 1, 0]
 
 
 def test_record_gone_from_the_source_after_the_copy():
