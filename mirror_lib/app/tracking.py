@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import mirror_lib
+from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.properties import format_properties, redact
-from mirror_lib.config.settings import global_setting
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.tables.location import tables_enabled
 from mirror_lib.tables.run_metrics import Series, window_metrics

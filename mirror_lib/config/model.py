@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from mirror_lib.config.global_settings import GLOBAL_BY_KEY, global_setting
 from mirror_lib.config.properties import (
     BUILTIN_PROVIDERS,
     ConfigProvider,
@@ -24,16 +25,8 @@ from mirror_lib.config.properties import (
     read_properties_file,
     redact,
 )
-from mirror_lib.config.settings import (
-    ALIASES,
-    BY_KEY,
-    GLOBAL_BY_KEY,
-    IGNORED_PREFIXES,
-    SETTINGS,
-    FlowSettings,
-    global_setting,
-    split_list,
-)
+from mirror_lib.config.setting_values import split_list
+from mirror_lib.config.settings import ALIASES, BY_KEY, IGNORED_PREFIXES, SETTINGS, FlowSettings
 from mirror_lib.errors import ConfigError
 from mirror_lib.mm2.policy import make_policy
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
 
+from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.config.settings import GLOBAL_BY_KEY
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.ledger import LedgerView, flow_bounds

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.config.settings import global_setting
 from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.replication import events

@@ -1,0 +1,158 @@
+"""Process-wide ``mirror.*`` keys (top level, never per flow): MLflow, outages, tables, metrics.
+
+Read one with :func:`global_setting`; per-flow keys are in :mod:`mirror_lib.config.settings`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from mirror_lib.config.setting_values import Setting, boolean, choice
+from mirror_lib.errors import ConfigError
+
+
+def _tracking_uri(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value and value != "databricks" and not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
+        raise ConfigError(
+            key,
+            raw,
+            "an MLflow tracking URI such as sqlite:///path/mlflow.db, http(s)://host:port or "
+            "databricks, or empty for the default",
+        )
+    return value
+
+
+def _experiment(key: str, raw: str) -> str:
+    if not raw.strip():
+        raise ConfigError(key, raw, "a non-empty MLflow experiment name")
+    return raw.strip()
+
+
+_SCHEMA = r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)?|`[^`]+`(\.`[^`]+`)?"
+
+
+def _schema(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value and not re.fullmatch(_SCHEMA, value):
+        raise ConfigError(key, raw, "a schema name such as main.mirror (catalog.schema), or empty")
+    return value
+
+
+def _outage_seconds(key: str, raw: str) -> float | None:
+    if not raw.strip():
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(key, raw, "a number of seconds > 0, or empty for the default") from None
+    if not value > 0:
+        raise ConfigError(key, raw, "a number of seconds > 0, or empty for the default")
+    return value
+
+
+#: Process-wide ``mirror.*`` keys (top level, never per flow); read with :func:`global_setting`.
+GLOBAL_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "mirror.mlflow.enabled",
+        "mlflow_enabled",
+        "false",
+        boolean,
+        "log each `mirror run` as an MLflow run (also: `mirror run --mlflow`)",
+    ),
+    Setting(
+        "mirror.mlflow.tracking.uri",
+        "mlflow_tracking_uri",
+        "",
+        _tracking_uri,
+        "MLflow tracking URI; empty: MLFLOW_TRACKING_URI, else databricks on Databricks, else "
+        "sqlite:///<mirror.state.dir>/mlflow.db",
+    ),
+    Setting(
+        "mirror.mlflow.experiment",
+        "mlflow_experiment",
+        "mirror_lib",
+        _experiment,
+        "MLflow experiment name (on Databricks a relative name goes under /Shared/)",
+    ),
+    Setting(
+        "mirror.outage.max.seconds",
+        "outage_max_seconds",
+        "",
+        _outage_seconds,
+        "how long a run keeps retrying an unreachable cluster (or another transient failure) "
+        "before it fails (for `--once` also: how long its slices may leave a partition where it "
+        "was); empty: indefinitely for continuous runs, 120 s for `--once`",
+    ),
+)
+GLOBAL_SETTINGS += (
+    Setting(
+        "mirror.tables.enabled",
+        "tables_enabled",
+        "true",
+        boolean,
+        "materialize the internal topics into Delta tables",
+    ),
+    Setting(
+        "mirror.tables.writer",
+        "tables_writer",
+        "auto",
+        choice("auto", "delta-rs", "spark"),
+        "delta-rs, Delta's Spark writer, or auto",
+    ),
+    Setting(
+        "mirror.tables.schema",
+        "tables_schema",
+        "",
+        _schema,
+        "catalog.schema of the tables and views with the Spark writer",
+    ),
+)
+
+
+def _metrics_port(key: str, raw: str) -> int:
+    expected = "a TCP port 1..65535 to serve Prometheus metrics on, or 0 / empty for none"
+    try:
+        port = int(raw.strip() or "0")
+    except ValueError:
+        raise ConfigError(key, raw, expected) from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(key, raw, expected)
+    return port
+
+
+def _metrics_host(key: str, raw: str) -> str:
+    value = raw.strip()
+    if not value or re.search(r"[\s/]", value):
+        raise ConfigError(
+            key, raw, "an address to listen on: 127.0.0.1 (default), 0.0.0.0 or a name"
+        )
+    return value
+
+
+GLOBAL_SETTINGS += (
+    Setting(
+        "mirror.metrics.port",
+        "metrics_port",
+        "0",
+        _metrics_port,
+        "serve Prometheus metrics from the driver of `mirror run` on this port (0: off; also "
+        "`mirror run --metrics-port`)",
+    ),
+    Setting(
+        "mirror.metrics.host",
+        "metrics_host",
+        "127.0.0.1",
+        _metrics_host,
+        "address the metrics endpoint listens on (also `mirror run --metrics-host`)",
+    ),
+)
+GLOBAL_BY_KEY: dict[str, Setting] = {s.key: s for s in GLOBAL_SETTINGS}
+
+
+def global_setting(props: Mapping[str, str], key: str) -> Any:
+    """The parsed value of a top-level key of :data:`GLOBAL_SETTINGS`, else its default."""
+    setting = GLOBAL_BY_KEY[key]
+    return setting.parse(key, props.get(key, setting.default))

@@ -1,0 +1,103 @@
+"""How a setting's string becomes a value: the parsers of :class:`Setting` and the class itself.
+
+Each parser takes ``(key, raw)`` and returns the value or raises a :class:`ConfigError` that
+names the key, the value and what would be valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mirror_lib.errors import ConfigError
+from mirror_lib.mm2.filters import compile_patterns, parse_list
+
+
+def split_list(text: str) -> tuple[str, ...]:
+    """MM2's comma-separated list: items trimmed, empty items (e.g. a trailing comma) dropped."""
+    return parse_list(text)
+
+
+def boolean(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(key, raw, "true or false")
+    return value == "true"
+
+
+def int_at_least(minimum: int) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(key, raw, f"a whole number >= {minimum}") from None
+        if value < minimum:
+            raise ConfigError(key, raw, f"a whole number >= {minimum}")
+        return value
+
+    return parse
+
+
+def replication_factor(key: str, raw: str) -> int:
+    value = int_at_least(-1)(key, raw)
+    if value == 0:
+        raise ConfigError(key, raw, "a replication factor >= 1, or -1 for the broker default")
+    return value
+
+
+def seconds(key: str, raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(key, raw, "a positive number of seconds") from None
+    if not value > 0:
+        raise ConfigError(
+            key, raw, "a positive number of seconds (to turn the feature off use its .enabled key)"
+        )
+    return value
+
+
+def choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(key: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ConfigError(key, raw, "one of " + ", ".join(choices))
+        return value
+
+    return parse
+
+
+def regex_list(key: str, raw: str) -> tuple[str, ...]:
+    items = split_list(raw)
+    compile_patterns(items, key)  # the same Java-to-Python translation the filters use
+    return items
+
+
+def text(key: str, raw: str) -> str:
+    return raw.strip()
+
+
+def nonempty(key: str, raw: str) -> str:
+    if not raw:
+        raise ConfigError(
+            key,
+            raw,
+            "a non-empty string (empty only together with an empty source.cluster.alias, the "
+            "pre-3.0 idiom for keeping topic names; prefer replication.policy.class = "
+            "IdentityReplicationPolicy)",
+        )
+    return raw
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One known key: its attribute name (on :class:`~mirror_lib.config.settings.FlowSettings`
+    or the global keys), default and parser."""
+
+    key: str
+    attr: str
+    default: str
+    parse: Callable[[str, str], Any]
+    doc: str
+    aliases: tuple[str, ...] = ()
