@@ -71,6 +71,11 @@ _PASSING = {  # delivery failures an outage causes: the run retries them
 }
 
 
+def _passing(err: KafkaError) -> bool:
+    """An error an outage causes, that the run retries (not a fenced producer)."""
+    return (err.retriable() or err.code() in _PASSING) and err.code() not in _FENCED
+
+
 @dataclass
 class CopyResult:
     """What one copy task copied in its slice (small; its row in the query is slot, records,
@@ -348,6 +353,19 @@ class TargetWriter:
         for skips in self.skips.values():
             skips.abort()
 
+    def _commit_error(self, err: KafkaError, failed: list[KafkaError]) -> BrokerError:
+        """Why a commit failed. When records of the commit itself failed delivery (an outage
+        that began after the data was acknowledged expires them), librdkafka ends the commit with
+        an abortable error: it is transient exactly when each of those failures is."""
+        text = err.str()
+        transient = _passing(err) and not err.fatal()
+        if failed and err.txn_requires_abort() and not err.fatal():
+            text += f" ({', '.join(sorted({e.name() for e in failed}))})"
+            transient = all(_passing(e) for e in failed)
+        return BrokerError(
+            f"committing to {self.ctx.where('target')} failed: {text}", transient=transient
+        )
+
     def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
         code = err.code()
         if code not in _PASSING:  # the target answers: end the transaction now
@@ -361,7 +379,7 @@ class TargetWriter:
             )
         raise BrokerError(
             f"producing {where} to {self.ctx.where('target')} failed: {err.str()}",
-            transient=(err.retriable() or code in _PASSING) and code not in _FENCED,
+            transient=_passing(err),
         )
 
     def commit(self, watermarks: Callable[[Any], tuple[int, int]], *, wait: bool = True) -> bool:
@@ -400,8 +418,14 @@ class TargetWriter:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
         if self.source_syncs is not None:
             self.source_syncs.check()  # the syncs of earlier commits went out: commit this one
+        failed: list[KafkaError] = []  # deliveries of these records that failed in the commit
+
+        def delivered(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                failed.append(err)
+
         for topic, k, v in out:
-            self.producer.produce(topic, v, k, partition=0)
+            self.producer.produce(topic, v, k, partition=0, on_delivery=delivered)
         ledger = {(part.remote, part.partition): part.expect for part in moved.values()}
         try:
             if self.eos:
@@ -419,13 +443,7 @@ class TargetWriter:
                 if ledger:
                     self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
         except KafkaException as exc:
-            err = exc.args[0]
-            raise BrokerError(
-                f"committing to {ctx.where('target')} failed: {err.str()}",
-                transient=(err.retriable() or err.code() in _PASSING)
-                and err.code() not in _FENCED
-                and not err.fatal(),
-            ) from exc
+            raise self._commit_error(exc.args[0], failed) from exc
         self.in_txn = False
         if out:
             self.aborts_unreported = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 
 class FakeMessage:
@@ -59,6 +59,7 @@ class FakeProducer:
         self.committed: list[list[TopicPartition]] = []
         self.pending_offsets: list[TopicPartition] = []
         self.aborts = 0
+        self.commit_fails_with: KafkaError | None = None  # the records left then fail delivery
 
     def produce(
         self,
@@ -103,6 +104,21 @@ class FakeProducer:
         self.pending_offsets = offsets
 
     def commit_transaction(self, timeout: float = 0) -> None:
+        """As librdkafka: records still queued are flushed first; when any fails delivery
+        (``commit_fails_with``), the commit ends with an abortable error."""
+        if self.commit_fails_with is not None and self.queue:
+            failed, self.queue = self.queue, []
+            for *_record, cb in failed:
+                if cb is not None:
+                    cb(self.commit_fails_with, None)
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._INCONSISTENT,
+                    f"{len(failed)} message(s) failed delivery (see individual delivery reports)",
+                    txn_requires_abort=True,
+                )
+            )
+        self._ack()
         self.committed.append(self.pending_offsets)
 
     def abort_transaction(self, timeout: float = 0) -> None:

@@ -143,6 +143,26 @@ def test_a_target_that_acknowledges_nothing_for_flush_s_fails(monkeypatch):
     assert exc.value.transient
 
 
+@pytest.mark.parametrize(
+    ("failure", "transient"),
+    [
+        (confluent_kafka.KafkaError._MSG_TIMED_OUT, True),  # an outage began after the data
+        (confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED, False),
+    ],
+)
+def test_a_commit_whose_own_records_fail_delivery_is_transient_only_for_an_outage(
+    monkeypatch, failure, transient
+):
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B")
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    producer.commit_fails_with = confluent_kafka.KafkaError(failure)
+    with pytest.raises(BrokerError, match="failed delivery") as exc:
+        w.commit(_no_watermarks)
+    assert exc.value.transient is transient
+    assert confluent_kafka.KafkaError(failure).name() in str(exc.value)
+    assert producer.committed == []  # nothing of it counts as delivered
+
+
 def test_accept_serves_delivery_reports_so_acknowledged_records_are_freed(monkeypatch):
     """librdkafka keeps an acknowledged record until its delivery report is served: serving
     them only at the commit held up to a transaction's records (about 40 MB per copy worker)."""
