@@ -194,9 +194,10 @@ for _mm2, _what, _text in (
 class MirrorCollector(Collector):
     """Metric families of the run at scrape time: flows' events, lag and companions' ages.
 
-    ``jobs``: objects with ``job`` (heartbeats/checkpoints), ``ctx.flow`` and ``last_success_s``
-    (:class:`~mirror_lib.replication.companions.CompanionJob`); ``queries``: (flow, job, is-active
-    callable).
+    ``jobs``: objects with ``job`` and ``last_success_s``, and ``ctx.flow`` for heartbeats and
+    checkpoints (:class:`~mirror_lib.replication.companions.CompanionJob`) or ``name``, the
+    cluster, for tables (:class:`~mirror_lib.replication.companions.TablesJob`); ``queries``:
+    (flow, job, is-active callable).
     """
 
     def __init__(
@@ -277,8 +278,17 @@ class MirrorCollector(Collector):
             )
             for job in ("heartbeats", "checkpoints")
         }
+        tables = GaugeMetricFamily(
+            "mirror_tables_age_seconds",
+            "Seconds since the cluster's Delta tables were last brought up to date (or since the "
+            "run started)",
+            labels=["cluster"],
+        )
         for j in self.jobs:
             last = j.last_success_s if j.last_success_s is not None else self.started_s
+            if j.job == "tables":
+                tables.add_metric([j.name], max(now - last, 0.0))
+                continue
             f = j.ctx.flow
             ages[j.job].add_metric([f.name, f.source, f.target], max(now - last, 0.0))
         active = GaugeMetricFamily(
@@ -289,4 +299,4 @@ class MirrorCollector(Collector):
                 active.add_metric([flow, job], 1.0 if is_active() else 0.0)
             except Exception:  # a scrape must not fail because Spark is busy stopping
                 active.add_metric([flow, job], 0.0)
-        yield from (*ages.values(), active)
+        yield from (*ages.values(), tables, active)

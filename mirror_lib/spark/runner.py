@@ -27,7 +27,7 @@ from mirror_lib.errors import (
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.replication.checkpoint_job import run_checkpoints
-from mirror_lib.replication.companions import COMPANIONS, PARTS, CompanionJob, TablesJob
+from mirror_lib.replication.companions import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
@@ -218,8 +218,7 @@ def run_flows(
     released: threading.Thread | None = None  # stops the queries and the session (--once)
     try:
         if endpoint is not None:
-            companions = [j for j in jobs if j.job in COMPANIONS]
-            exporter = start_exporter(endpoint, runners, companions, report)
+            exporter = start_exporter(endpoint, runners, jobs, report)
         targets = {r.name: r.snapshot() for r in runners}
         for r in runners:
             for ctx in r.group.contexts:

@@ -73,3 +73,12 @@ class FakeCompanion:
     def __post_init__(self) -> None:
         source, target = self.flow.split("->")
         self.ctx = FakeCtx(FakeFlow(self.flow, source, target))
+
+
+@dataclass
+class FakeTables:
+    """What the collector reads of a TablesJob: the cluster and its last success."""
+
+    name: str
+    last_success_s: float | None
+    job: str = "tables"

@@ -66,7 +66,11 @@ def test_a_run_serves_records_lag_and_latency_per_partition_while_it_copies(
         brokers.source, topic, [{"value": f"v{i}", "partition": i % 3} for i in range(300)]
     )
     port = free_port()
-    config = make_config(topics=topic, groups="none", **{"mirror.metrics.port": str(port)})
+    config = make_config(
+        topics=topic,
+        groups="none",
+        **{"mirror.metrics.port": str(port), "mirror.tables.enabled": "true"},
+    )
     url = f"http://127.0.0.1:{port}/metrics"
     lines: list[str] = []
 
@@ -90,6 +94,7 @@ def test_a_run_serves_records_lag_and_latency_per_partition_while_it_copies(
     assert set(last["mirror_heartbeat_age_seconds"].values()) and set(
         last["mirror_checkpoint_age_seconds"].values()
     )
+    assert [v >= 0 for v in last["mirror_tables_age_seconds"].values()] == [True]  # cluster B
     with pytest.raises(urllib.error.URLError):  # stopped when run_flows returned
         urllib.request.urlopen(url, timeout=5)
 

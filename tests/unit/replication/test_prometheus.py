@@ -13,7 +13,7 @@ from mirror_lib.errors import ConfigError
 from mirror_lib.replication.copy_state import LATENCY_BUCKETS_MS, bucket_counts
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint
 from mirror_lib.replication.prometheus import FlowMetrics, MirrorCollector
-from tests.helpers.fake_metrics import FakeCompanion, batch_event
+from tests.helpers.fake_metrics import FakeCompanion, FakeTables, batch_event
 
 
 def scrape(collector: MirrorCollector) -> dict[str, dict[tuple, float]]:
@@ -119,11 +119,13 @@ def test_lag_skips_and_gaps_per_partition_with_zeros_for_every_measured_partitio
     assert m.undecodable == 1
 
 
-def test_heartbeat_and_checkpoint_age_and_query_state():
+def test_heartbeat_checkpoint_and_tables_age_and_query_state():
     jobs = [
         FakeCompanion("heartbeats", "A->B", last_success_s=990.0),
         FakeCompanion("heartbeats", "B->A", last_success_s=None),  # not yet: since the start
         FakeCompanion("checkpoints", "A->B", last_success_s=940.0),
+        FakeTables("B", last_success_s=970.0),
+        FakeTables("A", last_success_s=None),
     ]
     queries = [("A->B", "replication", lambda: True), ("A->C", "replication", lambda: 1 / 0)]
     collector = MirrorCollector([], jobs, queries, started_s=900.0, clock=lambda: 1000.0)
@@ -132,6 +134,10 @@ def test_heartbeat_and_checkpoint_age_and_query_state():
     ba = (("flow", "B->A"), ("source", "B"), ("target", "A"))
     assert out["mirror_heartbeat_age_seconds"] == {ab: 10.0, ba: 100.0}
     assert out["mirror_checkpoint_age_seconds"] == {ab: 60.0}
+    assert out["mirror_tables_age_seconds"] == {
+        (("cluster", "B"),): 30.0,
+        (("cluster", "A"),): 100.0,
+    }
     assert out["mirror_query_active"] == {
         (("flow", "A->B"), ("job", "replication")): 1.0,
         (("flow", "A->C"), ("job", "replication")): 0.0,
