@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -16,12 +16,18 @@ from mirror_lib.errors import BrokerError
 
 
 def read_topic(
-    conf: dict[str, Any], topic: str, timeout_s: float = 60, start: int = 0
+    conf: dict[str, Any],
+    topic: str,
+    timeout_s: float = 60,
+    start: int = 0,
+    partition: int | None = None,
 ) -> Iterable[Any]:
-    """Committed records of ``topic`` (every partition) from offset ``start`` to the end.
+    """Committed records of ``topic`` (every partition, or only ``partition``) from offset
+    ``start`` to the end.
 
-    Yields nothing for a missing topic; not reaching the end within ``timeout_s`` raises a
-    transient :class:`BrokerError` rather than returning a partial answer.
+    Yields nothing for a missing topic. ``timeout_s`` bounds the wait for progress, not the
+    whole read (a long topic takes as long as it takes): no record and no end for ``timeout_s``
+    raises a transient :class:`BrokerError` rather than returning a partial answer.
     """
     conf = {
         "enable.auto.commit": False,
@@ -35,13 +41,16 @@ def read_topic(
         md = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if md is None or md.error is not None:
             return
-        pending = set(md.partitions)
+        pending = set(md.partitions) if partition is None else {partition} & set(md.partitions)
         consumer.assign([TopicPartition(topic, p, start) for p in pending])
         deadline = time.monotonic() + timeout_s
         while pending:
             if time.monotonic() > deadline:
-                raise BrokerError(f"reading {topic}: no end after {timeout_s}s", transient=True)
+                raise BrokerError(
+                    f"reading {topic}: no record and no end for {timeout_s}s", transient=True
+                )
             for msg in consumer.consume(10_000, timeout=0.1):  # consume() waits for all 10k
+                deadline = time.monotonic() + timeout_s
                 err = msg.error()
                 if err is None:
                     yield msg
@@ -53,6 +62,62 @@ def read_topic(
         raise BrokerError(f"reading {topic}: {exc}", transient=True) from exc
     finally:
         consumer.close()
+
+
+class Chunk(NamedTuple):
+    """Records of offsets ``[start, stop)`` of a partition; ``at_start``: nothing before.
+
+    ``records`` is read as it is iterated: iterate it before taking the next chunk.
+    """
+
+    start: int
+    stop: int
+    records: Iterable[Any]
+    at_start: bool
+
+
+def read_back(
+    conf: dict[str, Any],
+    topic: str,
+    end: int | None = None,
+    timeout_s: float = 60,
+    first: int = 20_000,
+) -> Iterator[Chunk]:
+    """Partition 0 of ``topic`` from ``end`` (default: its end) backwards, in :class:`Chunk` s.
+
+    Each chunk holds the committed records of offsets ``[start, stop)`` in offset order; the
+    first is ``first`` offsets long (without ``end``, it reads on to the end it finds, past its
+    ``stop`` when the broker's end offset was behind),
+    each next one twice as long (at most 1,000,000), the last
+    starts at the partition's earliest offset. For readers that need only the newest part of a
+    long topic and know when they have enough. Nothing for a missing or empty topic.
+    """
+    conf = {**conf, "isolation.level": "read_committed"}
+    consumer = Consumer(conf)
+    try:
+        md = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if md is None or md.error is not None or 0 not in md.partitions:
+            return
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerError(f"reading {topic}: {exc}", transient=True) from exc
+    finally:
+        consumer.close()
+    size = first
+    if end is None:  # the broker's end can be a hint only (tansu's, platform.md section 8)
+        start = max(low, high - size)
+        tail = read_topic(conf, topic, timeout_s, start=start, partition=0)
+        yield Chunk(start, max(start, high), tail, start == low)  # may go past ``stop``
+        stop = start
+        size = min(size * 2, 1_000_000)
+    else:
+        stop = end
+    while stop > low:
+        start = max(low, stop - size)
+        yield Chunk(
+            start, stop, read_ranges(conf, [(topic, 0, start, stop)], timeout_s), start == low
+        )
+        stop, size = start, min(size * 2, 1_000_000)
 
 
 def read_ranges(

@@ -180,8 +180,24 @@ class SegmentIndex:
         """The retained segments, sorted (by upstream and by downstream alike)."""
         return tuple(self._segs)
 
-    def add(self, seg: Segment) -> None:
-        """Add one segment (see the class docstring for conflicts)."""
+    @property
+    def last(self) -> Segment | None:
+        """The segment with the highest offsets; None when empty."""
+        return self._segs[-1] if self._segs else None
+
+    def __len__(self) -> int:
+        return len(self._segs)
+
+    def add(self, seg: Segment, *, newest: bool = False) -> bool:
+        """Add one segment; True when it contradicted what was known (see the class docstring),
+        so that answers derived before may no longer hold.
+
+        ``newest``: ``seg`` was written after every known segment (a reader of the metrics
+        topic in its order). Then one that lies below a known segment without overlapping
+        anything known is a new log, a truncation or a replay too, which only the dropped
+        history (:meth:`drop_below`) would have shown: every known record at or above its
+        start, on either side, is forgotten.
+        """
         # Known segments strictly before seg on both sides form a prefix, strictly after a suffix.
         lo = min(
             bisect_left(self._ue, seg.upstream_start), bisect_left(self._de, seg.downstream_start)
@@ -189,15 +205,16 @@ class SegmentIndex:
         hi = max(
             bisect_right(self._us, seg.upstream_end), bisect_right(self._ds, seg.downstream_end)
         )
-        if lo == hi:  # no overlap with anything known
+        rewound = newest and lo == hi and lo < len(self._segs)
+        if lo == hi and not rewound:  # no overlap with anything known
             self._splice(lo, lo, [seg])
-            return
+            return False
         middle = self._segs[lo:hi]
-        if all(t.delta == seg.delta for t in middle):  # same mapping (they overlap seg): merge
+        if not rewound and all(t.delta == seg.delta for t in middle):  # same mapping: merge
             us = min([seg.upstream_start, *(t.upstream_start for t in middle)])
             ue = max([seg.upstream_end, *(t.upstream_end for t in middle)])
             self._splice(lo, hi, [Segment(us, ue, us + seg.delta, ue + seg.delta)])
-            return
+            return False
         # Conflict: keep only records with upstream < seg's start and downstream < seg's start.
         keep: list[Segment] = []
         if lo < len(self._segs):
@@ -206,6 +223,20 @@ class SegmentIndex:
             if cut >= t.upstream_start:
                 keep.append(Segment(t.upstream_start, cut, t.downstream_start, cut + t.delta))
         self._splice(lo, len(self._segs), [*keep, seg])
+        return True
+
+    def drop_below(self, upstream_offset: int) -> int:
+        """Forget segments that end before ``upstream_offset``, except the last one; returns
+        how many were dropped.
+
+        :meth:`translate` answers as before for every offset >= ``upstream_offset``: its answer
+        comes from the first segment ending at or after the offset, and those are all kept.
+        Bounds the memory of a long-running reader (one segment per transaction per partition).
+        """
+        n = min(bisect_left(self._ue, upstream_offset), len(self._segs) - 1)
+        if n > 0:
+            self._splice(0, n, [])
+        return max(n, 0)
 
     def _splice(self, lo: int, hi: int, new: list[Segment]) -> None:
         self._segs[lo:hi] = new

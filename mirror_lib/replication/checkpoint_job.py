@@ -27,9 +27,9 @@ from mirror_lib.offsets.checkpoints import (
     compute_checkpoints,
     group_offsets_to_sync,
 )
-from mirror_lib.offsets.segments import SegmentIndex
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.translate import add_segments, reader_conf
+from mirror_lib.replication.segment_view import SegmentView
+from mirror_lib.replication.translate import reader_conf
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
@@ -44,8 +44,7 @@ class CheckpointState:
     """
 
     store: CheckpointStore = field(default_factory=CheckpointStore)
-    segments: dict[TP, SegmentIndex] = field(default_factory=dict)
-    metrics_position: int = 0
+    segments: SegmentView = field(default_factory=SegmentView)
     checkpoints_position: int = 0
     last_group_sync: float = 0.0
     skipped: int = 0
@@ -63,14 +62,6 @@ def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
         except DecodeError:
             state.skipped += 1
     state.store.load(checkpoints)
-
-
-def _add_segments(ctx: FlowContext, state: CheckpointState) -> None:
-    """Segments committed since the last cycle (the metrics topic has one partition)."""
-    for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, start=state.metrics_position):
-        state.metrics_position = msg.offset() + 1
-        if not add_segments(state.segments, msg.value()):
-            state.skipped += 1
 
 
 def _wait(futures: dict[Any, Any], what: str) -> list[Any]:
@@ -135,16 +126,22 @@ def run_checkpoints(
     """
     state = state if state is not None else CheckpointState()
     _add_checkpoints(ctx, state)
-    _add_segments(ctx, state)
     s = ctx.settings
+    groups = _source_groups(ctx, admin_client(ctx.client("source", "admin")))
+    offsets = {
+        (group, tp): upstream
+        for group, committed in groups.items()
+        for tp, (upstream, _meta) in committed.items()
+        if ctx.should_replicate(tp[0])
+    }
+    view = state.segments
+    view.update(ctx, offsets)
     emitted: list[Checkpoint] = []
-    for group, committed in _source_groups(
-        ctx, admin_client(ctx.client("source", "admin"))
-    ).items():
+    for group, committed in groups.items():
         emitted += compute_checkpoints(
             group=group,
             committed=committed,
-            translate=lambda t, p, u: _translate(state, t, p, u),
+            translate=lambda t, p, u: view.translate((t, p), u),
             policy=ctx.policy,
             source_alias=ctx.source,
             target_alias=ctx.target,
@@ -158,12 +155,8 @@ def run_checkpoints(
     if s.sync_group_offsets and due:
         state.last_group_sync = now
         _sync_group_offsets(ctx, state)
-    return len(emitted), state.skipped
-
-
-def _translate(state: CheckpointState, topic: str, partition: int, upstream: int) -> int | None:
-    index = state.segments.get((topic, partition))
-    return None if index is None else index.translate(upstream)
+    view.settle(offsets)
+    return len(emitted), state.skipped + view.skipped
 
 
 def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:

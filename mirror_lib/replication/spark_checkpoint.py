@@ -174,9 +174,10 @@ def translate_consumer_offsets(
     batch = offsets.batch_id if isinstance(offsets, CheckpointOffsets) else None
     positions = offsets.offsets if isinstance(offsets, CheckpointOffsets) else offsets
     ctx = FlowContext.create(config, f"{source}->{target}")
-    from mirror_lib.replication.translate import load_segments  # lazy: confluent-kafka
+    from mirror_lib.replication.translate import scan_segments  # lazy: confluent-kafka
 
-    indexes = load_segments(ctx)
+    needed = {(t, p): u for t, parts in positions.items() for p, u in parts.items()}
+    indexes = scan_segments(ctx, needed).indexes  # back from the end, only as far as needed
     rows, topics = [], {}
     for topic, parts in sorted(positions.items()):
         topics[topic] = ctx.remote_topic(topic)

@@ -9,13 +9,19 @@ record with upstream offset >= U: exact inside a segment, the next segment's sta
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from mirror_lib.kafka.reader import read_topic
+from mirror_lib.kafka.reader import read_back, read_topic
 from mirror_lib.offsets.segments import Segment, SegmentIndex
 from mirror_lib.replication.context import FlowContext
 
 TP = tuple[str, int]
+
+
+_OTHER_EVENT = b'{"type":"'  # our events start with their type (events.encode)
+_WANTED_EVENTS = (b'{"type":"segments"', b'{"type":"skip"')
 
 
 def add_segments(
@@ -28,6 +34,24 @@ def add_segments(
     With ``skips``, a ``skip`` event's range ``(first_offset, last_offset)`` is added to it;
     records of other types are ignored (True).
     """
+    parsed = parse_segments(value, skips)
+    if parsed is None:
+        return False
+    if parsed:
+        tp, segments = parsed
+        index = indexes.setdefault(tp, SegmentIndex())
+        for seg in segments:
+            index.add(seg)
+    return True
+
+
+def parse_segments(
+    value: bytes | None, skips: dict[TP, list[tuple[int, int]]] | None = None
+) -> tuple[TP, list[Segment]] | tuple[()] | None:
+    """A metrics record's ``(partition, segments)``; ``()`` for another event; None when it
+    cannot be decoded. With ``skips``, a ``skip`` event's range is added to it."""
+    if value and value.startswith(_OTHER_EVENT) and not value.startswith(_WANTED_EVENTS):
+        return ()  # most records are ``batch`` events: not worth decoding here
     try:
         event = json.loads(value or b"")
         kind = event.get("type")
@@ -35,13 +59,11 @@ def add_segments(
             tp = (event["topic"], int(event["partition"]))
             skips.setdefault(tp, []).append((int(event["first_offset"]), int(event["last_offset"])))
         if kind != "segments":
-            return True
-        index = indexes.setdefault((event["topic"], int(event["partition"])), SegmentIndex())
-        for us, ue, ds, de in event["segments"]:
-            index.add(Segment(us, ue, ds, de))
+            return ()
+        tp = (event["topic"], int(event["partition"]))
+        return tp, [Segment(us, ue, ds, de) for us, ue, ds, de in event["segments"]]
     except (ValueError, KeyError, TypeError, AttributeError):
-        return False
-    return True
+        return None
 
 
 def reader_conf(ctx: FlowContext) -> dict[str, Any]:
@@ -60,6 +82,72 @@ def load_segments(
     for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, timeout_s):
         add_segments(indexes, msg.value(), skips)
     return indexes
+
+
+@dataclass
+class SegmentScan:
+    """Segments read from the newest end of the metrics topic back to where they were enough.
+
+    ``end``: the metrics topic's offset the scan read up to (a reader continues from there).
+    ``complete``: the scan reached the topic's start. Otherwise ``floor`` holds, per partition,
+    the lowest upstream offset of the segments read: a translation at or above it is what the
+    whole topic gives.
+    """
+
+    indexes: dict[TP, SegmentIndex]
+    end: int
+    complete: bool
+    floor: dict[TP, int] = field(default_factory=dict)
+    skipped: int = 0
+
+    def exact(self, tp: TP, upstream: int) -> bool:
+        """Whether ``upstream`` of ``tp`` translates as with the whole topic."""
+        return self.complete or self.floor.get(tp, upstream + 1) <= upstream
+
+
+def scan_segments(
+    ctx: FlowContext,
+    needed: Mapping[TP, int],
+    end: int | None = None,
+    timeout_s: float = 60,
+    first: int = 20_000,
+) -> SegmentScan:
+    """Segments enough to translate each ``needed`` upstream offset exactly, newest first.
+
+    The metrics topic keeps one ``segments`` event per partition per transaction, so a long
+    running flow has millions; consumers' committed offsets are mostly recent, so this reads
+    back from ``end`` (default: the topic's end) only until every needed partition has a segment
+    starting at or below its offset (or the topic's start). Segments are then added in the
+    order they were written, as :func:`load_segments` does. ``first``: how many offsets the
+    first read back takes (each next one twice as many).
+    """
+    chunks: list[list[tuple[TP, list[Segment]]]] = []
+    floor: dict[TP, int] = {}
+    top, skipped, complete = end or 0, 0, True
+    for part in read_back(reader_conf(ctx), ctx.metrics_topic, end, timeout_s, first):
+        top = max(top, part.stop)
+        chunk = []
+        for msg in part.records:
+            top = max(top, msg.offset() + 1)
+            parsed = parse_segments(msg.value())
+            if parsed is None:
+                skipped += 1
+            elif parsed:
+                chunk.append(parsed)
+                tp, segments = parsed
+                floor[tp] = min(floor.get(tp, segments[0].upstream_start),
+                                *(g.upstream_start for g in segments))  # fmt: skip
+        chunks.append(chunk)
+        if all(floor.get(tp, u + 1) <= u for tp, u in needed.items()):
+            complete = part.at_start
+            break
+    indexes: dict[TP, SegmentIndex] = {}
+    for chunk in reversed(chunks):
+        for tp, segments in chunk:
+            index = indexes.setdefault(tp, SegmentIndex())
+            for seg in segments:
+                index.add(seg)
+    return SegmentScan(indexes, top, complete, {} if complete else floor, skipped)
 
 
 def translate(indexes: dict[TP, SegmentIndex], topic: str, partition: int, upstream: int) -> int:

@@ -3,6 +3,7 @@ copy task's per-target bookkeeping (:mod:`mirror_lib.replication.writer`)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -37,6 +38,13 @@ class FakeMessage:
 
     def error(self) -> None:
         return None
+
+
+class FakeEof(FakeMessage):
+    """The end-of-partition event ``enable.partition.eof`` delivers as a message."""
+
+    def error(self) -> KafkaError:  # type: ignore[override]
+        return KafkaError(KafkaError._PARTITION_EOF)
 
 
 class _Delivered:
@@ -167,6 +175,11 @@ class FakeConsumer:
 
     def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
         return 0, self.high.get((tp.topic, tp.partition), 0)
+
+    def list_topics(self, topic: str, timeout: float = -1) -> Any:
+        """Metadata with ``topic`` and partition 0 only."""
+        part = SimpleNamespace(id=0)
+        return SimpleNamespace(topics={topic: SimpleNamespace(partitions={0: part}, error=None)})
 
     def close(self) -> None:
         self.closed = True

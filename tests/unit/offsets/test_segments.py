@@ -491,3 +491,44 @@ def test_sync_store_invariants_variable_spacing(base: int, steps: list[int]) -> 
     for c, t in zip(queries, translations, strict=True):
         assert t is not None
         assert t == -1 if c < base else t <= c + 7
+
+
+@given(RECORDS, st.data())
+def test_drop_below_keeps_every_translation_at_or_above(
+    records: list[tuple[int, int]], data: st.DataObject
+) -> None:
+    segments = _tracked(records)
+    index = SegmentIndex(segments)
+    floor = data.draw(st.integers(0, records[-1][0] + 3))
+    dropped = index.drop_below(floor)
+    assert dropped == max(0, min(sum(s.upstream_end < floor for s in segments), len(segments) - 1))
+    assert len(index) == len(segments) - dropped
+    assert index.last == segments[-1]  # kept even when it ends below the floor
+    for upstream in range(floor, records[-1][0] + 3):
+        assert index.translate(upstream) == _expected(records, upstream)
+
+
+def test_drop_below_an_empty_index_and_add_reports_contradictions() -> None:
+    index = SegmentIndex()
+    assert index.drop_below(10) == 0
+    assert index.last is None
+    assert index.add(Segment(0, 9, 0, 9)) is False
+    assert index.add(Segment(5, 12, 5, 12)) is False  # the same mapping, merged
+    assert index.add(Segment(14, 20, 14, 20)) is False  # a gap on both sides
+    assert index.add(Segment(0, 4, 30, 34)) is True  # a replay: the latest copy wins
+    assert index.segments == (Segment(0, 4, 30, 34),)
+
+
+def test_the_newest_write_below_everything_known_is_a_new_log() -> None:
+    """A reader in write order that dropped old segments still sees a re-created topic."""
+    index = SegmentIndex([Segment(990, 999, 1089, 1098)])
+    assert index.add(Segment(0, 99, 0, 99), newest=True) is True
+    assert index.segments == (Segment(0, 99, 0, 99),)
+    assert index.translate(500) == 100
+    index = SegmentIndex([Segment(990, 999, 1089, 1098)])
+    assert index.add(Segment(0, 99, 0, 99)) is False  # in any order: an older piece of history
+    assert len(index) == 2
+    index = SegmentIndex([Segment(0, 9, 0, 9)])
+    assert index.add(Segment(10, 19, 11, 20), newest=True) is False  # the next transaction
+    assert index.add(Segment(10, 19, 11, 20), newest=True) is False  # read twice: the same
+    assert len(index) == 2

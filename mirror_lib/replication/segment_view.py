@@ -1,0 +1,139 @@
+"""A long-running reader's view of a flow's segments: exact where asked, bounded in memory.
+
+The metrics topic holds one ``segments`` event per partition per transaction, millions a day on
+a busy flow. The checkpoint job needs only the translations of its consumer groups' committed
+offsets, which are mostly recent. So the view reads the topic back from its end only as far as
+those offsets need (:func:`~mirror_lib.replication.translate.scan_segments`), then only what is
+new, and after each cycle forgets segments below the offsets still moving. An offset that stayed
+where it was keeps its answer; one that moved below what is kept (a group rewound, a new group
+at an old offset) is read back again once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mirror_lib.kafka.reader import read_topic
+from mirror_lib.offsets.segments import SegmentIndex
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.translate import SegmentScan, parse_segments, reader_conf, scan_segments
+
+TP = tuple[str, int]
+GroupTP = tuple[str, TP]
+UNKNOWN = 1 << 62  # no offset of a partition is known to translate exactly
+
+
+@dataclass
+class SegmentView:
+    """Segments of one flow as one reader needs them (see the module docstring).
+
+    ``exact_from[tp]``: offsets at or above it translate as with the whole topic; a partition
+    not in it: ``default_from``. ``answers``: translations of offsets below that, kept while a
+    group stays there. ``position``: the metrics topic's offset read up to; None before the
+    first read.
+    """
+
+    indexes: dict[TP, SegmentIndex] = field(default_factory=dict)
+    exact_from: dict[TP, int] = field(default_factory=dict)
+    default_from: int = UNKNOWN
+    answers: dict[tuple[TP, int], int | None] = field(default_factory=dict)
+    position: int | None = None
+    skipped: int = 0
+    _offsets: dict[GroupTP, int] = field(default_factory=dict)
+
+    def update(self, ctx: FlowContext, offsets: Mapping[GroupTP, int]) -> None:
+        """Read what ``offsets`` (each group's committed upstream offset per partition) need."""
+        if self.position is None:
+            self.load(scan_segments(ctx, _lowest(offsets)), _lowest(offsets))
+        else:
+            for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, start=self.position):
+                self.position = msg.offset() + 1
+                self.add(msg.value())
+        cold = self.missing(offsets)
+        if cold:
+            self.load(scan_segments(ctx, cold, end=self.position), cold)
+
+    def load(self, scan: SegmentScan, needed: Mapping[TP, int]) -> None:
+        """Take the partitions of ``needed`` from a scan that ends at :attr:`position`
+        (all of them on the first scan)."""
+        first = self.position is None
+        if first:
+            self.position = scan.end
+            self.default_from = -1 if scan.complete else UNKNOWN
+        self.skipped += scan.skipped
+        for tp in scan.indexes.keys() | needed.keys() if first else needed.keys():
+            if tp in scan.indexes:
+                self.indexes[tp] = scan.indexes[tp]
+            else:
+                self.indexes.pop(tp, None)
+            self.exact_from[tp] = -1 if scan.complete else scan.floor.get(tp, UNKNOWN)
+            self.answers = {k: v for k, v in self.answers.items() if k[0] != tp}
+
+    def add(self, value: bytes | None) -> None:
+        """Add one new metrics record (segments of later transactions)."""
+        parsed = parse_segments(value)
+        if parsed is None:
+            self.skipped += 1
+            return
+        if not parsed:
+            return
+        tp, segments = parsed
+        index = self.indexes.setdefault(tp, SegmentIndex())
+        if tp not in self.exact_from and self.default_from == UNKNOWN:
+            self.exact_from[tp] = segments[0].upstream_start  # its history is unread
+        for seg in segments:
+            if index.add(seg, newest=True):
+                # a new log, a truncation or a replay: every record at or after the segment's
+                # start was forgotten, so offsets from there on are exact again; answers of
+                # offsets below may have changed
+                start = self.exact_from.get(tp, self.default_from)
+                self.exact_from[tp] = min(start, seg.upstream_start)
+                self.answers = {k: v for k, v in self.answers.items() if k[0] != tp}
+
+    def missing(self, offsets: Mapping[GroupTP, int]) -> dict[TP, int]:
+        """Per partition, the lowest of ``offsets`` without an exact answer yet."""
+        return _lowest({k: u for k, u in offsets.items() if not self.known(k[1], u)})
+
+    def known(self, tp: TP, upstream: int) -> bool:
+        """Whether ``upstream`` of ``tp`` has an exact answer without reading back."""
+        return (tp, upstream) in self.answers or upstream >= self.exact_from.get(
+            tp, self.default_from
+        )
+
+    def translate(self, tp: TP, upstream: int) -> int | None:
+        """Downstream offset of the first replicated record at or after ``upstream``; None:
+        nothing of ``tp`` was replicated (or the offset was not asked for in :meth:`update`)."""
+        if (tp, upstream) in self.answers:
+            return self.answers[(tp, upstream)]
+        if not self.known(tp, upstream):
+            return None
+        index = self.indexes.get(tp)
+        return None if index is None else index.translate(upstream)
+
+    def settle(self, offsets: Mapping[GroupTP, int]) -> None:
+        """After a cycle: keep the answers of offsets that did not move, and only the segments
+        offsets that moved (or are new) can still need."""
+        last = {tp: index.last for tp, index in self.indexes.items() if index.last is not None}
+        answers: dict[tuple[TP, int], int | None] = {}
+        floors: dict[TP, int] = {}  # per partition, the lowest offset that still needs segments
+        for (group, tp), u in offsets.items():
+            # an offset past everything replicated translates to where the next record will
+            # land, which moves: not an answer to keep
+            if self._offsets.get((group, tp)) == u and tp in last and u <= last[tp].upstream_end:
+                answers[(tp, u)] = self.translate(tp, u)
+            else:
+                floors[tp] = min(u, floors.get(tp, u))
+        for tp, seg in last.items():
+            floor = floors.get(tp, seg.upstream_start)
+            if self.indexes[tp].drop_below(floor):
+                self.exact_from[tp] = max(floor, self.exact_from.get(tp, self.default_from))
+        self.answers = answers
+        self._offsets = dict(offsets)
+
+
+def _lowest(offsets: Mapping[GroupTP, int]) -> dict[TP, int]:
+    out: dict[TP, int] = {}
+    for (_group, tp), u in offsets.items():
+        out[tp] = min(u, out.get(tp, u))
+    return out

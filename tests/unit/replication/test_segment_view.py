@@ -1,0 +1,114 @@
+"""The checkpoint job's view of a flow's segments: what it keeps, and when it must read back."""
+
+from __future__ import annotations
+
+from mirror_lib.offsets.segments import Segment, SegmentIndex
+from mirror_lib.replication import events
+from mirror_lib.replication.segment_view import UNKNOWN, SegmentView
+from mirror_lib.replication.translate import SegmentScan, parse_segments
+
+TP = ("t", 0)
+
+
+def _value(kind: str, **fields: object) -> bytes:
+    event = {"type": kind, "flow": "A->B", "source": "A", "target": "B", "ts_ms": 1, **fields}
+    return events.encode(event)[1]
+
+
+def _segments_value(*segs: tuple[int, int, int, int], tp: tuple[str, int] = TP) -> bytes:
+    return _value("segments", topic=tp[0], remote_topic=f"A.{tp[0]}", partition=tp[1],
+                  batch_id=1, segments=[list(s) for s in segs])  # fmt: skip
+
+
+def _transactions(n: int, start: int = 0) -> list[Segment]:
+    """n transactions of 10 records each; each commit marker takes one offset downstream."""
+    return [Segment(10 * i, 10 * i + 9, 11 * i, 11 * i + 9) for i in range(start, start + n)]
+
+
+def _view_of(segments: list[Segment], complete: bool = True, floor: int = 0) -> SegmentView:
+    view = SegmentView()
+    scan = SegmentScan({TP: SegmentIndex(segments)}, 500, complete, {} if complete else {TP: floor})
+    view.load(scan, {TP: floor})
+    return view
+
+
+def test_parse_segments_decodes_only_what_it_needs() -> None:
+    assert parse_segments(_segments_value((0, 9, 0, 9))) == (TP, [Segment(0, 9, 0, 9)])
+    assert parse_segments(_value("batch", topic="t", partition=0, records=10)) == ()
+    assert parse_segments(b"not json") is None
+    assert parse_segments(b'{"type":"segments","topic":"t"}') is None  # no partition
+    skips: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    value = _value("skip", topic="t", partition=0, first_offset=3, last_offset=7)
+    assert parse_segments(value, skips) == ()
+    assert skips == {TP: [(3, 7)]}
+
+
+def test_settle_keeps_answers_of_offsets_that_stayed_and_segments_of_those_that_move() -> None:
+    view = _view_of(_transactions(100))
+    offsets = {("idle", TP): 55, ("busy", TP): 905}
+    assert view.translate(TP, 55) == 60 and view.translate(TP, 905) == 995
+    view.settle(offsets)  # first cycle: nothing is known to stay; below 55 is not needed
+    assert len(view.indexes[TP]) == 95
+    offsets[("busy", TP)] = 950
+    view.settle(offsets)  # "idle" stayed: its answer is kept; "busy" needs from 950 on
+    assert view.answers == {(TP, 55): 60}
+    assert len(view.indexes[TP]) == 5
+    assert view.known(TP, 55) and view.known(TP, 950) and not view.known(TP, 949)
+    assert view.translate(TP, 55) == 60
+    assert view.translate(TP, 972) == 1069
+
+
+def test_an_offset_past_everything_replicated_is_never_kept_as_an_answer() -> None:
+    view = _view_of(_transactions(10))
+    offsets = {("g", TP): 100}  # the group is ahead of the copy: where the next record lands
+    for _ in range(3):
+        view.settle(offsets)
+    assert view.answers == {}
+    assert view.translate(TP, 100) == 109
+    view.add(_segments_value((100, 104, 110, 114)))
+    assert view.translate(TP, 100) == 110
+
+
+def test_a_new_group_below_what_is_kept_must_be_read_back() -> None:
+    view = _view_of(_transactions(100))
+    offsets = {("g", TP): 900, ("idle", TP): 55}
+    view.settle(offsets)
+    view.settle(offsets)
+    assert len(view.indexes[TP]) == 1
+    assert not view.known(TP, 300)
+    # the lowest offset has its answer; the new one above it has not
+    assert view.missing({**offsets, ("new", TP): 300, ("new", ("t", 9)): 4}) == {TP: 300}
+    assert view.translate(TP, 300) is None  # not a guess from what is left
+    # the checkpoint job then reads back (scan_segments up to the view's position)
+    scan = SegmentScan({TP: SegmentIndex(_transactions(80, start=20))}, 500, False, {TP: 200})
+    view.load(scan, {TP: 300})
+    assert view.known(TP, 300) and view.translate(TP, 300) == 330
+
+
+def test_new_segments_of_a_partition_whose_history_is_unread_are_exact_from_their_start() -> None:
+    view = _view_of(_transactions(3), complete=False, floor=0)
+    assert view.default_from == UNKNOWN
+    other = ("u", 1)
+    view.add(_segments_value((500, 509, 40, 49), tp=other))
+    assert view.known(other, 500) and not view.known(other, 499)
+    assert view.translate(other, 505) == 45
+
+
+def test_a_contradicting_segment_drops_the_answers_of_its_partition() -> None:
+    view = _view_of(_transactions(100))
+    offsets = {("idle", TP): 55}
+    view.settle(offsets)
+    view.settle(offsets)
+    assert view.answers == {(TP, 55): 60}
+    view.add(_segments_value((0, 99, 0, 99)))  # the target topic was re-created: copied again
+    assert view.answers == {}
+    assert view.indexes[TP].segments == (Segment(0, 99, 0, 99),)  # not the old log's last one
+    assert view.translate(TP, 55) == 55
+
+
+def test_after_a_complete_scan_a_partition_without_segments_is_known_empty() -> None:
+    view = _view_of(_transactions(3))
+    empty = ("t", 7)
+    assert view.known(empty, 0) and view.translate(empty, 0) is None
+    view.add(_segments_value((0, 4, 0, 4), tp=empty))
+    assert view.translate(empty, 0) == 0
