@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
@@ -18,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.kafka.admin import KafkaAdminOps, admin_client, future_result
-from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.kafka.lookups import topic_ids, wait_futures
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.offsets.checkpoints import (
@@ -28,7 +29,7 @@ from mirror_lib.offsets.checkpoints import (
     group_offsets_to_sync,
 )
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.segment_view import SegmentView
+from mirror_lib.replication.segment_view import SegmentView, load_view, save_view
 from mirror_lib.replication.translate import reader_conf
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,22 @@ def run_checkpoints(
         _sync_group_offsets(ctx, state)
     view.settle(offsets)
     return len(emitted), state.skipped + view.skipped
+
+
+def run_checkpoints_saved(ctx: FlowContext, path: Path) -> tuple[int, int]:
+    """One checkpoint cycle (a ``--once`` round) that goes on from the segments the last one
+    saved at ``path``, so that it reads only the metrics records written since, and saves
+    them again. Like :func:`run_checkpoints` with a new state when there is nothing to go on
+    from (none saved, or the metrics topic was re-created since)."""
+    try:
+        admin = admin_client(ctx.client("target", "admin"))
+        topic_id = topic_ids(admin, [ctx.metrics_topic]).get(ctx.metrics_topic)
+    except BrokerError:  # no metrics topic yet (or no answer: the cycle will say)
+        topic_id = None
+    state = CheckpointState(segments=load_view(path, topic_id))
+    result = run_checkpoints(ctx, state, force_group_sync=True)
+    save_view(path, state.segments, topic_id)
+    return result
 
 
 def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:

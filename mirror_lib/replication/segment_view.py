@@ -11,14 +11,20 @@ at an old offset) is read back again once.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from mirror_lib.kafka.reader import read_topic
-from mirror_lib.offsets.segments import SegmentIndex
+from mirror_lib.offsets.segments import Segment, SegmentIndex
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import SegmentScan, parse_segments, reader_conf, scan_segments
 
+log = logging.getLogger(__name__)
 TP = tuple[str, int]
 GroupTP = tuple[str, TP]
 UNKNOWN = 1 << 62  # no offset of a partition is known to translate exactly
@@ -130,6 +136,66 @@ class SegmentView:
                 self.exact_from[tp] = max(floor, self.exact_from.get(tp, self.default_from))
         self.answers = answers
         self._offsets = dict(offsets)
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON data, for a reader that runs again later (``--once`` rounds)."""
+        tps = sorted(self.indexes.keys() | self.exact_from.keys())
+        return {
+            "position": self.position,
+            "default_from": self.default_from,
+            "partitions": [
+                {
+                    "topic": t,
+                    "partition": p,
+                    "exact_from": self.exact_from.get((t, p)),
+                    "segments": [
+                        [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
+                        for g in self.indexes.get((t, p), SegmentIndex()).segments
+                    ],
+                }
+                for t, p in tps
+            ],
+            "answers": [[t, p, u, d] for ((t, p), u), d in sorted(self.answers.items())],
+            "offsets": [[g, t, p, u] for (g, (t, p)), u in sorted(self._offsets.items())],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SegmentView:
+        """The view :meth:`to_json` saved."""
+        view = cls(position=data["position"], default_from=data["default_from"])
+        for part in data["partitions"]:
+            tp = (part["topic"], part["partition"])
+            if part["segments"]:
+                view.indexes[tp] = SegmentIndex(Segment(*g) for g in part["segments"])
+            if part["exact_from"] is not None:
+                view.exact_from[tp] = part["exact_from"]
+        view.answers = {((t, p), u): d for t, p, u, d in data["answers"]}
+        view._offsets = {(g, (t, p)): u for g, t, p, u in data["offsets"]}
+        return view
+
+
+def load_view(path: Path, topic_id: str | None) -> SegmentView:
+    """The view saved at ``path`` for the metrics topic ``topic_id``; a new one when there is
+    none, it is unreadable, or the topic was re-created since (its id changed)."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") == 1 and topic_id is not None and data["topic_id"] == topic_id:
+            return SegmentView.from_json(data["view"])
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("segments of %s not read (%s); reading them from Kafka", path, exc)
+    return SegmentView()
+
+
+def save_view(path: Path, view: SegmentView, topic_id: str | None) -> None:
+    """Save ``view`` for :func:`load_view` (replaced at once: a crash leaves the old one)."""
+    if topic_id is None or view.position is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"version": 1, "topic_id": topic_id, "view": view.to_json()}))
+    os.replace(tmp, path)
 
 
 def _lowest(offsets: Mapping[GroupTP, int]) -> dict[TP, int]:

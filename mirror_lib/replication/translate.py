@@ -121,20 +121,20 @@ def scan_segments(
     order they were written, as :func:`load_segments` does. ``first``: how many offsets the
     first read back takes (each next one twice as many).
     """
-    chunks: list[list[tuple[TP, list[Segment]]]] = []
+    chunks: list[dict[TP, list[Segment]]] = []  # per partition in write order (no tuples)
     floor: dict[TP, int] = {}
     top, skipped, complete = end or 0, 0, True
     for part in read_back(reader_conf(ctx), ctx.metrics_topic, end, timeout_s, first):
         top = max(top, part.stop)
-        chunk = []
+        chunk: dict[TP, list[Segment]] = {}
         for msg in part.records:
             top = max(top, msg.offset() + 1)
             parsed = parse_segments(msg.value())
             if parsed is None:
                 skipped += 1
             elif parsed:
-                chunk.append(parsed)
                 tp, segments = parsed
+                chunk.setdefault(tp, []).extend(segments)
                 floor[tp] = min(floor.get(tp, segments[0].upstream_start),
                                 *(g.upstream_start for g in segments))  # fmt: skip
         chunks.append(chunk)
@@ -142,8 +142,8 @@ def scan_segments(
             complete = part.at_start
             break
     indexes: dict[TP, SegmentIndex] = {}
-    for chunk in reversed(chunks):
-        for tp, segments in chunk:
+    while chunks:  # oldest first; each chunk is let go once it is in the indexes
+        for tp, segments in chunks.pop().items():
             index = indexes.setdefault(tp, SegmentIndex())
             for seg in segments:
                 index.add(seg)

@@ -8,15 +8,22 @@ flow of their own, so nothing else writes there.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_lib.config.model import parse_config
-from mirror_lib.replication import events
-from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
+from mirror_lib.kafka.reader import read_topic
+from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.replication import events, segment_view
+from mirror_lib.replication.checkpoint_job import (
+    CheckpointState,
+    run_checkpoints,
+    run_checkpoints_saved,
+)
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.translate import load_segments, scan_segments, translate
+from mirror_lib.replication.translate import load_segments, reader_conf, scan_segments, translate
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 
 TXNS = 40  # per partition; transaction i copies upstream 10i..10i+9 to downstream 11i..11i+9
@@ -46,14 +53,17 @@ def _event(ctx: FlowContext, kind: str, topic: str, partition: int, **fields) ->
     return events.encode(event)
 
 
-def _write_transactions(brokers, ctx: FlowContext, topic: str, partitions: int) -> None:
-    """TXNS transactions of the copier per partition, interleaved, each in its own Kafka
-    transaction with a ``batch`` and a ``segments`` event."""
-    create_topic(brokers.target, ctx.metrics_topic, 1)
+def _write_transactions(
+    brokers, ctx: FlowContext, topic: str, partitions: int, first: int = 0
+) -> None:
+    """TXNS transactions of the copier per partition from transaction ``first`` on, interleaved,
+    each in its own Kafka transaction with a ``batch`` and a ``segments`` event."""
+    if first == 0:
+        create_topic(brokers.target, ctx.metrics_topic, 1)
     producer = Producer({"bootstrap.servers": brokers.target,
                          "transactional.id": f"{ctx.metrics_topic}-writer"})  # fmt: skip
     producer.init_transactions(30)
-    for i in range(TXNS):
+    for i in range(first, first + TXNS):
         producer.begin_transaction()
         for p in range(partitions):
             for kind, fields in (
@@ -65,9 +75,9 @@ def _write_transactions(brokers, ctx: FlowContext, topic: str, partitions: int) 
         producer.commit_transaction(30)
 
 
-def _expected(upstream: int) -> int:
+def _expected(upstream: int, txns: int = TXNS) -> int:
     i, k = divmod(upstream, 10)
-    return 11 * min(i, TXNS - 1) + (k if i < TXNS else 10)
+    return 11 * min(i, txns - 1) + (k if i < txns else 10)
 
 
 def test_translation_reads_back_only_as_far_as_the_offsets_need(brokers, tmp_path, unique_name):
@@ -148,3 +158,44 @@ def test_the_checkpoint_job_keeps_what_its_groups_need_and_reads_back_for_a_new_
     assert written == 1
     assert _checkpoint(state, ctx, f"{unique_name}.new", tp0) == _expected(42)
     assert _checkpoint(state, ctx, f"{unique_name}.idle", tp0) == _expected(17)
+
+
+def _checkpoints(ctx: FlowContext) -> dict[tuple[str, int], int]:
+    """The latest downstream offset per (group, partition) on the checkpoints topic."""
+    out = {}
+    for msg in read_topic(reader_conf(ctx), ctx.checkpoints_topic):
+        cp = Checkpoint.decode(msg.key(), msg.value())
+        out[(cp.group, cp.partition)] = cp.downstream_offset
+    return out
+
+
+def test_a_once_round_goes_on_from_the_segments_the_last_one_saved(
+    brokers, tmp_path, unique_name, monkeypatch
+):
+    ctx = _flow(brokers, tmp_path, unique_name)
+    create_topic(brokers.source, unique_name, 1)
+    records = [{"value": b"v", "partition": 0} for _ in range(20 * TXNS)]
+    produce_exact(brokers.source, unique_name, records)
+    _write_transactions(brokers, ctx, unique_name, partitions=1)
+    tp = (unique_name, 0)
+    busy, idle = f"{unique_name}.busy", f"{unique_name}.idle"
+    _commit(brokers, busy, {tp: 305})
+    _commit(brokers, idle, {tp: 17})
+    path = tmp_path / "checkpoint-segments.json"
+    assert run_checkpoints_saved(ctx, path) == (2, 0)
+    first = json.loads(path.read_text())["view"]
+
+    _write_transactions(brokers, ctx, unique_name, partitions=1, first=TXNS)
+    _commit(brokers, busy, {tp: 10 * TXNS + 55})
+    scans = []
+    monkeypatch.setattr(segment_view, "scan_segments", lambda *a, **k: scans.append(a))
+    assert run_checkpoints_saved(ctx, path) == (1, 0)  # only what was written since
+    assert scans == []
+    second = json.loads(path.read_text())["view"]
+    assert second["position"] > first["position"]
+    cps = _checkpoints(ctx)
+    assert cps[(busy, 0)] == _expected(10 * TXNS + 55, 2 * TXNS)
+    assert cps[(idle, 0)] == _expected(17)
+    # the idle group stayed: its answer is kept, and segments only from the busy group's on
+    assert second["answers"] == [[unique_name, 0, 17, _expected(17)]]
+    assert len(second["partitions"][0]["segments"]) == TXNS - 5

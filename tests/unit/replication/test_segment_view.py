@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mirror_lib.offsets.segments import Segment, SegmentIndex
 from mirror_lib.replication import events
-from mirror_lib.replication.segment_view import UNKNOWN, SegmentView
+from mirror_lib.replication.segment_view import UNKNOWN, SegmentView, load_view, save_view
 from mirror_lib.replication.translate import SegmentScan, parse_segments
 
 TP = ("t", 0)
@@ -112,3 +112,34 @@ def test_after_a_complete_scan_a_partition_without_segments_is_known_empty() -> 
     assert view.known(empty, 0) and view.translate(empty, 0) is None
     view.add(_segments_value((0, 4, 0, 4), tp=empty))
     assert view.translate(empty, 0) == 0
+
+
+def test_a_saved_view_is_the_same_view_for_the_same_metrics_topic(tmp_path, caplog) -> None:
+    view = _view_of(_transactions(100))
+    offsets = {("idle", TP): 55, ("busy", TP): 905}
+    view.settle(offsets)
+    view.settle(offsets)
+    view.exact_from[("t", 7)] = -1  # a partition known to have nothing yet
+    path = tmp_path / "flows" / "A_to_B" / "checkpoint-segments.json"
+    save_view(path, view, "id-1")
+    again = load_view(path, "id-1")
+    assert again.to_json() == view.to_json()
+    assert again.answers == {(TP, 55): 60, (TP, 905): 995}
+    assert again.indexes[TP].segments == view.indexes[TP].segments
+    assert again.missing(offsets) == {}
+    again.settle(offsets)  # the offsets seen before are kept too: they count as staying
+    assert again.answers == view.answers
+
+    assert load_view(path, "id-2").position is None  # the metrics topic was re-created
+    assert load_view(path, None).position is None
+    assert load_view(tmp_path / "none.json", "id-1").position is None
+    path.write_text("{not json")
+    assert load_view(path, "id-1").position is None
+    assert "reading them from Kafka" in caplog.text
+
+
+def test_a_view_that_read_nothing_is_not_saved(tmp_path) -> None:
+    path = tmp_path / "segments.json"
+    save_view(path, SegmentView(), "id-1")
+    save_view(path, _view_of([]), None)
+    assert not path.exists()
