@@ -27,10 +27,10 @@ from mirror_lib.kafka.lookups import partition_bounds
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
-from mirror_lib.offsets.segments import SegmentIndex
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.cutover_groups import GroupMove, commit_group_moves, plan_group_moves
-from mirror_lib.replication.translate import load_segments, reader_conf
+from mirror_lib.replication.segment_view import SegmentView
+from mirror_lib.replication.translate import reader_conf
 from mirror_lib.replication.verify import flow_partitions, record_report, verify_flow
 
 TP = tuple[str, int]
@@ -108,16 +108,16 @@ def _now() -> datetime:
 def readiness(
     ctx: FlowContext,
     ends: dict[TP, int],
-    indexes: dict[TP, SegmentIndex],
+    segments: SegmentView,
     options: CutoverOptions,
     groups: set[str],
 ) -> Step:
     """Lag (A's end - replicated end, summed), checkpoint age of ``groups`` and heartbeat age."""
     lag = 0
     for tp, end in ends.items():
-        index = indexes.get(tp)
-        done = index.segments[-1].upstream_end + 1 if index and index.segments else 0
-        lag += max(0, end - done)
+        index = segments.indexes.get(tp)
+        last = index.last if index is not None else None
+        lag += max(0, end - (last.upstream_end + 1 if last is not None else 0))
     problems = [f"lag {lag} > {options.max_lag}"] if lag > options.max_lag else []
     facts = [f"lag {lag} records"]
     now_ms = time.time() * 1000
@@ -209,15 +209,16 @@ def run_cutover(
         return retire(config, ctx, options, result, spark)
     partitions = flow_partitions(ctx, options.topics)
     tps = [(t, p) for t, n in partitions.items() for p in range(n)]
-    indexes = load_segments(ctx)
     ends = _end_offsets(ctx, tps)
-    moves = plan_group_moves(ctx, options.groups, set(partitions), indexes)
+    segments = SegmentView()  # read back from the metrics topic's end as far as offsets need
+    segments.update(ctx, _at_ends(ends))
+    moves = plan_group_moves(ctx, options.groups, set(partitions), segments)
     groups = {m.group for m in moves}
-    result.steps.append(readiness(ctx, ends, indexes, options, groups))
+    result.steps.append(readiness(ctx, ends, segments, options, groups))
     if not result.ok:
         return result
     if not options.producers_stopped:
-        result.partitions = _partition_rows(ctx, ends, indexes, "migrating")
+        result.partitions = _partition_rows(ctx, ends, segments, "migrating")
         verb = "recorded as migrating" if options.apply else "would be recorded as migrating"
         text = (f"{len(tps)} partitions {verb}; move the producers to {ctx.target}, then run "
                 "again with --producers-stopped")  # fmt: skip
@@ -238,8 +239,8 @@ def run_cutover(
         text = f"{t}[{p}] end moved from {a} to {b}: producers still write to {ctx.source}"
         result.steps.append(Step("cutover point", "refused", text))
         return result
-    indexes = load_segments(ctx)  # everything up to the end is replicated now
-    moves = plan_group_moves(ctx, options.groups, set(partitions), indexes)
+    segments.update(ctx, _at_ends(final))  # what was written since; all is replicated now
+    moves = plan_group_moves(ctx, options.groups, set(partitions), segments)
     result.groups = commit_group_moves(ctx, moves) if options.apply else moves
     refused = [g for g in result.groups if g.action.startswith("refused")]
     if refused:
@@ -251,7 +252,7 @@ def run_cutover(
     groups = len({g.group for g in result.groups})
     result.steps.append(Step("groups", "done" if options.apply else "would",
                              f"{done} {count} offsets of {groups} groups"))  # fmt: skip
-    result.partitions = _partition_rows(ctx, final, indexes, "migrated")
+    result.partitions = _partition_rows(ctx, final, segments, "migrated")
     status = "done" if options.apply else "would"
     result.steps.append(Step("report", status, RULE))
     if options.apply:
@@ -259,13 +260,17 @@ def run_cutover(
     return result
 
 
+def _at_ends(ends: dict[TP, int]) -> dict[tuple[str, TP], int]:
+    """A's end offsets as offsets for :meth:`SegmentView.update` to read segments for."""
+    return {("", tp): end for tp, end in ends.items()}
+
+
 def _partition_rows(
-    ctx: FlowContext, ends: dict[TP, int], indexes: dict[TP, SegmentIndex], status: str
+    ctx: FlowContext, ends: dict[TP, int], segments: SegmentView, status: str
 ) -> list[PartitionCutover]:
     rows = []
     for (topic, partition), end in sorted(ends.items()):
-        index = indexes.get((topic, partition))
-        target = index.translate(end) if index is not None else None
+        target = segments.translate((topic, partition), end)
         rows.append(PartitionCutover(topic, ctx.remote_topic(topic), partition, end,
                                      0 if target is None else target, status))  # fmt: skip
     return rows

@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient
 from mirror_lib.kafka.admin import admin_client, future_result
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.offsets.checkpoints import is_idle_group
-from mirror_lib.offsets.segments import SegmentIndex
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.segment_view import SegmentView
 
 TP = tuple[str, int]
 
@@ -61,15 +61,21 @@ def plan_group_moves(
     ctx: FlowContext,
     groups: Iterable[str] | None,
     topics: set[str],
-    indexes: dict[TP, SegmentIndex],
+    segments: SegmentView,
 ) -> list[GroupMove]:
-    """What committing each group's translated offsets on B would do (changes nothing)."""
+    """What committing each group's translated offsets on B would do (changes nothing).
+
+    ``segments`` reads what the groups' offsets need (back from the metrics topic's end)."""
     admin_a = admin_client(ctx.client("source", "admin"))
     admin_b = admin_client(ctx.client("target", "admin"))
     explicit = bool(groups)
     moves: list[GroupMove] = []
-    for group in source_groups(ctx, admin_a, groups):
-        committed = {tp: o for tp, o in _offsets(admin_a, group).items() if tp[0] in topics}
+    found = {
+        group: {tp: o for tp, o in _offsets(admin_a, group).items() if tp[0] in topics}
+        for group in source_groups(ctx, admin_a, groups)
+    }
+    segments.update(ctx, {(g, tp): u for g, c in found.items() for tp, u in c.items()})
+    for group, committed in found.items():
         if not committed:
             if explicit:
                 moves.append(GroupMove(group, "", "", -1, -1, -1, None,
@@ -80,8 +86,7 @@ def plan_group_moves(
         current = _offsets(admin_b, group)
         for (topic, partition), upstream in sorted(committed.items()):
             remote = ctx.remote_topic(topic)
-            index = indexes.get((topic, partition))
-            down = None if index is None else index.translate(upstream)
+            down = segments.translate((topic, partition), upstream)
             now = current.get((remote, partition))
             if members_a:
                 action = f"refused: {members_a} active member(s) on {ctx.source} ({state_a})"
