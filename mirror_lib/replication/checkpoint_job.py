@@ -28,7 +28,7 @@ from mirror_lib.offsets.checkpoints import (
     compute_checkpoints,
     group_offsets_to_sync,
 )
-from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.segment_view import SegmentView, load_view, save_view
 from mirror_lib.replication.translate import reader_conf
 
@@ -160,20 +160,38 @@ def run_checkpoints(
     return len(emitted), state.skipped + view.skipped
 
 
-def run_checkpoints_saved(ctx: FlowContext, path: Path) -> tuple[int, int]:
-    """One checkpoint cycle (a ``--once`` round) that goes on from the segments the last one
-    saved at ``path``, so that it reads only the metrics records written since, and saves
-    them again. Like :func:`run_checkpoints` with a new state when there is nothing to go on
-    from (none saved, or the metrics topic was re-created since)."""
+@dataclass
+class SavedCheckpoints:
+    """A checkpoint job's state that outlives its process: the segments it keeps are saved
+    after each cycle (``<state>/flows/<A_to_B>/checkpoint-segments.json``, tied to the metrics
+    topic's id), so that a ``--once`` round or a restarted run reads only what was written
+    since. Nothing to go on from (none saved, or the topic was re-created): read from Kafka."""
+
+    path: Path
+    state: CheckpointState | None = None
+    topic_id: str | None = None
+
+    @classmethod
+    def of(cls, ctx: FlowContext) -> SavedCheckpoints:
+        """The saved state of ``ctx``'s flow (read on the first :meth:`run`)."""
+        return cls(flow_dir(ctx.config, ctx.flow.name) / "checkpoint-segments.json")
+
+    def run(self, ctx: FlowContext, *, force_group_sync: bool = False) -> tuple[int, int]:
+        """One cycle (:func:`run_checkpoints`), then save."""
+        if self.topic_id is None:  # asked again each cycle until the topic exists
+            self.topic_id = _topic_id(ctx, ctx.metrics_topic)
+        if self.state is None:
+            self.state = CheckpointState(segments=load_view(self.path, self.topic_id))
+        result = run_checkpoints(ctx, self.state, force_group_sync=force_group_sync)
+        save_view(self.path, self.state.segments, self.topic_id)
+        return result
+
+
+def _topic_id(ctx: FlowContext, topic: str) -> str | None:
     try:
-        admin = admin_client(ctx.client("target", "admin"))
-        topic_id = topic_ids(admin, [ctx.metrics_topic]).get(ctx.metrics_topic)
-    except BrokerError:  # no metrics topic yet (or no answer: the cycle will say)
-        topic_id = None
-    state = CheckpointState(segments=load_view(path, topic_id))
-    result = run_checkpoints(ctx, state, force_group_sync=True)
-    save_view(path, state.segments, topic_id)
-    return result
+        return topic_ids(admin_client(ctx.client("target", "admin")), [topic]).get(topic)
+    except BrokerError:  # no such topic yet (or no answer: the cycle itself will say)
+        return None
 
 
 def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
-from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
+from mirror_lib.replication.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import Heartbeater
@@ -56,7 +56,7 @@ class CompanionJob:
             raise ConfigError("job", job, "one of " + ", ".join(COMPANIONS))
         self.ctx = FlowContext.create(config, flow_name)
         self._setup(job, job_interval(self.ctx, job))
-        self._checkpoints = CheckpointState()  # kept across restarts of the thread
+        self._checkpoints = SavedCheckpoints.of(self.ctx)  # across restarts of thread and process
 
     def _setup(self, job: str, interval: float) -> None:
         self.job = job
@@ -92,7 +92,7 @@ class CompanionJob:
                 delay_first_heartbeat()
                 self._heartbeater = Heartbeater(self.ctx)
             return self._heartbeater.emit()
-        written, _skipped = run_checkpoints(self.ctx, self._checkpoints)
+        written, _skipped = self._checkpoints.run(self.ctx)
         return written
 
     def _loop(self) -> None:

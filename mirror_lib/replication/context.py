@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.describe import internal_topics
@@ -25,6 +27,12 @@ from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
 
 #: Option carrying secret values resolved on the driver; Spark redacts options named like this.
 SECRET_OPTION = "secret.properties"
+
+
+def flow_dir(config: MirrorConfig, flow_name: str) -> Path:
+    """State folder of one flow under ``mirror.state.dir``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", flow_name.replace("->", "_to_"))
+    return Path(config.state_dir) / "flows" / safe
 
 
 def stable_slot(topic: str, partition: int, slots: int) -> int:

@@ -9,7 +9,6 @@ snapshot (availableNow semantics on Spark 4.1).
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
-from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.read_group import ReadGroup
@@ -26,12 +25,6 @@ from mirror_lib.replication.supervise import outage_limit
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
 from mirror_lib.spark.source import format_until
-
-
-def flow_dir(config: MirrorConfig, flow_name: str) -> Path:
-    """State folder of one flow under ``mirror.state.dir``."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", flow_name.replace("->", "_to_"))
-    return Path(config.state_dir) / "flows" / safe
 
 
 def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -> None:

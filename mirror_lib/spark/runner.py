@@ -26,14 +26,14 @@ from mirror_lib.errors import (
 )
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions
-from mirror_lib.replication.checkpoint_job import run_checkpoints_saved
+from mirror_lib.replication.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
-from mirror_lib.spark.flow_runner import FlowRunner, flow_dir
+from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
 from mirror_lib.spark.session import ONE_RUN_CONF, session_for_run
@@ -139,8 +139,7 @@ def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) ->
     if s.emit_heartbeats and "heartbeats" in parts:
         emit_heartbeat(ctx)
     if (s.emit_checkpoints or s.sync_group_offsets) and "checkpoints" in parts:
-        saved = flow_dir(ctx.config, ctx.flow.name) / "checkpoint-segments.json"
-        written, skipped = run_checkpoints_saved(ctx, saved)
+        written, skipped = SavedCheckpoints.of(ctx).run(ctx, force_group_sync=True)
         report(f"{ctx.flow.name}: {written} checkpoints written, {skipped} bad records skipped")
 
 

@@ -19,8 +19,8 @@ from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.replication import events, segment_view
 from mirror_lib.replication.checkpoint_job import (
     CheckpointState,
+    SavedCheckpoints,
     run_checkpoints,
-    run_checkpoints_saved,
 )
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments, reader_conf, scan_segments, translate
@@ -169,7 +169,7 @@ def _checkpoints(ctx: FlowContext) -> dict[tuple[str, int], int]:
     return out
 
 
-def test_a_once_round_goes_on_from_the_segments_the_last_one_saved(
+def test_a_once_round_or_a_restart_goes_on_from_the_segments_saved(
     brokers, tmp_path, unique_name, monkeypatch
 ):
     ctx = _flow(brokers, tmp_path, unique_name)
@@ -181,15 +181,16 @@ def test_a_once_round_goes_on_from_the_segments_the_last_one_saved(
     busy, idle = f"{unique_name}.busy", f"{unique_name}.idle"
     _commit(brokers, busy, {tp: 305})
     _commit(brokers, idle, {tp: 17})
-    path = tmp_path / "checkpoint-segments.json"
-    assert run_checkpoints_saved(ctx, path) == (2, 0)
+    path = SavedCheckpoints.of(ctx).path  # each round (or restarted run) a new process
+    assert path.parent.name == ctx.flow.name.replace("->", "_to_")
+    assert SavedCheckpoints.of(ctx).run(ctx) == (2, 0)
     first = json.loads(path.read_text())["view"]
 
     _write_transactions(brokers, ctx, unique_name, partitions=1, first=TXNS)
     _commit(brokers, busy, {tp: 10 * TXNS + 55})
     scans = []
     monkeypatch.setattr(segment_view, "scan_segments", lambda *a, **k: scans.append(a))
-    assert run_checkpoints_saved(ctx, path) == (1, 0)  # only what was written since
+    assert SavedCheckpoints.of(ctx).run(ctx) == (1, 0)  # only what was written since
     assert scans == []
     second = json.loads(path.read_text())["view"]
     assert second["position"] > first["position"]

@@ -9,8 +9,8 @@ import pytest
 
 from mirror_lib.config.model import parse_config
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
-from mirror_lib.replication.context import FlowContext
-from mirror_lib.spark.flow_runner import _claim_checkpoint, flow_dir
+from mirror_lib.replication.context import FlowContext, flow_dir
+from mirror_lib.spark.flow_runner import _claim_checkpoint
 from mirror_lib.spark.progress import CatchUpProgress
 from mirror_lib.spark.session import check_java
 
