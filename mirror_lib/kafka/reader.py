@@ -64,6 +64,11 @@ def read_topic(
         consumer.close()
 
 
+#: The longest chunk of :func:`read_back`: its reader's own time per record counts toward the
+#: chunk's timeout (about 10 us per metrics record here, so a few seconds a chunk).
+MAX_CHUNK = 250_000
+
+
 class Chunk(NamedTuple):
     """Records of offsets ``[start, stop)`` of a partition; ``at_start``: nothing before.
 
@@ -85,12 +90,12 @@ def read_back(
 ) -> Iterator[Chunk]:
     """Partition 0 of ``topic`` from ``end`` (default: its end) backwards, in :class:`Chunk` s.
 
-    Each chunk holds the committed records of offsets ``[start, stop)`` in offset order; the
-    first is ``first`` offsets long (without ``end``, it reads on to the end it finds, past its
-    ``stop`` when the broker's end offset was behind),
-    each next one twice as long (at most 1,000,000), the last
-    starts at the partition's earliest offset. For readers that need only the newest part of a
-    long topic and know when they have enough. Nothing for a missing or empty topic.
+    Each chunk holds the committed records of offsets ``[start, stop)`` in offset order. The
+    first is ``first`` offsets long (without ``end`` it reads on to the end it finds, past its
+    ``stop`` when the broker's end offset was behind), each next one twice as long, at most
+    ``MAX_CHUNK``; the last starts at the partition's earliest offset. For readers that need
+    only the newest part of a long topic and know when they have enough. Nothing for a missing
+    topic.
     """
     conf = {**conf, "isolation.level": "read_committed"}
     consumer = Consumer(conf)
@@ -109,7 +114,7 @@ def read_back(
         tail = read_topic(conf, topic, timeout_s, start=start, partition=0)
         yield Chunk(start, max(start, high), tail, start == low)  # may go past ``stop``
         stop = start
-        size = min(size * 2, 1_000_000)
+        size = min(size * 2, MAX_CHUNK)
     else:
         stop = end
     while stop > low:
@@ -117,7 +122,7 @@ def read_back(
         yield Chunk(
             start, stop, read_ranges(conf, [(topic, 0, start, stop)], timeout_s), start == low
         )
-        stop, size = start, min(size * 2, 1_000_000)
+        stop, size = start, min(size * 2, MAX_CHUNK)
 
 
 def read_ranges(
