@@ -47,13 +47,6 @@ def tracking_uri(config: MirrorConfig) -> str:
         return os.environ["MLFLOW_TRACKING_URI"]
     if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
         return "databricks"
-    if "://" in config.state_dir:
-        raise ConfigError(
-            "mirror.mlflow.tracking.uri",
-            None,
-            f"a tracking URI: mirror.state.dir = {config.state_dir} is not a local folder for the "
-            "default sqlite:///<mirror.state.dir>/mlflow.db",
-        )
     return "sqlite:///" + (Path(config.state_dir).resolve() / "mlflow.db").as_posix()
 
 

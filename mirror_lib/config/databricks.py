@@ -2,7 +2,8 @@
 
 * :func:`check_state_dir`: on a Databricks cluster (``DATABRICKS_RUNTIME_VERSION`` is set) a local
   ``mirror.state.dir`` is the driver's disk, lost with the cluster, so each run would start without
-  its checkpoints; it is refused, naming a ``/Volumes/...`` path instead.
+  its checkpoints; it is refused, naming a ``/Volumes/...`` path instead. A URI is refused
+  anywhere: the state is written through the file system.
 * :func:`resolve_secrets_on_driver`: ``${secret:scope/key}`` references are read once on the driver
   (Databricks SDK) and travel to the executors inside the query options, whose name Spark redacts.
   That is how serverless jobs, which have no ``spark_env_vars``, get their Kafka passwords.
@@ -21,7 +22,7 @@ from mirror_lib.config.model import MirrorConfig, load_config, parse_config
 from mirror_lib.errors import ConfigError
 
 #: Prefixes of state directories that outlive a Databricks cluster.
-DURABLE_PREFIXES = ("/Volumes/", "dbfs:/", "/dbfs/")
+DURABLE_PREFIXES = ("/Volumes/", "/dbfs/")
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)  # s3://, abfss://, gs://, ...
 _SECRET_REF = re.compile(r"\$\{secret:([^/}]+)/([^}]+)\}")
 EXAMPLE_VOLUME = "/Volumes/main/mirror/state"
@@ -33,10 +34,26 @@ def on_databricks(env: Mapping[str, str] | None = None) -> bool:
 
 
 def check_state_dir(state_dir: str, env: Mapping[str, str] | None = None) -> None:
-    """Refuse a state dir on the driver's local disk when running on Databricks."""
+    """Refuse a URI anywhere, and a state dir on the driver's local disk on Databricks.
+
+    The state is written as files (markers, positions, saved segments, delta-rs tables) and
+    given to Spark as checkpoint paths, all through the file system: a URI such as
+    ``s3://bucket/x`` would become a local folder named ``s3:``, lost with the cluster.
+    """
+    if _URI.match(state_dir) or state_dir.lower().startswith("dbfs:"):
+        mounted = (
+            "/dbfs/" + state_dir[5:].lstrip("/") if state_dir.lower().startswith("dbfs:") else ""
+        )
+        raise ConfigError(
+            "mirror.state.dir",
+            state_dir,
+            "a folder path, not a URI: the state is written as files and Spark checkpoint "
+            f"paths; use a mounted volume such as {EXAMPLE_VOLUME}"
+            + (f" (or {mounted})" if mounted else ""),
+        )
     if not on_databricks(env):
         return
-    if state_dir.startswith(DURABLE_PREFIXES) or _URI.match(state_dir):
+    if state_dir.startswith(DURABLE_PREFIXES):
         return
     raise ConfigError(
         "mirror.state.dir",

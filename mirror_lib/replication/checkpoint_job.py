@@ -9,7 +9,6 @@ Its state (latest checkpoints, segments) is rebuilt from Kafka when a worker has
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,26 +165,19 @@ class SavedCheckpoints:
     """A checkpoint job's state that outlives its process: the segments it keeps are saved
     after each cycle (``<state>/flows/<A_to_B>/checkpoint-segments.json``, tied to the metrics
     topic's id), so that a ``--once`` round or a restarted run reads only what was written
-    since. Nothing to go on from (none saved, or the topic was re-created): read from Kafka.
-    ``path`` None: not saved (a state dir that is a URI, such as ``dbfs:/`` or ``s3://``, is not
-    a file system this process writes to; ``/Volumes/...`` is)."""
+    since. Nothing to go on from (none saved, or the topic was re-created): read from Kafka."""
 
-    path: Path | None
+    path: Path
     state: CheckpointState | None = None
     topic_id: str | None = None
 
     @classmethod
     def of(cls, ctx: FlowContext) -> SavedCheckpoints:
         """The saved state of ``ctx``'s flow (read on the first :meth:`run`)."""
-        if re.match(r"^[a-z][a-z0-9+.-]+:", ctx.config.state_dir, re.IGNORECASE):  # not C:
-            return cls(None)
         return cls(flow_dir(ctx.config, ctx.flow.name) / "checkpoint-segments.json")
 
     def run(self, ctx: FlowContext, *, force_group_sync: bool = False) -> tuple[int, int]:
         """One cycle (:func:`run_checkpoints`), then save."""
-        if self.path is None:
-            self.state = self.state or CheckpointState()
-            return run_checkpoints(ctx, self.state, force_group_sync=force_group_sync)
         if self.topic_id is None:  # asked again each cycle until the topic exists
             self.topic_id = _topic_id(ctx, ctx.metrics_topic)
         if self.state is None:

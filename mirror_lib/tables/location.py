@@ -52,8 +52,4 @@ def spark_table_name(config: MirrorConfig, name: str) -> str:
 
 def tables_root(config: MirrorConfig) -> str:
     """Folder of the delta-rs tables (``<mirror.state.dir>/tables/<name>``)."""
-    return (
-        str(Path(config.state_dir).resolve())
-        if "://" not in config.state_dir
-        else (config.state_dir)
-    )
+    return str(Path(config.state_dir).resolve())  # never a URI (config.databricks)

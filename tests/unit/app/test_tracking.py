@@ -76,14 +76,6 @@ def test_tracking_uri_precedence(tmp_path, clean_env):
     assert artifact_location("sqlite:////x/m.db") == "file:///x/mlruns"
 
 
-def test_state_dir_uri_needs_an_explicit_tracking_uri(tmp_path, clean_env):
-    config = cfg(tmp_path, **{"mirror.state.dir": "abfss://c@acct.dfs.core.windows.net/state"})
-    with pytest.raises(
-        ConfigError, match=r"mirror\.mlflow\.tracking\.uri = <missing>: expected a tracking URI"
-    ):
-        tracking_uri(config)
-
-
 def test_experiment_name_on_databricks_is_a_workspace_path(tmp_path):
     config = cfg(tmp_path)
     assert experiment_name(config, "sqlite:///m.db") == "mirror_lib"

@@ -37,11 +37,28 @@ def test_a_local_state_dir_is_refused_on_databricks(path):
         check_state_dir(path, env=DBR)
 
 
-@pytest.mark.parametrize(
-    "path", ["/Volumes/main/mirror/state", "dbfs:/mirror", "s3://bucket/state", "abfss://c@a/s"]
-)
+@pytest.mark.parametrize("path", ["/Volumes/main/mirror/state", "/dbfs/mirror"])
 def test_durable_state_dirs_are_accepted_on_databricks(path):
     check_state_dir(path, env=DBR)
+
+
+@pytest.mark.parametrize(
+    ("path", "hint"),
+    [
+        ("dbfs:/mirror", "or /dbfs/mirror"),
+        ("s3://bucket/state", "/Volumes/main/mirror/state"),
+        ("abfss://c@a.dfs.core.windows.net/s", "/Volumes/main/mirror/state"),
+    ],
+)
+def test_a_uri_state_dir_is_refused_anywhere(path, hint):
+    """Spark checkpoints and state files go through the file system: a URI would become a
+    local folder named after its scheme, lost with the cluster."""
+    for env in ({}, DBR):
+        with pytest.raises(ConfigError, match="not a URI") as err:
+            check_state_dir(path, env=env)
+        assert path in str(err.value) and hint in str(err.value)
+    with pytest.raises(ConfigError, match=r"mirror\.state\.dir"):
+        parse_config({**PROPS, "mirror.state.dir": path})
 
 
 def test_parse_config_refuses_the_default_state_dir_on_databricks(monkeypatch):

@@ -10,7 +10,6 @@ from mirror_lib.config.model import parse_config
 from mirror_lib.replication import checkpoint_job
 from mirror_lib.replication.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.segment_view import SegmentView
 
 PROPS = {
     "clusters": "A, B",
@@ -22,11 +21,6 @@ PROPS = {
 
 def _ctx(state_dir: str) -> FlowContext:
     return FlowContext.create(parse_config({**PROPS, "mirror.state.dir": state_dir}), "A->B")
-
-
-@pytest.mark.parametrize("state_dir", ["dbfs:/mnt/mirror", "s3://bucket/mirror", "abfss://c@a/m"])
-def test_a_state_dir_that_is_a_uri_is_not_written_to(state_dir: str) -> None:
-    assert SavedCheckpoints.of(_ctx(state_dir)).path is None
 
 
 def test_a_local_or_volume_state_dir_holds_the_file_in_the_flow_folder(tmp_path) -> None:
@@ -70,11 +64,3 @@ def test_saving_waits_for_the_topic_id_and_a_failed_save_is_only_a_warning(
     with caplog.at_level(logging.WARNING):
         assert blocked.run(ctx) == (3, 0)
     assert "segments not saved" in caplog.text
-
-
-def test_without_a_file_the_state_is_kept_in_memory(cycles) -> None:
-    ctx = _ctx("dbfs:/mnt/mirror")
-    saved = SavedCheckpoints.of(ctx)
-    saved.run(ctx)
-    saved.run(ctx)
-    assert cycles[0][0] is cycles[1][0] and isinstance(cycles[0][0].segments, SegmentView)
