@@ -88,7 +88,7 @@ def load_segments(
 class SegmentScan:
     """Segments read from the newest end of the metrics topic back to where they were enough.
 
-    ``end``: the metrics topic's offset the scan read up to (a reader continues from there).
+    ``end``: the metrics topic's offset after the last record read (a reader goes on from there).
     ``complete``: the scan reached the topic's start. Otherwise ``floor`` holds, per partition,
     the lowest upstream offset of the segments read: a translation at or above it is what the
     whole topic gives.
@@ -123,9 +123,10 @@ def scan_segments(
     """
     chunks: list[dict[TP, list[Segment]]] = []  # per partition in write order (no tuples)
     floor: dict[TP, int] = {}
+    # where a reader goes on from: after the last record read, never the broker's end offset,
+    # which can be past a transaction still open (its records would never be read)
     top, skipped, complete = end or 0, 0, True
     for part in read_back(reader_conf(ctx), ctx.metrics_topic, end, timeout_s, first):
-        top = max(top, part.stop)
         chunk: dict[TP, list[Segment]] = {}
         for msg in part.records:
             top = max(top, msg.offset() + 1)

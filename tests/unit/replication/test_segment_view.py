@@ -143,3 +143,20 @@ def test_a_view_that_read_nothing_is_not_saved(tmp_path) -> None:
     save_view(path, SegmentView(), "id-1")
     save_view(path, _view_of([]), None)
     assert not path.exists()
+
+
+def test_a_scan_ends_after_the_last_record_read_not_at_the_brokers_end(monkeypatch) -> None:
+    """Past the last record may lie a transaction still open: a reader going on from the
+    broker's end offset would never read its segments."""
+    from mirror_lib.kafka.reader import Chunk
+    from mirror_lib.replication import translate
+    from tests.helpers.fake_kafka import FakeMessage
+
+    records = [FakeMessage("m", 0, o) for o in (40, 49)]  # not JSON: counted as skipped
+    monkeypatch.setattr(translate, "reader_conf", lambda ctx: {})
+    monkeypatch.setattr(
+        translate, "read_back", lambda *a: iter([Chunk(0, 100, records, at_start=True)])
+    )
+    ctx = type("Ctx", (), {"metrics_topic": "m"})()
+    scan = translate.scan_segments(ctx, {TP: 0})  # type: ignore[arg-type]
+    assert (scan.end, scan.complete, scan.skipped) == (50, True, 2)
