@@ -1,13 +1,13 @@
 """Reading a long metrics topic: the whole topic against reading back only what offsets need.
 
 Usage: ``.venv/bin/python bench/metrics_topic.py [--commits 200000] [--partitions 4]
-[--readers whole,back 1000,job]``. Starts
-two embedded brokers and fills the flow's metrics topic on the target as the copier does: per
+[--readers whole,back 1000,job]``. Starts two embedded brokers and fills the flow's metrics
+topic on the target as the copier does: per
 commit and partition a ``batch`` and a ``segments`` event (100 records each; a commit marker
 after each). Then each reader runs in its own process (its peak RSS is its own):
 
-- ``whole``: :func:`load_segments`, the whole topic (what `mirror cutover` and `mirror verify` read,
-  and what every checkpoint round read before it read back);
+- ``whole``: :func:`load_segments`, the whole topic (what `mirror verify` reads, and what every
+  checkpoint round, `mirror translate` and `mirror cutover` read before they read back);
 - ``back N``: :func:`scan_segments` for groups N records behind the head;
 - ``job``: three checkpoint cycles of :class:`SegmentView` with a busy group 1,000 records behind
   the head that moves 500 records per cycle and an idle group at offset 5,000: the first cycle
