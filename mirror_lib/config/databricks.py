@@ -40,16 +40,14 @@ def check_state_dir(state_dir: str, env: Mapping[str, str] | None = None) -> Non
     given to Spark as checkpoint paths, all through the file system: a URI such as
     ``s3://bucket/x`` would become a local folder named ``s3:``, lost with the cluster.
     """
-    if _URI.match(state_dir) or state_dir.lower().startswith("dbfs:"):
-        mounted = (
-            "/dbfs/" + state_dir[5:].lstrip("/") if state_dir.lower().startswith("dbfs:") else ""
-        )
+    dbfs = state_dir.lower().startswith("dbfs:")
+    if dbfs or _URI.match(state_dir):
+        mounted = f" (or /dbfs/{state_dir[5:].lstrip('/')})" if dbfs else ""
         raise ConfigError(
             "mirror.state.dir",
             state_dir,
             "a folder path, not a URI: the state is written as files and Spark checkpoint "
-            f"paths; use a mounted volume such as {EXAMPLE_VOLUME}"
-            + (f" (or {mounted})" if mounted else ""),
+            f"paths; use a mounted volume such as {EXAMPLE_VOLUME}{mounted}",
         )
     if not on_databricks(env):
         return

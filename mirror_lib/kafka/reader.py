@@ -49,8 +49,10 @@ def read_topic(
                 raise BrokerError(
                     f"reading {topic}: no record and no end for {timeout_s}s", transient=True
                 )
-            for msg in consumer.consume(10_000, timeout=0.1):  # consume() waits for all 10k
+            msgs = consumer.consume(10_000, timeout=0.1)  # consume() waits for all 10k
+            if msgs:  # progress: the wait starts again (once per batch, not per record)
                 deadline = time.monotonic() + timeout_s
+            for msg in msgs:
                 err = msg.error()
                 if err is None:
                     yield msg

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,8 @@ class SegmentView:
     def update(self, ctx: FlowContext, offsets: Mapping[GroupTP, int]) -> None:
         """Read what ``offsets`` (each group's committed upstream offset per partition) need."""
         if self.position is None:
-            self.load(scan_segments(ctx, _lowest(offsets)), _lowest(offsets))
+            lowest = _lowest(offsets)
+            self.load(scan_segments(ctx, lowest), lowest)
         else:
             for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, start=self.position):
                 self.position = msg.offset() + 1
@@ -68,13 +69,14 @@ class SegmentView:
             self.position = scan.end
             self.default_from = -1 if scan.complete else UNKNOWN
         self.skipped += scan.skipped
-        for tp in scan.indexes.keys() | needed.keys() if first else needed.keys():
+        taken = scan.indexes.keys() | needed.keys() if first else needed.keys()
+        for tp in taken:
             if tp in scan.indexes:
                 self.indexes[tp] = scan.indexes[tp]
             else:
                 self.indexes.pop(tp, None)
             self.exact_from[tp] = -1 if scan.complete else scan.floor.get(tp, UNKNOWN)
-            self.answers = {k: v for k, v in self.answers.items() if k[0] != tp}
+        self._forget_answers(taken)
 
     def add(self, value: bytes | None) -> None:
         """Add one new metrics record (segments of later transactions)."""
@@ -95,7 +97,11 @@ class SegmentView:
                 # offsets below may have changed
                 start = self.exact_from.get(tp, self.default_from)
                 self.exact_from[tp] = min(start, seg.upstream_start)
-                self.answers = {k: v for k, v in self.answers.items() if k[0] != tp}
+                self._forget_answers({tp})
+
+    def _forget_answers(self, tps: Collection[TP]) -> None:
+        if self.answers:
+            self.answers = {k: v for k, v in self.answers.items() if k[0] not in tps}
 
     def missing(self, offsets: Mapping[GroupTP, int]) -> dict[TP, int]:
         """Per partition, the lowest of ``offsets`` without an exact answer yet."""
