@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.testing import embedded
+from tests.helpers.clean_tree import left_behind, tree_entries
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if not real and item.get_closest_marker("real_kafka") is not None:
             item.add_marker(skip_real)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tree_stays_clean() -> Iterator[None]:
+    """Tests write under their temporary folders only: a file left in the clone (a state dir
+    taken relative to the working directory, ./spark-warehouse) fails the run."""
+    before = tree_entries(REPO)
+    yield
+    after = tree_entries(REPO)
+    if before is not None and after is not None:
+        new = left_behind(before, after)
+        assert not new, f"the tests left files in the working tree: {new}"
 
 
 @pytest.fixture(scope="session")

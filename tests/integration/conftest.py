@@ -12,11 +12,13 @@ from mirror_lib.config.model import MirrorConfig, parse_config
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """One local[2] session for the whole run (start-up costs ~6 s)."""
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """One local[2] session for the whole run (start-up costs ~6 s); tables a test saves go to
+    a temporary warehouse, not to ./spark-warehouse."""
     from mirror_lib.spark.session import local_spark_session
 
-    session = local_spark_session("mirror-tests")
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = local_spark_session("mirror-tests", **{"spark.sql.warehouse.dir": str(warehouse)})
     yield session
     for query in session.streams.active:
         query.stop()
