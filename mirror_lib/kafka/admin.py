@@ -1,50 +1,36 @@
-"""The one admin layer: every CreateTopics/CreatePartitions/config/ACL call goes through here.
-
-:class:`AdminOps` speaks plain dataclasses. :class:`KafkaAdminOps` implements it over
-confluent-kafka's ``AdminClient``; :class:`RecordingAdminOps` (at the end of this module)
-is an in-memory fake for unit tests. Broker failures become :class:`BrokerError` subclasses
-tagged with the Kafka error name (see :func:`kafka_error_name`).
+"""The one admin layer over confluent-kafka: every CreateTopics/CreatePartitions/config/ACL call
+goes through :class:`KafkaAdminOps` (the interface and its dataclasses are in
+:mod:`mirror_lib.kafka.admin_ops`), every admin future through :func:`future_result`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import astuple, dataclass, field
-from typing import Any, Literal
+from dataclasses import astuple
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import admin as ka
 
-from mirror_lib.errors import BrokerError, UnsupportedOperationError
-
-log = logging.getLogger(__name__)
-
+from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin_ops import (
+    KAFKA_TOPIC_DEFAULTS,
+    UNSUPPORTED_ERRORS,
+    AclBinding,
+    AdminOps,
+    ClusterInfo,
+    ConfigEntry,
+    ConfigOp,
+    CreateOutcome,
+    NewTopicSpec,
+    broker_error,
+    default_entry,
+    kafka_error_name,
+)
 
 # fmt: off
-#: Apache Kafka 4.x topic-level defaults. Used only for brokers that list explicit configs only
-#: (tansu): missing properties are reported as DEFAULT_CONFIG entries with these values.
-KAFKA_TOPIC_DEFAULTS: dict[str, str] = {
-    "cleanup.policy": "delete", "compression.type": "producer", "delete.retention.ms": "86400000",
-    "file.delete.delay.ms": "60000", "flush.messages": "9223372036854775807",
-    "flush.ms": "9223372036854775807", "follower.replication.throttled.replicas": "",
-    "index.interval.bytes": "4096", "leader.replication.throttled.replicas": "",
-    "local.retention.bytes": "-2", "local.retention.ms": "-2",
-    "max.compaction.lag.ms": "9223372036854775807", "max.message.bytes": "1048588",
-    "message.timestamp.after.max.ms": "3600000",
-    "message.timestamp.before.max.ms": "9223372036854775807",
-    "message.timestamp.type": "CreateTime", "min.cleanable.dirty.ratio": "0.5",
-    "min.compaction.lag.ms": "0", "min.insync.replicas": "1", "preallocate": "false",
-    "remote.storage.enable": "false", "retention.bytes": "-1", "retention.ms": "604800000",
-    "segment.bytes": "1073741824", "segment.index.bytes": "10485760", "segment.jitter.ms": "0",
-    "segment.ms": "604800000", "unclean.leader.election.enable": "false",
-}
-_UNSUPPORTED = frozenset({
-    "UNSUPPORTED_VERSION", "INVALID_REQUEST", "_UNSUPPORTED_FEATURE", "_NOT_IMPLEMENTED",
-})
 _AUTH = frozenset({
     "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
     "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
@@ -54,108 +40,13 @@ _TRANSIENT = frozenset({
     "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "NOT_CONTROLLER",
     "_TIMED_OUT_QUEUE", "LEADER_NOT_AVAILABLE", "NETWORK_EXCEPTION", "THROTTLING_QUOTA_EXCEEDED",
 })
-# MM2 §2.3: when creating an internal topic, these errors mean "assume the topic exists".
-_ASSUME_EXISTS = _UNSUPPORTED | {
-    "TOPIC_ALREADY_EXISTS", "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
-}
 # fmt: on
-
-
-class SecurityDisabledError(UnsupportedOperationError):
-    """The cluster has no authorizer: ACLs cannot be described or created."""
-
-
-@dataclass(frozen=True)
-class ConfigEntry:
-    """One described topic config property."""
-
-    name: str
-    value: str | None
-    is_default: bool = False
-    is_read_only: bool = False
-    is_sensitive: bool = False
-    source: str = "DYNAMIC_TOPIC_CONFIG"
-
-
-@dataclass(frozen=True)
-class ConfigOp:
-    """One incremental config change: SET name=value, or DELETE name (revert to default)."""
-
-    name: str
-    value: str | None
-    op: Literal["SET", "DELETE"] = "SET"
-
-    def __post_init__(self) -> None:
-        if self.op not in ("SET", "DELETE") or (self.op == "SET" and self.value is None):
-            raise ValueError(f"invalid ConfigOp {self!r}: SET needs a value, op is SET|DELETE")
-
-
-@dataclass(frozen=True)
-class NewTopicSpec:
-    """A topic to create; replication_factor -1 means the broker default."""
-
-    name: str
-    partitions: int
-    replication_factor: int = -1
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CreateOutcome:
-    """Result of creating one topic: created, already existed, or failed (with the error)."""
-
-    topic: str
-    status: Literal["created", "exists", "failed"]
-    error: BrokerError | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status != "failed"
-
-
-@dataclass(frozen=True)
-class AclBinding:
-    """A topic ACL binding; enum-like fields are upper-case Kafka names ("LITERAL", "ALLOW")."""
-
-    resource_name: str
-    pattern_type: str
-    principal: str
-    host: str
-    operation: str
-    permission: str
-    resource_type: str = "TOPIC"
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    """Cluster id, controller and broker (node) ids."""
-
-    cluster_id: str | None
-    controller_id: int | None
-    broker_ids: tuple[int, ...]
-
-
-def kafka_error_name(exc: BaseException) -> str | None:
-    """The Kafka error name (e.g. ``"INVALID_PARTITIONS"``) an admin error was mapped from."""
-    return getattr(exc, "kafka_error", None)
-
-
-def broker_error(message: str, name: str | None, *, transient: bool = False) -> BrokerError:
-    """Build the mirror_lib error for Kafka error ``name`` (also used by the fake)."""
-    cls: type[BrokerError] = BrokerError
-    if name == "SECURITY_DISABLED":
-        cls = SecurityDisabledError
-    elif name in _UNSUPPORTED:
-        cls = UnsupportedOperationError
-    exc = cls(message, transient=transient)
-    exc.kafka_error = name  # type: ignore[attr-defined]
-    return exc
 
 
 def map_kafka_error(err: KafkaError, what: str) -> BrokerError:
     """Map a KafkaError to BrokerError/UnsupportedOperationError/SecurityDisabledError."""
     name = err.name()
-    if name in _UNSUPPORTED or name in _AUTH:
+    if name in UNSUPPORTED_ERRORS or name in _AUTH:
         transient = False
     else:
         transient = name in _TRANSIENT or bool(err.retriable())
@@ -200,79 +91,6 @@ def future_result(
     except FUTURE_TIMEOUT as exc:
         shown = timeout_s if shown_timeout_s is None else shown_timeout_s
         raise broker_error(f"{what}: no answer in {shown}s", "_TIMED_OUT", transient=True) from exc
-
-
-class AdminOps(ABC):
-    """The admin operations mirror_lib needs, over plain dataclasses."""
-
-    @abstractmethod
-    def list_topics(self) -> dict[str, int]:
-        """All topics (internal ones included) with their partition counts."""
-
-    @abstractmethod
-    def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
-        """Config entries per topic; topics that do not exist are left out."""
-
-    @abstractmethod
-    def create_topics(self, specs: list[NewTopicSpec]) -> dict[str, CreateOutcome]:
-        """Create topics; an existing topic is outcome "exists", other errors "failed"."""
-
-    @abstractmethod
-    def create_partitions(self, topic: str, total: int) -> None:
-        """Grow ``topic`` to ``total`` partitions (raises INVALID_PARTITIONS if not larger)."""
-
-    @abstractmethod
-    def incremental_alter_configs(self, topic: str, ops: list[ConfigOp]) -> None:
-        """Apply SET/DELETE operations to one topic's configs."""
-
-    @abstractmethod
-    def describe_topic_acls(self) -> list[AclBinding]:
-        """All TOPIC ACL bindings (any pattern); SecurityDisabledError without an authorizer."""
-
-    @abstractmethod
-    def create_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, BrokerError | None]:
-        """Create ACL bindings; returns the error (or None) per binding."""
-
-    @abstractmethod
-    def describe_cluster(self) -> ClusterInfo: ...
-
-    def create_compacted_topic(
-        self, name: str, replication_factor: int = -1, *, fit_to_cluster: bool = False
-    ) -> CreateOutcome:
-        """Create an MM2 internal topic (1 partition, cleanup.policy=compact), idempotently.
-
-        Like MM2 §2.3: an existing topic, a broker without CreateTopics, and authorization
-        failures count as "exists". If the cluster has fewer brokers than ``replication_factor``
-        this raises a non-transient BrokerError naming the problem, unless ``fit_to_cluster``
-        is true: then it retries with the broker count and logs a warning. -1 = broker default.
-        """
-        spec = NewTopicSpec(name, 1, replication_factor, {"cleanup.policy": "compact"})
-        outcome = self.create_topics([spec])[name]
-        if outcome.status == "failed" and outcome.error is not None:
-            err = outcome.error
-            code = kafka_error_name(err)
-            if code in _ASSUME_EXISTS:
-                log.info("assuming internal topic %s exists (%s)", name, code)
-                return CreateOutcome(name, "exists", err)
-            if code == "INVALID_REPLICATION_FACTOR" and replication_factor > 0:
-                brokers = len(self.describe_cluster().broker_ids)
-                if not fit_to_cluster or not 0 < brokers < replication_factor:
-                    raise broker_error(
-                        f"cannot create internal topic {name}: replication factor "
-                        f"{replication_factor} but the cluster has {brokers} live broker(s); set "
-                        "the *.replication.factor setting to <= the broker count or -1",
-                        code,
-                    ) from err
-                log.warning(
-                    "internal topic %s: replication factor %d > %d brokers; using %d",
-                    name,
-                    replication_factor,
-                    brokers,
-                    brokers,
-                )
-                return self.create_compacted_topic(name, brokers)
-            raise err
-        return outcome
 
 
 def _source_name(source: Any) -> str:
@@ -447,13 +265,9 @@ def _looks_explicit_only(entries: Mapping[str, ConfigEntry]) -> bool:
     )
 
 
-def _default_entry(name: str, value: str) -> ConfigEntry:
-    return ConfigEntry(name, value, is_default=True, source="DEFAULT_CONFIG")
-
-
 def _fill_defaults(entries: Mapping[str, ConfigEntry]) -> dict[str, ConfigEntry]:
     """Explicit-only answer -> full answer: listed entries are overrides, the rest defaults."""
-    out = {k: _default_entry(k, v) for k, v in KAFKA_TOPIC_DEFAULTS.items()}
+    out = {k: default_entry(k, v) for k, v in KAFKA_TOPIC_DEFAULTS.items()}
     for k, e in entries.items():
         out[k] = ConfigEntry(k, e.value, False, e.is_read_only, e.is_sensitive)
     return out

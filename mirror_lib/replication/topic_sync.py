@@ -1,8 +1,8 @@
 """Topic creation, config, ACL and partition sync (MM2 §8), as pure planning plus a thin runner.
 
-The pure functions take and return :mod:`mirror_lib.kafka.admin` dataclasses and never talk to
+The pure functions take and return :mod:`mirror_lib.kafka.admin_ops` dataclasses and never talk to
 Kafka.
-:class:`TopicSyncer` applies their plans through two :class:`~mirror_lib.kafka.admin.AdminOps`.
+:class:`TopicSyncer` applies their plans through two :class:`~mirror_lib.kafka.admin_ops.AdminOps`.
 Scheduling (intervals, "has anything changed") belongs to the caller.
 """
 
@@ -16,7 +16,7 @@ from typing import Literal
 
 from mirror_lib.config import settings
 from mirror_lib.errors import BrokerError, ConfigError, UnsupportedOperationError
-from mirror_lib.kafka.admin import (
+from mirror_lib.kafka.admin_ops import (
     AclBinding,
     AdminOps,
     ConfigEntry,

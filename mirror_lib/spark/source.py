@@ -29,7 +29,8 @@ from pyspark.sql.datasource import (
 )
 
 from mirror_lib.errors import BrokerError, DataLossError
-from mirror_lib.kafka.admin import KafkaAdminOps, NewTopicSpec
+from mirror_lib.kafka.admin import KafkaAdminOps
+from mirror_lib.kafka.admin_ops import NewTopicSpec
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot

@@ -1,5 +1,5 @@
-"""An in-memory :class:`~mirror_lib.kafka.admin.AdminOps` that records every call: the fake of the
-unit tests of topic/config/ACL sync (pure planning over the admin port). Tests only.
+"""An in-memory :class:`~mirror_lib.kafka.admin_ops.AdminOps` that records every call: the fake
+of the unit tests of topic/config/ACL sync (pure planning over the admin port). Tests only.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.admin import (
+from mirror_lib.kafka.admin_ops import (
     KAFKA_TOPIC_DEFAULTS,
     AclBinding,
     AdminOps,
@@ -18,8 +18,8 @@ from mirror_lib.kafka.admin import (
     ConfigOp,
     CreateOutcome,
     NewTopicSpec,
-    _default_entry,
     broker_error,
+    default_entry,
 )
 
 
@@ -37,7 +37,7 @@ class RecordingAdminOps(AdminOps):
         self.topics: dict[str, int] = dict(topics or {})
         self.overrides: dict[str, dict[str, str]] = {t: {} for t in self.topics}
         self.default_configs: dict[str, ConfigEntry] = {
-            k: _default_entry(k, v) for k, v in KAFKA_TOPIC_DEFAULTS.items()
+            k: default_entry(k, v) for k, v in KAFKA_TOPIC_DEFAULTS.items()
         }
         self.acls: list[AclBinding] = []
         self.cluster = ClusterInfo("recording", 0, tuple(range(brokers)))

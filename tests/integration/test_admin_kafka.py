@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import pytest
 
 from mirror_lib.errors import UnsupportedOperationError
-from mirror_lib.kafka.admin import ConfigOp, KafkaAdminOps, NewTopicSpec
+from mirror_lib.kafka.admin import KafkaAdminOps
+from mirror_lib.kafka.admin_ops import ConfigOp, NewTopicSpec
 from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
 
 pytestmark = pytest.mark.integration
@@ -190,7 +191,7 @@ def test_real_create_partitions(real_ops: KafkaAdminOps) -> None:
 def test_real_acls_round_trip(real_ops: KafkaAdminOps) -> None:
     from confluent_kafka import admin as ka
 
-    from mirror_lib.kafka.admin import AclBinding, SecurityDisabledError
+    from mirror_lib.kafka.admin_ops import AclBinding, SecurityDisabledError
 
     try:
         real_ops.describe_topic_acls()

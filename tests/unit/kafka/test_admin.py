@@ -10,17 +10,16 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import admin as ka
 
 from mirror_lib.errors import BrokerError, UnsupportedOperationError
-from mirror_lib.kafka.admin import (
+from mirror_lib.kafka.admin import KafkaAdminOps, map_kafka_error
+from mirror_lib.kafka.admin_ops import (
     AclBinding,
     ConfigEntry,
     ConfigOp,
     CreateOutcome,
-    KafkaAdminOps,
     NewTopicSpec,
     SecurityDisabledError,
     broker_error,
     kafka_error_name,
-    map_kafka_error,
 )
 from mirror_lib.testing.fake_admin import RecordingAdminOps
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from mirror_lib.errors import ConfigError, UnsupportedOperationError
-from mirror_lib.kafka.admin import AclBinding, ConfigEntry, ConfigOp, NewTopicSpec, broker_error
+from mirror_lib.kafka.admin_ops import AclBinding, ConfigEntry, ConfigOp, NewTopicSpec, broker_error
 from mirror_lib.replication.topic_sync import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     ConfigPropertyFilter,
