@@ -99,7 +99,7 @@ def copier_main(args: argparse.Namespace) -> int:
     partitions in one slot up to their current end, without Spark, the planner or topic creation
     (the caller creates the topics; the start positions go into the ledger as the planner would
     write them)."""
-    from mirror_lib.config.model import parse_config
+    from mirror_lib.config.parse import parse_config
     from mirror_lib.replication.context import FlowContext
     from mirror_lib.replication.copier import copy_slice
     from mirror_lib.replication.ledger import LedgerView

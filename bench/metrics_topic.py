@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.procs import mirror_props
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.testing.embedded import start_brokers, stop_brokers
 from mirror_lib.testing.kafka_io import create_topic

@@ -16,8 +16,8 @@ __version__ = "0.1.0"
 _API: dict[str, str] = {
     # configuration
     "MirrorConfig": "mirror_lib.config.model",
-    "load_config": "mirror_lib.config.model",
-    "parse_config": "mirror_lib.config.model",
+    "load_config": "mirror_lib.config.parse",
+    "parse_config": "mirror_lib.config.parse",
     "describe_config": "mirror_lib.config.describe",
     "load_job_config": "mirror_lib.config.databricks",
     "default_path": "mirror_lib.config.databricks",

@@ -16,7 +16,7 @@ from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_
 from mirror_lib.app.status import flow_status, format_status
 from mirror_lib.app.tracking import run_and_log
 from mirror_lib.config.describe import describe_config, format_description
-from mirror_lib.config.model import load_config
+from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.kafka.clients import check_clients
 from mirror_lib.spark.jvm import finish_archive_dump

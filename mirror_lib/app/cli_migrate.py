@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from mirror_lib.config.model import load_config
+from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.spark_checkpoint import (
     format_restart,

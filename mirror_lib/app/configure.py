@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import format_properties
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.context import FlowContext

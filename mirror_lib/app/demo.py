@@ -16,7 +16,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import format_properties
 from mirror_lib.errors import MirrorError
 from mirror_lib.replication.failover import translate_group

@@ -18,7 +18,8 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from mirror_lib.config.model import MirrorConfig, load_config, parse_config
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.parse import load_config, parse_config
 from mirror_lib.errors import ConfigError
 
 #: Prefixes of state directories that outlive a Databricks cluster.

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.describe import internal_topics
-from mirror_lib.config.model import FlowConfig, MirrorConfig, parse_config
+from mirror_lib.config.model import FlowConfig, MirrorConfig
+from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import has_reference, is_sensitive
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.clients import client_config

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.parse import parse_config
 
 
 @pytest.fixture(scope="session")

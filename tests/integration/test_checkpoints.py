@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.replication.failover import failover_group, translate_group
 from mirror_lib.spark.flow_runner import FlowRunner

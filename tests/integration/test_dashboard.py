@@ -17,7 +17,7 @@ import pytest
 
 from mirror_lib.app.dashboard import NO_DATA, build_figures
 from mirror_lib.app.lakeview import select_columns
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.tables.delta_rs import ensure_tables, table_path
 from mirror_lib.tables.location import tables_root
 from mirror_lib.tables.schemas import SCHEMAS

@@ -8,7 +8,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from mirror_lib.config.model import load_config
+from mirror_lib.config.parse import load_config
 from mirror_lib.spark.views import bucket_for
 from mirror_lib.tables.health import read_rows
 from tests.browser import chromium_available, render

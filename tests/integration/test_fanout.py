@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror_lib.config.model import MirrorConfig, parse_config
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.parse import parse_config
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments, translate
 from mirror_lib.spark.flow_runner import FlowRunner

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.app.bundle_tasks import run_task
-from mirror_lib.config.model import load_config
+from mirror_lib.config.parse import load_config
 from mirror_lib.tables.delta_rs import read_table
 from mirror_lib.tables.location import tables_root
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact

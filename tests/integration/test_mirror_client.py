@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.mm2.formats import Checkpoint, Heartbeat
 from mirror_lib.mm2.policy import DefaultReplicationPolicy

@@ -13,7 +13,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.replication import events, segment_view

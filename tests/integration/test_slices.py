@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.replication.testhooks import END_EARLY_ENV, HEARTBEAT_DELAY_ENV
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import run_flows

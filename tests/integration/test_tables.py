@@ -37,7 +37,7 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> N
 @pytest.fixture(scope="module")
 def flow(spark, brokers, tmp_path_factory):
     """One flow replicated twice (two runs) with checkpoints and materialized tables."""
-    from mirror_lib.config.model import parse_config
+    from mirror_lib.config.parse import parse_config
     from tests.integration.conftest import flow_properties
 
     name = f"tables-{int(time.time() * 1000) % 10**8}"
@@ -326,7 +326,7 @@ def test_mirror_status_reads_the_tables(flow, tmp_path, subprocess_env):
 def test_one_health_for_either_writer_and_the_views(spark, flow):
     """The same numbers from delta-rs files, from Spark-held tables and from the SQL views."""
     from mirror_lib.app.status import flow_status
-    from mirror_lib.config.model import parse_config
+    from mirror_lib.config.parse import parse_config
     from mirror_lib.spark.delta_source import register_tables
     from mirror_lib.tables.location import tables_root
 
@@ -358,7 +358,7 @@ def test_one_health_for_either_writer_and_the_views(spark, flow):
 def test_the_end_of_mirror_run_once_lands_in_the_tables(brokers, tmp_path, subprocess_env):
     """`mirror run --once` owns its session and stops it on a thread after the catch-up, while
     the heartbeat, the checkpoint round and the delta-rs tables are written: all of them land."""
-    from mirror_lib.config.model import parse_config
+    from mirror_lib.config.parse import parse_config
     from mirror_lib.tables.delta_rs import read_table
     from mirror_lib.tables.location import tables_root
     from tests.helpers.mirror_cli import run_mirror

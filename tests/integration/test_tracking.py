@@ -12,7 +12,7 @@ import pytest
 
 from mirror_lib.app.status import flow_status
 from mirror_lib.app.tracking import run_and_log
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import REDACTED
 from mirror_lib.errors import ConfigError
 from mirror_lib.testing.kafka_io import create_topic, produce_exact

@@ -41,7 +41,7 @@ def test_verify_complete_behind_and_first_difference(
     create_topic(brokers.source, topic, 2)
     produce_exact(brokers.source, topic, records("a", 40))
     props = flow_properties(brokers.source, brokers.target, tmp_path / "state", topics=topic)
-    from mirror_lib.config.model import parse_config
+    from mirror_lib.config.parse import parse_config
 
     config = parse_config(props)
     run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)

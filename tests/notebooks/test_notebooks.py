@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib.config.model import load_config
+from mirror_lib.config.parse import load_config
 from mirror_lib.replication.failover import translate_group
 from mirror_lib.testing import embedded, kafka_io
 

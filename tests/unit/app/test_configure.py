@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror_lib.app.configure import configure_flow, flow_properties
-from mirror_lib.config.model import load_config
+from mirror_lib.config.parse import load_config
 from mirror_lib.config.properties import format_properties, parse_properties
 from mirror_lib.errors import ConfigError
 

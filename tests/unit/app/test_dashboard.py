@@ -21,7 +21,7 @@ from mirror_lib.app.dashboard import (
     sql_dir,
     write_dashboard,
 )
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import MirrorRuntimeError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -19,7 +19,7 @@ from mirror_lib.app.tracking import (
     tracking_uri,
     versions,
 )
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import REDACTED, parse_properties, redact
 from mirror_lib.errors import ConfigError
 from mirror_lib.tables.run_metrics import lag_series, summarize

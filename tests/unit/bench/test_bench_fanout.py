@@ -8,7 +8,7 @@ from bench import fanout
 from bench.cases import plan
 from bench.cli import parse_args
 from mirror_lib.config.fanout import read_groups
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 
 SERVERS = {"A": "a:1", "B": "b:1", "C": "c:1"}
 

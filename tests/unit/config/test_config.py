@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.config.model import load_config, parse_config
+from mirror_lib.config.parse import load_config, parse_config
 from mirror_lib.config.properties import REDACTED, parse_properties
 from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.clients import client_config

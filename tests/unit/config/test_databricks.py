@@ -15,7 +15,7 @@ from mirror_lib.config.databricks import (
     resolve_secrets_on_driver,
     volume_path,
 )
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.context import SECRET_OPTION, FlowContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.config.fanout import ENABLED_KEY, check_group, group_name, read_groups
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
 
 THREE = {

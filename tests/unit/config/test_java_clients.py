@@ -7,7 +7,7 @@ import pytest
 from mirror_lib.config.jaas import parse_jaas
 from mirror_lib.config.java_clients import IGNORED, RENAMED, translate
 from mirror_lib.config.librdkafka_conf import PROPERTIES
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.clients import _translate_jaas, check_clients, client_config
 

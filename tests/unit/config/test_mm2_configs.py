@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from mirror_lib.app.cli import main
-from mirror_lib.config.model import ROLES, MirrorConfig, load_config
+from mirror_lib.config.model import ROLES, MirrorConfig
+from mirror_lib.config.parse import load_config
 from mirror_lib.kafka.clients import check_clients, client_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

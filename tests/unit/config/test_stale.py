@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.config.stale import (
     PartitionSkips,
     SkipPolicy,

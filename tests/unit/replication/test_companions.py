@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.replication import companions
 
 PROPS = {

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.copy_state import LATENCY_BUCKETS_MS, bucket_counts
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint

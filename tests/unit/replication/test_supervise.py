@@ -6,7 +6,7 @@ import traceback
 
 import pytest
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import (
     BrokerError,
     DataLossError,

@@ -8,7 +8,7 @@ import struct
 import confluent_kafka
 import pytest
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication import source_reader
 from mirror_lib.replication import writer as writer_module

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mirror_lib.config.model import parse_config
+from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.spark.flow_runner import _claim_checkpoint
