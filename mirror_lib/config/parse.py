@@ -40,6 +40,27 @@ _FLOW_CLIENT_PREFIXES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 #: Connector-level alias keys MM2 sets per flow (honoured, never passed to a client).
 _ALIAS_KEYS = ("source.cluster.alias", "target.cluster.alias")
+#: MM2 plug-in class keys: their default class is what mirror_lib does; another class cannot run
+#: here, and ignoring it would change what is copied, so it is refused with what to use instead.
+_PLUGIN_CLASSES: dict[str, tuple[str, str]] = {
+    "topic.filter.class": (
+        "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        "express the filter as the topics / topics.exclude regex lists",
+    ),
+    "group.filter.class": (
+        "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+        "express the filter as the groups / groups.exclude regex lists",
+    ),
+    "config.property.filter.class": (
+        "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+        "express the filter as the config.properties.exclude regex list",
+    ),
+    "forwarding.admin.class": (
+        "org.apache.kafka.clients.admin.ForwardingAdmin",
+        "mirror_lib creates topics, partitions, configs and ACLs through the Kafka admin API "
+        "itself; remove the key",
+    ),
+}
 _COMMENT_HINT = (
     "; note: in a .properties file '#' starts a comment only at the start of a line, so the "
     "'# ...' after the value is part of the value: move the comment to its own line"
@@ -268,7 +289,8 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
             rest = match["rest"]
             client = None if _is_setting(rest) else _flow_client_key(rest)
             if rest.startswith(IGNORED_PREFIXES):
-                warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting")
+                if not _default_plugin(key, rest, value, origin):
+                    warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting")
             elif client is not None:
                 side, roles, name = client
                 check_references(key, value, providers)
@@ -279,6 +301,8 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
                         )
                         section[name] = (value, key)
             else:
+                if rest.startswith("mirror.") and not _is_setting(rest):
+                    raise _mirror_key_error(key, value, rest, origin)
                 per_flow.setdefault((src, tgt), {})[rest] = value
                 if not (rest in ("enabled", *_ALIAS_KEYS) or _is_known(rest, clusters)):
                     unknown.append(key)
@@ -286,14 +310,12 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
         if key in _ALIAS_KEYS or key.startswith("config.providers"):
             continue
         if key.startswith(IGNORED_PREFIXES) and not _is_setting(key):
-            warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting")
+            if not _default_plugin(key, key, value, origin):
+                warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting")
             continue
         known = key in _TOP_LEVEL or _is_known(key, clusters)
         if key.startswith("mirror.") and not known:
-            valid = ", ".join(
-                sorted(k for k in (*BY_KEY, *GLOBAL_BY_KEY) if k.startswith("mirror."))
-            )
-            raise ConfigError(key, value, f"a known mirror.* key ({valid}, mirror.state.dir)")
+            raise _mirror_key_error(key, value, key, origin)
         if not known:
             unknown.append(key)
     for key in GLOBAL_BY_KEY:
@@ -327,6 +349,31 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
 
     check_state_dir(config.state_dir)  # on Databricks: never the driver's local disk
     return config
+
+
+def _default_plugin(key: str, name: str, value: str, origin: str) -> bool:
+    """True for an MM2 plug-in class key set to its default, which is what runs here (``name``
+    is ``key`` without a flow prefix); another class is refused."""
+    if name not in _PLUGIN_CLASSES:
+        return False
+    default, instead = _PLUGIN_CLASSES[name]
+    if value.strip() not in (default, default.rsplit(".", 1)[1]):
+        raise ConfigError(key, value, f"{default} (no other class can run here: {instead})", origin)
+    return True
+
+
+def _mirror_key_error(key: str, value: str, name: str, origin: str) -> ConfigError:
+    """An unknown ``mirror.*`` key, or a process-wide one set per flow (``key`` as written,
+    ``name`` without its flow prefix): refused, since ignoring it would change the run."""
+    if name != key and (name in GLOBAL_BY_KEY or name == "mirror.state.dir"):
+        prefix = key[: len(key) - len(name)]
+        valid = f"{name} without '{prefix}': it is process-wide, set once at the top level"
+        return ConfigError(key, value, valid, origin)
+    per_flow = sorted(k for k in BY_KEY if k.startswith("mirror."))
+    if name != key:
+        return ConfigError(key, value, f"a per-flow mirror.* key ({', '.join(per_flow)})", origin)
+    valid = ", ".join(sorted((*per_flow, *GLOBAL_BY_KEY, "mirror.state.dir")))
+    return ConfigError(key, value, f"a known mirror.* key ({valid})", origin)
 
 
 def _is_known(key: str, clusters: Mapping[str, ClusterConfig]) -> bool:

@@ -123,6 +123,14 @@ def test_cluster_client_properties_and_roles():
         ({"mirror.deliverx": "x"}, "mirror.deliverx", "mirror.delivery"),
         ({"mirror.delivery": "twice"}, "mirror.delivery", "exactly_once"),
         ({"tasks.max": "0"}, "tasks.max", ">= 1"),
+        # process-wide keys set per flow would be ignored: refused, naming the top-level key
+        ({"A->B.mirror.tables.enabled": "true"}, "A->B.mirror.tables.enabled", "process-wide"),
+        ({"A->B.mirror.state.dir": "/x"}, "mirror.state.dir without 'A->B.'", "process-wide"),
+        ({"A->B.mirror.deliverx": "x"}, "A->B.mirror.deliverx", "per-flow mirror.* key"),
+        # a plug-in class that cannot run here would change what is copied: refused
+        ({"topic.filter.class": "com.acme.F"}, "topic.filter.class", "topics.exclude"),
+        ({"A->B.group.filter.class": "x.G"}, "A->B.group.filter.class", "DefaultGroupFilter"),
+        ({"forwarding.admin.class": "x.A"}, "forwarding.admin.class", "remove the key"),
     ],
 )
 def test_bad_input_names_key_value_and_valid_form(props, key, expected):
@@ -145,6 +153,18 @@ def test_missing_bootstrap_and_clusters():
 def test_unknown_keys_are_reported_not_fatal():
     config = cfg(**{"emit.checkpoint.interval.seconds": "5", "A->B.topic": "x"})
     assert set(config.unknown_keys) == {"emit.checkpoint.interval.seconds", "A->B.topic"}
+
+
+def test_plug_in_classes_at_their_default_are_accepted_quietly():
+    config = cfg(
+        **{
+            "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+            "A->B.group.filter.class": "DefaultGroupFilter",
+            "forwarding.admin.class": "org.apache.kafka.clients.admin.ForwardingAdmin",
+        }
+    )
+    assert not any("class" in w for w in config.warnings)
+    assert config.unknown_keys == ()
 
 
 def test_checkpoints_need_offset_syncs():
