@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from mirror_lib.kafka.admin import KafkaAdminOps
+from mirror_lib.kafka.admin_ops import NewTopicSpec
 from mirror_lib.replication.context import FlowContext, produce_plain
 
 
@@ -71,3 +73,26 @@ def publish(ctx: FlowContext, events: Iterable[dict[str, Any]], timeout_s: float
     produce_plain(
         ctx, "target", ctx.metrics_topic, [encode(e) for e in events], timeout_s=timeout_s
     )
+
+
+def ensure_metrics_topic(ctx: FlowContext, timeout_s: float = 30.0) -> KafkaAdminOps:
+    """Create the flow's metrics topic on the target (idempotent, as MM2 §2.3)."""
+    target = KafkaAdminOps(ctx.client("target", "admin"), timeout_s=timeout_s)
+    spec = NewTopicSpec(
+        ctx.metrics_topic,
+        1,
+        ctx.settings.offset_syncs_replication_factor,
+        {"cleanup.policy": "delete"},
+    )
+    target.create_topics([spec])
+    return target
+
+
+def ensure_internal_topics(ctx: FlowContext) -> None:
+    """Create the flow's metrics and offset-syncs topics (idempotent, as MM2 §2.3)."""
+    s = ctx.settings
+    target = ensure_metrics_topic(ctx)
+    if s.emit_offset_syncs:
+        side = "target" if ctx.offset_syncs_on_target else "source"
+        admin = target if side == "target" else KafkaAdminOps(ctx.client(side, "admin"))
+        admin.create_compacted_topic(ctx.offset_syncs_topic, s.offset_syncs_replication_factor)

@@ -32,6 +32,7 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.heartbeats import emit_heartbeat
 from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
+from mirror_lib.replication.run_events import RunEvents
 from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
@@ -214,6 +215,8 @@ def run_flows(
     tables: list[Any] = []
     lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
     sup = Supervisor(config, once, report, lags.get)
+    mode = "once" if once else "continuous" if duration_s is None else f"for {duration_s:g}s"
+    run_events = RunEvents(config, names if runners else [], mode)
     exporter = None
     released: threading.Thread | None = None  # stops the queries and the session (--once)
     try:
@@ -233,6 +236,7 @@ def run_flows(
             target = targets[r.name]
             r.start(target if once else None, snapshot=target)
             report(f"started {r.job} of {r.name} (checkpoint {r.checkpoint})")
+        run_events.start()
         deadline = None if duration_s is None else time.monotonic() + duration_s
         if once:
             limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
@@ -251,6 +255,7 @@ def run_flows(
             writer = tables_writer(spark, config) if clusters else "delta-rs"
             if own_session and writer == "delta-rs":  # what is left needs no Spark
                 released = _release_spark(spark, runners)
+            run_events.stop("--once: caught up with the snapshot taken at start")
             for name in names:
                 _one_round(FlowContext.create(config, name), report, parts)
             for cluster in clusters:
@@ -282,9 +287,16 @@ def run_flows(
                     lags.update({x["flow"]: x["lag"] for x in rows if x["lag"] is not None})
                     next_progress = time.monotonic() + progress_interval_s
                 time.sleep(1)
+            run_events.stop(f"--duration of {duration_s:g}s reached")
             if on_progress is not None:
                 on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
         return {r.name: r.status() for r in runners}
+    except KeyboardInterrupt:
+        run_events.stop("interrupted (Ctrl-C, SIGINT or a job cancel)")
+        raise
+    except BaseException as exc:
+        run_events.error(exc)
+        raise
     finally:
         stops: list[Callable[[], Any]] = [exporter.stop] if exporter is not None else []
         stops += [sup.close, *(r.stop for r in ([] if released else runners) + jobs)]

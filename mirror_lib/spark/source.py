@@ -30,7 +30,6 @@ from pyspark.sql.datasource import (
 
 from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.admin import KafkaAdminOps
-from mirror_lib.kafka.admin_ops import NewTopicSpec
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
@@ -275,22 +274,7 @@ class SlicePlanner(DataSourceStreamReader):
 
     def _ensure_internal(self, ctx: FlowContext) -> None:
         """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 §2.3)."""
-        s = ctx.settings
-        target = KafkaAdminOps(ctx.client("target", "admin"))
-        target.create_topics(
-            [
-                NewTopicSpec(
-                    ctx.metrics_topic,
-                    1,
-                    s.offset_syncs_replication_factor,
-                    {"cleanup.policy": "delete"},
-                )
-            ]
-        )
-        if s.emit_offset_syncs:
-            side = "target" if ctx.offset_syncs_on_target else "source"
-            admin = target if side == "target" else KafkaAdminOps(ctx.client(side, "admin"))
-            admin.create_compacted_topic(ctx.offset_syncs_topic, s.offset_syncs_replication_factor)
+        events.ensure_internal_topics(ctx)
         self._internal_ready.add(ctx.flow.name)
 
     def _ensure_remote(self, ctx: FlowContext, counts: dict[str, int]) -> dict[str, int]:

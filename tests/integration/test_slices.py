@@ -14,7 +14,7 @@ from mirror_lib.testing import embedded
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records
 from tests.helpers.mirror_cli import run_mirror
-from tests.integration.conftest import flow_properties, write_properties
+from tests.integration.conftest import flow_properties, metrics_events, write_properties
 from tests.integration.test_replication import mixed_records
 
 
@@ -129,4 +129,13 @@ def test_once_fails_when_its_slices_keep_ending_where_they_started(
     assert f"{unique_name}-0 at 0 of " in out.stderr and f"{unique_name}-1 at 0 of " in out.stderr
     assert "mirror.outage.max.seconds" in out.stderr
     assert consume_all(brokers.target, f"A.{unique_name}", timeout_s=5) == []
+    # the failed run left its start and its error in the flow's events (no stop)
+    mine = [
+        e
+        for e in metrics_events(brokers.target)
+        if e.get("state_dir") == props["mirror.state.dir"]
+        and e["type"] in ("start", "stop", "error")
+    ]
+    assert [(e["type"], e["mode"]) for e in mine] == [("start", "once"), ("error", "once")]
+    assert "--once made no progress" in mine[1]["reason"] and mine[1]["action"] == "failed"
     print(f"--once failed after {took:.0f}s: {out.stderr.splitlines()[-1]}")

@@ -388,3 +388,18 @@ def test_the_end_of_mirror_run_once_lands_in_the_tables(brokers, tmp_path, subpr
     assert read_table(root, "heartbeats").num_rows > 0
     metrics = read_table(root, "replication_metrics").to_pylist()
     assert sum(r["records"] for r in metrics if r["topic"] == name) == 40
+    # the run's own start and stop are flow_events rows (the metrics topic is shared by every
+    # test's runs: this one's are those naming its state dir), one run, in that order
+    run = sorted(
+        (
+            r
+            for r in read_table(root, "flow_events").to_pylist()
+            if r["type"] in ("start", "stop", "error")
+            and json.loads(r["details"])["state_dir"] == str(state)
+        ),
+        key=lambda r: r["kafka_offset"],
+    )
+    assert [(r["type"], r["action"]) for r in run] == [("start", "started"), ("stop", "stopped")]
+    details = [json.loads(r["details"]) for r in run]
+    assert {d["mode"] for d in details} == {"once"} and len({d["run_id"] for d in details}) == 1
+    assert "caught up" in run[1]["reason"]
