@@ -125,6 +125,17 @@ class FlowContext:
         """Group filter, never our own ledger groups."""
         return not group.startswith("__mirror") and self.group_filter.should_replicate_group(group)
 
+    @cached_property
+    def starting_offsets(self) -> str:
+        """Where a new flow starts, ``earliest`` or ``latest``: ``mirror.starting.offsets``, else
+        the ``auto.offset.reset`` its source consumer gets (``A->B.consumer.*``,
+        ``A->B.source.consumer.*``, ``A.consumer.*``, ``A.*``, top-level ``consumer.*``), as MM2's
+        source consumer would, else ``earliest``."""
+        if self.settings.starting_offsets:
+            return str(self.settings.starting_offsets)
+        reset = str(self.client("source", "consumer").get("auto.offset.reset", "earliest"))
+        return "latest" if reset.strip().lower() in ("latest", "largest", "end") else "earliest"
+
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.source, topic)
 

@@ -210,7 +210,6 @@ class SlicePlanner(DataSourceStreamReader):
         first: bool,
     ) -> dict[TP, int]:
         """Where each partition of one flow continues; writes first start positions."""
-        s = ctx.settings
         if ctx.flow.name not in self._internal_ready:
             self._ensure_internal(ctx)
         mine = {t: n for t, n in counts.items() if ctx.should_replicate(t)}
@@ -238,7 +237,7 @@ class SlicePlanner(DataSourceStreamReader):
             elif pos is None:
                 pos = former.get((topic, p))
                 if pos is None:
-                    latest = first and (s.starting_offsets or self._reset_policy()) == "latest"
+                    latest = first and ctx.starting_offsets == "latest"
                     pos = hi if latest else lo
                 starts[(topic, p)] = pos
             elif pos < lo:
@@ -249,10 +248,6 @@ class SlicePlanner(DataSourceStreamReader):
         if starts:
             ledger.commit(starts)
         return pos_of
-
-    def _reset_policy(self) -> str:
-        consumer = self.ctx.config.cluster(self.ctx.source).consumer
-        return consumer.get("auto.offset.reset", "earliest").strip().lower()
 
     def _gap(
         self, ctx: FlowContext, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str

@@ -1,0 +1,48 @@
+"""Where a new flow starts: mirror.starting.offsets, else its source consumer's reset policy,
+from wherever MM2 would take it (a per-flow override set as A->B.consumer.* used to be missed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.replication.context import FlowContext
+
+BASE = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:1",
+    "B.bootstrap.servers": "b:1",
+    "A->B.enabled": "true",
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "start"),
+    [
+        ({}, "earliest"),
+        ({"A->B.consumer.auto.offset.reset": "latest"}, "latest"),
+        ({"A->B.source.consumer.auto.offset.reset": "latest"}, "latest"),
+        ({"A.consumer.auto.offset.reset": "latest"}, "latest"),
+        ({"consumer.auto.offset.reset": "latest"}, "latest"),
+        ({"A.auto.offset.reset": "latest"}, "latest"),
+        (
+            {
+                "A.consumer.auto.offset.reset": "latest",
+                "A->B.consumer.auto.offset.reset": "earliest",
+            },
+            "earliest",
+        ),
+        ({"B.consumer.auto.offset.reset": "latest"}, "earliest"),  # the target's: not the source
+        (
+            {
+                "A->B.consumer.auto.offset.reset": "latest",
+                "A->B.mirror.starting.offsets": "earliest",
+            },
+            "earliest",
+        ),
+        ({"mirror.starting.offsets": "latest"}, "latest"),
+    ],
+)
+def test_a_new_flow_starts_where_its_source_consumer_would(extra: dict, start: str) -> None:
+    ctx = FlowContext.create(parse_config({**BASE, **extra}), "A->B")
+    assert ctx.starting_offsets == start
