@@ -196,7 +196,7 @@ SETTINGS: tuple[Setting, ...] = (
         "starting_offsets",
         "",
         choice("", "earliest", "latest"),
-        "where a new flow starts; default: <source>.consumer.auto.offset.reset or earliest",
+        "where a new flow starts; default: its source consumer's auto.offset.reset, else earliest",
     ),
     Setting(
         "mirror.batch.duration.seconds",
