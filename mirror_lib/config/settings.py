@@ -90,7 +90,13 @@ SETTINGS: tuple[Setting, ...] = (
         seconds,
         "group offset sync period",
     ),
-    Setting("refresh.topics.enabled", "refresh_topics", "true", boolean, "discover new topics"),
+    Setting(
+        "refresh.topics.enabled",
+        "refresh_topics",
+        "true",
+        boolean,
+        "discover new topics and partitions while running (false: those found at start)",
+    ),
     Setting(
         "refresh.topics.interval.seconds",
         "refresh_topics_interval",
@@ -98,13 +104,19 @@ SETTINGS: tuple[Setting, ...] = (
         seconds,
         "partition/config refresh period (topics are listed every batch regardless)",
     ),
-    Setting("refresh.groups.enabled", "refresh_groups", "true", boolean, "discover new groups"),
+    Setting(
+        "refresh.groups.enabled",
+        "refresh_groups",
+        "true",
+        boolean,
+        "discover new groups while running (false: those the checkpoint job listed first)",
+    ),
     Setting(
         "refresh.groups.interval.seconds",
         "refresh_groups_interval",
         "600",
         seconds,
-        "group discovery period",
+        "group discovery period (groups are listed every checkpoint cycle, at least this often)",
     ),
     Setting("sync.topic.configs.enabled", "sync_topic_configs", "true", boolean, "sync configs"),
     Setting(
@@ -183,7 +195,13 @@ SETTINGS: tuple[Setting, ...] = (
         "heartbeats topic",
     ),
     Setting("tasks.max", "tasks", "1", int_at_least(1), "task slots (stable partition owners)"),
-    Setting("admin.timeout.ms", "admin_timeout_ms", "60000", int_at_least(1), "admin calls"),
+    Setting(
+        "admin.timeout.ms",
+        "admin_timeout_ms",
+        "60000",
+        int_at_least(1),
+        "how long one admin call may take (topics, configs, ACLs, listing groups)",
+    ),
     Setting(
         "mirror.delivery",
         "delivery",

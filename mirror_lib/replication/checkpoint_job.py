@@ -18,7 +18,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Produc
 from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
-from mirror_lib.kafka.admin import KafkaAdminOps, admin_client, future_result
+from mirror_lib.kafka.admin import admin_client, future_result
 from mirror_lib.kafka.lookups import topic_ids, wait_futures
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
@@ -49,6 +49,8 @@ class CheckpointState:
     checkpoints_position: int = 0
     last_group_sync: float = 0.0
     skipped: int = 0
+    #: the source's groups as first listed, kept with ``refresh.groups.enabled = false``
+    fixed_groups: tuple[str, ...] | None = None
 
 
 def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
@@ -69,12 +71,24 @@ def _wait(futures: dict[Any, Any], what: str) -> list[Any]:
     return list(wait_futures(futures, what).values())
 
 
-def _source_groups(ctx: FlowContext, admin: AdminClient) -> dict[str, dict[TP, tuple[int, str]]]:
-    listing = future_result(
-        admin.list_consumer_groups(request_timeout=30), "listing consumer groups", 35
-    )
+def _source_groups(
+    ctx: FlowContext, admin: AdminClient, state: CheckpointState
+) -> dict[str, dict[TP, tuple[int, str]]]:
+    """The source's groups the flow checkpoints, with their committed offsets. Listed every
+    cycle, or, with ``refresh.groups.enabled = false``, only the first time (as MM2)."""
+    names = state.fixed_groups
+    if names is None:
+        timeout_s = ctx.settings.admin_timeout_ms / 1000
+        listing = future_result(
+            admin.list_consumer_groups(request_timeout=timeout_s),
+            "listing consumer groups",
+            timeout_s + 5,
+        )
+        names = tuple(sorted(x.group_id for x in listing.valid))
+        if not ctx.settings.refresh_groups:
+            state.fixed_groups = names
     groups = {}
-    for g in sorted(x.group_id for x in listing.valid):
+    for g in names:
         if not accept_group(g, ctx.group_filter):
             continue
         (result,) = _wait(
@@ -128,7 +142,7 @@ def run_checkpoints(
     state = state if state is not None else CheckpointState()
     _add_checkpoints(ctx, state)
     s = ctx.settings
-    groups = _source_groups(ctx, admin_client(ctx.client("source", "admin")))
+    groups = _source_groups(ctx, admin_client(ctx.client("source", "admin")), state)
     offsets = {
         (group, tp): upstream
         for group, committed in groups.items()
@@ -200,7 +214,7 @@ def _topic_id(ctx: FlowContext, topic: str) -> str | None:
 
 def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
     """Write one round in one transaction: every partition's checkpoint appears together."""
-    KafkaAdminOps(ctx.client("target", "admin")).create_compacted_topic(
+    ctx.admin_ops("target").create_compacted_topic(
         ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
     )
     producer = Producer(

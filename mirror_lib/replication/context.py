@@ -177,6 +177,15 @@ class FlowContext:
 
         return admin_client(self.client(side, "admin"), f"{self.where(side)} for {self.label}")
 
+    def admin_ops(self, side: str, timeout_s: float | None = None) -> Any:
+        """:class:`~mirror_lib.kafka.admin.KafkaAdminOps` on ``side``; each call may take
+        ``admin.timeout.ms`` unless ``timeout_s`` says otherwise."""
+        from mirror_lib.kafka.admin import KafkaAdminOps  # lazy: confluent-kafka
+
+        if timeout_s is None:
+            timeout_s = self.settings.admin_timeout_ms / 1000
+        return KafkaAdminOps(self.client(side, "admin"), timeout_s=timeout_s)
+
     @property
     def label(self) -> str:
         """What this flow is to the user: ``flow A->B``, or the heartbeats MM2 emits for every

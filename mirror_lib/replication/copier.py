@@ -422,6 +422,8 @@ class SliceCopy:
         return bool(replaced)
 
     def _new_partitions(self) -> bool:
+        if not self.ctx.settings.refresh_topics:
+            return False
         try:
             md = self.readers[0].consumer.list_topics(timeout=5)
         except KafkaException:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.kafka.admin_ops import NewTopicSpec
 from mirror_lib.replication.context import FlowContext, produce_plain
+
+if TYPE_CHECKING:
+    from mirror_lib.kafka.admin import KafkaAdminOps
 
 
 def now_ms() -> int:
@@ -75,9 +77,9 @@ def publish(ctx: FlowContext, events: Iterable[dict[str, Any]], timeout_s: float
     )
 
 
-def ensure_metrics_topic(ctx: FlowContext, timeout_s: float = 30.0) -> KafkaAdminOps:
+def ensure_metrics_topic(ctx: FlowContext, timeout_s: float | None = None) -> KafkaAdminOps:
     """Create the flow's metrics topic on the target (idempotent, as MM2 §2.3)."""
-    target = KafkaAdminOps(ctx.client("target", "admin"), timeout_s=timeout_s)
+    target = ctx.admin_ops("target", timeout_s)
     spec = NewTopicSpec(
         ctx.metrics_topic,
         1,
@@ -94,5 +96,5 @@ def ensure_internal_topics(ctx: FlowContext) -> None:
     target = ensure_metrics_topic(ctx)
     if s.emit_offset_syncs:
         side = "target" if ctx.offset_syncs_on_target else "source"
-        admin = target if side == "target" else KafkaAdminOps(ctx.client(side, "admin"))
+        admin = target if side == "target" else ctx.admin_ops(side)
         admin.create_compacted_topic(ctx.offset_syncs_topic, s.offset_syncs_replication_factor)

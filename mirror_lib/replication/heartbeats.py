@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.mm2.formats import Heartbeat
 from mirror_lib.replication.context import FlowContext
 
@@ -20,7 +19,7 @@ def ensure_heartbeats_topic(ctx: FlowContext) -> None:
     key = (ctx.target, ctx.config.cluster(ctx.target).bootstrap_servers)
     if key in _READY:
         return
-    admin = KafkaAdminOps(ctx.client("target", "admin"))
+    admin = ctx.admin_ops("target")
     admin.create_compacted_topic(
         ctx.policy.heartbeats_topic(), ctx.settings.heartbeats_replication_factor
     )

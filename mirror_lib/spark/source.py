@@ -29,7 +29,6 @@ from pyspark.sql.datasource import (
 )
 
 from mirror_lib.errors import BrokerError, DataLossError
-from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
@@ -96,6 +95,7 @@ class SlicePlanner(DataSourceStreamReader):
         self._initial: dict[str, Any] | None = None
         self._last_refresh: dict[str, dict[str, float]] = {}
         self._known_topics: dict[str, set[str]] = {}
+        self._fixed_counts: dict[str, int] | None = None  # refresh.topics.enabled = false
         self._internal_ready: set[str] = set()
         self.until = parse_until(options.get("until"))
 
@@ -127,8 +127,8 @@ class SlicePlanner(DataSourceStreamReader):
         if name not in self._syncers:
             s = ctx.settings
             self._syncers[name] = TopicSyncer(
-                KafkaAdminOps(ctx.client("source", "admin")),
-                KafkaAdminOps(ctx.client("target", "admin")),
+                ctx.admin_ops("source"),
+                ctx.admin_ops("target"),
                 ctx.should_replicate,
                 ctx.remote_topic,
                 config_filter=ConfigPropertyFilter(
@@ -167,6 +167,10 @@ class SlicePlanner(DataSourceStreamReader):
         counts = {
             t: n for t, n in list_topic_partitions(source).items() if group.should_replicate(t)
         }
+        if not self.ctx.settings.refresh_topics:  # as MM2: what was there at start, until restart
+            self._fixed_counts = self._fixed_counts or dict(counts)
+            counts = {t: min(n, self._fixed_counts[t]) for t, n in counts.items()
+                      if t in self._fixed_counts}  # fmt: skip
         ids = topic_ids(source, counts)
         bounds = partition_bounds(source, [(t, p) for t, n in counts.items() for p in range(n)])
         previous = (start or {}).get("topics", {})

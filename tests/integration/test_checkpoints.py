@@ -374,3 +374,31 @@ def test_failover_apply_refuses_a_group_with_active_members(
     )
     assert applied.returncode == 0, applied.stderr
     assert failover_group(config, group, "A", "B")[0].current == 4
+
+
+def test_refresh_groups_disabled_keeps_the_groups_listed_first(
+    spark, brokers, make_config, unique_name
+):
+    """``refresh.groups.enabled = false`` (MM2): a checkpoint job checkpoints the groups it
+    listed first; a group that appears later gets checkpoints only from a new job."""
+    from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
+    from mirror_lib.replication.context import FlowContext
+    from mirror_lib.spark.runner import run_flows
+    from tests.integration.test_tables import commit
+
+    topic, early, late = unique_name, f"{unique_name}-early", f"{unique_name}-late"
+    create_topic(brokers.source, topic, 1)
+    produce_exact(brokers.source, topic, [{"value": b"v", "partition": 0}] * 10)
+    commit(brokers.source, early, {(topic, 0): 5})
+    config = make_config(
+        topics=topic, groups=f"{unique_name}-.*", **{"refresh.groups.enabled": "false"}
+    )
+    run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
+    ctx, state = FlowContext.create(config, "A->B"), CheckpointState()
+    run_checkpoints(ctx, state)
+    commit(brokers.source, late, {(topic, 0): 3})
+    run_checkpoints(ctx, state)
+    assert [(r.partition, r.offset) for r in translate_group(config, early, "A", "B")] == [(0, 5)]
+    assert translate_group(config, late, "A", "B") == []
+    run_checkpoints(ctx, CheckpointState())  # a new job (a restart) lists the groups again
+    assert [(r.partition, r.offset) for r in translate_group(config, late, "A", "B")] == [(0, 3)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.replication.testhooks import END_EARLY_ENV, HEARTBEAT_DELAY_ENV
@@ -139,3 +140,42 @@ def test_once_fails_when_its_slices_keep_ending_where_they_started(
     assert [(e["type"], e["mode"]) for e in mine] == [("start", "once"), ("error", "once")]
     assert "--once made no progress" in mine[1]["reason"] and mine[1]["action"] == "failed"
     print(f"--once failed after {took:.0f}s: {out.stderr.splitlines()[-1]}")
+
+
+def test_refresh_topics_disabled_keeps_the_topics_found_at_start(
+    spark, brokers, make_config, unique_name
+):
+    """``refresh.topics.enabled = false`` (MM2): a topic created while the run goes on is not
+    copied, through new slices and the copier's in-slice look-ups, while the first one is."""
+    first, later = f"{unique_name}-a", f"{unique_name}-b"
+    create_topic(brokers.source, first, 1)
+    config = make_config(
+        topics=f"{unique_name}-.*",
+        **{
+            "refresh.topics.enabled": "false",
+            "refresh.topics.interval.seconds": "1",
+            "mirror.batch.duration.seconds": "2",
+        },
+    )
+    runner = FlowRunner(spark, config, "A->B")
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not runner.delivered([(first, 0)]):  # the planner wrote the start position
+            runner.raise_if_failed()
+            assert time.monotonic() < deadline, "the flow did not start within 120 s"
+            time.sleep(0.2)
+        create_topic(brokers.source, later, 1)
+        produce_exact(brokers.source, later, mixed_records(20, 1, "late"))
+        produce_exact(brokers.source, first, mixed_records(20, 1, "first"))
+        assert runner.await_caught_up({(first, 0): 20}, 60), "the first topic was not copied"
+        seen = (runner.query.lastProgress or {}).get("batchId", -1)
+        while (runner.query.lastProgress or {}).get("batchId", -1) < seen + 2:
+            runner.raise_if_failed()
+            assert time.monotonic() < deadline + 60, "no two more slices within the deadline"
+            time.sleep(0.2)
+        assert not runner.delivered([(later, 0)]), "a topic created after start was planned"
+    finally:
+        runner.stop()
+    remote = AdminClient({"bootstrap.servers": brokers.target}).list_topics(timeout=10).topics
+    assert f"A.{first}" in remote and f"A.{later}" not in remote

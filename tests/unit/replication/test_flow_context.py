@@ -1,5 +1,5 @@
-"""Where a new flow starts: mirror.starting.offsets, else its source consumer's reset policy,
-from wherever MM2 would take it (a per-flow override set as A->B.consumer.* used to be missed)."""
+"""FlowContext: where a new flow starts (its source consumer's reset policy, from wherever MM2
+would take it: a per-flow A->B.consumer.* override used to be missed) and admin.timeout.ms."""
 
 from __future__ import annotations
 
@@ -46,3 +46,11 @@ BASE = {
 def test_a_new_flow_starts_where_its_source_consumer_would(extra: dict, start: str) -> None:
     ctx = FlowContext.create(parse_config({**BASE, **extra}), "A->B")
     assert ctx.starting_offsets == start
+
+
+def test_admin_calls_take_admin_timeout_ms() -> None:
+    ctx = FlowContext.create(parse_config({**BASE, "A->B.admin.timeout.ms": "1500"}), "A->B")
+    assert ctx.admin_ops("source").timeout_s == 1.5
+    assert ctx.admin_ops("target", 5).timeout_s == 5
+    default = FlowContext.create(parse_config(BASE), "A->B")
+    assert default.admin_ops("target").timeout_s == 60
