@@ -64,6 +64,8 @@ def failover_group(
     is no checkpoint for it; nothing is changed then. ``confirm`` (notebooks): when given, it
     must repeat the group id before anything is committed.
     """
+    if not group.strip():
+        raise ConfigError("group", group, "a consumer group id")
     if apply and confirm is not None and confirm.strip() != group:
         raise ConfigError(
             "confirm_group", confirm, f"the group id {group!r} typed again to commit its offsets"

@@ -166,6 +166,10 @@ def test_the_notebooks_run_headless_and_do_their_job(clusters, tmp_path):
     assert translated == {p: 10 + p for p in range(TOPICS["orders"])}
     assert _committed(target, "A.orders") == translated  # 03 applied the failover
 
+    # the bundle's mirror_cutover job runs 03 without a group: only the flow's cutover, a dry run
+    env.update(MIRROR_GROUP="", MIRROR_APPLY="no", MIRROR_CONFIRM_GROUP="")
+    _nbval([REPO / "notebooks" / "03_failover.ipynb"], tmp_path, env)  # every cell passes
+
 
 def test_every_notebook_follows_the_pattern():
     """widgets -> config -> one library call -> display: a parameters cell, no dbutils below it."""
