@@ -33,11 +33,11 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy_state import Interleaved
 from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.stall import idle_slice_text
-from mirror_lib.replication.writer import CopyResult, TargetWriter, make_producer
+from mirror_lib.replication.writer import CopyResult, TargetWriter
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CopyResult", "SliceCopy", "copy_slice", "make_producer"]
+__all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 
 TP = tuple[str, int]
 IDLE_POLL_S = 0.1

@@ -36,11 +36,17 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_lib.config import stale
 from mirror_lib.config.stale import PartitionSkips, SkipPolicy, split_stale
-from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.errors import BrokerError
 from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, PlainProducer
 from mirror_lib.replication.copy_state import PartState
 from mirror_lib.replication.ledger import ledger_consumer, ledger_offsets, read_ledger
+from mirror_lib.replication.target_producer import (
+    commit_error,
+    make_producer,
+    passing_code,
+    record_error,
+)
 from mirror_lib.replication.txn_events import batch_events, skip_events, sync_records
 
 log = logging.getLogger(__name__)
@@ -50,30 +56,6 @@ NO_END = 2**63 - 1
 BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
 FLUSH_S = 30.0  # a target that acknowledges nothing this long fails (transient)
 FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the others longer
-_FENCED = {
-    KafkaError._FENCED,
-    KafkaError.PRODUCER_FENCED,
-    KafkaError.INVALID_PRODUCER_EPOCH,
-    KafkaError.INVALID_PRODUCER_ID_MAPPING,
-}
-_PASSING = {  # delivery failures an outage causes: the run retries them
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_ENOUGH_REPLICAS,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-}
-
-
-def _passing(err: KafkaError) -> bool:
-    """An error an outage causes, that the run retries (not a fenced producer)."""
-    return (err.retriable() or err.code() in _PASSING) and err.code() not in _FENCED
 
 
 @dataclass
@@ -87,23 +69,6 @@ class CopyResult:
     bytes: int = 0
     transactions: int = 0
     detached: dict[str, str] = field(default_factory=dict)
-
-
-def make_producer(ctx: FlowContext, slot: int, *, init_timeout_s: float = 60) -> Producer:
-    """The slot's producer: transactional (fencing older instances) or plain idempotent."""
-    defaults = {
-        "linger.ms": 5,
-        "batch.size": 1_000_000,
-        "acks": "all",
-        "queue.buffering.max.messages": max(500_000, 2 * ctx.settings.fanout_max_lag_records),
-    }
-    extra: dict[str, Any] = {"enable.idempotence": True}
-    if ctx.settings.exactly_once:
-        extra["transactional.id"] = ctx.transactional_id(slot)
-    producer = Producer(ctx.client("target", "producer", defaults, **extra))
-    if ctx.settings.exactly_once:
-        producer.init_transactions(init_timeout_s)
-    return producer
 
 
 class TargetWriter:
@@ -353,34 +318,11 @@ class TargetWriter:
         for skips in self.skips.values():
             skips.abort()
 
-    def _commit_error(self, err: KafkaError, failed: list[KafkaError]) -> BrokerError:
-        """Why a commit failed. When records of the commit itself failed delivery (an outage
-        that began after the data was acknowledged expires them), librdkafka ends the commit with
-        an abortable error: it is transient exactly when each of those failures is."""
-        text = err.str()
-        transient = _passing(err) and not err.fatal()
-        if failed and err.txn_requires_abort() and not err.fatal():
-            text += f" ({', '.join(sorted({e.name() for e in failed}))})"
-            transient = all(_passing(e) for e in failed)
-        return BrokerError(
-            f"committing to {self.ctx.where('target')} failed: {text}", transient=transient
-        )
-
     def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
-        code = err.code()
-        if code not in _PASSING:  # the target answers: end the transaction now
+        if not passing_code(err.code()):  # the target answers: end the transaction now
             self.abort()
         where = f"{part.topic}[{part.partition}] offset {offset}"
-        if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
-            raise RecordTooLargeError(
-                f"record {where} is larger than {self.ctx.where('target')} accepts ({err.str()}); "
-                "nothing from this transaction on was committed: raise the target topic's "
-                "max.message.bytes and the producer's message.max.bytes"
-            )
-        raise BrokerError(
-            f"producing {where} to {self.ctx.where('target')} failed: {err.str()}",
-            transient=_passing(err),
-        )
+        raise record_error(err, where, self.ctx.where("target"))
 
     def commit(self, watermarks: Callable[[Any], tuple[int, int]], *, wait: bool = True) -> bool:
         """Commit the open transaction; False when ``wait`` is off and acknowledgements are
@@ -443,7 +385,7 @@ class TargetWriter:
                 if ledger:
                     self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
         except KafkaException as exc:
-            raise self._commit_error(exc.args[0], failed) from exc
+            raise commit_error(exc.args[0], failed, ctx.where("target")) from exc
         self.in_txn = False
         if out:
             self.aborts_unreported = 0

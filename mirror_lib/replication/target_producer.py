@@ -1,0 +1,84 @@
+"""The slot's producer on the target, and what its failures mean: an outage the run waits
+through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replication.writer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+
+from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.replication.context import FlowContext
+
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING,
+}
+_PASSING = {  # delivery failures an outage causes: the run retries them
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+}
+
+
+def _passing(err: KafkaError) -> bool:
+    """An error an outage causes, that the run retries (not a fenced producer)."""
+    return (err.retriable() or err.code() in _PASSING) and err.code() not in _FENCED
+
+
+def passing_code(code: int) -> bool:
+    """A delivery failure an outage causes (the transaction may stay open until it ends)."""
+    return code in _PASSING
+
+
+def make_producer(ctx: FlowContext, slot: int, *, init_timeout_s: float = 60) -> Producer:
+    """The slot's producer: transactional (fencing older instances) or plain idempotent."""
+    defaults = {
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "acks": "all",
+        "queue.buffering.max.messages": max(500_000, 2 * ctx.settings.fanout_max_lag_records),
+    }
+    extra: dict[str, Any] = {"enable.idempotence": True}
+    if ctx.settings.exactly_once:
+        extra["transactional.id"] = ctx.transactional_id(slot)
+    producer = Producer(ctx.client("target", "producer", defaults, **extra))
+    if ctx.settings.exactly_once:
+        producer.init_transactions(init_timeout_s)
+    return producer
+
+
+def commit_error(err: KafkaError, failed: list[KafkaError], target: str) -> BrokerError:
+    """Why a commit to ``target`` failed. When records of the commit itself failed delivery (an
+    outage that began after the data was acknowledged expires them), librdkafka ends the commit
+    with an abortable error: it is transient exactly when each of those failures is."""
+    text = err.str()
+    transient = _passing(err) and not err.fatal()
+    if failed and err.txn_requires_abort() and not err.fatal():
+        text += f" ({', '.join(sorted({e.name() for e in failed}))})"
+        transient = all(_passing(e) for e in failed)
+    return BrokerError(f"committing to {target} failed: {text}", transient=transient)
+
+
+def record_error(err: KafkaError, where: str, target: str) -> Exception:
+    """Why producing the record at ``where`` to ``target`` failed."""
+    if err.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
+        return RecordTooLargeError(
+            f"record {where} is larger than {target} accepts ({err.str()}); nothing from this "
+            "transaction on was committed: raise the target topic's max.message.bytes and the "
+            "producer's message.max.bytes"
+        )
+    return BrokerError(
+        f"producing {where} to {target} failed: {err.str()}", transient=_passing(err)
+    )
