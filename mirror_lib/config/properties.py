@@ -4,7 +4,8 @@ MM2 reads ``mm2.properties`` with ``java.util.Properties``; we accept the same s
 or whitespace separators, ``#``/``!`` comments, backslash line continuations and escapes).
 Secret values may be references (``${env:NAME}``, ``${secret:scope/key}``, ``${file:path:key}``,
 and MM2's declared config providers) that stay unresolved until a Kafka client is built, and every
-printed form is redacted.
+printed form is redacted. In flow (connector) settings, which hold no secrets, references are
+resolved when the file is parsed (:func:`resolve_setting`).
 """
 
 from __future__ import annotations
@@ -116,11 +117,20 @@ def format_properties(props: Mapping[str, str], header: str = "") -> str:
 
 
 def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a properties file (UTF-8); a missing file is a :class:`ConfigError`."""
+    """Read a properties file; a missing file is a :class:`ConfigError`.
+
+    Text is UTF-8 (a leading byte-order mark is dropped); a file that is not valid UTF-8 is read
+    as ISO-8859-1, the encoding Java's ``Properties.load`` (so MM2) uses, so it never fails.
+    """
     p = Path(path)
     if not p.is_file():
         raise ConfigError("CONFIG", str(path), "a readable mm2.properties file")
-    return parse_properties(p.read_text(encoding="utf-8"))
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("iso-8859-1")
+    return parse_properties(text)
 
 
 def is_sensitive(key: str) -> bool:
@@ -284,3 +294,25 @@ def resolve_references(
         return props[name]
 
     return _REFERENCE.sub(resolve, value)
+
+
+def resolve_setting(
+    key: str, value: str, providers: Mapping[str, ConfigProvider] | None = None
+) -> str:
+    """``value`` of a flow (connector) setting with its references resolved, when parsing.
+
+    MM2 resolves config providers in every setting; ``${secret:...}`` needs a lookup that only
+    exists when clients are built, so it is refused here.
+    """
+    providers = BUILTIN_PROVIDERS if providers is None else providers
+    check_references(key, value, providers)
+    for match in _REFERENCE.finditer(value):
+        if providers[match["kind"]].kind == "secret":
+            raise ConfigError(
+                key,
+                value,
+                "a value without " + _FORMS["secret"] % match["kind"] + ": secret references "
+                "are resolved only in client settings (<alias>.*, <source>-><target>.consumer.* "
+                "and the like); write the value, or use ${env:NAME} or a file provider",
+            )
+    return resolve_references(key, value, None, providers)

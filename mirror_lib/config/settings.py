@@ -2,8 +2,9 @@
 
 Each :class:`~mirror_lib.config.setting_values.Setting` knows its key, its default and how to
 parse a string (:mod:`~mirror_lib.config.setting_values`); the flow's value is ``A->B.<key>`` if
-set, else the top-level ``<key>``, else the default (MM2's resolution order). Process-wide keys,
-never per flow, are in :mod:`~mirror_lib.config.global_settings`.
+set, else the top-level ``<key>``, else an old alias (``A->B.<alias>``, then ``<alias>``), else
+the default (MM2's resolution order). Process-wide keys, never per flow, are in
+:mod:`~mirror_lib.config.global_settings`.
 """
 
 from __future__ import annotations
@@ -310,6 +311,10 @@ SETTINGS: tuple[Setting, ...] = (
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 ALIASES: dict[str, str] = {alias: s.key for s in SETTINGS for alias in s.aliases}
 
+#: MirrorMaker 1 names MM2 never read -> the MM2 key meant (a hint, not an alias).
+MM1_NAMES: dict[str, str] = {"topics.whitelist": "topics", "groups.whitelist": "groups"}
+#: Connect's single message transform keys: refused unless empty (records are copied unchanged).
+TRANSFORM_KEYS: tuple[str, ...] = ("transforms", "predicates")
 
 #: MM2/Connect keys we accept and ignore (they configure Connect, not replication semantics).
 IGNORED_PREFIXES: tuple[str, ...] = (
@@ -398,5 +403,7 @@ class FlowSettings:
         return self.delivery == "exactly_once"
 
     def describe(self) -> dict[str, Any]:
-        """Key -> value for printing, in MM2 key names."""
-        return {s.key: getattr(self, s.attr) for s in SETTINGS}
+        """Key -> value for printing, in MM2 key names; a list as written in mm2.properties (its
+        items are one regex joined with ``|``, so ``('(a', 'b)')`` would mislead)."""
+        values = {s.key: getattr(self, s.attr) for s in SETTINGS}
+        return {k: ", ".join(v) if isinstance(v, tuple) else v for k, v in values.items()}

@@ -1,11 +1,12 @@
 """Topic and group filters with MM2's semantics (mm2.md §3.3, §6.3, §6.4).
 
-Lists are Kafka ``LIST`` config values (comma-separated, whitespace around items ignored). Each
-item is a regular expression that must match the *whole* name, and exclude wins over include.
-Java-only regex spellings that Python's ``re`` lacks are translated: ``\\Q...\\E`` quoting,
-``(?<name>...)`` named groups and ``\\z``. Kafka joins the items with ``|`` into one pattern; here
-each item is compiled on its own, which matches the same names except that an inline flag such as
-``(?i)`` applies only to its own item (in Java it also applies to the items after it).
+Lists are Kafka ``LIST`` config values (comma-separated, whitespace around items ignored). As in
+MM2's DefaultTopicFilter/DefaultGroupFilter the items are joined with ``|`` into one regular
+expression that must match the *whole* name, and exclude wins over include. So a comma always
+splits, also inside ``{m,n}`` or ``(a, b)``: ``(a, b)-x`` is the pattern ``(a|b)-x``. Java-only
+spellings that Python's ``re`` lacks are translated (``\\Q...\\E`` quoting, ``(?<name>...)``
+groups, ``\\z``, an inline flag such as ``(?i)`` after the start), and a ``{`` that Java would
+refuse is refused.
 """
 
 from __future__ import annotations
@@ -44,39 +45,141 @@ def parse_list(value: ListValue | None) -> tuple[str, ...]:
     return tuple(s for s in (item.strip() for item in items) if s)
 
 
-def java_regex_to_python(pattern: str) -> str:
-    """Rewrite ``\\Q...\\E``, ``(?<name>`` and ``\\z`` (Java) into Python ``re`` syntax."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        if pattern[i] == "\\" and i + 1 < n:
-            if pattern[i + 1] == "Q":
-                end = pattern.find("\\E", i + 2)
-                end = n if end < 0 else end
-                out.append(re.escape(pattern[i + 2 : end]))
-                i = end + 2
-                continue
-            out.append("\\Z" if pattern[i + 1] == "z" else pattern[i : i + 2])
-            i += 2
-        elif pattern.startswith("(?<", i) and i + 3 < n and pattern[i + 3] not in "=!":
-            out.append("(?P<")
-            i += 3
+#: An inline flag group without a colon, e.g. ``(?i)`` or ``(?-i)``: in Java it applies up to the
+#: end of the enclosing group, including later alternatives; Python allows it only at the start.
+_INLINE_FLAGS = re.compile(r"\(\?([a-zA-Z]+(?:-[a-zA-Z]*)?|-[a-zA-Z]+)\)")
+#: Java's counted repetition; any other unescaped ``{`` outside a class is a Java syntax error.
+_REPETITION = re.compile(r"\{\d+(?:,\d*)?\}")
+#: Escapes followed by a ``{...}`` argument (Java ``\p{L}``, ``\x{263A}``, ``\N{name}``).
+_BRACED_ESCAPES = "pPxN"
+
+
+class _Translator:
+    """One pass over a Java pattern that writes the Python ``re`` equivalent."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.out: list[str] = []
+        self.i = 0
+        self.class_depth = 0  # Java allows nested character classes
+        self.flags: list[list[str]] = [[]]  # per open group: inline flags opened in it
+
+    def run(self) -> str:
+        while self.i < len(self.pattern):
+            if self.pattern[self.i] == "\\" and self.i + 1 < len(self.pattern):
+                self._escape()
+            elif self.class_depth:
+                self._in_class()
+            else:
+                self._outside_class()
+        self.out.append(")" * len(self.flags[0]))
+        return "".join(self.out)
+
+    def _escape(self) -> None:
+        p, i = self.pattern, self.i
+        nxt = p[i + 1]
+        if nxt == "Q":
+            end = p.find("\\E", i + 2)
+            end = len(p) if end < 0 else end
+            self.out.append(re.escape(p[i + 2 : end]))
+            self.i = end + 2
+            return
+        if nxt == "z" and not self.class_depth:
+            self.out.append("\\Z")
+        elif nxt in _BRACED_ESCAPES and p.startswith("{", i + 2) and "}" in p[i + 2 :]:
+            end = p.index("}", i + 2)
+            self.out.append(p[i : end + 1])  # Python refuses what it lacks (bad escape)
+            self.i = end + 1
+            return
         else:
-            out.append(pattern[i])
-            i += 1
-    return "".join(out)
+            self.out.append(p[i : i + 2])
+        self.i = i + 2
+
+    def _open_class(self) -> None:
+        p, i = self.pattern, self.i
+        self.class_depth += 1
+        first = i + 2 if p.startswith("[^", i) else i + 1
+        if p.startswith("]", first):  # a ']' first in a class is a literal
+            first += 1
+        self.out.append(p[i:first])
+        self.i = first
+
+    def _in_class(self) -> None:
+        ch = self.pattern[self.i]
+        if ch == "[":
+            self._open_class()
+            return
+        if ch == "]":
+            self.class_depth -= 1
+        self.out.append(ch)
+        self.i += 1
+
+    def _outside_class(self) -> None:
+        p, i = self.pattern, self.i
+        ch = p[i]
+        flags = _INLINE_FLAGS.match(p, i)
+        if ch == "[":
+            self._open_class()
+            return
+        if flags:
+            self.out.append(f"(?{flags[1]}:")
+            self.flags[-1].append(flags[1])
+            self.i = flags.end()
+            return
+        if ch == "(":
+            self.flags.append([])
+            named = p.startswith("(?<", i) and i + 3 < len(p) and p[i + 3] not in "=!"
+            self.out.append("(?P<" if named else "(")
+            self.i += 3 if named else 1
+            return
+        if ch == ")" and len(self.flags) > 1:
+            self.out.append(")" * len(self.flags.pop()) + ")")
+        elif ch == "|":
+            opened = self.flags[-1]
+            self.out.append(")" * len(opened) + "|" + "".join(f"(?{f}:" for f in opened))
+        elif ch == "{":
+            counted = _REPETITION.match(p, i)
+            if counted is None:
+                raise re.error(
+                    "a '{' that is not a repetition {n}, {n,} or {n,m} (Java refuses it; a "
+                    "literal brace is written \\{)",
+                    p,
+                    i,
+                )
+            self.out.append(counted[0])
+            self.i = counted.end()
+            return
+        else:
+            self.out.append(ch)
+        self.i += 1
+
+
+def java_regex_to_python(pattern: str) -> str:
+    """The Python ``re`` form of a Java pattern; raises :class:`re.error` where Java would fail.
+
+    Rewrites ``\\Q...\\E``, ``(?<name>``, ``\\z`` and inline flags after the start (``a|(?i)b``
+    becomes ``a|(?i:b)``: scoped, as Java applies them).
+    """
+    return _Translator(pattern).run()
 
 
 def compile_patterns(value: ListValue | None, key: str) -> tuple[re.Pattern[str], ...]:
-    """Compile every item of a LIST of regexes; an invalid one raises ConfigError naming ``key``."""
-    compiled = []
-    for item in parse_list(value):
-        try:
-            compiled.append(re.compile(java_regex_to_python(item)))
-        except re.error as exc:
-            expected = f"a comma-separated list of valid regular expressions ({exc})"
-            raise ConfigError(key, item, expected) from exc
-    return tuple(compiled)
+    """MM2's compiled LIST of regexes: one pattern (the items joined with ``|``), or none for an
+    empty list (matches nothing). One that does not compile is a ConfigError naming ``key``."""
+    items = parse_list(value)
+    if not items:
+        return ()
+    joined = "|".join(items)
+    try:
+        return (re.compile(java_regex_to_python(joined)),)
+    except re.error as exc:
+        shown = value if isinstance(value, str) else ", ".join(items)
+        expected = (
+            "a comma-separated list of regular expressions that form one valid pattern when "
+            "MM2 splits the list at every comma (also one inside {m,n} or (...)) and joins the "
+            f"items with '|': {joined!r} does not compile ({exc.msg})"
+        )
+        raise ConfigError(key, shown, expected) from exc
 
 
 def _matches(patterns: tuple[re.Pattern[str], ...], name: str) -> bool:
@@ -100,8 +203,8 @@ class _IncludeExcludeFilter:
         return _matches(self.include, name) and not _matches(self.exclude, name)
 
     def __repr__(self) -> str:
-        inc = [p.pattern for p in self.include]
-        exc = [p.pattern for p in self.exclude]
+        inc = self.include[0].pattern if self.include else None
+        exc = self.exclude[0].pattern if self.exclude else None
         return f"{type(self).__name__}(include={inc!r}, exclude={exc!r})"
 
 
@@ -124,7 +227,7 @@ class TopicFilter(_IncludeExcludeFilter):
         )
 
     def should_replicate_topic(self, topic: str) -> bool:
-        """True if ``topic`` fully matches an include pattern and no exclude pattern."""
+        """True if ``topic`` fully matches the include pattern and not the exclude pattern."""
         return self._accepts(topic)
 
 
@@ -147,7 +250,7 @@ class GroupFilter(_IncludeExcludeFilter):
         )
 
     def should_replicate_group(self, group: str) -> bool:
-        """True if ``group`` fully matches an include pattern and no exclude pattern."""
+        """True if ``group`` fully matches the include pattern and not the exclude pattern."""
         return self._accepts(group)
 
 

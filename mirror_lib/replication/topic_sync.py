@@ -25,7 +25,7 @@ from mirror_lib.kafka.admin_ops import (
     NewTopicSpec,
     kafka_error_name,
 )
-from mirror_lib.mm2.filters import parse_list
+from mirror_lib.mm2.filters import compile_patterns, parse_list
 
 log = logging.getLogger(__name__)
 
@@ -48,20 +48,13 @@ class ConfigPropertyFilter:
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        pats = self.exclude_patterns
-        if isinstance(pats, str):
-            pats = [p.strip() for p in pats.split(",")]
-        pats = tuple(p for p in pats if p)
+        pats = parse_list(self.exclude_patterns)
         object.__setattr__(self, "exclude_patterns", pats)
         if self.use_defaults_from not in ("target", "source"):
             raise ConfigError("use.defaults.from", self.use_defaults_from, "'target' or 'source'")
-        try:
-            regex = re.compile("|".join(f"(?:{p})" for p in pats)) if pats else re.compile("(?!)")
-        except re.error as e:
-            raise ConfigError(
-                "config.properties.exclude", ",".join(pats), f"valid regexes ({e})"
-            ) from e
-        object.__setattr__(self, "_regex", regex)
+        # as MM2: the items joined with '|' into one pattern (a comma always splits)
+        compiled = compile_patterns(pats, "config.properties.exclude")
+        object.__setattr__(self, "_regex", compiled[0] if compiled else re.compile("(?!)"))
 
     def excluded(self, name: str) -> bool:
         return self._regex.fullmatch(name) is not None

@@ -233,3 +233,187 @@ def test_load_config_reads_the_example(tmp_path):
     assert config.origin == str(path)
     with pytest.raises(ConfigError, match="CONFIG"):
         load_config(tmp_path / "missing.properties")
+
+
+@pytest.mark.parametrize("specific_first", [True, False])
+def test_a_source_or_target_flow_client_prefix_beats_the_generic_one_in_any_order(specific_first):
+    pairs = [
+        ("A->B.source.consumer.fetch.min.bytes", "10"),
+        ("A->B.target.producer.linger.ms", "7"),
+        ("A->B.source.admin.request.timeout.ms", "500"),
+    ]
+    generic = [
+        ("A->B.consumer.fetch.min.bytes", "20"),
+        ("A->B.producer.linger.ms", "70"),
+        ("A->B.admin.request.timeout.ms", "900"),
+    ]
+    lines = pairs + generic if specific_first else generic + pairs
+    flow = parse_config({**BASE, **dict(lines)}).flow("A->B")
+    assert flow.overrides("source", "consumer")["fetch.min.bytes"][0] == "10"
+    assert flow.overrides("target", "producer")["linger.ms"][0] == "7"
+    assert flow.overrides("source", "admin")["request.timeout.ms"][0] == "500"
+    assert flow.overrides("target", "admin")["request.timeout.ms"][0] == "900"  # generic: both
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("transforms", "transforms"),
+        ("A->B.transforms", "transforms"),
+        ("predicates", "predicates"),
+        ("A->B.predicates", "predicates"),
+    ],
+)
+def test_transforms_are_refused_since_records_are_copied_unchanged(key, name):
+    extra = {key: "a, b", f"{name}.a.type": "org.apache.kafka.connect.transforms.Filter"}
+    with pytest.raises(ConfigError) as err:
+        parse_config({**BASE, **extra})
+    assert err.value.key == key
+    assert err.value.value == "a, b"
+    assert "copies records unchanged" in err.value.expected
+    assert f"remove {name}" in err.value.expected
+
+
+def test_transform_sub_keys_without_transforms_are_one_warning_not_unknown_keys():
+    config = cfg(
+        **{
+            "transforms": "",
+            "transforms.a.type": "x.Filter",
+            "A->B.predicates.p.type": "x.Pred",
+        }
+    )
+    assert config.unknown_keys == ()
+    [warning] = [w for w in config.warnings if "transforms" in w]
+    assert warning.startswith("transforms.a.type, A->B.predicates.p.type are ignored")
+
+
+def test_regex_lists_are_one_pattern_joined_with_a_bar_as_in_mm2():
+    from mirror_lib.config.stale import SkipPolicy
+
+    config = cfg(
+        **{
+            "A->B.groups": "(billing, shipping)-consumers",
+            "A->B.mirror.on.gap": "skip",
+            "A->B.mirror.skip.older.than.ms": "1000",
+            "A->B.mirror.skip.topics": "(logs, metrics)-.*",
+        }
+    )
+    s = config.flow("A->B").settings
+    assert s.groups == ("(billing", "shipping)-consumers")  # MM2's LIST items
+    assert s.describe()["groups"] == "(billing, shipping)-consumers"
+    assert SkipPolicy.from_settings(s).applies_to("logs-1")
+    assert not SkipPolicy.from_settings(s).applies_to("orders")
+
+
+@pytest.mark.parametrize("key", ["A->B.topics", "topics.exclude", "mirror.skip.topics"])
+def test_a_comma_splitting_a_regex_is_refused_before_anything_starts(key):
+    with pytest.raises(ConfigError) as err:
+        cfg(**{key: "orders-v[0-9]{1,2}, payments"})
+    assert err.value.key == key
+    assert "joins the items with '|'" in err.value.expected
+
+
+def test_a_latin_1_file_is_read_as_mm2_reads_it_and_a_bom_is_dropped(tmp_path):
+    latin = tmp_path / "latin1.properties"
+    latin.write_bytes(
+        b"# caf\xe9\nclusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b\xe9:1\n"
+    )
+    assert load_config(latin).cluster("B").bootstrap_servers == "b\u00e9:1"
+    bom = tmp_path / "bom.properties"
+    bom.write_bytes(
+        b"\xef\xbb\xbfclusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+    )
+    assert load_config(bom).cluster("B").bootstrap_servers == "b:1"
+
+
+def test_top_level_bootstrap_servers_is_the_default_of_every_cluster():
+    config = parse_config(
+        {"clusters": "A, B", "bootstrap.servers": "x:1", "A.bootstrap.servers": "a:1"}
+    )
+    assert config.cluster("A").bootstrap_servers == "a:1"
+    assert config.cluster("B").bootstrap_servers == "x:1"
+    assert config.unknown_keys == ()
+
+
+@pytest.mark.parametrize(
+    ("props", "expected", "ignored"),
+    [
+        (
+            {"topics.exclude": "secret.*", "A->B.topics.blacklist": "tmp.*"},
+            "secret.*",
+            "A->B.topics.blacklist",
+        ),
+        (
+            {"topics.blacklist": "tmp.*", "topics.exclude": "secret.*"},
+            "secret.*",
+            "topics.blacklist",
+        ),
+        ({"A->B.topics.exclude": "secret.*", "topics.blacklist": "tmp.*"}, "secret.*", None),
+        ({"topics.blacklist": "tmp.*", "A->B.topics.blacklist": "secret.*"}, "secret.*", None),
+    ],
+)
+def test_the_current_name_beats_a_deprecated_alias_at_any_level(props, expected, ignored):
+    config = cfg(**props)
+    assert config.flow("A->B").settings.topics_exclude == (expected,)
+    alias_warnings = [w for w in config.warnings if "deprecated" in w]
+    if ignored is None:
+        assert alias_warnings == []
+    else:
+        assert alias_warnings[0].startswith(f"{ignored} is ignored")
+
+
+@pytest.mark.parametrize(
+    ("key", "hint"), [("topics.whitelist", "topics"), ("A->B.groups.whitelist", "groups")]
+)
+def test_mirror_maker_1_whitelists_point_to_the_mm2_include_list(key, hint):
+    from mirror_lib.config.describe import describe_config
+
+    config = cfg(**{key: "orders.*"})
+    assert key not in config.unknown_keys
+    warnings = describe_config(config)["warnings"]
+    assert any(w.startswith(key) and f"did you mean {hint!r}" in w for w in warnings)
+    assert not any("exclude" in w for w in warnings)
+
+
+def test_references_in_flow_settings_are_resolved_when_parsing(monkeypatch, tmp_path):
+    monkeypatch.setenv("MM2_TOPICS", "orders, payments")
+    (tmp_path / "flow.properties").write_text("sync = true\n")
+    config = cfg(
+        **{
+            "A->B.topics": "${env:MM2_TOPICS}",
+            "sync.group.offsets.enabled": f"${{file:{tmp_path}/flow.properties:sync}}",
+        }
+    )
+    s = config.flow("A->B").settings
+    assert s.topics == ("orders", "payments")
+    assert s.sync_group_offsets
+    assert config.properties["A->B.topics"] == "${env:MM2_TOPICS}"  # the raw file stays raw
+
+
+def test_a_bad_resolved_flow_setting_names_the_reference_not_its_value(monkeypatch):
+    monkeypatch.setenv("SYNC_FLAG", "hunter2")
+    with pytest.raises(ConfigError) as err:
+        cfg(**{"sync.group.offsets.enabled": "${env:SYNC_FLAG}"})
+    assert err.value.value == "${env:SYNC_FLAG}"
+    assert "true or false (as the value that ${env:SYNC_FLAG} resolves to)" in str(err.value)
+    assert "hunter2" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("A->B.topics", "${secret:kafka/topics}", "only in client settings"),
+        ("A->B.enabled", "${env:NOPE_ENABLED}", "environment variable NOPE_ENABLED"),
+        ("mirror.state.dir", "${env:STATE}", "not in clusters, mirror.state.dir"),
+        ("clusters", "${env:CLUSTERS}", "not in clusters, mirror.state.dir"),
+        ("mirror.tables.enabled", "${env:TABLES}", "process-wide mirror.* keys"),
+    ],
+)
+def test_references_that_cannot_be_resolved_when_parsing_are_refused(
+    monkeypatch, key, value, expected
+):
+    monkeypatch.delenv("NOPE_ENABLED", raising=False)
+    with pytest.raises(ConfigError) as err:
+        cfg(**{key: value})
+    assert err.value.key == key
+    assert expected in err.value.expected

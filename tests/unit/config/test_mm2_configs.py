@@ -377,3 +377,16 @@ def test_at_least_once_warns_for_settings_it_overrides(files):
     warnings = check_clients(config)
     assert any(w.startswith("ccloud.consumer.isolation.level is ignored") for w in warnings)
     assert any(w.startswith("ccloud.consumer.group.id is ignored") for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [b"# caf\xe9 (ISO-8859-1, as Java writes it)\n", b"\xef\xbb\xbf"],  # BOM: UTF-8
+)
+def test_validate_reads_latin_1_and_bom_files(tmp_path, capsys, prefix):
+    path = tmp_path / "enc.properties"
+    body = b"clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+    path.write_bytes(prefix + body + b"A->B.enabled = true\n")
+    code, out, err = validate(path, capsys)
+    assert code == 0, err
+    assert "flow A->B" in out

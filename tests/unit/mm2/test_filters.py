@@ -137,16 +137,51 @@ def test_java_regex_spellings() -> None:
     assert f.should_replicate_topic("xy")
 
 
-def test_patterns_compiled_once() -> None:
+def test_patterns_compiled_once_joined_with_a_bar_as_mm2_does() -> None:
     f = TopicFilter("a.*, b", "c")
-    assert [p.pattern for p in f.include] == ["a.*", "b"]
+    assert [p.pattern for p in f.include] == ["a.*|b"]
     assert [p.pattern for p in f.exclude] == ["c"]
+
+
+def test_a_group_split_by_a_comma_is_one_pattern_again() -> None:
+    # MM2: "(billing, shipping)-consumers" -> items "(billing", "shipping)-consumers" -> joined
+    f = GroupFilter("(billing, shipping)-consumers", "")
+    assert f.should_replicate_group("billing-consumers")
+    assert f.should_replicate_group("shipping-consumers")
+    assert not f.should_replicate_group("billing")
+
+
+def test_a_comma_inside_a_repetition_is_refused_as_java_refuses_it() -> None:
+    with pytest.raises(ConfigError) as err:
+        TopicFilter("orders-v[0-9]{1,2}, payments", "", include_key="A->B.topics")
+    assert err.value.key == "A->B.topics"
+    assert err.value.value == "orders-v[0-9]{1,2}, payments"
+    assert "joins the items with '|'" in err.value.expected
+    assert "'orders-v[0-9]{1|2}|payments'" in err.value.expected
+
+
+@pytest.mark.parametrize("pattern", ["{x}", "a{", "a{1", "a{,2}", "a{1|2}"])
+def test_braces_java_refuses_are_refused(pattern: str) -> None:
+    with pytest.raises(re.error, match="repetition"):
+        java_regex_to_python(pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"a{2}", r"a{2,}", r"a{2,3}", r"[{}]", r"\{", r"\Q{\E"])
+def test_braces_java_accepts_are_kept(pattern: str) -> None:
+    re.compile(java_regex_to_python(pattern))
+
+
+def test_an_inline_flag_after_the_start_applies_to_the_rest_as_in_java() -> None:
+    assert java_regex_to_python("a|(?i)b|c") == "a|(?i:b)|(?i:c)"
+    assert java_regex_to_python("(x(?i)y|z)w") == "(x(?i:y)|(?i:z))w"
+    f = TopicFilter("a, (?i)b, c", "")
+    assert [f.should_replicate_topic(t) for t in ("a", "A", "B", "C")] == [True, False, True, True]
 
 
 @pytest.mark.parametrize(
     ("kwargs", "key", "bad"),
     [
-        ({"include": "ok, a("}, "topics", "a("),
+        ({"include": "ok, a("}, "topics", "ok, a("),
         ({"exclude": "["}, "topics.exclude", "["),
         ({"include": "*x", "include_key": "A->B.topics"}, "A->B.topics", "*x"),
         ({"exclude": "(", "exclude_key": "A->B.topics.exclude"}, "A->B.topics.exclude", "("),
@@ -170,7 +205,7 @@ def test_invalid_group_regex(kwargs: dict[str, str], key: str) -> None:
         GroupFilter(**kwargs)
     assert err.value.key == key
     assert isinstance(err.value.__cause__, re.error)
-    assert str(err.value.__cause__) in err.value.expected  # carries the re error text
+    assert err.value.__cause__.msg in err.value.expected  # carries the re error text
 
 
 # --- §3.3 MirrorSourceConnector.shouldReplicateTopic, flow A->B ---------------------------------

@@ -384,3 +384,10 @@ def test_9_14_forwarding_admin_sees_every_topic_creation() -> None:
     assert src.topics["mm2-offset-syncs.backup.internal"] == 1
     syncer.sync_configs()
     assert tgt.config_value("primary.test-topic-1", "cleanup.policy") == "compact"
+
+
+def test_config_properties_exclude_is_one_pattern_joined_with_a_bar_as_in_mm2():
+    """MM2 splits the list at every comma and joins the items with '|': ``(min, max)-x`` is
+    ``(min|max)-x``, not the two patterns ``(min`` and ``max)-x``."""
+    excluded = ConfigPropertyFilter("(min, max)-x").excluded
+    assert [n for n in ("min", "max-x", "min-x", "max") if excluded(n)] == ["max-x", "min-x"]

@@ -1,0 +1,162 @@
+"""One flow's settings from the top-level and ``A->B.`` keys, as MM2 merges them: the flow level
+wins, a current name beats a deprecated alias at any level, the pre-3.0 identity idiom (empty
+separator and source alias) and config-provider references resolved in the values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from mirror_lib.config.properties import ConfigProvider, has_reference, resolve_setting
+from mirror_lib.config.setting_values import Setting
+from mirror_lib.config.settings import SETTINGS, FlowSettings
+from mirror_lib.errors import ConfigError
+
+#: Connector-level alias keys MM2 sets per flow (honoured, never passed to a client).
+ALIAS_KEYS = ("source.cluster.alias", "target.cluster.alias")
+
+
+def _lookup(key: str, props: Mapping[str, str], overrides: Mapping[str, str]) -> str | None:
+    return overrides[key] if key in overrides else props.get(key)
+
+
+def _alias_idiom(
+    src: str,
+    tgt: str,
+    props: Mapping[str, str],
+    overrides: Mapping[str, str],
+    enabled: bool,
+    warnings: list[str],
+) -> bool:
+    """True for the pre-3.0 identity idiom (empty separator and source alias); checks aliases."""
+    separator = _lookup("replication.policy.separator", props, overrides)
+    aliases = {k: _lookup(k, props, overrides) for k in ALIAS_KEYS}
+    if separator == "" and aliases["source.cluster.alias"] == "":
+        warnings.append(
+            "replication.policy.separator and source.cluster.alias are empty: the pre-3.0 way to "
+            "keep topic names, read as identity naming (topics keep their names on the target). "
+            "Prefer replication.policy.class = IdentityReplicationPolicy"
+        )
+        return True
+    for key, expected in zip(ALIAS_KEYS, (src, tgt), strict=True):
+        value = aliases[key]
+        if enabled and value is not None and value.strip() != expected:
+            where = f"{src}->{tgt}.{key}" if key in overrides else key
+            raise ConfigError(
+                where,
+                value,
+                f"{expected!r} (or unset) for flow {src}->{tgt}: mirror_lib names clusters by "
+                "their alias in clusters; rename the alias there"
+                + (
+                    ", or leave source.cluster.alias and replication.policy.separator empty "
+                    "together for identity naming"
+                    if key == "source.cluster.alias"
+                    else ""
+                ),
+            )
+    return False
+
+
+def _raw_setting(
+    setting: Setting,
+    flow: str,
+    props: Mapping[str, str],
+    overrides: Mapping[str, str],
+    warnings: list[str],
+) -> tuple[str, str]:
+    """(raw value, key as written; "" for the default) of ``setting`` for ``flow``.
+
+    MM2 merges the flow's keys over the top-level ones, then translates deprecated names: the
+    current name at any level beats an old alias at any level; for one name the flow level wins.
+    """
+    found = [
+        (level[name], prefix + name, name == setting.key)
+        for name in (setting.key, *setting.aliases)
+        for level, prefix in ((overrides, f"{flow}."), (props, ""))
+        if name in level
+    ]
+    if not found:
+        return setting.default, ""
+    raw, where, current = found[0]
+    for _value, ignored, is_current in found[1:]:
+        # an alias that the flow-over-top-level rule alone would have picked
+        if current and not is_current and (ignored.startswith(f"{flow}.") or where == setting.key):
+            warnings.append(
+                f"{ignored} is ignored: {where} is set, and the current name wins over the "
+                "deprecated one (as in MM2)"
+            )
+    return raw, where
+
+
+def _parse_value(
+    parse: Callable[[str, str], Any],
+    key: str,
+    raw: str,
+    providers: Mapping[str, ConfigProvider],
+    origin: str,
+) -> Any:
+    """``parse(key, raw)`` after resolving config-provider references; an error names the value
+    as written, with its references."""
+    if not has_reference(raw):
+        return parse(key, raw)
+    resolved = resolve_setting(key, raw, providers)
+    try:
+        return parse(key, resolved)
+    except ConfigError as exc:
+        expected = f"{exc.expected} (as the value that {raw} resolves to)"
+        raise ConfigError(key, raw, expected, origin) from None
+
+
+def flow_settings(
+    src: str,
+    tgt: str,
+    props: Mapping[str, str],
+    overrides: Mapping[str, str],
+    context: tuple[str, Mapping[str, ConfigProvider]],
+    warnings: list[str],
+) -> tuple[bool, FlowSettings]:
+    origin, providers = context
+    flow = f"{src}->{tgt}"
+    raw_enabled = overrides.get("enabled", "false")
+    parse_enabled = partial(_flow_enabled, origin=origin)
+    enabled = _parse_value(parse_enabled, f"{flow}.enabled", raw_enabled, providers, origin)
+    idiom = _alias_idiom(src, tgt, props, overrides, enabled, warnings)
+    values: dict[str, Any] = {}
+    explicit: set[str] = set()
+    for setting in SETTINGS:
+        raw, where = _raw_setting(setting, flow, props, overrides, warnings)
+        if idiom and setting.key == "replication.policy.separator":
+            raw, where = setting.default, ""
+        if idiom and setting.key == "replication.policy.class":
+            raw, where = "IdentityReplicationPolicy", setting.key
+        if where:
+            explicit.add(setting.key)
+        values[setting.attr] = _parse_value(
+            setting.parse, where or setting.key, raw, providers, origin
+        )
+    values["separator_configured"] = not idiom and (
+        "replication.policy.separator" in props or "replication.policy.separator" in overrides
+    )
+    values["explicit"] = frozenset(explicit)
+    settings = FlowSettings(**values)
+    needs_syncs = settings.emit_checkpoints or settings.sync_group_offsets
+    if needs_syncs and not settings.emit_offset_syncs and enabled:
+        raise ConfigError(
+            f"{src}->{tgt}.emit.offset-syncs.enabled",
+            "false",
+            "true while emit.checkpoints.enabled or sync.group.offsets.enabled is true",
+            origin,
+        )
+    if enabled:
+        from mirror_lib.config.stale import check_settings
+
+        check_settings(f"{src}->{tgt}", settings, origin)
+    return enabled, settings
+
+
+def _flow_enabled(key: str, raw: str, origin: str) -> bool:
+    if raw.strip().lower() not in ("true", "false"):
+        raise ConfigError(key, raw, "true or false", origin)
+    return raw.strip().lower() == "true"
