@@ -18,6 +18,7 @@ from mirror_lib.app.tracking import run_and_log
 from mirror_lib.config.describe import describe_config, format_description
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError, MirrorError
+from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.clients import check_clients
 from mirror_lib.spark.jvm import finish_archive_dump
 
@@ -31,10 +32,18 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_validate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     description = describe_config(config, client_warnings=check_clients(config))
+    built = check_client_builds(config)  # librdkafka's own refusals, offline (nothing connects)
     if args.json:
+        description["clients"] = {
+            "built": built.built,
+            "elapsed_ms": round(built.elapsed_ms, 1),
+            "unresolved": list(built.unresolved),
+            "absent": list(built.absent),
+        }
         print(json.dumps(description, indent=2, default=str))
     else:
         print(format_description(description))
+        print(built.summary())
     return 0
 
 

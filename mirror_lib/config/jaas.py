@@ -139,39 +139,116 @@ def _required(entry: JaasEntry, key: str, *names: str) -> list[str]:
     return values
 
 
-def translate_jaas(text: str, key: str = "sasl.jaas.config") -> dict[str, str]:
-    """librdkafka settings equivalent to one ``sasl.jaas.config``; never an empty credential."""
+#: Options librdkafka behaves like without being told, with the value it behaves like.
+_SAME: dict[str, dict[str, str]] = {
+    "PlainLoginModule": {},
+    "ScramLoginModule": {"tokenauth": "false"},
+    # librdkafka logs in with kinit and the keytab, never prompts, keeps the key for re-logins
+    "Krb5LoginModule": {"storeKey": "true", "doNotPrompt": "true", "isInitiator": "true"},
+    "OAuthBearerLoginModule": {},
+}
+_WHY_IGNORED = {
+    "Krb5LoginModule": "librdkafka logs in with `kinit` and the keytab (sasl.kerberos.kinit.cmd) "
+    "and re-logins by itself (sasl.kerberos.min.time.before.relogin)",
+}
+
+
+def _leftovers(entry: JaasEntry, key: str, used: set[str], notes: list[str] | None) -> None:
+    """One warning naming every option that has no librdkafka equivalent (never a value)."""
+    same = _SAME.get(entry.simple_name, {})
+    left = [
+        name
+        for name, value in entry.options.items()
+        if name not in used and same.get(name) != value.strip().lower()
+    ]
+    if left and notes is not None:
+        why = _WHY_IGNORED.get(entry.simple_name, "librdkafka has no equivalent")
+        notes.append(f"{key}: {entry.simple_name} option(s) {', '.join(left)} ignored: {why}")
+
+
+def _kerberos(entry: JaasEntry, key: str) -> dict[str, str]:
+    if entry.options.get("useKeyTab", "false").lower() != "true":
+        raise _error(key, "Krb5LoginModule without useKeyTab=true (librdkafka needs a keytab)")
+    keytab, principal = _required(entry, key, "keyTab", "principal")
+    conf = {"sasl.kerberos.keytab": keytab, "sasl.kerberos.principal": principal}
+    if entry.options.get("serviceName"):  # Java's JAAS serviceName (Kafka's default: none)
+        conf["sasl.kerberos.service.name"] = entry.options["serviceName"]
+    return conf
+
+
+def _oauthbearer(entry: JaasEntry, key: str) -> tuple[dict[str, str], set[str]]:
+    """OIDC client credentials (``extension_<name>`` -> sasl.oauthbearer.extensions) or the
+    unsecured JWTs of tests (``unsecuredLogin*`` -> sasl.oauthbearer.config)."""
+    opts = entry.options
+    if "clientId" in opts or "clientSecret" in opts:
+        client_id, secret = _required(entry, key, "clientId", "clientSecret")
+        conf = {
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": client_id,
+            "sasl.oauthbearer.client.secret": secret,
+        }
+        used = {"clientId", "clientSecret", "scope"}
+        if opts.get("scope"):
+            conf["sasl.oauthbearer.scope"] = opts["scope"]
+        extensions = {k: v for k, v in opts.items() if k.startswith("extension_")}
+        if extensions:  # e.g. Confluent Cloud's logicalCluster and identityPoolId
+            conf["sasl.oauthbearer.extensions"] = ",".join(
+                f"{k.removeprefix('extension_')}={v}" for k, v in extensions.items()
+            )
+            used.update(extensions)
+        return conf, used
+    if opts.get("unsecuredLoginStringClaim_sub"):
+        parts = {"principal": opts["unsecuredLoginStringClaim_sub"]}
+        used = {"unsecuredLoginStringClaim_sub"}
+        for name, value in opts.items():
+            if name == "unsecuredLoginLifetimeSeconds":
+                parts["lifeSeconds"] = value
+            elif name.startswith("unsecuredLoginExtension_"):
+                parts["extension_" + name.removeprefix("unsecuredLoginExtension_")] = value
+            else:
+                continue
+            used.add(name)
+        return {
+            "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": " ".join(f"{k}={v}" for k, v in parts.items()),
+        }, used
+    raise _error(key, "OAuthBearerLoginModule needs clientId and clientSecret (OIDC)")
+
+
+def translate_jaas(
+    text: str, key: str = "sasl.jaas.config", notes: list[str] | None = None
+) -> dict[str, str]:
+    """librdkafka settings equivalent to one ``sasl.jaas.config``; never an empty credential.
+
+    Options with a librdkafka equivalent are translated; one that would change what is
+    authenticated (SCRAM ``tokenauth=true``) is refused; the others are named in one warning
+    appended to ``notes``.
+    """
     entry = parse_jaas(text, key)
     name = entry.simple_name
     if name in ("PlainLoginModule", "ScramLoginModule"):
         username, password = _required(entry, key, "username", "password")
-        return {"sasl.username": username, "sasl.password": password}
-    if name == "Krb5LoginModule":
-        if entry.options.get("useKeyTab", "false").lower() != "true":
-            raise _error(key, "Krb5LoginModule without useKeyTab=true (librdkafka needs a keytab)")
-        keytab, principal = _required(entry, key, "keyTab", "principal")
-        return {"sasl.kerberos.keytab": keytab, "sasl.kerberos.principal": principal}
-    if name == "OAuthBearerLoginModule":
-        opts = entry.options
-        if "clientId" in opts or "clientSecret" in opts:
-            client_id, secret = _required(entry, key, "clientId", "clientSecret")
-            conf = {
-                "sasl.oauthbearer.method": "oidc",
-                "sasl.oauthbearer.client.id": client_id,
-                "sasl.oauthbearer.client.secret": secret,
-            }
-            if opts.get("scope"):
-                conf["sasl.oauthbearer.scope"] = opts["scope"]
-            return conf
-        if opts.get("unsecuredLoginStringClaim_sub"):
-            return {
-                "enable.sasl.oauthbearer.unsecure.jwt": "true",
-                "sasl.oauthbearer.config": f"principal={opts['unsecuredLoginStringClaim_sub']}",
-            }
-        raise _error(key, "OAuthBearerLoginModule needs clientId and clientSecret (OIDC)")
-    raise ConfigError(
-        key,
-        entry.module,
-        "PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule (OIDC client credentials) "
-        "or Krb5LoginModule with a keytab: librdkafka has no other login modules",
-    )
+        if name == "ScramLoginModule" and entry.options.get("tokenauth", "").lower() == "true":
+            raise _error(
+                key,
+                "tokenauth=true (a delegation token): librdkafka cannot authenticate with "
+                "delegation tokens; use a SCRAM user's username and password, or OAUTHBEARER",
+            )
+        conf, used = (
+            {"sasl.username": username, "sasl.password": password},
+            {"username", "password"},
+        )
+    elif name == "Krb5LoginModule":
+        conf = _kerberos(entry, key)
+        used = {"useKeyTab", "keyTab", "principal", "serviceName"}
+    elif name == "OAuthBearerLoginModule":
+        conf, used = _oauthbearer(entry, key)
+    else:
+        raise ConfigError(
+            key,
+            entry.module,
+            "PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule (OIDC client credentials) "
+            "or Krb5LoginModule with a keytab: librdkafka has no other login modules",
+        )
+    _leftovers(entry, key, used, notes)
+    return conf

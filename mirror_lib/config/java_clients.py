@@ -5,8 +5,9 @@ against librdkafka's own list in :mod:`mirror_lib.config.librdkafka_conf`), **re
 equivalent
 with another name or unit), **ignored** (no meaning for us: one warning), or **refused** (dropping
 it would change security: an error naming the key and the way out). TLS stores are translated as a
-group (type, location, passwords). Input values may still hold unresolved references
-(``mirror validate``); such values are not checked.
+group (type, location, passwords). Values are trimmed as Java's ConfigDef trims them; inline PEM
+is re-wrapped the way Kafka's PemParser reads it. Input values may still hold unresolved
+references (``mirror validate``); such values are not checked.
 """
 
 from __future__ import annotations
@@ -106,6 +107,98 @@ REFUSED: dict[str, str] = {
 }
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: What String.trim() removes: Java's ConfigDef trims every typed client value (e.g. "changeit ").
+_JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
+#: Empty values that mean something (empty = no hostname verification): never dropped as unused.
+_MEANINGFUL_EMPTY = frozenset({"ssl.endpoint.identification.algorithm"})
+#: The first bytes of binary key stores: keytool writes PKCS12 (DER, 0x30) even to *.jks.
+_STORE_MAGIC = {b"\xfe\xed\xfe\xed": "JKS", b"\xce\xce\xce\xce": "JCEKS"}
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_PEM_SETTINGS = frozenset({"ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem"})
+#: librdkafka name -> the Java names that become it (errors of built clients name the user's key).
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "ssl.ca.location": ("ssl.truststore.location",),
+    "ssl.ca.pem": ("ssl.truststore.certificates",),
+    "ssl.certificate.location": ("ssl.keystore.location",),
+    "ssl.key.location": ("ssl.keystore.location",),
+    "ssl.certificate.pem": ("ssl.keystore.certificate.chain",),
+    "ssl.key.pem": ("ssl.keystore.key",),
+    "sasl.mechanisms": ("sasl.mechanism",),
+    "sasl.mechanism": ("sasl.mechanisms",),
+}
+
+
+def java_names(name: str) -> tuple[str, ...]:
+    """The client settings a user may have written for librdkafka's ``name``, most likely first."""
+    found = list(_SOURCES.get(name, ()))
+    found += [java for java, (target, _) in RENAMED.items() if target == name]
+    if name.startswith("sasl.") and name not in ("sasl.mechanism", "sasl.mechanisms"):
+        found.append("sasl.jaas.config")
+    return (name, *found)
+
+
+def java_trim(value: str) -> str:
+    """``value`` as Java's ``String.trim()`` leaves it (ConfigDef trims client values)."""
+    return value.strip(_JAVA_WHITESPACE)
+
+
+def normalize_pem(text: str) -> str:
+    """PEM text librdkafka (OpenSSL) can read: each block's base64 re-wrapped at 64 characters.
+
+    Kafka's PemParser accepts any whitespace inside a block, so a certificate written with ``\\``
+    line continuations in a .properties file (lines joined, leading blanks dropped) works in Java;
+    OpenSSL needs the BEGIN and END lines on lines of their own. Text that is not plain base64
+    (e.g. ``Proc-Type`` headers) is left as it is for librdkafka to judge.
+    """
+    blocks = _PEM_BLOCK.findall(text)
+    if not blocks or has_reference(text):
+        return text
+    out = []
+    for label, body in blocks:
+        data = re.sub(r"\s+", "", body)
+        if not _BASE64.fullmatch(data):
+            return text
+        lines = [data[i : i + 64] for i in range(0, len(data), 64)]
+        out.append("\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"]))
+    return "\n".join(out) + "\n"
+
+
+def _unused_empties(props: dict[str, tuple[str, str]], notes: list[str]) -> None:
+    """Drop empty ``sasl.*``/``ssl.*`` values the security protocol does not use (templates
+    render unused settings empty; Java never reads them), with one warning."""
+    protocol, where = props.get("security.protocol", ("PLAINTEXT", ""))
+    protocol = protocol.upper()
+    if has_reference(protocol) or protocol not in _PROTOCOLS:
+        return
+    unused = [
+        p for p, used in (("ssl.", "SSL" in protocol), ("sasl.", "SASL" in protocol)) if not used
+    ]
+    empty = [
+        key
+        for key, (value, _) in props.items()
+        if not value and key.startswith(tuple(unused)) and key not in _MEANINGFUL_EMPTY
+    ]
+    if empty:
+        named = f"{where} = {protocol}" if where else f"security.protocol = {protocol} (default)"
+        notes.append(
+            f"{', '.join(props[k][1] for k in empty)}: empty and unused with {named}; "
+            "treated as not set"
+        )
+    for key in empty:
+        del props[key]
+
+
+def _sniffed_type(location: str) -> str | None:
+    """JKS, JCEKS or PKCS12 by the file's first bytes; None when unreadable or not binary."""
+    if not location or has_reference(location):
+        return None
+    try:
+        with open(location, "rb") as file:
+            head = file.read(4)
+    except OSError:
+        return None
+    return _STORE_MAGIC.get(head) or ("PKCS12" if head[:1] == b"\x30" else None)
 
 
 def _ignored_reason(key: str) -> str | None:
@@ -117,13 +210,18 @@ def _ignored_reason(key: str) -> str | None:
 
 
 def _store_type(props: dict[str, tuple[str, str]], which: str, location: str) -> str:
-    raw = props.pop(f"ssl.{which}.type", ("", ""))[0].strip().upper()
-    if raw:
-        return raw
-    low = location.lower()
-    if low.endswith((".pem", ".crt", ".cer")):
-        return "PEM"
-    return "PKCS12" if low.endswith((".p12", ".pfx")) else "JKS"  # Java's default type is JKS
+    """PEM, PKCS12, JKS, ...: the declared type, else the file name's; a binary store's content
+    decides between JKS and PKCS12, as Java (keystore.type.compat) reads either under both."""
+    kind = props.pop(f"ssl.{which}.type", ("", ""))[0].strip().upper()
+    if not kind:
+        low = location.lower()
+        if low.endswith((".pem", ".crt", ".cer")):
+            kind = "PEM"
+        else:  # Java's default type is JKS
+            kind = "PKCS12" if low.endswith((".p12", ".pfx")) else "JKS"
+    if kind in ("JKS", "PKCS12", "JCEKS"):
+        return _sniffed_type(location) or kind
+    return kind
 
 
 def _truststore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: list[str]) -> None:
@@ -132,7 +230,7 @@ def _truststore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: l
     password = props.pop("ssl.truststore.password", None)
     kind = _store_type(props, "truststore", location)
     if inline:
-        out["ssl.ca.pem"] = inline
+        out["ssl.ca.pem"] = normalize_pem(inline)
     if location:
         if kind != "PEM":
             convert = (
@@ -166,7 +264,10 @@ def _keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: lis
             missing = "ssl.keystore.key" if chain else "ssl.keystore.certificate.chain"
             given = (chain or key or ("", ""))[1]
             raise ConfigError(given, "<set>", f"{missing} set as well (a PEM key and its chain)")
-        out["ssl.certificate.pem"], out["ssl.key.pem"] = chain[0], key[0]
+        out["ssl.certificate.pem"], out["ssl.key.pem"] = (
+            normalize_pem(chain[0]),
+            normalize_pem(key[0]),
+        )
     if location:
         if kind == "PKCS12":
             out["ssl.keystore.location"] = location
@@ -221,6 +322,8 @@ def _checked(name: str, value: str, where: str) -> str:
                 "for AWS_MSK_IAM use SCRAM or OAUTHBEARER on MSK)",
             )
         return value.strip().upper()
+    if name in _PEM_SETTINGS:
+        return normalize_pem(value)
     if name == "ssl.endpoint.identification.algorithm":
         return value.strip().lower() or "none"  # Java: empty = no hostname verification
     if name == "auto.offset.reset" and value.strip().lower() == "none":
@@ -278,18 +381,21 @@ def translate(
     setting librdkafka only knows for another role is dropped silently when it came from the
     cluster level (it is meant for the other clients) and with a warning when it was set here.
     """
-    rest = dict(props)
+    rest = {key: (java_trim(value), where) for key, (value, where) in props.items()}
     out: dict[str, Any] = {}
     notes: list[str] = []
+    _unused_empties(rest, notes)
     _truststore(rest, out, notes)
     _keystore(rest, out, notes)
     handler = rest.pop("sasl.login.callback.handler.class", None)
     if handler and not handler[0].strip().endswith("OAuthBearerLoginCallbackHandler"):
         raise ConfigError(handler[1], handler[0], REFUSED["sasl.client.callback.handler.class"])
+    jaas: dict[str, str] = {}
     for key, (value, where) in rest.items():
         if key == "sasl.jaas.config":
             try:
-                out.update(translate_jaas(value, where))
+                jaas = translate_jaas(value, where, notes)
+                out.update(jaas)
             except ConfigError:
                 if not has_reference(value):
                     raise
@@ -315,4 +421,18 @@ def translate(
             except ValueError:
                 raise ConfigError(where, value, "a whole number") from None
         out[name] = _check_value(name, value, where)
+    _service_name(jaas, rest)
     return out, notes
+
+
+def _service_name(jaas: dict[str, str], rest: dict[str, tuple[str, str]]) -> None:
+    """Kafka refuses a JAAS ``serviceName`` that differs from ``sasl.kerberos.service.name``
+    ("Conflicting serviceName values"); either one alone is used."""
+    name, setting = "sasl.kerberos.service.name", rest.get("sasl.kerberos.service.name")
+    if name in jaas and setting is not None and jaas[name] != setting[0]:
+        raise ConfigError(
+            setting[1],
+            setting[0],
+            f"the serviceName of {rest['sasl.jaas.config'][1]} or no setting: Kafka refuses "
+            "conflicting serviceName values in sasl.jaas.config and sasl.kerberos.service.name",
+        )

@@ -4,7 +4,8 @@ This is the only place where secret references are resolved. Java client setting
 carry over are translated by :mod:`mirror_lib.config.java_clients` (same name, renamed, ignored
 with one
 warning, or refused with the way out); :func:`check_clients` builds every client configuration
-without resolving secrets, so ``mirror validate`` refuses whatever ``mirror run`` would.
+without resolving secrets, so ``mirror validate`` refuses whatever ``mirror run`` would, and
+:mod:`mirror_lib.kafka.client_check` then constructs the clients themselves, offline.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _translate_jaas(value: str, key: str = "sasl.jaas.config") -> dict[str, str]
     return translate_jaas(value, key)
 
 
-def _raw(
+def raw_settings(
     cluster: ClusterConfig, role: str, overrides: Mapping[str, tuple[str, str]] | None
 ) -> tuple[dict[str, tuple[str, str]], frozenset[str]]:
     """key -> (value, key as written) for ``role``: cluster level, role level, then the flow's."""
@@ -62,7 +63,7 @@ def client_config(
     e.g. ``transactional.id``). ``resolve=False`` leaves secret references as they are (validate).
     Warnings go to ``notes`` when given, else to the log once per process.
     """
-    raw, role_keys = _raw(cluster, role, overrides)
+    raw, role_keys = raw_settings(cluster, role, overrides)
     if resolve:
         raw = {
             k: (resolve_references(where, v, secret_lookup, cluster.providers), where)
@@ -93,8 +94,8 @@ def _delivery_conflicts(config: MirrorConfig, flow: FlowConfig, notes: list[str]
     """Errors for user settings that contradict the flow's delivery mode (before anything runs)."""
     mode = f"mirror.delivery = {flow.settings.delivery} (flow {flow.name})"
     target, source = config.cluster(flow.target), config.cluster(flow.source)
-    producer, _ = _raw(target, "producer", flow.overrides("target", "producer"))
-    consumer, _ = _raw(source, "consumer", flow.overrides("source", "consumer"))
+    producer, _ = raw_settings(target, "producer", flow.overrides("target", "producer"))
+    consumer, _ = raw_settings(source, "consumer", flow.overrides("source", "consumer"))
 
     def value(props: dict[str, tuple[str, str]], *keys: str) -> tuple[str, str] | None:
         found = [props[k] for k in keys if k in props]

@@ -24,6 +24,7 @@ from mirror_lib.errors import (
     MirrorRuntimeError,
     is_transient_text,
 )
+from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.replication.checkpoint_job import SavedCheckpoints
@@ -198,6 +199,7 @@ def run_flows(
     endpoint = metrics_endpoint(config, metrics_port, metrics_host)  # None: no endpoint
     if endpoint is not None:
         endpoint.check_free()  # a port in use fails here, before anything starts
+    check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects
     check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
     own_session = False  # stop only a session made here, never e.g. a Databricks job's
     if spark is None:
