@@ -2,11 +2,10 @@
 
 One table decides each Java name: **same** (librdkafka has the name: it passes, values checked
 against librdkafka's own list in :mod:`mirror_lib.config.librdkafka_conf`), **renamed** (an
-equivalent
-with another name or unit), **ignored** (no meaning for us: one warning), or **refused** (dropping
-it would change security: an error naming the key and the way out). TLS stores are translated as a
-group (type, location, passwords). Values are trimmed as Java's ConfigDef trims them; inline PEM
-is re-wrapped the way Kafka's PemParser reads it. Input values may still hold unresolved
+equivalent with another name or unit), **ignored** (no meaning for us: one warning), or
+**refused** (dropping it would change security: an error naming the key and the way out). TLS
+stores are translated as a group (type, location, passwords: :mod:`mirror_lib.config.tls_stores`).
+Values are trimmed as Java's ConfigDef trims them. Input values may still hold unresolved
 references (``mirror validate``); such values are not checked.
 """
 
@@ -21,6 +20,7 @@ from typing import Any
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.properties import has_reference, redact_value
+from mirror_lib.config.tls_stores import keystore, normalize_pem, truststore
 from mirror_lib.errors import ConfigError
 
 Props = Mapping[str, tuple[str, str]]
@@ -111,10 +111,6 @@ _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
 #: Empty values that mean something (empty = no hostname verification): never dropped as unused.
 _MEANINGFUL_EMPTY = frozenset({"ssl.endpoint.identification.algorithm"})
-#: The first bytes of binary key stores: keytool writes PKCS12 (DER, 0x30) even to *.jks.
-_STORE_MAGIC = {b"\xfe\xed\xfe\xed": "JKS", b"\xce\xce\xce\xce": "JCEKS"}
-_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
-_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _PEM_SETTINGS = frozenset({"ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem"})
 #: librdkafka name -> the Java names that become it (errors of built clients name the user's key).
 _SOURCES: dict[str, tuple[str, ...]] = {
@@ -143,27 +139,6 @@ def java_trim(value: str) -> str:
     return value.strip(_JAVA_WHITESPACE)
 
 
-def normalize_pem(text: str) -> str:
-    """PEM text librdkafka (OpenSSL) can read: each block's base64 re-wrapped at 64 characters.
-
-    Kafka's PemParser accepts any whitespace inside a block, so a certificate written with ``\\``
-    line continuations in a .properties file (lines joined, leading blanks dropped) works in Java;
-    OpenSSL needs the BEGIN and END lines on lines of their own. Text that is not plain base64
-    (e.g. ``Proc-Type`` headers) is left as it is for librdkafka to judge.
-    """
-    blocks = _PEM_BLOCK.findall(text)
-    if not blocks or has_reference(text):
-        return text
-    out = []
-    for label, body in blocks:
-        data = re.sub(r"\s+", "", body)
-        if not _BASE64.fullmatch(data):
-            return text
-        lines = [data[i : i + 64] for i in range(0, len(data), 64)]
-        out.append("\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"]))
-    return "\n".join(out) + "\n"
-
-
 def _unused_empties(props: dict[str, tuple[str, str]], notes: list[str]) -> None:
     """Drop empty ``sasl.*``/``ssl.*`` values the security protocol does not use (templates
     render unused settings empty; Java never reads them), with one warning."""
@@ -189,111 +164,12 @@ def _unused_empties(props: dict[str, tuple[str, str]], notes: list[str]) -> None
         del props[key]
 
 
-def _sniffed_type(location: str) -> str | None:
-    """JKS, JCEKS or PKCS12 by the file's first bytes; None when unreadable or not binary."""
-    if not location or has_reference(location):
-        return None
-    try:
-        with open(location, "rb") as file:
-            head = file.read(4)
-    except OSError:
-        return None
-    return _STORE_MAGIC.get(head) or ("PKCS12" if head[:1] == b"\x30" else None)
-
-
 def _ignored_reason(key: str) -> str | None:
     if key in IGNORED:
         return IGNORED[key]
     if ".override." in key or key.startswith("override."):
         return "a Connect per-connector override; set the client setting itself"
     return next((why for p, why in IGNORED_PREFIXES.items() if key.startswith(p)), None)
-
-
-def _store_type(props: dict[str, tuple[str, str]], which: str, location: str) -> str:
-    """PEM, PKCS12, JKS, ...: the declared type, else the file name's; a binary store's content
-    decides between JKS and PKCS12, as Java (keystore.type.compat) reads either under both."""
-    kind = props.pop(f"ssl.{which}.type", ("", ""))[0].strip().upper()
-    if not kind:
-        low = location.lower()
-        if low.endswith((".pem", ".crt", ".cer")):
-            kind = "PEM"
-        else:  # Java's default type is JKS
-            kind = "PKCS12" if low.endswith((".p12", ".pfx")) else "JKS"
-    if kind in ("JKS", "PKCS12", "JCEKS"):
-        return _sniffed_type(location) or kind
-    return kind
-
-
-def _truststore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: list[str]) -> None:
-    location, where = props.pop("ssl.truststore.location", ("", ""))
-    inline = props.pop("ssl.truststore.certificates", ("", ""))[0]
-    password = props.pop("ssl.truststore.password", None)
-    kind = _store_type(props, "truststore", location)
-    if inline:
-        out["ssl.ca.pem"] = normalize_pem(inline)
-    if location:
-        if kind != "PEM":
-            convert = (
-                f"openssl pkcs12 -in {location} -nokeys -out ca.pem"
-                if kind == "PKCS12"
-                else f"keytool -exportcert -rfc -keystore {location} -alias <alias> -file ca.pem "
-                "(once per CA alias; keytool -list shows them)"
-            )
-            raise ConfigError(
-                where,
-                location,
-                f"a PEM file: librdkafka cannot read a {kind} truststore. Convert it with "
-                f"`{convert}` and set ssl.ca.location = ca.pem (or ssl.truststore.type = PEM); "
-                "for public CAs (cloud services) ssl.ca.location = probe uses the system's",
-            )
-        out["ssl.ca.location"] = location
-    if password and (location or inline):
-        notes.append(f"{password[1]} is ignored: a PEM truststore has no password")
-    elif password:
-        notes.append(f"{password[1]} is ignored: no ssl.truststore.location is set")
-
-
-def _keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: list[str]) -> None:
-    location, where = props.pop("ssl.keystore.location", ("", ""))
-    password = props.pop("ssl.keystore.password", None)
-    chain = props.pop("ssl.keystore.certificate.chain", None)
-    key = props.pop("ssl.keystore.key", None)
-    kind = _store_type(props, "keystore", location)
-    if chain or key:
-        if not (chain and key):
-            missing = "ssl.keystore.key" if chain else "ssl.keystore.certificate.chain"
-            given = (chain or key or ("", ""))[1]
-            raise ConfigError(given, "<set>", f"{missing} set as well (a PEM key and its chain)")
-        out["ssl.certificate.pem"], out["ssl.key.pem"] = (
-            normalize_pem(chain[0]),
-            normalize_pem(key[0]),
-        )
-    if location:
-        if kind == "PKCS12":
-            out["ssl.keystore.location"] = location
-            if password:
-                out["ssl.keystore.password"] = password[0]
-                password = None
-            key_password = props.pop("ssl.key.password", None)
-            if key_password and key_password[0] != out.get("ssl.keystore.password"):
-                notes.append(
-                    f"{key_password[1]} is ignored: librdkafka opens a PKCS12 keystore's key with "
-                    "ssl.keystore.password"
-                )
-        elif kind == "PEM":
-            out["ssl.certificate.location"] = location
-            out["ssl.key.location"] = location
-        else:
-            raise ConfigError(
-                where,
-                location,
-                f"a PKCS12 or PEM keystore: librdkafka cannot read {kind}. Convert it with "
-                f"`keytool -importkeystore -srckeystore {location} -destkeystore keystore.p12 "
-                "-deststoretype PKCS12` and set ssl.keystore.type = PKCS12",
-            )
-    if password:
-        why = "a PEM keystore has no store password" if location or chain else "no keystore is set"
-        notes.append(f"{password[1]} is ignored: {why} (ssl.key.password opens a PEM key)")
 
 
 def _check_value(name: str, value: str, where: str) -> str:
@@ -385,8 +261,8 @@ def translate(
     out: dict[str, Any] = {}
     notes: list[str] = []
     _unused_empties(rest, notes)
-    _truststore(rest, out, notes)
-    _keystore(rest, out, notes)
+    truststore(rest, out, notes)
+    keystore(rest, out, notes)
     handler = rest.pop("sasl.login.callback.handler.class", None)
     if handler and not handler[0].strip().endswith("OAuthBearerLoginCallbackHandler"):
         raise ConfigError(handler[1], handler[0], REFUSED["sasl.client.callback.handler.class"])

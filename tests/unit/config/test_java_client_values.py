@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.config.jaas import translate_jaas
-from mirror_lib.config.java_clients import java_names, java_trim, normalize_pem, translate
+from mirror_lib.config.java_clients import java_names, java_trim, translate
+from mirror_lib.config.tls_stores import normalize_pem
 from mirror_lib.errors import ConfigError
 from tests.unit.config.tls_material import JKS_MAGIC, continued, self_signed, write
 
