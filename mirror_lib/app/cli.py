@@ -39,10 +39,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             "elapsed_ms": round(built.elapsed_ms, 1),
             "unresolved": list(built.unresolved),
             "absent": list(built.absent),
+            "warnings": list(built.notes),
         }
         print(json.dumps(description, indent=2, default=str))
     else:
         print(format_description(description))
+        shown = set(description.get("warnings", ()))
+        for note in (n for n in built.notes if n not in shown):
+            print(f"warning: {note}")
         print(built.summary())
     return 0
 

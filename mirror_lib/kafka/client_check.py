@@ -84,6 +84,7 @@ class BuildReport:
     elapsed_ms: float
     unresolved: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()  # files not on this machine: loaded where the run builds them
+    notes: tuple[str, ...] = ()  # what the clients' configurations warn about
 
     def summary(self) -> str:
         line = (
@@ -144,7 +145,11 @@ def _flow_clients(flow: FlowConfig, replicates: bool) -> list[_Client]:
 
 
 def client_specs(
-    config: MirrorConfig, flow_names: Sequence[str] | None = None, *, resolve: bool = False
+    config: MirrorConfig,
+    flow_names: Sequence[str] | None = None,
+    *,
+    resolve: bool = False,
+    notes: list[str] | None = None,
 ) -> list[ClientSpec]:
     """Every client of the given (default: enabled) flows and of the heartbeat flows, each
     configuration once. ``resolve=False`` leaves secret references as they are (validate)."""
@@ -162,7 +167,7 @@ def client_specs(
                 extra=extra,
                 overrides=flow.overrides(side, role),
                 resolve=resolve,
-                notes=[],
+                notes=notes if notes is not None else [],
             )
             same = {k: v for k, v in conf.items() if k != "client.id"}
             key = f"{alias}|{role}|" + json.dumps(same, sort_keys=True, default=str)
@@ -296,7 +301,8 @@ def check_client_builds(
     start = time.perf_counter()
     left: set[str] = set()
     absent: set[str] = set()  # files not on this machine (validate)
-    specs = client_specs(config, flow_names, resolve=resolve)
+    notes: list[str] = []
+    specs = client_specs(config, flow_names, resolve=resolve, notes=notes)
     for spec in specs:
         conf, unresolved = _offline(spec.conf)
         left |= unresolved
@@ -313,4 +319,10 @@ def check_client_builds(
         except (ValueError, TypeError) as exc:  # a value of the wrong Python type
             raise build_error(config, spec, str(exc)) from None
     elapsed = (time.perf_counter() - start) * 1000
-    return BuildReport(len(specs), elapsed, tuple(sorted(left)), tuple(sorted(absent)))
+    return BuildReport(
+        len(specs),
+        elapsed,
+        tuple(sorted(left)),
+        tuple(sorted(absent)),
+        tuple(dict.fromkeys(notes)),
+    )

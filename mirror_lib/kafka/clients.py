@@ -30,6 +30,10 @@ def _translate_jaas(value: str, key: str = "sasl.jaas.config") -> dict[str, str]
     return translate_jaas(value, key)
 
 
+#: librdkafka's default transaction.timeout.ms.
+TRANSACTION_TIMEOUT_MS = 60000
+
+
 def raw_settings(
     cluster: ClusterConfig, role: str, overrides: Mapping[str, tuple[str, str]] | None
 ) -> tuple[dict[str, tuple[str, str]], frozenset[str]]:
@@ -70,6 +74,13 @@ def client_config(
             for k, (v, where) in raw.items()
         }
     translated, found = translate(raw, role, role_keys)
+    conf: dict[str, Any] = dict(defaults or {})
+    conf.update(translated)
+    if client_id and "client.id" not in conf:
+        conf["client.id"] = client_id
+    for key, value in (extra or {}).items():
+        conf[key] = value
+    found += _fit_transaction_timeout(conf, raw)
     if notes is not None:
         notes.extend(found)
     else:
@@ -77,13 +88,27 @@ def client_config(
             if note not in _WARNED:
                 _WARNED.add(note)
                 _log.warning(note)
-    conf: dict[str, Any] = dict(defaults or {})
-    conf.update(translated)
-    if client_id and "client.id" not in conf:
-        conf["client.id"] = client_id
-    for key, value in (extra or {}).items():
-        conf[key] = value
     return conf
+
+
+def _fit_transaction_timeout(conf: dict[str, Any], raw: Mapping[str, tuple[str, str]]) -> list[str]:
+    """A transactional producer's delivery timeout lowered to its transaction timeout, which
+    librdkafka requires (Java does not: a Java ``delivery.timeout.ms = 300000`` is common). The
+    copy loop fails a commit after 30 s without acknowledgements anyway."""
+    txn = str(conf.get("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS))
+    if "transactional.id" not in conf or not txn.isdigit():
+        return []
+    notes = []
+    for key in ("message.timeout.ms", "delivery.timeout.ms"):
+        value = str(conf.get(key, ""))
+        if value.isdigit() and int(value) > int(txn):
+            where = raw.get(key, (None, key))[1]
+            notes.append(
+                f"{where} = {value} is lowered to {txn} (transaction.timeout.ms) for the "
+                "transactional producer: librdkafka requires it not to exceed the transaction's"
+            )
+            conf[key] = int(txn)
+    return notes
 
 
 def _flow_side(flow: FlowConfig, side: str) -> str:

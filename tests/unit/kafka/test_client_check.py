@@ -159,3 +159,26 @@ def test_references_are_left_out_in_validate_and_loaded_when_resolved(tmp_path, 
     monkeypatch.setenv("MIRROR_TEST_CA", str(tmp_path / "gone.pem"))
     with pytest.raises(ConfigError, match=r"A\.ssl\.truststore\.location = .*no such"):
         check_client_builds(config, ["A->B"], resolve=True)
+
+
+def test_a_transactional_producer_delivery_timeout_is_lowered_to_its_transaction_timeout():
+    """Java takes delivery.timeout.ms = 300000 with transactions; librdkafka refuses a message
+    timeout above transaction.timeout.ms, so the run's producer gets the transaction's."""
+    from mirror_lib.config.parse import parse_config
+    from mirror_lib.kafka.clients import client_config
+
+    base = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
+    config = parse_config({**base, "A->B.enabled": "true", "B.delivery.timeout.ms": "300000"})
+    notes: list[str] = []
+    txn = client_config(config.cluster("B"), "producer", extra={"transactional.id": "t"},
+                        notes=notes)  # fmt: skip
+    assert txn["delivery.timeout.ms"] == 60000
+    assert notes and "B.delivery.timeout.ms = 300000 is lowered to 60000" in notes[0]
+    plain = client_config(config.cluster("B"), "producer", notes=[])
+    assert plain["delivery.timeout.ms"] == "300000"
+    longer = parse_config({**base, "B.delivery.timeout.ms": "300000",
+                           "B.transaction.timeout.ms": "400000"})  # fmt: skip
+    kept = client_config(longer.cluster("B"), "producer", extra={"transactional.id": "t"})
+    assert kept["delivery.timeout.ms"] == "300000"
+    report = check_client_builds(config)  # builds: librdkafka would refuse 300000 > 60000
+    assert any("lowered" in n for n in report.notes)
