@@ -9,15 +9,12 @@ from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.java_clients import java_names, java_trim, translate
 from mirror_lib.config.tls_stores import normalize_pem
 from mirror_lib.errors import ConfigError
+from tests.unit.config.test_java_clients import props
 from tests.unit.config.tls_material import JKS_MAGIC, continued, self_signed, write
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
-
-def props(**kv: str) -> dict[str, tuple[str, str]]:
-    return {k.replace("__", "."): (v, "A." + k.replace("__", ".")) for k, v in kv.items()}
 
 
 # 1. trailing whitespace
