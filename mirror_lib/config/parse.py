@@ -263,6 +263,7 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
                     k: MappingProxyType(v) for k, v in flow_clients.get((src, tgt), {}).items()
                 }
                 flows.append(FlowConfig(src, tgt, enabled, settings, MappingProxyType(overrides)))
+    warnings += _loop_warnings(flows)
     config = MirrorConfig(
         clusters=_frozen_clusters(clusters),
         flows=tuple(flows),
@@ -280,6 +281,24 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
 
     check_state_dir(config.state_dir)  # on Databricks: never the driver's local disk
     return config
+
+
+def _loop_warnings(flows: list[FlowConfig]) -> list[str]:
+    """Both ways enabled, and one keeps topic names: a topic both copy would loop (``mirror
+    run`` refuses such a topic; here no topic names are known yet)."""
+    enabled = {f.name: f for f in flows if f.enabled}
+    out = []
+    for f in enabled.values():
+        back = enabled.get(f"{f.target}->{f.source}")
+        keeps = [x.name for x in (f, back) if x is not None and x.policy().keeps_names]
+        if back is not None and f.source < f.target and keeps:
+            who = "both keep" if len(keeps) == 2 else f"{keeps[0]} keeps"
+            out.append(
+                f"{f.name} and {back.name} are both enabled and {who} topic names "
+                "(IdentityReplicationPolicy): a topic both flows copy would be copied back and "
+                "forth forever, so mirror run refuses such a topic; keep their topics apart"
+            )
+    return out
 
 
 def _is_known(key: str, clusters: Mapping[str, ClusterConfig]) -> bool:

@@ -40,6 +40,8 @@ class ReplicationPolicy(ABC):
     """Maps topic names between clusters (Java ``ReplicationPolicy``, Kafka 4.x defaults)."""
 
     separator: str = DEFAULT_SEPARATOR
+    #: Remote topics keep their names, so cycles cannot be detected (identity naming).
+    keeps_names: bool = False
 
     @abstractmethod
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
@@ -162,6 +164,8 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
     like :class:`DefaultReplicationPolicy`. Every other topic is its own remote name, its source
     is ``source_cluster_alias`` (None if not configured), and it is its own upstream topic.
     """
+
+    keeps_names = True
 
     def __init__(
         self,

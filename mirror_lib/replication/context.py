@@ -21,7 +21,7 @@ from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.model import FlowConfig, MirrorConfig
 from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import has_reference, is_sensitive
-from mirror_lib.errors import BrokerError
+from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
 from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
@@ -120,6 +120,39 @@ class FlowContext:
             self.target,
             heartbeats_replication_enabled=self.settings.heartbeats_replication,
         ) and not is_cycle(self.policy, topic, self.target)
+
+    @cached_property
+    def reverse(self) -> FlowContext | None:
+        """The enabled flow the other way (``B->A`` of ``A->B``), if any."""
+        name = f"{self.target}->{self.source}"
+        flows = {f.name: f for f in self.config.enabled_flows()}
+        return FlowContext(self.config, flows[name]) if name in flows else None
+
+    def comes_back(self, topic: str) -> bool:
+        """True when the reverse flow would copy ``topic``'s remote copy back into ``topic``: a
+        loop, each record copied back and forth forever. Only a policy that keeps names
+        (``IdentityReplicationPolicy``) allows it; the default one prefixes and detects cycles."""
+        back = self.reverse
+        if back is None:
+            return False
+        remote = self.remote_topic(topic)
+        return back.should_replicate(remote) and back.remote_topic(remote) == topic
+
+    def refuse_loops(self, topics: Iterable[str]) -> None:
+        """A :class:`ConfigError` for the topics (of this flow's) that would come back."""
+        loops = sorted(t for t in topics if self.comes_back(t))
+        if not loops:
+            return
+        back = f"{self.target}->{self.source}"
+        raise ConfigError(
+            f"{self.flow.name}.topics",
+            ", ".join(loops[:10]) + (" ..." if len(loops) > 10 else ""),
+            f"topics that {back} does not copy back: with {self.settings.policy_class} both "
+            "flows keep topic names, so each record would be copied back and forth forever "
+            f"(MM2 has the same limit). Keep the flows' topics apart ({self.flow.name}.topics / "
+            f"{back}.topics or .topics.exclude), or use DefaultReplicationPolicy, whose "
+            "prefixes let each side tell a copy from the original",
+        )
 
     def should_checkpoint_group(self, group: str) -> bool:
         """Group filter, never our own ledger groups."""

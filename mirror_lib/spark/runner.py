@@ -228,6 +228,7 @@ def run_flows(
         for r in runners:
             for ctx in r.group.contexts:
                 _check_matches(ctx, targets[r.name], once, report)
+                ctx.refuse_loops({t for t, _p in targets[r.name] if ctx.should_replicate(t)})
         for j in jobs:
             j.start()
             report(f"started {j.job} of {j.name} (a driver thread, every {j.interval}s)")

@@ -217,6 +217,7 @@ class SlicePlanner(DataSourceStreamReader):
         if ctx.flow.name not in self._internal_ready:
             self._ensure_internal(ctx)
         mine = {t: n for t, n in counts.items() if ctx.should_replicate(t)}
+        ctx.refuse_loops(mine)  # a topic that would come back (both ways keep names)
         target_counts = self._ensure_remote(ctx, mine)
         # a remote partition that is not there yet is planned once it exists
         tps = [

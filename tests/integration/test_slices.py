@@ -179,3 +179,23 @@ def test_refresh_topics_disabled_keeps_the_topics_found_at_start(
         runner.stop()
     remote = AdminClient({"bootstrap.servers": brokers.target}).list_topics(timeout=10).topics
     assert f"A.{first}" in remote and f"A.{later}" not in remote
+
+
+def test_a_topic_both_ways_would_copy_back_is_refused_before_anything_is_copied(
+    spark, brokers, tmp_path, unique_name
+):
+    """A->B and B->A with IdentityReplicationPolicy: a topic both copy would loop forever, so
+    the run refuses it, naming it, before a record moves."""
+    from mirror_lib.errors import ConfigError
+
+    create_topic(brokers.source, unique_name, 1)
+    produce_exact(brokers.source, unique_name, mixed_records(5, 1, "loop"))
+    props = flow_properties(brokers.source, brokers.target, tmp_path / "state", topics=unique_name)
+    props.update({"B->A.enabled": "true", "replication.policy.class": "IdentityReplicationPolicy"})
+    config = parse_config(props)
+    assert any("back and forth forever" in w for w in config.warnings)
+    with pytest.raises(ConfigError, match=rf"A->B\.topics = '{unique_name}'.*forever"):
+        run_flows(spark, config, flow_names=["A->B"], once=True, timeout_s=120,
+                  report=lambda *_: None)  # fmt: skip
+    remote = AdminClient({"bootstrap.servers": brokers.target}).list_topics(timeout=10).topics
+    assert unique_name not in remote

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import ConfigError
 from mirror_lib.replication.context import FlowContext
 
 BASE = {
@@ -54,3 +55,33 @@ def test_admin_calls_take_admin_timeout_ms() -> None:
     assert ctx.admin_ops("target", 5).timeout_s == 5
     default = FlowContext.create(parse_config(BASE), "A->B")
     assert default.admin_ops("target").timeout_s == 60
+
+
+@pytest.mark.parametrize(
+    ("extra", "loops"),
+    [
+        ({}, []),  # prefixes: B->A never copies A.orders back (cycle detection)
+        ({"replication.policy.class": "IdentityReplicationPolicy"}, ["orders", "payments"]),
+        (
+            {
+                "replication.policy.class": "IdentityReplicationPolicy",
+                "A->B.topics": "orders",
+                "B->A.topics": "payments",
+            },
+            [],
+        ),
+        ({"replication.policy.class": "IdentityReplicationPolicy", "B->A.enabled": "false"}, []),
+    ],
+)
+def test_a_topic_that_would_come_back_is_refused(extra: dict, loops: list) -> None:
+    """Both ways enabled with names kept: a topic both flows copy would loop forever."""
+    config = parse_config({**BASE, "B->A.enabled": "true", **extra})
+    ctx = FlowContext.create(config, "A->B")
+    topics = [t for t in ("orders", "payments", "heartbeats") if ctx.should_replicate(t)]
+    assert [t for t in topics if ctx.comes_back(t)] == loops  # heartbeats are prefixed
+    if loops:
+        with pytest.raises(ConfigError, match=r"A->B\.topics = 'orders, payments'.*forever"):
+            ctx.refuse_loops(topics)
+        assert any("back and forth forever" in w for w in config.warnings)
+    else:
+        ctx.refuse_loops(topics)
