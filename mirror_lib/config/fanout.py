@@ -19,6 +19,7 @@ SHARED = (
     ("tasks.max", "tasks"),
     ("mirror.batch.duration.seconds", "batch_duration"),
     ("mirror.trigger.interval.seconds", "trigger_interval"),
+    ("refresh.topics.enabled", "refresh_topics"),  # the shared read looks for new topics or not
 )
 
 

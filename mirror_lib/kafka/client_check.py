@@ -38,6 +38,17 @@ _TOGETHER = (
         "ssl.keystore.password",
     ),
 )
+#: Free-text credentials librdkafka requires once SASL is on: a reference gets a stand-in.
+_FREE_TEXT = frozenset(
+    {
+        "sasl.username",
+        "sasl.password",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.token.endpoint.url",
+    }
+)
 #: librdkafka setting -> the setting whose value opens it (wrong password: "mac verify failure").
 _PASSWORDS = {
     "ssl.keystore.location": "ssl.keystore.password",
@@ -139,7 +150,7 @@ def _flow_clients(flow: FlowConfig, replicates: bool) -> list[_Client]:
         ),
         ("target", "admin", {}),
     ]
-    if s.offset_syncs_location != "target":
+    if s.emit_offset_syncs and s.offset_syncs_location != "target":
         clients.append(("source", "producer", {"enable.idempotence": True}))
     return clients
 
@@ -177,22 +188,27 @@ def client_specs(
 
 def _offline(conf: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
     """``conf`` without bootstrap.servers; settings still holding a reference are left out (with
-    those loaded together) or, when librdkafka takes any text, given a stand-in."""
+    those loaded together) or, for credentials librdkafka requires and reads as any text, given
+    a stand-in."""
     out = {k: v for k, v in conf.items() if k != "bootstrap.servers"}
     left: set[str] = set()
+    shown: set[str] = set()  # given a neutral stand-in, not checked
     for key, value in conf.items():
         if key not in out or not (isinstance(value, str) and has_reference(value)):
             continue
         group = next((g for g in _TOGETHER if key in g), None)
         if group is not None:
             left.update(k for k in group if k in out)
-        elif PROPERTIES.get(key, ("", "", ""))[1].endswith("string"):
+        elif key in _FREE_TEXT:  # librdkafka wants them set, and takes any text
             out[key] = "unresolved-reference"
-        else:
+        elif key in ("sasl.mechanism", "sasl.mechanisms"):  # unset would mean GSSAPI
+            out[key] = "PLAIN"
+            shown.add(key)
+        else:  # e.g. a cipher list: a stand-in would be refused
             left.add(key)
     for key in left:
         out.pop(key, None)
-    return out, left
+    return out, left | shown
 
 
 class _Quiet:

@@ -106,9 +106,15 @@ class _Translator:
 
     def _in_class(self) -> None:
         ch = self.pattern[self.i]
-        if ch == "[":
-            self._open_class()
-            return
+        if ch == "[" or self.pattern.startswith("&&", self.i):
+            # Java's class union ([ab[cd]]) and intersection ([a-z&&[^x]]): Python's re would
+            # read them as other classes and match other names without a word
+            raise re.error(
+                "a class inside a class or '&&' (Java's union and intersection of character "
+                "classes): write one flat class, e.g. [a-wyz] for [a-z&&[^x]]",
+                self.pattern,
+                self.i,
+            )
         if ch == "]":
             self.class_depth -= 1
         self.out.append(ch)
@@ -171,7 +177,8 @@ def compile_patterns(value: ListValue | None, key: str) -> tuple[re.Pattern[str]
         return ()
     joined = "|".join(items)
     try:
-        return (re.compile(java_regex_to_python(joined)),)
+        # ASCII: Java's \w, \d, \s and (?i) match ASCII only unless (?U) says otherwise
+        return (re.compile(java_regex_to_python(joined), re.ASCII),)
     except re.error as exc:
         shown = value if isinstance(value, str) else ", ".join(items)
         expected = (

@@ -168,7 +168,8 @@ class SlicePlanner(DataSourceStreamReader):
             t: n for t, n in list_topic_partitions(source).items() if group.should_replicate(t)
         }
         if not self.ctx.settings.refresh_topics:  # as MM2: what was there at start, until restart
-            self._fixed_counts = self._fixed_counts or dict(counts)
+            if self._fixed_counts is None:  # an empty first listing is kept too
+                self._fixed_counts = dict(counts)
             counts = {t: min(n, self._fixed_counts[t]) for t, n in counts.items()
                       if t in self._fixed_counts}  # fmt: skip
         ids = topic_ids(source, counts)

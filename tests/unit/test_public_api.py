@@ -100,3 +100,24 @@ def test_the_cli_starts_without_kafka_spark_or_plotting():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_validate_without_confluent_kafka_says_the_clients_were_not_built(tmp_path):
+    """The kafka extra is optional: `mirror validate` still checks the config, and says it could
+    not build the clients instead of failing with a traceback."""
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n")
+    out = run_python(
+        f"""
+        class _NoKafka:
+            def find_spec(self, name, path=None, target=None):
+                if name == "confluent_kafka" or name.startswith("confluent_kafka."):
+                    raise ImportError(f"confluent_kafka is not installed (blocked: {{name}})")
+
+        sys.meta_path.insert(0, _NoKafka())
+        from mirror_lib.app.cli import main
+        sys.exit(main(["validate", {str(config)!r}]))
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert "clients: not built (confluent-kafka is not installed here)" in out.stdout

@@ -117,6 +117,7 @@ def test_disabled_flows_are_never_grouped():
         ("tasks.max", "4", "4"),
         ("mirror.batch.duration.seconds", "60", "60"),
         ("mirror.trigger.interval.seconds", "0.5", "0.5"),
+        ("refresh.topics.enabled", "false", "False"),
     ],
 )
 def test_a_group_that_disagrees_on_the_shared_read_is_refused_naming_the_flow_key(

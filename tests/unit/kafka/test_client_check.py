@@ -182,3 +182,32 @@ def test_a_transactional_producer_delivery_timeout_is_lowered_to_its_transaction
     assert kept["delivery.timeout.ms"] == "300000"
     report = check_client_builds(config)  # builds: librdkafka would refuse 300000 > 60000
     assert any("lowered" in n for n in report.notes)
+
+
+def test_a_referenced_mechanism_or_cipher_list_is_left_out_not_given_a_stand_in(tmp_path):
+    """librdkafka parses these when the client is made: a stand-in text would be refused."""
+    path = config_file(
+        tmp_path,
+        "A.security.protocol = SASL_PLAINTEXT\nA.sasl.mechanism = ${env:MIRROR_TEST_MECH}\n"
+        "A.sasl.username = ${env:MIRROR_TEST_USER}\nA.sasl.password = ${env:MIRROR_TEST_PW}\n"
+        "B.security.protocol = SSL\nB.ssl.cipher.suites = ${env:MIRROR_TEST_CIPHERS}\n",
+    )
+    report = check_client_builds(load_config(path))
+    assert report.unresolved == ("sasl.mechanism", "ssl.cipher.suites")
+
+
+def test_no_source_producer_is_built_without_offset_syncs():
+    base = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
+    config = parse_config(
+        {
+            **base,
+            "A->B.enabled": "true",
+            "A->B.offset-syncs.topic.location": "source",
+            "A->B.emit.offset-syncs.enabled": "false",
+            "A->B.emit.checkpoints.enabled": "false",
+            "A->B.sync.group.offsets.enabled": "false",
+            "B->A.emit.heartbeats.enabled": "false",
+        }
+    )
+    specs = {(s.flow, s.alias, s.role) for s in client_specs(config)}
+    assert ("A->B", "A", "producer") not in specs

@@ -17,6 +17,7 @@ from mirror_lib.mm2.filters import (
     DEFAULT_TOPICS_EXCLUDE_3X,
     GroupFilter,
     TopicFilter,
+    compile_patterns,
     java_regex_to_python,
     parse_list,
     should_replicate_topic,
@@ -274,3 +275,17 @@ def test_accepted_topics_are_not_internal(topic: str) -> None:
     if should_replicate_topic(DEFAULT, TopicFilter(".*", ""), topic, "B"):
         assert not DEFAULT.is_internal_topic(topic)
         assert DEFAULT.topic_source(topic) != "B"
+
+
+@pytest.mark.parametrize("pattern", ["[a-z&&[^x]]+", "[ab[cd]]", "[a-c&&[b]]"])
+def test_java_class_union_and_intersection_are_refused_not_misread(pattern):
+    """Python's re reads a nested class or '&&' as another class: it would match other names."""
+    with pytest.raises(ConfigError, match="flat class"):
+        compile_patterns(pattern, "topics")
+
+
+def test_shorthand_classes_and_case_folding_are_ascii_as_in_java():
+    (word,) = compile_patterns(r"\w+", "groups")
+    (folded,) = compile_patterns("(?i)grüppe", "groups")
+    assert word.fullmatch("group_1") and not word.fullmatch("grüppe")
+    assert folded.fullmatch("GRüPPE") and not folded.fullmatch("GRÜPPE")
