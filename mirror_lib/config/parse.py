@@ -25,8 +25,10 @@ from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConf
 from mirror_lib.config.properties import (
     ConfigProvider,
     check_references,
+    has_reference,
     parse_providers,
     read_properties_file,
+    resolve_setting,
 )
 from mirror_lib.config.setting_values import split_list
 from mirror_lib.config.settings import (
@@ -313,6 +315,20 @@ def _is_known(key: str, clusters: Mapping[str, ClusterConfig]) -> bool:
 
 def _frozen_clusters(clusters: dict[str, ClusterConfig]) -> Mapping[str, ClusterConfig]:
     return MappingProxyType(clusters)
+
+
+def resolved_flow_properties(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` with the references of flow settings resolved (``A->B.topics = ${env:X}``): what
+    the driver ships to Spark's executors, where the variable or file may not exist. Client
+    settings keep theirs (secrets are resolved only where clients are built)."""
+    providers = parse_providers(props)
+    out = dict(props)
+    for key, value in props.items():
+        match = _FLOW_KEY.match(key)
+        name = match["rest"] if match else key
+        if has_reference(value) and (_is_setting(name) or (match and name == "enabled")):
+            out[key] = resolve_setting(key, value, providers)
+    return out
 
 
 def load_config(path: str | os.PathLike[str], **overrides: str) -> MirrorConfig:

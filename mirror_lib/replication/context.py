@@ -19,7 +19,7 @@ from typing import Any
 
 from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.model import FlowConfig, MirrorConfig
-from mirror_lib.config.parse import parse_config
+from mirror_lib.config.parse import parse_config, resolved_flow_properties
 from mirror_lib.config.properties import has_reference, is_sensitive
 from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka.clients import client_config
@@ -72,7 +72,7 @@ class FlowContext:
         Secret references stay unresolved; secret values resolved on the driver (serverless, see
         :mod:`mirror_lib.config.databricks`) go into an option whose name Spark's redaction matches.
         """
-        props = dict(self.config.properties)
+        props = resolved_flow_properties(self.config.properties)  # the driver's environment
         values = {k: v for k, v in props.items() if is_sensitive(k) and not has_reference(v)}
         options = {
             "properties": json.dumps(
@@ -320,6 +320,13 @@ class PlainProducer:
         with contextlib.suppress(Exception):  # closing after a failure must not hide it
             self.producer.flush(timeout_s)
 
+    def drop(self) -> None:
+        """Give up what is still queued (after a failure), so that the client can go: queued
+        records keep it, and its threads reconnecting, alive. Never raises."""
+        with contextlib.suppress(Exception):
+            self.producer.purge()
+            self.producer.flush(0)
+
 
 def produce_plain(
     ctx: FlowContext,
@@ -333,5 +340,9 @@ def produce_plain(
     """Write (key, value) records to partition 0 of ``topic`` outside any transaction, and wait
     until all are acknowledged (internal records written once: planner events)."""
     out = PlainProducer(ctx, side)
-    out.write(topic, records, timestamp=timestamp)
-    out.finish(timeout_s)
+    try:
+        out.write(topic, records, timestamp=timestamp)
+        out.finish(timeout_s)
+    except BaseException:
+        out.drop()
+        raise

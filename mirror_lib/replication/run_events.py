@@ -6,8 +6,8 @@ queries are started, ``stop`` when it ends as asked (``--once`` caught up, ``--d
 reached, Ctrl-C or a job cancel) and ``error`` when it fails, with the first line of the error.
 An alert on ``type = 'error'`` then sees a run that died, and the events tile shows when runs
 began and ended. The events are best effort: a target that cannot take them (often the cause of
-the error) costs a warning and at most :data:`PUBLISH_TIMEOUT_S` per target, never the run's own
-outcome.
+the error) costs a warning, and the end of the run waits :data:`END_WAIT_S` at most in all, never
+its own outcome.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -26,7 +27,8 @@ from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
 
-PUBLISH_TIMEOUT_S = 5.0
+PUBLISH_TIMEOUT_S = 5.0  # per target: creating the metrics topic, then the write
+END_WAIT_S = 10.0  # what the end of a run waits for start and its stop/error, in all
 
 
 class RunEvents:
@@ -42,14 +44,8 @@ class RunEvents:
 
     def start(self) -> None:
         """Write ``start`` on a thread: the run does not wait for it."""
-        self._started = threading.Thread(
-            target=self._publish,
-            args=("start",),
-            kwargs={"reason": f"mirror run started ({self.mode})", "action": "started"},
-            name="mirror-run-events",
-            daemon=True,
-        )
-        self._started.start()
+        self._started = self._thread("start", reason=f"mirror run started ({self.mode})",
+                                     action="started")  # fmt: skip
 
     def stop(self, reason: str) -> None:
         """Write ``stop``: the run, once started, ended as asked (once per run)."""
@@ -73,9 +69,23 @@ class RunEvents:
         )
 
     def _end(self, kind: str, **fields: Any) -> None:
-        if self._started is not None:  # start is written first
-            self._started.join(PUBLISH_TIMEOUT_S)
-        self._publish(kind, **fields)
+        """Write ``kind`` after ``start``, waiting :data:`END_WAIT_S` at most in all: the run's
+        own end (stopping its queries, raising its error) must not wait on a lost target."""
+        started, deadline = self._started, time.monotonic() + END_WAIT_S
+        if started is not None:  # start is written first
+            started.join(END_WAIT_S)
+        self._thread(kind, **fields).join(max(deadline - time.monotonic(), 0.1))
+
+    def _thread(self, kind: str, **fields: Any) -> threading.Thread:
+        thread = threading.Thread(
+            target=self._publish,
+            args=(kind,),
+            kwargs=fields,
+            name=f"mirror-run-event-{kind}",
+            daemon=True,  # never holds the process: its clients time out on their own
+        )
+        thread.start()
+        return thread
 
     def _publish(self, kind: str, **fields: Any) -> None:
         failed: set[str] = set()  # a target that did not answer is not waited for again
@@ -93,8 +103,8 @@ class RunEvents:
                 **fields,
             )
             try:
-                events.ensure_metrics_topic(ctx, PUBLISH_TIMEOUT_S)
-                events.publish(ctx, [event], timeout_s=PUBLISH_TIMEOUT_S)
+                events.ensure_metrics_topic(ctx, PUBLISH_TIMEOUT_S / 2)
+                events.publish(ctx, [event], timeout_s=PUBLISH_TIMEOUT_S / 2)
             except Exception as exc:  # best effort: never the run's own outcome
                 failed.add(ctx.target)
                 log.warning("%s: the %s event was not written (%s)", ctx.flow.name, kind, exc)

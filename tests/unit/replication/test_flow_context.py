@@ -85,3 +85,17 @@ def test_a_topic_that_would_come_back_is_refused(extra: dict, loops: list) -> No
         assert any("back and forth forever" in w for w in config.warnings)
     else:
         ctx.refuse_loops(topics)
+
+
+def test_flow_setting_references_are_resolved_on_the_driver_for_the_executors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An executor may lack the driver's variable: the options carry the resolved flow
+    settings, while client settings keep their references (secrets resolve where clients are)."""
+    monkeypatch.setenv("MIRROR_TEST_TOPICS", "orders.*")
+    props = {**BASE, "A->B.topics": "${env:MIRROR_TEST_TOPICS}", "B.sasl.password": "${env:PW}"}
+    options = FlowContext.create(parse_config(props), "A->B").to_options()
+    monkeypatch.delenv("MIRROR_TEST_TOPICS")
+    executor = FlowContext.from_options(options)
+    assert executor.settings.topics == ("orders.*",)
+    assert executor.config.properties["B.sasl.password"] == "${env:PW}"

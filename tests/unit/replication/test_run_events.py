@@ -71,3 +71,23 @@ def test_a_target_that_fails_is_not_waited_for_again(monkeypatch: pytest.MonkeyP
     run.error(ValueError("boom"))  # never raises: the run's own error is what counts
     assert calls == ["A->B"]  # both flows write to B
     assert run_events.PUBLISH_TIMEOUT_S <= 5
+
+
+def test_the_end_of_a_run_waits_a_bounded_time_for_a_target_that_hangs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+    import time
+
+    release = threading.Event()
+    monkeypatch.setattr(events, "ensure_metrics_topic", lambda ctx, timeout_s=30: None)
+    monkeypatch.setattr(events, "publish", lambda ctx, evs, timeout_s=30: release.wait(30))
+    monkeypatch.setattr(run_events, "END_WAIT_S", 0.3)
+    run = RunEvents(CONFIG, ["A->B"], "continuous")
+    try:
+        run.start()
+        began = time.monotonic()
+        run.error(RuntimeError("the target is gone"))
+        assert time.monotonic() - began < 3  # END_WAIT_S, not the target's 30 s
+    finally:
+        release.set()
