@@ -93,7 +93,7 @@ def plan_group_moves(
             elif not is_idle_group(state_b, members_b):
                 action = f"refused: {members_b} active member(s) on {ctx.target} ({state_b})"
             elif down is None:
-                action = "refused: nothing of the partition replicated"
+                action = f"refused: {segments.why_unknown((topic, partition), upstream)}"
             elif now is not None and now >= down:
                 action = "kept (the target is at or past it)"
             else:

@@ -123,6 +123,16 @@ class SegmentView:
         index = self.indexes.get(tp)
         return None if index is None else index.translate(upstream)
 
+    def why_unknown(self, tp: TP, upstream: int) -> str:
+        """Why :meth:`translate` has no answer for ``upstream`` of ``tp``, for a report."""
+        floor = self.exact_from.get(tp, self.default_from)
+        if tp in self.indexes and -1 < floor < UNKNOWN and upstream < floor:
+            return (
+                f"older than the segments the metrics topic still keeps (from upstream offset "
+                f"{floor}; retention removed the older ones)"
+            )
+        return "nothing of the partition replicated"
+
     def settle(self, offsets: Mapping[GroupTP, int]) -> None:
         """After a cycle: keep the answers of offsets that did not move, and only the segments
         offsets that moved (or are new) can still need."""

@@ -169,7 +169,8 @@ def translate_consumer_offsets(
 
     Exact (D4): each offset becomes the target offset of the first record at or after it that
     was replicated, so the consumer neither re-reads nor skips a record. Fails for a partition
-    the flow has not replicated yet when its offset is past 0.
+    the flow has not replicated yet when its offset is past 0, and for an offset older than the
+    segments the metrics topic still keeps.
     """
     batch = offsets.batch_id if isinstance(offsets, CheckpointOffsets) else None
     positions = offsets.offsets if isinstance(offsets, CheckpointOffsets) else offsets
@@ -177,12 +178,19 @@ def translate_consumer_offsets(
     from mirror_lib.replication.translate import scan_segments  # lazy: confluent-kafka
 
     needed = {(t, p): u for t, parts in positions.items() for p, u in parts.items()}
-    indexes = scan_segments(ctx, needed).indexes  # back from the end, only as far as needed
+    scan = scan_segments(ctx, needed)  # back from the end, only as far as needed
     rows, topics = [], {}
     for topic, parts in sorted(positions.items()):
         topics[topic] = ctx.remote_topic(topic)
         for partition, upstream in sorted(parts.items()):
-            index = indexes.get((topic, partition))
+            floor = scan.floor.get((topic, partition))
+            if floor is not None and upstream < floor:
+                raise MirrorRuntimeError(
+                    f"{topic}[{partition}] at offset {upstream}: older than every segment "
+                    f"{ctx.metrics_topic} still keeps (they start at upstream offset {floor}; "
+                    "retention removed the older ones), so it cannot be translated exactly"
+                )
+            index = scan.indexes.get((topic, partition))
             down = None if index is None else index.translate(upstream)
             if down is None:
                 if upstream > 0:

@@ -89,9 +89,9 @@ class SegmentScan:
     """Segments read from the newest end of the metrics topic back to where they were enough.
 
     ``end``: the metrics topic's offset after the last record read (a reader goes on from there).
-    ``complete``: the scan reached the topic's start. Otherwise ``floor`` holds, per partition,
-    the lowest upstream offset of the segments read: a translation at or above it is what the
-    whole topic gives.
+    ``complete``: the scan read the whole topic, and it never lost a record. Otherwise ``floor``
+    holds, per partition, the lowest upstream offset of the segments read: a translation at or
+    above it is what the whole topic gives; below it, nothing is known.
     """
 
     indexes: dict[TP, SegmentIndex]
@@ -125,7 +125,7 @@ def scan_segments(
     floor: dict[TP, int] = {}
     # where a reader goes on from: after the last record read, never the broker's end offset,
     # which can be past a transaction still open (its records would never be read)
-    top, skipped, complete = end or 0, 0, True
+    top, skipped, complete = end or 0, 0, True  # a missing or empty topic: nothing replicated
     for part in read_back(reader_conf(ctx), ctx.metrics_topic, end, timeout_s, first):
         chunk: dict[TP, list[Segment]] = {}
         for msg in part.records:
@@ -139,8 +139,11 @@ def scan_segments(
                 floor[tp] = min(floor.get(tp, segments[0].upstream_start),
                                 *(g.upstream_start for g in segments))  # fmt: skip
         chunks.append(chunk)
-        if all(floor.get(tp, u + 1) <= u for tp, u in needed.items()):
-            complete = part.at_start
+        # only a topic that never lost a record (retention, DeleteRecords) holds each
+        # partition's first segment: below the lowest one kept, an offset has no answer (as in
+        # MM2, whose store answers -1 below its oldest sync), not that segment's start
+        complete = part.at_start and part.start == 0
+        if complete or all(floor.get(tp, u + 1) <= u for tp, u in needed.items()):
             break
     indexes: dict[TP, SegmentIndex] = {}
     while chunks:  # oldest first; each chunk is let go once it is in the indexes

@@ -10,10 +10,13 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 
 class FakeMessage:
-    """A consumed record: topic, partition, offset, key, value, CreateTime."""
+    """A consumed record: topic, partition, offset, key, value (default ``v<offset>``),
+    CreateTime."""
 
-    def __init__(self, topic: str, partition: int, offset: int, ts: int = 1000) -> None:
-        self._t, self._p, self._o, self._ts = topic, partition, offset, ts
+    def __init__(
+        self, topic: str, partition: int, offset: int, ts: int = 1000, value: bytes | None = None
+    ) -> None:
+        self._t, self._p, self._o, self._ts, self._v = topic, partition, offset, ts, value
 
     def topic(self) -> str:
         return self._t
@@ -28,7 +31,7 @@ class FakeMessage:
         return b"k%d" % self._o
 
     def value(self) -> bytes:
-        return b"v%d" % self._o
+        return b"v%d" % self._o if self._v is None else self._v
 
     def timestamp(self) -> tuple[int, int]:
         return (1, self._ts)

@@ -160,3 +160,30 @@ def test_a_scan_ends_after_the_last_record_read_not_at_the_brokers_end(monkeypat
     ctx = type("Ctx", (), {"metrics_topic": "m"})()
     scan = translate.scan_segments(ctx, {TP: 0})  # type: ignore[arg-type]
     assert (scan.end, scan.complete, scan.skipped) == (50, True, 2)
+
+
+def test_an_offset_older_than_the_segments_retention_kept_has_no_answer(monkeypatch) -> None:
+    """The metrics topic lost its first records to retention: an old offset below the oldest
+    segment kept must not translate to that segment's start, which would skip the records
+    replicated in between (MM2's store answers -1 there too)."""
+    from mirror_lib.kafka.reader import Chunk
+    from mirror_lib.replication import translate
+    from tests.helpers.fake_kafka import FakeMessage
+
+    records = [  # upstream 10000..19999 survive at metrics offsets 5000..5009
+        FakeMessage("m", 0, 5000 + i, value=_segments_value((us, us + 999, us, us + 999)))
+        for i, us in enumerate(range(10_000, 20_000, 1000))
+    ]
+    monkeypatch.setattr(translate, "reader_conf", lambda ctx: {})
+    monkeypatch.setattr(
+        translate, "read_back", lambda *a: iter([Chunk(5000, 5010, records, at_start=True)])
+    )
+    ctx = type("Ctx", (), {"metrics_topic": "m"})()
+    scan = translate.scan_segments(ctx, {TP: 500})  # type: ignore[arg-type]
+    assert not scan.complete and not scan.exact(TP, 500) and scan.exact(TP, 10_000)
+    view = SegmentView()
+    view.load(scan, {TP: 500})
+    assert view.translate(TP, 500) is None
+    assert "still keeps (from upstream offset 10000" in view.why_unknown(TP, 500)
+    assert view.translate(TP, 12_345) == 12_345
+    assert view.why_unknown(("u", 0), 5) == "nothing of the partition replicated"

@@ -114,3 +114,24 @@ def test_cli_translate_needs_a_group_or_a_consumer_offsets_source():
          "--target", "B", "--offsets-json", "{nope"], capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "--offsets-json" in out.stderr
+
+
+def test_an_offset_older_than_the_segments_kept_is_refused_not_moved_forward(monkeypatch):
+    """Retention removed the metrics topic's oldest segments: a query that stopped before them
+    gets an error naming the partition, not the first kept segment's start (records skipped)."""
+    from mirror_lib.config.parse import parse_config
+    from mirror_lib.offsets.segments import Segment, SegmentIndex
+    from mirror_lib.replication import translate
+    from mirror_lib.replication.spark_checkpoint import translate_consumer_offsets
+    from mirror_lib.replication.translate import SegmentScan
+
+    kept = {("orders", 0): SegmentIndex([Segment(10_000, 19_999, 10_000, 19_999)])}
+    scan = SegmentScan(kept, 5010, complete=False, floor={("orders", 0): 10_000})
+    monkeypatch.setattr(translate, "scan_segments", lambda ctx, needed: scan)
+    props = {"clusters": "A, B", "A->B.enabled": "true"}
+    props |= {"A.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": "127.0.0.1:2"}
+    config = parse_config(props)
+    restart = translate_consumer_offsets(config, {"orders": {0: 12_000}}, "A", "B")
+    assert [r["offset"] for r in restart.rows] == [12_000]
+    with pytest.raises(MirrorRuntimeError, match=r"orders\[0\] at offset 500: older than"):
+        translate_consumer_offsets(config, {"orders": {0: 500}}, "A", "B")
