@@ -31,7 +31,7 @@ from mirror_lib.kafka.admin_ops import (
 )
 
 # fmt: off
-_AUTH = frozenset({
+AUTH_ERRORS = frozenset({  # credentials or ACLs: never worth retrying
     "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
     "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
@@ -46,11 +46,19 @@ _TRANSIENT = frozenset({
 def map_kafka_error(err: KafkaError, what: str) -> BrokerError:
     """Map a KafkaError to BrokerError/UnsupportedOperationError/SecurityDisabledError."""
     name = err.name()
-    if name in UNSUPPORTED_ERRORS or name in _AUTH:
+    if name in UNSUPPORTED_ERRORS or name in AUTH_ERRORS:
         transient = False
     else:
         transient = name in _TRANSIENT or bool(err.retriable())
     return broker_error(f"{what}: {name}: {err.str()}", name, transient=transient)
+
+
+def lookup_error(message: str, exc: KafkaException) -> BrokerError:
+    """A failed read or lookup: transient (an outage, retried) unless credentials or ACLs were
+    refused, which no retry mends."""
+    err = exc.args[0] if exc.args else None
+    name = err.name() if isinstance(err, KafkaError) else ""
+    return broker_error(f"{message}: {err}", name, transient=name not in AUTH_ERRORS)
 
 
 def admin_client(conf: Mapping[str, Any], where: str = "") -> ka.AdminClient:

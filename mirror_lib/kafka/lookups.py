@@ -13,8 +13,7 @@ try:  # confluent-kafka >= 2.3
 except ImportError:  # pragma: no cover
     from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
 
-from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.admin import future_result
+from mirror_lib.kafka.admin import future_result, lookup_error
 
 TP = tuple[str, int]
 
@@ -35,8 +34,7 @@ def list_topic_partitions(admin: AdminClient, timeout_s: float = 30) -> dict[str
     try:
         md = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
-        what = named(admin, "listing topics")
-        raise BrokerError(f"{what} failed: {exc.args[0]}", transient=True) from exc
+        raise lookup_error(f"{named(admin, 'listing topics')} failed", exc) from exc
     return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
 

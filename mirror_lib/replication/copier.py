@@ -27,6 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError, DataLossError
+from mirror_lib.kafka.admin import AUTH_ERRORS
 from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
@@ -281,6 +282,8 @@ class SliceCopy:
         for w in list(self.writers):
             self._guard(w, self._commit, w, wait=True)
         for w in list(self.writers):
+            self._guard(w, w.refresh_ledger)
+        for w in list(self.writers):
             self._guard(w, w.settle_syncs)
 
     def _drop_laggards(self, reader: Reader) -> None:
@@ -375,10 +378,20 @@ class SliceCopy:
         where = f"{msg.topic()}[{msg.partition()}]"
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             positions = [w.parts[tp].expect for w in reader.writers if tp in w.parts]
+            gone = f"{where}: the records from offset {min(positions) if positions else '?'} are "
+            if self.ctx.settings.on_gap == "skip":  # the planner records the gap and skips it
+                log.warning("%sno longer on %s: ending the slice", gone, self.ctx.where("source"))
+                self.end_early = True
+                return
             raise DataLossError(
-                f"{where}: the records from offset {min(positions) if positions else '?'} are no "
-                f"longer on {self.ctx.where('source')} ({err.str()}); nothing after them was "
-                "copied, the next slice records the gap"
+                f"{gone}no longer on {self.ctx.where('source')} ({err.str()}); nothing after "
+                f"them was copied. A restart records the gap and stops there again unless "
+                f"{self.ctx.flow.name}.mirror.on.gap=skip"
+            )
+        if err.name() in AUTH_ERRORS:  # as MM2's task: credentials or ACLs, not an outage
+            raise BrokerError(
+                f"consuming {where} from {self.ctx.where('source')} failed: {err.str()}",
+                transient=False,
             )
         if code in _GONE:  # deleted (maybe re-created): the planner decides between slices
             log.warning(

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.admin import admin_client
+from mirror_lib.kafka.admin import admin_client, lookup_error
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wait_futures
 from mirror_lib.replication.context import FlowContext, stable_slot
 
@@ -68,11 +68,8 @@ def read_ledger(
         try:
             committed = consumer.committed(tps, timeout=timeout_s)
         except KafkaException as exc:
-            err = exc.args[0]
-            raise BrokerError(
-                f"reading the delivery ledger{' on ' + where if where else ''} failed: {err}",
-                transient=True,
-            ) from exc
+            where_ = f" on {where}" if where else ""
+            raise lookup_error(f"reading the delivery ledger{where_} failed", exc) from exc
         failed = [tp for tp in committed if tp.error is not None]
         if not failed:
             return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
@@ -94,8 +91,8 @@ class LedgerView:
     """Driver-side reads and first writes of a flow's ledger, one consumer per slot group.
 
     Used between slices (planner) and while waiting for a catch-up (runner), never by copy
-    tasks. A partition whose slot changed (``tasks.max`` changed after a clean stop) is found
-    in the group of its former slot and carried over, so it does not start again.
+    tasks. A partition whose slot changed (``tasks.max`` changed) is found in the group of its
+    former slot and carried over, so it does not start again.
     """
 
     def __init__(self, ctx: FlowContext) -> None:
@@ -107,12 +104,16 @@ class LedgerView:
             self._consumers[slot] = ledger_consumer(self.ctx, slot, stable=False)
         return self._consumers[slot]
 
-    def positions(self, partitions: Iterable[TP], timeout_s: float = 30) -> dict[TP, int]:
-        """Next upstream offset per upstream ``(topic, partition)`` that has a ledger entry."""
+    def positions(
+        self, partitions: Iterable[TP], timeout_s: float = 30, tasks: int | None = None
+    ) -> dict[TP, int]:
+        """Next upstream offset per upstream ``(topic, partition)`` that has a ledger entry, in
+        the groups of the slots of ``tasks`` slots (default: ``tasks.max``)."""
         ctx = self.ctx
+        tasks = tasks or ctx.settings.tasks
         by_slot: dict[int, list[TP]] = {}
         for topic, p in partitions:
-            by_slot.setdefault(stable_slot(topic, p, ctx.settings.tasks), []).append((topic, p))
+            by_slot.setdefault(stable_slot(topic, p, tasks), []).append((topic, p))
         out: dict[TP, int] = {}
         for slot, tps in sorted(by_slot.items()):
             remote = {(ctx.remote_topic(t), p): (t, p) for t, p in tps}
@@ -120,6 +121,23 @@ class LedgerView:
             for rtp, offset in ledger.items():
                 out[remote[rtp]] = offset
         return out
+
+    def carried_positions(
+        self, partitions: list[TP], last_tasks: int | None
+    ) -> tuple[dict[TP, int], dict[TP, int]]:
+        """``(positions, carried)`` after ``tasks.max`` changed from ``last_tasks`` (the last
+        slice's): a partition whose slot changed is read in its former slot's group, which the
+        last slice wrote, never in its new slot's group, which may hold an entry from before an
+        earlier change (4 -> 2 -> 4 slots). ``carried`` must be written into the new groups."""
+        delivered = self.positions(partitions)
+        if not last_tasks or last_tasks == self.ctx.settings.tasks:
+            return delivered, {}
+        tasks = self.ctx.settings.tasks
+        moved = [tp for tp in partitions if stable_slot(*tp, last_tasks) != stable_slot(*tp, tasks)]
+        carried = self.positions(moved, tasks=last_tasks)
+        for tp in moved:
+            delivered.pop(tp, None)
+        return delivered | carried, carried
 
     def former_positions(self, partitions: Iterable[TP], timeout_s: float = 30) -> dict[TP, int]:
         """Entries of ``partitions`` in ledger groups of other slot counts (largest offset)."""

@@ -105,6 +105,9 @@ class TargetWriter:
         self.txn_start = 0.0
         self.txn_records = self.txn_bytes = 0
         self.aborts_unreported = 0  # aborted transactions, told in the next batch events
+        # the broker expires a ledger entry not written for offsets.retention.minutes (7 days by
+        # default): each slice's first commit writes every partition's position, moved or not
+        self.ledger_fresh = False
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
         init_s = FANOUT_INIT_S if fanout else 60.0
@@ -368,7 +371,8 @@ class TargetWriter:
 
         for topic, k, v in out:
             self.producer.produce(topic, v, k, partition=0, on_delivery=delivered)
-        ledger = {(part.remote, part.partition): part.expect for part in moved.values()}
+        written = moved.values() if self.ledger_fresh else self.parts.values()
+        ledger = {(part.remote, part.partition): part.expect for part in written}
         try:
             if self.eos:
                 self.producer.send_offsets_to_transaction(
@@ -387,13 +391,15 @@ class TargetWriter:
         except KafkaException as exc:
             raise commit_error(exc.args[0], failed, ctx.where("target")) from exc
         self.in_txn = False
+        self.ledger_fresh = True
         if out:
             self.aborts_unreported = 0
         if syncs and not ctx.offset_syncs_on_target:
             if self.source_syncs is None:
                 self.source_syncs = PlainProducer(ctx, "source")
             self.source_syncs.write(ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs])
-        self.result.transactions += 1
+        if moved or out:  # not a ledger refresh alone
+            self.result.transactions += 1
         for part in moved.values():
             part.committed = part.expect
             self.result.records += part.n
@@ -406,6 +412,14 @@ class TargetWriter:
             if wait and self.in_txn:
                 return self.commit(watermarks, wait=True)
         return True
+
+    def refresh_ledger(self) -> None:
+        """At a slice's end: a slice that committed nothing writes its partitions' positions
+        unchanged, in a transaction of their own, so an idle partition's entry never expires."""
+        if self.ledger_fresh or self.in_txn or not self.parts:
+            return
+        self._begin()
+        self.commit(lambda _tp: (-1, -1))
 
     def _flush_limit(self) -> float:
         """How long a waiting commit may wait for acknowledgements (in a fan-out group, what is

@@ -8,9 +8,9 @@ creates missing remote topics, reads where each partition stands from the delive
 (:mod:`mirror_lib.replication.ledger`, the truth about what was delivered), writes start
 positions for partitions seen for the first time, and checks for vanished ranges (D10).
 
-Offsets (JSON, string keys): ``{"v": 2, "slice": n, "topics": {topic: {"id": id, "n": count,
-"p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice ended; a
-replayed slice simply continues from the ledger. With the ``until`` option (``--once``) a slice
+Offsets (JSON, string keys): ``{"v": 2, "slice": n, "k": tasks.max, "topics": {topic: {"id": id,
+"n": count, "p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice
+ended; a replayed slice simply continues from the ledger, in the slots of its ``k``. With the ``until`` option (``--once``) a slice
 copies only up to those offsets, and no new slice is planned once the ledger reached them.
 """
 
@@ -180,7 +180,9 @@ class SlicePlanner(DataSourceStreamReader):
             try:
                 if group.fanout:
                     list_topic_partitions(self._admin(ctx, "target"), PROBE_S)
-                per_flow[ctx.flow.name] = self._plan_flow(ctx, counts, ids, bounds, previous, first)
+                per_flow[ctx.flow.name] = self._plan_flow(
+                    ctx, counts, ids, bounds, start or {}, first
+                )
             except BrokerError as exc:
                 if not (group.fanout and exc.transient):
                     raise
@@ -202,6 +204,7 @@ class SlicePlanner(DataSourceStreamReader):
         return {
             "v": 2,
             "slice": int((start or {}).get("slice", 0)),
+            "k": self.ctx.settings.tasks,
             "topics": dict(sorted(topics.items())),
         }
 
@@ -211,10 +214,11 @@ class SlicePlanner(DataSourceStreamReader):
         counts: dict[str, int],
         ids: dict[str, str],
         bounds: dict[TP, tuple[int, int]],
-        previous: dict[str, Any],
+        last: dict[str, Any],
         first: bool,
     ) -> dict[TP, int]:
-        """Where each partition of one flow continues; writes first start positions."""
+        """Where each partition of one flow continues after the ``last`` plan; writes first
+        start positions, and positions carried to a new slot."""
         if ctx.flow.name not in self._internal_ready:
             self._ensure_internal(ctx)
         mine = {t: n for t, n in counts.items() if ctx.should_replicate(t)}
@@ -227,21 +231,24 @@ class SlicePlanner(DataSourceStreamReader):
             for p in range(min(n, target_counts.get(ctx.remote_topic(t), 0)))
         ]
         ledger = self.ledger(ctx)
-        delivered = ledger.positions(tps)
+        previous = last.get("topics", {})
+        delivered, starts = ledger.carried_positions(tps, last.get("k"))
         missing = [tp for tp in tps if tp not in delivered]
         former = ledger.former_positions(missing) if missing else {}
-        starts: dict[TP, int] = {}
         pos_of: dict[TP, int] = {}
         for topic, p in tps:
             lo, hi = bounds[(topic, p)]
             pos = delivered.get((topic, p))
             old = previous.get(topic)
-            if pos is not None and old is not None and old.get("id") not in (None, ids.get(topic)):
+            same = old is not None and old.get("id") in (None, ids.get(topic))
+            if pos is not None and old is not None and not same:
                 pos = starts[(topic, p)] = self._gap(
                     ctx, topic, p, pos, lo, hi, "topic was deleted and re-created"
                 )
             elif pos is None:
-                pos = former.get((topic, p))
+                pos = _lost_entry(ctx, topic, p, old["p"].get(str(p)) if same else None)
+                if pos is None:
+                    pos = former.get((topic, p))
                 if pos is None:
                     latest = first and ctx.starting_offsets == "latest"
                     pos = hi if latest else lo
@@ -310,7 +317,8 @@ class SlicePlanner(DataSourceStreamReader):
         self._position = end
         if end.get("slice") == start.get("slice") and end.get("v") == start.get("v"):
             return []
-        tasks = self.ctx.settings.tasks
+        # a replayed slice keeps the slots it was planned with: the ledger groups it wrote
+        tasks = int(end.get("k") or self.ctx.settings.tasks)
         counts = {t: int(e["c"]) for t, e in end.get("topics", {}).items() if "c" in e}
         # planned topics only: a vanished one is remembered with its id but not read
         ids = {t: e["id"] for t, e in end.get("topics", {}).items() if e.get("id") and "c" in e}
@@ -343,6 +351,21 @@ def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
         for topic, entry in (plan or {}).get("topics", {}).items()
         for p, pos in entry.get("p", {}).items()
     }
+
+
+def _lost_entry(ctx: FlowContext, topic: str, p: int, planned: Any) -> int | None:
+    """The last plan's position of a partition whose ledger entry is gone: the broker expires
+    a group's offset not committed for ``offsets.retention.minutes``, or the group was deleted.
+    Never more than was delivered, and exact when the partition stayed idle since."""
+    if planned is None:
+        return None
+    log.warning(
+        "%s: no delivery ledger entry for %s[%d] although the last slice started it at %s "
+        "(expired after the target's offsets.retention.minutes, or its group was deleted): "
+        "going on from there",
+        ctx.label, topic, p, planned,
+    )  # fmt: skip
+    return int(planned)
 
 
 def _best_effort(call: Any, what: str) -> None:

@@ -50,6 +50,17 @@ class FakeEof(FakeMessage):
         return KafkaError(KafkaError._PARTITION_EOF)
 
 
+class FakeErrorEvent(FakeMessage):
+    """A consumer error event of ``code`` on a partition, as librdkafka delivers it."""
+
+    def __init__(self, topic: str, partition: int, code: int) -> None:
+        super().__init__(topic, partition, -1)
+        self._code = code
+
+    def error(self) -> KafkaError:  # type: ignore[override]
+        return KafkaError(self._code)
+
+
 class _Delivered:
     def __init__(self, offset: int) -> None:
         self._o = offset

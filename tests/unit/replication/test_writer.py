@@ -281,3 +281,44 @@ def test_offset_syncs_not_acknowledged_at_the_slice_end_name_their_topic(monkeyp
     with pytest.raises(BrokerError, match=r"writing to mm2-offset-syncs\.C\.internal on ") as exc:
         w.settle_syncs()
     assert exc.value.transient
+
+
+def _two_partition_writer(monkeypatch) -> tuple[TargetWriter, FakeProducer]:
+    ctx = FlowContext.create(parse_config(PROPS), "A->B")
+    producer = FakeProducer()
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: producer)
+    positions = {("A.T", 0): 0, ("A.T", 1): 70}
+    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: FakeLedger(positions))
+    w = TargetWriter(ctx, 0, [("T", 0), ("T", 1)], until={}, options_key="k", fanout=False)
+    w.start()
+    return w, producer
+
+
+def _ledger_by_partition(offsets) -> dict[tuple[str, int], int]:
+    return {(tp.topic, tp.partition): tp.offset for tp in offsets}
+
+
+def test_each_slice_writes_every_partitions_ledger_entry_once_so_none_expires(monkeypatch):
+    """The broker drops a group's offset of a partition not committed for
+    offsets.retention.minutes: an idle partition's entry is written again in every slice."""
+    w, producer = _two_partition_writer(monkeypatch)
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    w.accept(("T", 0), _records(10, 19), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    first, second = (_ledger_by_partition(c) for c in producer.committed)
+    assert first == {("A.T", 0): 10, ("A.T", 1): 70}  # the idle partition too
+    assert second == {("A.T", 0): 20}  # only what moved
+    w.refresh_ledger()  # the slice committed: nothing more
+    assert len(producer.committed) == 2 and w.result.transactions == 2
+
+
+def test_a_slice_that_copied_nothing_writes_its_ledger_positions_unchanged(monkeypatch):
+    w, producer = _two_partition_writer(monkeypatch)
+    w.refresh_ledger()
+    assert [_ledger_by_partition(c) for c in producer.committed] == [
+        {("A.T", 0): 0, ("A.T", 1): 70}
+    ]
+    assert producer.log == {} and w.result.transactions == 0  # no records, no metrics
+    w.refresh_ledger()
+    assert len(producer.committed) == 1

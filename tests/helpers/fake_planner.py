@@ -1,0 +1,110 @@
+"""A source and target cluster in memory for the slice planner: topics, bounds and the ledger
+groups, so planning can be tested without brokers or Spark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.replication import ledger as ledger_module
+from mirror_lib.replication.read_group import ReadGroup
+from mirror_lib.spark import source as source_module
+
+TP = tuple[str, int]
+
+
+@dataclass
+class Clusters:
+    """What the planner sees; ``groups[group][(remote topic, partition)]`` is a ledger entry."""
+
+    topics: dict[str, int] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)
+    bounds: dict[TP, tuple[int, int]] = field(default_factory=dict)
+    groups: dict[str, dict[TP, int]] = field(default_factory=dict)
+    events: list[dict] = field(default_factory=list)
+
+    def remote_counts(self) -> dict[str, int]:
+        return {f"A.{t}": n for t, n in self.topics.items()}
+
+
+class _Admin:
+    def __init__(self, side: str) -> None:
+        self.side = side
+
+
+class _LedgerConsumer:
+    def __init__(self, clusters: Clusters, group: str) -> None:
+        self.clusters, self.group = clusters, group
+
+    def committed(self, tps: list[Any], timeout: float = 0) -> list[Any]:
+        entries = self.clusters.groups.get(self.group, {})
+        for tp in tps:
+            tp.offset = entries.get((tp.topic, tp.partition), -1001)
+        return tps
+
+    def commit(self, offsets: list[Any], asynchronous: bool = False) -> None:
+        entries = self.clusters.groups.setdefault(self.group, {})
+        for tp in offsets:
+            entries[(tp.topic, tp.partition)] = tp.offset
+
+    def close(self) -> None:
+        pass
+
+
+class _Syncer:
+    def create_missing(self, topics: list[str]) -> None:
+        pass
+
+    def sync_partitions(self) -> None:
+        pass
+
+    def sync_configs(self) -> None:
+        pass
+
+    def sync_acls(self) -> None:
+        pass
+
+
+def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
+    """Point the planner's lookups, ledger reads and event writes at ``clusters``."""
+
+    def listing(admin: _Admin, timeout_s: float = 30) -> dict[str, int]:
+        return dict(clusters.topics) if admin.side == "source" else clusters.remote_counts()
+
+    def former(view: Any, partitions: Any, timeout_s: float = 30) -> dict[TP, int]:
+        wanted = {(view.ctx.remote_topic(t), p): (t, p) for t, p in partitions}
+        out: dict[TP, int] = {}
+        for entries in clusters.groups.values():
+            for rtp, offset in entries.items():
+                if rtp in wanted:
+                    out[wanted[rtp]] = max(offset, out.get(wanted[rtp], -1))
+        return out
+
+    monkeypatch.setattr(source_module, "list_topic_partitions", listing)
+    ids = lambda _a, topics, *_x: {t: clusters.ids[t] for t in topics}  # noqa: E731
+    bounds = lambda _a, tps, *_x: {tp: clusters.bounds[tp] for tp in tps}  # noqa: E731
+    monkeypatch.setattr(source_module, "topic_ids", ids)
+    monkeypatch.setattr(source_module, "partition_bounds", bounds)
+    monkeypatch.setattr(
+        ledger_module,
+        "ledger_consumer",
+        lambda ctx, slot, stable=True: _LedgerConsumer(clusters, ctx.ledger_group(slot)),
+    )
+    monkeypatch.setattr(ledger_module.LedgerView, "former_positions", former)
+    monkeypatch.setattr(
+        source_module.events, "publish", lambda ctx, evs, *a, **k: clusters.events.extend(evs)
+    )
+    monkeypatch.setattr(source_module.events, "ensure_internal_topics", lambda ctx: None)
+
+
+def planner(props: dict[str, str]) -> source_module.SlicePlanner:
+    """A planner of flow ``A->B`` over the faked clusters (see :func:`fake_clusters`)."""
+    group = ReadGroup.create(parse_config(props), "A->B")
+    planner = source_module.SlicePlanner(group.to_options())
+    planner._group = group
+    planner._admin = lambda ctx, side: _Admin(side)  # type: ignore[method-assign]
+    planner._topic_syncer = lambda ctx: _Syncer()  # type: ignore[method-assign]
+    return planner
