@@ -32,9 +32,15 @@ _PASSING = {  # delivery failures an outage causes: the run retries them
 }
 
 
+# a topic deleted on the target (the metrics or offset-syncs topic, or a remote topic): the
+# restarted query's planner creates it again
+_GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+
 def _passing(err: KafkaError) -> bool:
     """An error an outage causes, that the run retries (not a fenced producer)."""
-    return (err.retriable() or err.code() in _PASSING) and err.code() not in _FENCED
+    code = err.code()
+    return (err.retriable() or code in _PASSING or code in _GONE) and code not in _FENCED
 
 
 def passing_code(code: int) -> bool:

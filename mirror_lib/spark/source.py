@@ -10,8 +10,9 @@ positions for partitions seen for the first time, and checks for vanished ranges
 
 Offsets (JSON, string keys): ``{"v": 2, "slice": n, "k": tasks.max, "topics": {topic: {"id": id,
 "n": count, "p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice
-ended; a replayed slice simply continues from the ledger, in the slots of its ``k``. With the ``until`` option (``--once``) a slice
-copies only up to those offsets, and no new slice is planned once the ledger reached them.
+ended; a replayed slice simply continues from the ledger, in the slots of its ``k``. With the
+``until`` option (``--once``) a slice copies only up to those offsets, and no new slice is planned
+once the ledger reached them.
 """
 
 from __future__ import annotations
