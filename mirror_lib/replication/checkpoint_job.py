@@ -52,6 +52,13 @@ class CheckpointState:
     #: the source's groups as first listed, kept with ``refresh.groups.enabled = false``
     fixed_groups: tuple[str, ...] | None = None
 
+    def reread_checkpoints(self) -> None:
+        """Forget the checkpoints known so far; the next cycle reads the topic again from its
+        start (MM2 reloads its checkpoint store when a failed task restarts)."""
+        self.store = CheckpointStore()
+        self.checkpoints_position = 0
+        self.skipped = 0
+
 
 def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
     """Read checkpoints written since the last cycle, by this or any other process."""
@@ -164,7 +171,13 @@ def run_checkpoints(
             store=state.store,
         )
     if emitted and s.emit_checkpoints:
-        _write_checkpoints(ctx, emitted)
+        try:
+            _write_checkpoints(ctx, emitted)
+        except BaseException:
+            # the store already holds them, and whether a failed commit landed is unknown: the
+            # topic says what was written, so that a retry emits what was not
+            state.reread_checkpoints()
+            raise
     now = time.monotonic()
     due = now - state.last_group_sync >= s.sync_group_offsets_interval or force_group_sync
     if s.sync_group_offsets and due:
