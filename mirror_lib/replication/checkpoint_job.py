@@ -61,16 +61,20 @@ class CheckpointState:
 
 
 def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
-    """Read checkpoints written since the last cycle, by this or any other process."""
+    """Read checkpoints written since the last cycle, by this or any other process; only those
+    of groups the flow checkpoints, as MM2's store holds only its task's groups."""
     checkpoints = []
     for msg in read_topic(
         reader_conf(ctx), ctx.checkpoints_topic, start=state.checkpoints_position
     ):
         state.checkpoints_position = msg.offset() + 1
         try:
-            checkpoints.append(Checkpoint.decode(msg.key(), msg.value()))
+            cp = Checkpoint.decode(msg.key(), msg.value())
         except DecodeError:
             state.skipped += 1
+            continue
+        if ctx.should_checkpoint_group(cp.group):
+            checkpoints.append(cp)
     state.store.load(checkpoints)
 
 

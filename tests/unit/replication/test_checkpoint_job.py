@@ -71,6 +71,13 @@ def _state() -> CheckpointState:
     return CheckpointState(segments=view)
 
 
+def _write_earlier(c: Clusters, *checkpoints: Checkpoint) -> None:
+    """Checkpoints already on B's checkpoints topic (an earlier run, or another process)."""
+    for cp in checkpoints:
+        c.log.produce("A.checkpoints.internal", cp.value(), cp.key(), partition=0)
+    c.log.flush()
+
+
 def test_a_checkpoint_whose_write_failed_is_written_by_the_next_cycle(clusters) -> None:
     """The job is retried with the same state after a transient failure (CompanionJob); the
     checkpoint that was not written must not count as written then."""
@@ -85,3 +92,16 @@ def test_a_checkpoint_whose_write_failed_is_written_by_the_next_cycle(clusters) 
     assert run_checkpoints(ctx, state) == (1, 0)
     assert clusters.checkpoints() == [Checkpoint("app", "A.orders", 0, 700, 700 + SHIFT)]
     assert run_checkpoints(ctx, state) == (0, 0)  # written once: suppressed from now on
+
+
+def test_group_sync_leaves_groups_the_flow_excludes_alone(clusters) -> None:
+    """A group excluded after it was checkpointed keeps its offsets on B (MM2's checkpoint store
+    holds only the task's groups)."""
+    ctx = _ctx(**{"sync.group.offsets.enabled": "true", "A->B.groups.exclude": "legacy"})
+    _write_earlier(clusters, Checkpoint("legacy", "A.orders", 0, 400, 400 + SHIFT))
+    clusters.target.offsets["legacy"] = {("A.orders", 0): (100, "")}  # reset on B on purpose
+    clusters.source.offsets["app"] = {("orders", 0): (700, "")}
+
+    run_checkpoints(ctx, _state(), force_group_sync=True)
+    assert clusters.target.offsets["legacy"] == {("A.orders", 0): (100, "")}
+    assert [a[0] for a in clusters.target.altered] == ["app"]  # the sync itself ran
