@@ -3,6 +3,7 @@
 It translates the committed offsets of A's consumer groups with the flow's exact segments, writes
 MM2 Checkpoint records to ``A.checkpoints.internal`` on B (never backwards unless the group
 rewound), and, with ``sync.group.offsets.enabled``, moves idle groups' offsets on B forward.
+With ``emit.checkpoints.enabled = false`` there is no job, as in MM2: no checkpoints, no sync.
 Its state (latest checkpoints, segments) is rebuilt from Kafka when a worker has no cached copy.
 """
 
@@ -149,10 +150,14 @@ def run_checkpoints(
 
     ``state``: the job's reading so far (None: a one-off cycle that reads from the start).
     ``force_group_sync`` syncs group offsets now instead of waiting for their interval.
+    With ``emit.checkpoints.enabled = false`` it does nothing, group sync included: MM2's
+    checkpoint connector has no tasks then.
     """
+    s = ctx.settings
+    if not s.emit_checkpoints:
+        return 0, 0
     state = state if state is not None else CheckpointState()
     _add_checkpoints(ctx, state)
-    s = ctx.settings
     groups = _source_groups(ctx, admin_client(ctx.client("source", "admin")), state)
     offsets = {
         (group, tp): upstream
@@ -174,7 +179,7 @@ def run_checkpoints(
             should_replicate_topic=ctx.should_replicate,
             store=state.store,
         )
-    if emitted and s.emit_checkpoints:
+    if emitted:
         try:
             _write_checkpoints(ctx, emitted)
         except BaseException:

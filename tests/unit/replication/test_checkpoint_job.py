@@ -105,3 +105,13 @@ def test_group_sync_leaves_groups_the_flow_excludes_alone(clusters) -> None:
     run_checkpoints(ctx, _state(), force_group_sync=True)
     assert clusters.target.offsets["legacy"] == {("A.orders", 0): (100, "")}
     assert [a[0] for a in clusters.target.altered] == ["app"]  # the sync itself ran
+
+
+def test_without_emitted_checkpoints_nothing_is_written_nor_synced(clusters) -> None:
+    """emit.checkpoints.enabled = false: MM2's checkpoint connector has no tasks, so no group
+    sync either; and the cycle does not count checkpoints it did not write."""
+    ctx = _ctx(**{"emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "true"})
+    clusters.source.offsets["app"] = {("orders", 0): (700, "")}
+
+    assert run_checkpoints(ctx, _state(), force_group_sync=True) == (0, 0)
+    assert clusters.checkpoints() == [] and clusters.target.altered == []
