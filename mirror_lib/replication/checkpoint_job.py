@@ -123,16 +123,21 @@ def _sync_group_offsets(ctx: FlowContext, state: CheckpointState) -> int:
             admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]), "offsets"
         )
         target = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
+        latest = state.store.latest(group)
         plan = group_offsets_to_sync(
-            checkpoints=state.store.latest(group),
+            checkpoints=latest,
             target_state=str(desc.state.name) if desc.state is not None else None,
             target_members=len(desc.members),
             target_offsets=target,
         )
         if not plan:
             continue
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, off) for (t, p), off in sorted(plan.items())]
+        request = ConsumerGroupTopicPartitions(  # with the commit's metadata, as MM2
+            group,
+            [
+                TopicPartition(t, p, off, metadata=latest[(t, p)].metadata)
+                for (t, p), off in sorted(plan.items())
+            ],
         )
         try:
             _wait(admin.alter_consumer_group_offsets([request]), "alter group offsets")

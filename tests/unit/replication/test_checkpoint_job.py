@@ -115,3 +115,12 @@ def test_without_emitted_checkpoints_nothing_is_written_nor_synced(clusters) -> 
 
     assert run_checkpoints(ctx, _state(), force_group_sync=True) == (0, 0)
     assert clusters.checkpoints() == [] and clusters.target.altered == []
+
+
+def test_group_sync_commits_the_checkpoint_with_its_metadata(clusters) -> None:
+    """MM2 writes a group's offset on B with the upstream commit's metadata."""
+    ctx = _ctx(**{"sync.group.offsets.enabled": "true"})
+    clusters.source.offsets["app"] = {("orders", 0): (700, "app-v2")}
+
+    assert run_checkpoints(ctx, _state(), force_group_sync=True) == (1, 0)
+    assert clusters.target.altered == [("app", "A.orders", 0, 700 + SHIFT, "app-v2")]
