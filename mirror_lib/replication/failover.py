@@ -8,6 +8,7 @@ with ``apply``, commits them - refusing a group that has active members there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -24,12 +25,14 @@ from mirror_lib.tables.location import tables_root
 
 @dataclass(frozen=True)
 class TranslatedOffset:
-    """One partition of a group on the target: translated offset and the current one."""
+    """One partition of a group on the target: translated offset, the current one and the
+    commit metadata of the checkpoint."""
 
     topic: str
     partition: int
     offset: int
     current: int | None = None
+    metadata: str = ""
 
     def as_dict(self) -> dict[str, int | str]:
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
@@ -41,8 +44,11 @@ def translate_group(
     """Translated offsets of ``group`` on ``target`` for the flow source->target, per partition."""
     config.flow(f"{source}->{target}")
     client = MirrorClient.from_config(config, target, config.flow(f"{source}->{target}").policy())
-    offsets = client.remote_consumer_offsets(group, source)
-    return [TranslatedOffset(t, p, off) for (t, p), off in sorted(offsets.items())]
+    checkpoints = client.remote_checkpoints(group, source)
+    return [
+        TranslatedOffset(t, p, cp.downstream_offset, metadata=cp.metadata)
+        for (t, p), cp in sorted(checkpoints.items())
+    ]
 
 
 def _admin(config: MirrorConfig, alias: str) -> AdminClient:
@@ -87,7 +93,9 @@ def failover_group(
     ).values()
     now = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
     rows = [
-        TranslatedOffset(o.topic, o.partition, o.offset, now.get((o.topic, o.partition)))
+        TranslatedOffset(
+            o.topic, o.partition, o.offset, now.get((o.topic, o.partition)), o.metadata
+        )
         for o in offsets
     ]
     if not apply:
@@ -99,7 +107,8 @@ def failover_group(
             f"({len(desc.members)} listed): stop its consumers first; no offsets were changed"
         )
     request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(o.topic, o.partition, o.offset) for o in offsets]
+        group,
+        [TopicPartition(o.topic, o.partition, o.offset, metadata=o.metadata) for o in offsets],
     )
     wait_futures(
         admin.alter_consumer_group_offsets([request]),
@@ -125,11 +134,14 @@ def translate_group_as_of(
     from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 
     table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
-    latest: dict[tuple[str, int], tuple[int, int]] = {}
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
     for row in table.to_pylist():
         if (row["group_id"], row["source"], row["target"]) != (group, source, target):
             continue
         key = (row["topic"], row["partition"])
-        if key not in latest or row["kafka_offset"] > latest[key][0]:
-            latest[key] = (row["kafka_offset"], row["downstream_offset"])
-    return [TranslatedOffset(t, p, off) for (t, p), (_k, off) in sorted(latest.items())]
+        if key not in latest or row["kafka_offset"] > latest[key]["kafka_offset"]:
+            latest[key] = row
+    return [
+        TranslatedOffset(t, p, row["downstream_offset"], metadata=row["metadata"] or "")
+        for (t, p), row in sorted(latest.items())
+    ]
