@@ -30,6 +30,7 @@ _API: dict[str, str] = {
     # failover, cutover, verify
     "translate_group": "mirror_lib.replication.failover",
     "failover_group": "mirror_lib.replication.failover",
+    "format_failover": "mirror_lib.replication.failover",
     "failover_overview": "mirror_lib.spark.failover_view",
     "CutoverOptions": "mirror_lib.replication.cutover",
     "run_cutover": "mirror_lib.replication.cutover",

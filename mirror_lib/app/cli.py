@@ -80,13 +80,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _print_offsets(rows: list, as_json: bool, with_current: bool = False) -> None:
     if as_json:
-        print(json.dumps([r.as_dict() for r in rows]))
+        extra = ("current", "action") if with_current else ()
+        print(json.dumps([{**r.as_dict(), **{k: getattr(r, k) for k in extra}} for r in rows]))
         return
-    print(f"{'topic':<40} {'partition':>9} {'offset':>12}" + (f" {'current':>12}" * with_current))
+    head = f"{'topic':<40} {'partition':>9} {'offset':>12}"
+    print(head + (f" {'current':>12}  action" if with_current else ""))
     for r in rows:
         line = f"{r.topic:<40} {r.partition:>9} {r.offset:>12}"
         if with_current:
-            line += f" {'-' if r.current is None else r.current:>12}"
+            line += f" {'-' if r.current is None else r.current:>12}  {r.action}"
         print(line)
 
 
@@ -105,14 +107,15 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 def _cmd_failover(args: argparse.Namespace) -> int:
     # lazy: confluent-kafka, needed by the Kafka commands only
-    from mirror_lib.replication.failover import failover_group
+    from mirror_lib.replication.failover import failover_group, format_failover
 
     config = load_config(args.config)
-    rows = failover_group(config, args.group, args.source, args.target, apply=args.apply)
+    rows = failover_group(
+        config, args.group, args.source, args.target, apply=args.apply, rewind=args.rewind
+    )
     _print_offsets(rows, args.json, with_current=True)
     if not args.json:
-        verb = "committed" if args.apply else "would commit (dry run; add --apply)"
-        print(f"{verb} {len(rows)} offsets for group {args.group} on {args.target}")
+        print(format_failover(rows, args.group, args.target, args.apply))
     return 0
 
 
@@ -185,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "failover":
             cmd.add_argument("--apply", action="store_true", help="commit the offsets")
+            cmd.add_argument(
+                "--rewind",
+                action="store_true",
+                help="also move back offsets the target has past the translated ones (their "
+                "records are read again); without it they are kept",
+            )
         else:
             add_translate_options(cmd)
         cmd.set_defaults(func=func)

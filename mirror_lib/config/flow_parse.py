@@ -149,6 +149,12 @@ def flow_settings(
             "true while emit.checkpoints.enabled or sync.group.offsets.enabled is true",
             origin,
         )
+    if enabled and settings.sync_group_offsets and not settings.emit_checkpoints:
+        warnings.append(
+            f"{flow}: sync.group.offsets.enabled = true does nothing while "
+            "emit.checkpoints.enabled = false: group offsets are synced from the checkpoints the "
+            "flow writes (as in MM2); set emit.checkpoints.enabled = true to sync them"
+        )
     if enabled:
         from mirror_lib.config.stale import check_settings
 

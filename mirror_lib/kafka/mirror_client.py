@@ -139,9 +139,15 @@ class MirrorClient:
         Reads ``policy.checkpoints_topic(remote_alias)`` on this cluster to its end; a later
         checkpoint overwrites an earlier one. Empty if the topic does not exist.
         """
-        return self.consumer_offsets_all_groups(remote_alias, timeout_s, groups=[group]).get(
-            group, {}
-        )
+        checkpoints = self.remote_checkpoints(group, remote_alias, timeout_s)
+        return {tp: cp.downstream_offset for tp, cp in checkpoints.items()}
+
+    def remote_checkpoints(
+        self, group: str, remote_alias: str, timeout_s: float | None = None
+    ) -> dict[TopicPartition, Checkpoint]:
+        """:meth:`remote_consumer_offsets` as whole checkpoints: with the upstream offset and
+        the commit's metadata (MM2's ``remoteConsumerOffsets`` gives offset and metadata)."""
+        return self._latest(remote_alias, timeout_s, {group}).get(group, {})
 
     def translate_offsets(
         self, remote_alias: str, group: str, timeout_s: float | None = None
@@ -159,11 +165,20 @@ class MirrorClient:
 
         Like KIP-1239's batch ``translateOffsets``: latest checkpoint per group and partition.
         """
-        wanted = None if groups is None else set(groups)
-        out: dict[str, dict[TopicPartition, int]] = {}
+        latest = self._latest(remote_alias, timeout_s, None if groups is None else set(groups))
+        return {
+            group: {tp: cp.downstream_offset for tp, cp in cps.items()}
+            for group, cps in latest.items()
+        }
+
+    def _latest(
+        self, remote_alias: str, timeout_s: float | None, groups: set[str] | None
+    ) -> dict[str, dict[TopicPartition, Checkpoint]]:
+        """The latest checkpoint per group (every one, or ``groups``) and partition."""
+        out: dict[str, dict[TopicPartition, Checkpoint]] = {}
         for cp in self._checkpoints(remote_alias, timeout_s):
-            if wanted is None or cp.group in wanted:
-                out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp.downstream_offset
+            if groups is None or cp.group in groups:
+                out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
         return out
 
     def latest_heartbeats(

@@ -3,6 +3,7 @@
 It translates the committed offsets of A's consumer groups with the flow's exact segments, writes
 MM2 Checkpoint records to ``A.checkpoints.internal`` on B (never backwards unless the group
 rewound), and, with ``sync.group.offsets.enabled``, moves idle groups' offsets on B forward.
+With ``emit.checkpoints.enabled = false`` there is no job, as in MM2: no checkpoints, no sync.
 Its state (latest checkpoints, segments) is rebuilt from Kafka when a worker has no cached copy.
 """
 
@@ -52,18 +53,29 @@ class CheckpointState:
     #: the source's groups as first listed, kept with ``refresh.groups.enabled = false``
     fixed_groups: tuple[str, ...] | None = None
 
+    def reread_checkpoints(self) -> None:
+        """Forget the checkpoints known so far; the next cycle reads the topic again from its
+        start (MM2 reloads its checkpoint store when a failed task restarts)."""
+        self.store = CheckpointStore()
+        self.checkpoints_position = 0
+        self.skipped = 0
+
 
 def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
-    """Read checkpoints written since the last cycle, by this or any other process."""
+    """Read checkpoints written since the last cycle, by this or any other process; only those
+    of groups the flow checkpoints, as MM2's store holds only its task's groups."""
     checkpoints = []
     for msg in read_topic(
         reader_conf(ctx), ctx.checkpoints_topic, start=state.checkpoints_position
     ):
         state.checkpoints_position = msg.offset() + 1
         try:
-            checkpoints.append(Checkpoint.decode(msg.key(), msg.value()))
+            cp = Checkpoint.decode(msg.key(), msg.value())
         except DecodeError:
             state.skipped += 1
+            continue
+        if ctx.should_checkpoint_group(cp.group):
+            checkpoints.append(cp)
     state.store.load(checkpoints)
 
 
@@ -111,16 +123,21 @@ def _sync_group_offsets(ctx: FlowContext, state: CheckpointState) -> int:
             admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]), "offsets"
         )
         target = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
+        latest = state.store.latest(group)
         plan = group_offsets_to_sync(
-            checkpoints=state.store.latest(group),
+            checkpoints=latest,
             target_state=str(desc.state.name) if desc.state is not None else None,
             target_members=len(desc.members),
             target_offsets=target,
         )
         if not plan:
             continue
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, off) for (t, p), off in sorted(plan.items())]
+        request = ConsumerGroupTopicPartitions(  # with the commit's metadata, as MM2
+            group,
+            [
+                TopicPartition(t, p, off, metadata=latest[(t, p)].metadata)
+                for (t, p), off in sorted(plan.items())
+            ],
         )
         try:
             _wait(admin.alter_consumer_group_offsets([request]), "alter group offsets")
@@ -138,10 +155,14 @@ def run_checkpoints(
 
     ``state``: the job's reading so far (None: a one-off cycle that reads from the start).
     ``force_group_sync`` syncs group offsets now instead of waiting for their interval.
+    With ``emit.checkpoints.enabled = false`` it does nothing, group sync included: MM2's
+    checkpoint connector has no tasks then.
     """
+    s = ctx.settings
+    if not s.emit_checkpoints:
+        return 0, 0
     state = state if state is not None else CheckpointState()
     _add_checkpoints(ctx, state)
-    s = ctx.settings
     groups = _source_groups(ctx, admin_client(ctx.client("source", "admin")), state)
     offsets = {
         (group, tp): upstream
@@ -163,8 +184,14 @@ def run_checkpoints(
             should_replicate_topic=ctx.should_replicate,
             store=state.store,
         )
-    if emitted and s.emit_checkpoints:
-        _write_checkpoints(ctx, emitted)
+    if emitted:
+        try:
+            _write_checkpoints(ctx, emitted)
+        except BaseException:
+            # the store already holds them, and whether a failed commit landed is unknown: the
+            # topic says what was written, so that a retry emits what was not
+            state.reread_checkpoints()
+            raise
     now = time.monotonic()
     due = now - state.last_group_sync >= s.sync_group_offsets_interval or force_group_sync
     if s.sync_group_offsets and due:

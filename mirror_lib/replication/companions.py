@@ -40,9 +40,9 @@ def job_interval(ctx: FlowContext, job: str) -> float:
     s = ctx.settings
     if job == "heartbeats":
         return s.heartbeats_interval
-    if s.emit_checkpoints and s.sync_group_offsets:
+    if s.sync_group_offsets:
         return min(s.checkpoints_interval, s.sync_group_offsets_interval)
-    return s.checkpoints_interval if s.emit_checkpoints else s.sync_group_offsets_interval
+    return s.checkpoints_interval
 
 
 class CompanionJob:

@@ -2,12 +2,15 @@
 
 ``translate_group`` reads the latest checkpoints of the group on the target (MirrorClient
 semantics); ``failover_group`` shows them next to the group's current offsets on the target and,
-with ``apply``, commits them - refusing a group that has active members there.
+with ``apply``, commits them - refusing a group that has active members there, and keeping an
+offset the target already has at or past the translated one (as group sync and cutover do)
+unless ``rewind`` says to move it back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -21,15 +24,23 @@ from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.offsets.checkpoints import is_idle_group
 from mirror_lib.tables.location import tables_root
 
+KEPT = "kept (the target is at or past it)"
+#: what an applied action became
+_DONE = {"would commit": "committed", "would rewind": "rewound"}
+
 
 @dataclass(frozen=True)
 class TranslatedOffset:
-    """One partition of a group on the target: translated offset and the current one."""
+    """One partition of a group on the target: translated offset, the current one, the commit
+    metadata of the checkpoint, and what :func:`failover_group` does with it (``action``:
+    would commit | committed | would rewind | rewound | kept (...))."""
 
     topic: str
     partition: int
     offset: int
     current: int | None = None
+    metadata: str = ""
+    action: str = ""
 
     def as_dict(self) -> dict[str, int | str]:
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
@@ -41,8 +52,11 @@ def translate_group(
     """Translated offsets of ``group`` on ``target`` for the flow source->target, per partition."""
     config.flow(f"{source}->{target}")
     client = MirrorClient.from_config(config, target, config.flow(f"{source}->{target}").policy())
-    offsets = client.remote_consumer_offsets(group, source)
-    return [TranslatedOffset(t, p, off) for (t, p), off in sorted(offsets.items())]
+    checkpoints = client.remote_checkpoints(group, source)
+    return [
+        TranslatedOffset(t, p, cp.downstream_offset, metadata=cp.metadata)
+        for (t, p), cp in sorted(checkpoints.items())
+    ]
 
 
 def _admin(config: MirrorConfig, alias: str) -> AdminClient:
@@ -57,12 +71,14 @@ def failover_group(
     *,
     apply: bool = False,
     confirm: str | None = None,
+    rewind: bool = False,
 ) -> list[TranslatedOffset]:
     """The translated offsets next to the current ones on ``target``; ``apply`` commits them.
 
-    Refuses (MirrorRuntimeError) when the group has active members on the target or when there
-    is no checkpoint for it; nothing is changed then. ``confirm`` (notebooks): when given, it
-    must repeat the group id before anything is committed.
+    A partition where the target's offset is at or past the translated one is kept, never moved
+    back, unless ``rewind``. Refuses (MirrorRuntimeError) when the group has active members on
+    the target or when there is no checkpoint for it; nothing is changed then. ``confirm``
+    (notebooks): when given, it must repeat the group id before anything is committed.
     """
     if not group.strip():
         raise ConfigError("group", group, "a consumer group id")
@@ -85,11 +101,8 @@ def failover_group(
         admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]),
         f"offsets of group {group}",
     ).values()
-    now = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
-    rows = [
-        TranslatedOffset(o.topic, o.partition, o.offset, now.get((o.topic, o.partition)))
-        for o in offsets
-    ]
+    now = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions if tp.offset >= 0}
+    rows = [_planned(o, now.get((o.topic, o.partition)), rewind) for o in offsets]
     if not apply:
         return rows
     state = desc.state.name if desc.state is not None else None
@@ -98,14 +111,43 @@ def failover_group(
             f"group {group} is {state} with active member(s) on {target} "
             f"({len(desc.members)} listed): stop its consumers first; no offsets were changed"
         )
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(o.topic, o.partition, o.offset) for o in offsets]
-    )
-    wait_futures(
-        admin.alter_consumer_group_offsets([request]),
-        f"committing offsets of group {group} on {target}",
-    )
-    return rows
+    todo = [r for r in rows if r.action in _DONE]
+    if todo:
+        request = ConsumerGroupTopicPartitions(
+            group,
+            [TopicPartition(r.topic, r.partition, r.offset, metadata=r.metadata) for r in todo],
+        )
+        wait_futures(
+            admin.alter_consumer_group_offsets([request]),
+            f"committing offsets of group {group} on {target}",
+        )
+    return [replace(r, action=_DONE.get(r.action, r.action)) for r in rows]
+
+
+def _planned(o: TranslatedOffset, current: int | None, rewind: bool) -> TranslatedOffset:
+    if current is None or current < o.offset:
+        action = "would commit"
+    elif current > o.offset and rewind:
+        action = "would rewind"
+    else:
+        action = KEPT
+    return replace(o, current=current, action=action)
+
+
+def format_failover(rows: list[TranslatedOffset], group: str, target: str, applied: bool) -> str:
+    """One line on what :func:`failover_group` did (``applied``) or would do, naming the
+    partitions it keeps."""
+    moved = [r for r in rows if r.action != KEPT]
+    back = sum(r.action in ("rewound", "would rewind") for r in rows)
+    text = f"{'committed' if applied else 'would commit'} {len(moved)} offsets for group {group}"
+    text += f" on {target}" + (f", {back} of them moved back (rewind)" if back else "")
+    text += "" if applied else " (dry run; add --apply)"
+    kept = [f"{r.topic}[{r.partition}] at {r.current} (translated {r.offset})" for r in rows
+            if r.action == KEPT]  # fmt: skip
+    if kept:
+        text += (f"; kept {len(kept)} where the target is at or past the translated offset "
+                 f"(mirror failover --rewind moves them back): {', '.join(kept)}")  # fmt: skip
+    return text
 
 
 def translate_group_as_of(
@@ -125,11 +167,14 @@ def translate_group_as_of(
     from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 
     table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
-    latest: dict[tuple[str, int], tuple[int, int]] = {}
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
     for row in table.to_pylist():
         if (row["group_id"], row["source"], row["target"]) != (group, source, target):
             continue
         key = (row["topic"], row["partition"])
-        if key not in latest or row["kafka_offset"] > latest[key][0]:
-            latest[key] = (row["kafka_offset"], row["downstream_offset"])
-    return [TranslatedOffset(t, p, off) for (t, p), (_k, off) in sorted(latest.items())]
+        if key not in latest or row["kafka_offset"] > latest[key]["kafka_offset"]:
+            latest[key] = row
+    return [
+        TranslatedOffset(t, p, row["downstream_offset"], metadata=row["metadata"] or "")
+        for (t, p), row in sorted(latest.items())
+    ]

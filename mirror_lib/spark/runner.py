@@ -140,7 +140,7 @@ def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) ->
     s = ctx.settings
     if s.emit_heartbeats and "heartbeats" in parts:
         emit_heartbeat(ctx)
-    if (s.emit_checkpoints or s.sync_group_offsets) and "checkpoints" in parts:
+    if s.emit_checkpoints and "checkpoints" in parts:
         written, skipped = SavedCheckpoints.of(ctx).run(ctx, force_group_sync=True)
         report(f"{ctx.flow.name}: {written} checkpoints written, {skipped} bad records skipped")
 
@@ -155,7 +155,7 @@ def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[C
     jobs = []
     for name in names:
         s = config.flow(name).settings
-        if s.emit_checkpoints or s.sync_group_offsets:
+        if s.emit_checkpoints:  # as MM2: no checkpoints, no group sync either
             jobs.append(CompanionJob(config, name, "checkpoints"))
     jobs += [CompanionJob(config, f.name, "heartbeats") for f in config.heartbeat_flows()]
     return jobs

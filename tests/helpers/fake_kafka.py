@@ -10,13 +10,21 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 
 class FakeMessage:
-    """A consumed record: topic, partition, offset, key, value (default ``v<offset>``),
-    CreateTime."""
+    """A consumed record: topic, partition, offset, key, value (``k<offset>``/``v<offset>``
+    unless given), CreateTime."""
 
     def __init__(
-        self, topic: str, partition: int, offset: int, ts: int = 1000, value: bytes | None = None
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        ts: int = 1000,
+        key: bytes | None = None,
+        value: bytes | None = None,
     ) -> None:
-        self._t, self._p, self._o, self._ts, self._v = topic, partition, offset, ts, value
+        self._t, self._p, self._o, self._ts = topic, partition, offset, ts
+        self._k = b"k%d" % offset if key is None else key
+        self._v = b"v%d" % offset if value is None else value
 
     def topic(self) -> str:
         return self._t
@@ -28,10 +36,10 @@ class FakeMessage:
         return self._o
 
     def key(self) -> bytes:
-        return b"k%d" % self._o
+        return self._k
 
     def value(self) -> bytes:
-        return b"v%d" % self._o if self._v is None else self._v
+        return self._v
 
     def timestamp(self) -> tuple[int, int]:
         return (1, self._ts)
@@ -71,12 +79,15 @@ class _Delivered:
 
 class FakeProducer:
     """Queues records until :attr:`acking` is on; then ``flush``/``poll`` acknowledge them with
-    consecutive downstream offsets per partition. Transactions are recorded, not enforced."""
+    consecutive downstream offsets per partition. Transactions are recorded, not enforced.
+    :attr:`log` holds the values acknowledged per partition, :attr:`records` every acknowledged
+    record as (topic, partition, key, value)."""
 
     def __init__(self) -> None:
         self.acking = True
-        self.queue: list[tuple[str, int, bytes, Any]] = []
+        self.queue: list[tuple[str, int, Any, bytes, Any]] = []
         self.log: dict[tuple[str, int], list[bytes]] = {}
+        self.records: list[tuple[str, int, Any, bytes]] = []
         self.next: dict[tuple[str, int], int] = {}
         self.committed: list[list[TopicPartition]] = []
         self.pending_offsets: list[TopicPartition] = []
@@ -95,15 +106,16 @@ class FakeProducer:
         headers: Any = None,
     ) -> None:
         """confluent-kafka's order and defaults; ``callback`` wins over ``on_delivery``."""
-        self.queue.append((topic, partition, value, callback or on_delivery))
+        self.queue.append((topic, partition, key, value, callback or on_delivery))
 
     def _ack(self) -> None:
         if not self.acking:
             return
-        for topic, partition, value, cb in self.queue:
+        for topic, partition, key, value, cb in self.queue:
             off = self.next.get((topic, partition), 0)
             self.next[(topic, partition)] = off + 1
             self.log.setdefault((topic, partition), []).append(value)
+            self.records.append((topic, partition, key, value))
             if cb is not None:
                 cb(None, _Delivered(off))
         self.queue.clear()
@@ -118,6 +130,9 @@ class FakeProducer:
 
     def __len__(self) -> int:
         return len(self.queue)
+
+    def init_transactions(self, timeout: float = 0) -> None:
+        pass
 
     def begin_transaction(self) -> None:
         self.pending_offsets = []

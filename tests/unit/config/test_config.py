@@ -417,3 +417,11 @@ def test_references_that_cannot_be_resolved_when_parsing_are_refused(
         cfg(**{key: value})
     assert err.value.key == key
     assert expected in err.value.expected
+
+
+def test_group_sync_without_emitted_checkpoints_is_a_warning_naming_both_keys():
+    """MM2 syncs group offsets from the checkpoints it writes: without them, nothing is synced."""
+    config = cfg(**{"A->B.emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "true"})
+    (warning,) = [w for w in config.warnings if "sync.group.offsets.enabled" in w]
+    assert warning.startswith("A->B:") and "emit.checkpoints.enabled = false" in warning
+    assert not cfg(**{"A->B.emit.checkpoints.enabled": "false"}).warnings

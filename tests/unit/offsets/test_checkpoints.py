@@ -1,5 +1,5 @@
 """Tests of mirror_lib.offsets.checkpoints: checkpoint emission (mm2.md §4.4), the checkpoint store,
-group-offset sync (§4.5) and the scenarios of §9.1 steps 7-9, §9.2, §9.6-9.8."""
+group-offset sync (§4.5) and the scenarios of §9.1 steps 7-9, §9.6-9.8."""
 
 from __future__ import annotations
 
@@ -158,10 +158,13 @@ def test_no_checkpoint_without_syncs_then_both() -> None:
     assert store.get(G, "A.test-topic-1", 0) == cp("A.test-topic-1", 0, 100, 100)
 
 
-def test_empty_partition_gets_checkpoint_zero() -> None:
-    """§9.2: offset 0 committed on an empty-but-replicated partition translates to 0."""
+def test_a_group_at_the_start_of_a_partition_gets_checkpoint_zero() -> None:
+    """Downstream offset 0 is a translation like any other: only None and negative ones are
+    dropped. (A partition with nothing replicated has no segments, so no translation and no
+    checkpoint at all: see the §9.6 test above; MM2's §9.2 empty partition is not covered here.)"""
+    indexes = {("t", p): SegmentIndex([Segment(0, 9, 0, 9)]) for p in range(10)}
     committed = {("t", p): (10 if p < 9 else 0, "") for p in range(10)}
-    out = run(committed, lambda _t, p, up: up if p < 9 else 0)
+    out = run(committed, lambda t, p, up: indexes[(t, p)].translate(up))
     assert len(out) == 10
     assert out[9] == cp("A.t", 9, 0, 0)
 

@@ -90,3 +90,26 @@ def test_bad_tables_settings_name_key_and_valid_values():
         tables_writer(FakeSpark(), parse_config({**BASE, "mirror.tables.writer": "hive"}))
     with pytest.raises(ConfigError, match="true or false"):
         tables_enabled(parse_config({**BASE, "mirror.tables.enabled": "sometimes"}))
+
+
+def test_no_checkpoint_job_runs_without_emitted_checkpoints(monkeypatch):
+    """As MM2 (no checkpoint tasks): sync.group.offsets alone starts no job, and a --once round
+    neither runs a cycle nor reports checkpoints."""
+    from mirror_lib.replication.context import FlowContext
+    from mirror_lib.spark import runner
+
+    props = {
+        "clusters": "A, B",
+        "A.bootstrap.servers": "a:1",
+        "B.bootstrap.servers": "b:1",
+        "A->B.enabled": "true",
+        "emit.checkpoints.enabled": "false",
+        "sync.group.offsets.enabled": "true",
+        "emit.heartbeats.enabled": "false",
+    }
+    config = parse_config(props)
+    assert runner.companion_jobs(None, config, ["A->B"]) == []
+    cycles, reports = [], []
+    monkeypatch.setattr(runner.SavedCheckpoints, "run", lambda *a, **k: cycles.append(a))
+    runner._one_round(FlowContext.create(config, "A->B"), reports.append)
+    assert cycles == [] and reports == []

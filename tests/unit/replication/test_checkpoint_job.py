@@ -1,0 +1,126 @@
+"""One checkpoint cycle of a flow A->B over fake clusters: what is written to the checkpoints
+topic and which group offsets on B are altered (mm2.md §4.4, §4.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import KafkaError
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import BrokerError
+from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.offsets.segments import Segment, SegmentIndex
+from mirror_lib.replication import checkpoint_job, segment_view
+from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.segment_view import SegmentView
+from mirror_lib.testing.fake_admin import RecordingAdminOps
+from tests.helpers.fake_groups import FakeGroupAdmin, topic_reader
+from tests.helpers.fake_kafka import FakeProducer
+
+PROPS = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "127.0.0.1:1",
+    "B.bootstrap.servers": "127.0.0.1:2",
+    "A->B.enabled": "true",
+    "A->B.topics": "orders",
+}
+SHIFT = 100  # orders-0 lands on B 100 offsets further on
+
+
+@dataclass
+class Clusters:
+    source: FakeGroupAdmin
+    target: FakeGroupAdmin
+    log: FakeProducer  # the records on B, the checkpoints topic among them
+
+    def checkpoints(self) -> list[Checkpoint]:
+        return [
+            Checkpoint.decode(key, value)
+            for topic, _p, key, value in self.log.records
+            if topic == "A.checkpoints.internal"
+        ]
+
+
+@pytest.fixture
+def clusters(monkeypatch: pytest.MonkeyPatch) -> Clusters:
+    c = Clusters(FakeGroupAdmin(), FakeGroupAdmin(), FakeProducer())
+    by_servers = {"127.0.0.1:1": c.source, "127.0.0.1:2": c.target}
+    monkeypatch.setattr(
+        checkpoint_job, "admin_client", lambda conf: by_servers[conf["bootstrap.servers"]]
+    )
+    for module in (checkpoint_job, segment_view):
+        monkeypatch.setattr(module, "read_topic", topic_reader(c.log))
+    monkeypatch.setattr(checkpoint_job, "Producer", lambda conf: c.log)
+    monkeypatch.setattr(
+        FlowContext, "admin_ops", lambda self, side, timeout_s=None: RecordingAdminOps(brokers=3)
+    )
+    return c
+
+
+def _ctx(**props: str) -> FlowContext:
+    return FlowContext.create(parse_config({**PROPS, **props}), "A->B")
+
+
+def _state() -> CheckpointState:
+    """A job's state whose segments say: orders-0's offsets 0..9999 were copied to 100..10099."""
+    view = SegmentView(default_from=-1, position=0)
+    view.indexes[("orders", 0)] = SegmentIndex([Segment(0, 9999, SHIFT, 9999 + SHIFT)])
+    return CheckpointState(segments=view)
+
+
+def _write_earlier(c: Clusters, *checkpoints: Checkpoint) -> None:
+    """Checkpoints already on B's checkpoints topic (an earlier run, or another process)."""
+    for cp in checkpoints:
+        c.log.produce("A.checkpoints.internal", cp.value(), cp.key(), partition=0)
+    c.log.flush()
+
+
+def test_a_checkpoint_whose_write_failed_is_written_by_the_next_cycle(clusters) -> None:
+    """The job is retried with the same state after a transient failure (CompanionJob); the
+    checkpoint that was not written must not count as written then."""
+    ctx, state = _ctx(), _state()
+    clusters.source.offsets["app"] = {("orders", 0): (700, "")}
+    clusters.log.commit_fails_with = KafkaError(KafkaError._MSG_TIMED_OUT)
+    with pytest.raises(BrokerError) as failed:
+        run_checkpoints(ctx, state)
+    assert failed.value.transient and clusters.checkpoints() == []
+
+    clusters.log.commit_fails_with = None  # the group stopped committing: its offset stays
+    assert run_checkpoints(ctx, state) == (1, 0)
+    assert clusters.checkpoints() == [Checkpoint("app", "A.orders", 0, 700, 700 + SHIFT)]
+    assert run_checkpoints(ctx, state) == (0, 0)  # written once: suppressed from now on
+
+
+def test_group_sync_leaves_groups_the_flow_excludes_alone(clusters) -> None:
+    """A group excluded after it was checkpointed keeps its offsets on B (MM2's checkpoint store
+    holds only the task's groups)."""
+    ctx = _ctx(**{"sync.group.offsets.enabled": "true", "A->B.groups.exclude": "legacy"})
+    _write_earlier(clusters, Checkpoint("legacy", "A.orders", 0, 400, 400 + SHIFT))
+    clusters.target.offsets["legacy"] = {("A.orders", 0): (100, "")}  # reset on B on purpose
+    clusters.source.offsets["app"] = {("orders", 0): (700, "")}
+
+    run_checkpoints(ctx, _state(), force_group_sync=True)
+    assert clusters.target.offsets["legacy"] == {("A.orders", 0): (100, "")}
+    assert [a[0] for a in clusters.target.altered] == ["app"]  # the sync itself ran
+
+
+def test_without_emitted_checkpoints_nothing_is_written_nor_synced(clusters) -> None:
+    """emit.checkpoints.enabled = false: MM2's checkpoint connector has no tasks, so no group
+    sync either; and the cycle does not count checkpoints it did not write."""
+    ctx = _ctx(**{"emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "true"})
+    clusters.source.offsets["app"] = {("orders", 0): (700, "")}
+
+    assert run_checkpoints(ctx, _state(), force_group_sync=True) == (0, 0)
+    assert clusters.checkpoints() == [] and clusters.target.altered == []
+
+
+def test_group_sync_commits_the_checkpoint_with_its_metadata(clusters) -> None:
+    """MM2 writes a group's offset on B with the upstream commit's metadata."""
+    ctx = _ctx(**{"sync.group.offsets.enabled": "true"})
+    clusters.source.offsets["app"] = {("orders", 0): (700, "app-v2")}
+
+    assert run_checkpoints(ctx, _state(), force_group_sync=True) == (1, 0)
+    assert clusters.target.altered == [("app", "A.orders", 0, 700 + SHIFT, "app-v2")]
