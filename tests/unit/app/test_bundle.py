@@ -23,6 +23,7 @@ from mirror_lib.app.bundle_tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[3]
 TEXT = (REPO / "databricks.yml").read_text()
+README = (REPO / "README.md").read_text()
 BUNDLE = yaml.safe_load(TEXT)
 JOBS = BUNDLE["resources"]["jobs"]
 TASK_LIST = [(job, task) for job, spec in JOBS.items() for task in spec["tasks"]]
@@ -147,6 +148,35 @@ def test_dev_is_isolated_and_paused_prod_runs_as_a_service_principal():
         for p in prod["permissions"]
     }
     assert levels == {"${var.service_principal}": "CAN_MANAGE", "${var.operators_group}": "CAN_RUN"}
+
+
+#: What prod's jobs, run as the service principal, do there: create tables and (re)create views,
+#: append, delete, OPTIMIZE and VACUUM them; read mm2.properties; write checkpoints and ledgers.
+PROD_GRANTS = {
+    ("schemas", "mirror"): {"USE_SCHEMA", "CREATE_TABLE", "SELECT", "MODIFY"},
+    ("volumes", "config"): {"READ_VOLUME"},
+    ("volumes", "state"): {"READ_VOLUME", "WRITE_VOLUME"},
+}
+
+
+def test_prod_grants_its_run_as_principal_the_schema_and_volumes():
+    # the deployer creates and owns them; without grants the service principal can use none
+    prod = BUNDLE["targets"]["prod"]["resources"]
+    assert set(prod) == {"jobs", "schemas", "volumes"}
+    for (kind, name), privileges in PROD_GRANTS.items():
+        assert "grants" not in BUNDLE["resources"][kind][name]  # dev: the deploying user owns it
+        (grant,) = prod[kind][name]["grants"]
+        assert grant["principal"] == "${var.service_principal}"
+        assert set(grant["privileges"]) == privileges, (kind, name)
+        assert set(prod[kind][name]) == {"grants"}  # nothing else differs from dev
+
+
+def test_readme_says_what_the_bundle_cannot_grant():
+    # the catalog is not the bundle's, the scope is a person's, run_as needs the deployer's role
+    deploy = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    assert "databricks secrets put-acl mirror <application-id> READ" in deploy
+    assert "GRANT USE CATALOG ON CATALOG main TO `<application-id>`" in deploy
+    assert "Service Principal User" in deploy
 
 
 def test_every_job_gets_the_schema_and_the_state_volume_of_its_target():
