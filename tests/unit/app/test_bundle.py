@@ -179,6 +179,25 @@ def test_readme_says_what_the_bundle_cannot_grant():
     assert "Service Principal User" in deploy
 
 
+def deploy_commands() -> list[str]:
+    """The commands of README "Deploy to Databricks", continued lines joined, comments dropped."""
+    section = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    block = section.split("```bash\n")[1].split("```")[0].replace("\\\n", " ")
+    return [" ".join(line.split()) for line in block.splitlines() if line.split("#")[0].strip()]
+
+
+def test_readme_first_prod_deploy_is_paused_until_the_config_is_there():
+    # the deploy creates the config volume empty: an unpaused continuous job would fail at once
+    prod = [c for c in deploy_commands() if " -t prod" in c or "/Volumes/main/mirror/" in c]
+    first, copy, second = prod
+    assert first.startswith("databricks bundle deploy -t prod")
+    assert "--var=continuous_pause_status=PAUSED" in first.replace('"', "")
+    assert copy == (
+        "databricks fs cp mm2.properties dbfs:/Volumes/main/mirror/config/mm2.properties"
+    )
+    assert second.startswith("databricks bundle deploy -t prod") and "PAUSED" not in second
+
+
 def test_every_job_gets_the_schema_and_the_state_volume_of_its_target():
     for name, spec in JOBS.items():
         defaults = {p["name"]: p["default"] for p in spec["parameters"]}
