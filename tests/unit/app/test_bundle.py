@@ -85,7 +85,11 @@ def test_every_variable_used_is_declared_and_every_declared_one_is_used():
         if "default" not in spec and "lookup" not in spec
     }
     # the CLI requires a value for every variable: dev assigns the prod-only ones
-    assert without_value == set(BUNDLE["targets"]["dev"]["variables"]) == {"service_principal"}
+    assert (
+        without_value
+        == set(BUNDLE["targets"]["dev"]["variables"])
+        == {"service_principal", "operators_group"}
+    )
 
 
 def test_the_dashboard_warehouse_is_looked_up_by_name():
@@ -196,6 +200,25 @@ def test_readme_first_prod_deploy_is_paused_until_the_config_is_there():
         "databricks fs cp mm2.properties dbfs:/Volumes/main/mirror/config/mm2.properties"
     )
     assert second.startswith("databricks bundle deploy -t prod") and "PAUSED" not in second
+
+
+def test_no_prod_permission_lets_every_user_run_the_jobs():
+    # CAN_RUN on mirror_failover/mirror_cutover is enough to commit offsets on the target
+    prod = BUNDLE["targets"]["prod"]
+    values = {n: v.get("default") for n, v in BUNDLE["variables"].items()}
+    values.update(prod.get("variables", {}))
+    permissions = list(BUNDLE.get("permissions", [])) + prod["permissions"]
+    for resources in (BUNDLE["resources"], prod["resources"]):
+        for kind in resources.values():
+            for spec in kind.values():
+                permissions += spec.get("permissions", [])
+    groups = [p["group_name"] for p in permissions if "group_name" in p]
+    assert groups == ["${var.operators_group}"]
+    for group in groups:
+        name = re.fullmatch(r"\$\{var\.([a-z_]+)\}", group)
+        resolved = values[name[1]] if name else group
+        assert resolved is None, resolved  # no default: each prod deploy names its group
+    assert "users" in BUNDLE["variables"]["operators_group"]["description"]  # says why
 
 
 def test_every_job_gets_the_schema_and_the_state_volume_of_its_target():
