@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import glob
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
 import nbformat
@@ -219,6 +220,21 @@ def test_no_prod_permission_lets_every_user_run_the_jobs():
         resolved = values[name[1]] if name else group
         assert resolved is None, resolved  # no default: each prod deploy names its group
     assert "users" in BUNDLE["variables"]["operators_group"]["description"]  # says why
+
+
+def test_sync_leaves_out_what_no_job_or_notebook_reads():
+    excluded = BUNDLE["sync"]["exclude"]
+    assert excluded == ["tests/**", "bench/**", ".ci/**", "examples/**"]
+    for folder in ("tests", "bench", ".ci", "examples"):
+        files = [p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob("*") if p.is_file()]
+        assert files and all(any(fnmatch(f, x) for x in excluded) for f in files), folder
+    needed = [*REPO.glob("jobs/*.py"), *NOTEBOOKS, *REPO.glob("dashboards/*"), REPO / "setup.py"]
+    named = re.findall(r"(?:python_file|notebook_path|file_path): (\S+)", TEXT)
+    needed += [REPO / p for p in named]
+    assert len(named) >= 6
+    for path in needed:
+        name = path.resolve().relative_to(REPO).as_posix()
+        assert not any(fnmatch(name, x) for x in excluded), name
 
 
 def test_every_job_gets_the_schema_and_the_state_volume_of_its_target():
