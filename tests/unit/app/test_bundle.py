@@ -93,6 +93,24 @@ def test_every_variable_used_is_declared_and_every_declared_one_is_used():
     )
 
 
+#: Defaults that exist only in some workspaces -> what each description and the README offer.
+WORKSPACE_DEFAULTS = {
+    "catalog": ("main", ["databricks catalogs list"]),
+    "warehouse": ("Serverless Starter Warehouse", ["databricks warehouses list"]),
+    "node_type_id": ("i3.xlarge", ["AWS", "Azure", "Standard_D4ds_v5", "GCP", "n2-highmem-4"]),
+}
+
+
+@pytest.mark.parametrize("name", WORKSPACE_DEFAULTS)
+def test_defaults_not_every_workspace_has_say_what_to_pass_instead(name):
+    default, hints = WORKSPACE_DEFAULTS[name]
+    variable = BUNDLE["variables"][name]
+    assert variable["default"] == default  # the common case deploys without --var
+    assert all(hint in variable["description"] for hint in hints), variable["description"]
+    deploy = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    assert f'--var="{name}=' in deploy and all(hint in deploy for hint in hints)
+
+
 def test_the_dashboard_warehouse_is_looked_up_by_name():
     variables = BUNDLE["variables"]
     assert variables["warehouse_id"]["lookup"] == {"warehouse": "${var.warehouse}"}
