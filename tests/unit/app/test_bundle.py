@@ -4,7 +4,9 @@ What `databricks bundle validate` would catch and what it would not: every refer
 exists, variables are declared, the warehouse is looked up by name, dev is isolated and paused,
 the schema and volumes are bundle resources, job parameters reach every task and notebook (one
 catalog.schema, one state volume), no target leaves state on local disk, serverless jobs have
-the shape serverless accepts, and every notebook installs the wheel in its first cell.
+the shape serverless accepts, every notebook installs the wheel in its first cell, prod grants
+its service principal the schema and volumes and lets no defaulted group run its jobs, sync
+leaves out what no job reads, and the README's deploy steps say what the bundle cannot do.
 """
 
 from __future__ import annotations
