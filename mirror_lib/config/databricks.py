@@ -105,6 +105,13 @@ def load_job_config(
     lookup: Callable[[str, str], str] | None = None,
 ) -> MirrorConfig:
     """The config of a bundle task or notebook: one catalog.schema and state dir everywhere."""
+    if config_path.startswith("/Volumes/") and not os.path.isfile(config_path):
+        raise ConfigError(
+            "config_path",
+            config_path,
+            "an mm2.properties file there: the bundle creates the config volume empty; copy it "
+            f"with `databricks fs cp mm2.properties dbfs:{config_path}`, then run the job again",
+        )
     overrides = {}
     if tables_schema.strip():
         overrides["mirror.tables.schema"] = tables_schema.strip()

@@ -6,6 +6,7 @@ session, where one matters, is handed in (this module never imports pyspark).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,20 @@ def materialized_clusters(config: MirrorConfig) -> list[str]:
     return sorted({f.target for f in config.enabled_flows()})
 
 
+def _conf(spark: Any, key: str) -> str:
+    """A Spark config value, "" when unset or not readable."""
+    try:
+        return spark.conf.get(key, None) or ""
+    except Exception:  # serverless: AnalysisException [CONFIG_NOT_AVAILABLE] despite the default
+        return ""
+
+
 def spark_has_delta(spark: Any) -> bool:
     """True where Delta's Spark writer is available (Databricks, or delta-spark configured)."""
-    conf = spark.conf
-    return bool(conf.get("spark.databricks.clusterUsageTags.clusterId", None)) or (
-        "DeltaSparkSessionExtension" in (conf.get("spark.sql.extensions", None) or "")
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):  # clusters and serverless alike
+        return True
+    return bool(_conf(spark, "spark.databricks.clusterUsageTags.clusterId")) or (
+        "DeltaSparkSessionExtension" in _conf(spark, "spark.sql.extensions")
     )
 
 

@@ -4,7 +4,9 @@ What `databricks bundle validate` would catch and what it would not: every refer
 exists, variables are declared, the warehouse is looked up by name, dev is isolated and paused,
 the schema and volumes are bundle resources, job parameters reach every task and notebook (one
 catalog.schema, one state volume), no target leaves state on local disk, serverless jobs have
-the shape serverless accepts, and every notebook installs the wheel in its first cell.
+the shape serverless accepts, every notebook installs the wheel in its first cell, prod grants
+its service principal the schema and volumes and lets no defaulted group run its jobs, sync
+leaves out what no job reads, and the README's deploy steps say what the bundle cannot do.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import ast
 import glob
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
 import nbformat
@@ -23,6 +26,7 @@ from mirror_lib.app.bundle_tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[3]
 TEXT = (REPO / "databricks.yml").read_text()
+README = (REPO / "README.md").read_text()
 BUNDLE = yaml.safe_load(TEXT)
 JOBS = BUNDLE["resources"]["jobs"]
 TASK_LIST = [(job, task) for job, spec in JOBS.items() for task in spec["tasks"]]
@@ -84,7 +88,29 @@ def test_every_variable_used_is_declared_and_every_declared_one_is_used():
         if "default" not in spec and "lookup" not in spec
     }
     # the CLI requires a value for every variable: dev assigns the prod-only ones
-    assert without_value == set(BUNDLE["targets"]["dev"]["variables"]) == {"service_principal"}
+    assert (
+        without_value
+        == set(BUNDLE["targets"]["dev"]["variables"])
+        == {"service_principal", "operators_group"}
+    )
+
+
+#: Defaults that exist only in some workspaces -> what each description and the README offer.
+WORKSPACE_DEFAULTS = {
+    "catalog": ("main", ["databricks catalogs list"]),
+    "warehouse": ("Serverless Starter Warehouse", ["databricks warehouses list"]),
+    "node_type_id": ("i3.xlarge", ["AWS", "Azure", "Standard_D4ds_v5", "GCP", "n2-highmem-4"]),
+}
+
+
+@pytest.mark.parametrize("name", WORKSPACE_DEFAULTS)
+def test_defaults_not_every_workspace_has_say_what_to_pass_instead(name):
+    default, hints = WORKSPACE_DEFAULTS[name]
+    variable = BUNDLE["variables"][name]
+    assert variable["default"] == default  # the common case deploys without --var
+    assert all(hint in variable["description"] for hint in hints), variable["description"]
+    deploy = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    assert f'--var="{name}=' in deploy and all(hint in deploy for hint in hints)
 
 
 def test_the_dashboard_warehouse_is_looked_up_by_name():
@@ -147,6 +173,88 @@ def test_dev_is_isolated_and_paused_prod_runs_as_a_service_principal():
         for p in prod["permissions"]
     }
     assert levels == {"${var.service_principal}": "CAN_MANAGE", "${var.operators_group}": "CAN_RUN"}
+
+
+#: What prod's jobs, run as the service principal, do there: create tables and (re)create views,
+#: append, delete, OPTIMIZE and VACUUM them; read mm2.properties; write checkpoints and ledgers.
+PROD_GRANTS = {
+    ("schemas", "mirror"): {"USE_SCHEMA", "CREATE_TABLE", "SELECT", "MODIFY"},
+    ("volumes", "config"): {"READ_VOLUME"},
+    ("volumes", "state"): {"READ_VOLUME", "WRITE_VOLUME"},
+}
+
+
+def test_prod_grants_its_run_as_principal_the_schema_and_volumes():
+    # the deployer creates and owns them; without grants the service principal can use none
+    prod = BUNDLE["targets"]["prod"]["resources"]
+    assert set(prod) == {"jobs", "schemas", "volumes"}
+    for (kind, name), privileges in PROD_GRANTS.items():
+        assert "grants" not in BUNDLE["resources"][kind][name]  # dev: the deploying user owns it
+        (grant,) = prod[kind][name]["grants"]
+        assert grant["principal"] == "${var.service_principal}"
+        assert set(grant["privileges"]) == privileges, (kind, name)
+        assert set(prod[kind][name]) == {"grants"}  # nothing else differs from dev
+
+
+def test_readme_says_what_the_bundle_cannot_grant():
+    # the catalog is not the bundle's, the scope is a person's, run_as needs the deployer's role
+    deploy = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    assert "databricks secrets put-acl mirror <application-id> READ" in deploy
+    assert "GRANT USE CATALOG ON CATALOG main TO `<application-id>`" in deploy
+    assert "Service Principal User" in deploy
+
+
+def deploy_commands() -> list[str]:
+    """The commands of README "Deploy to Databricks", continued lines joined, comments dropped."""
+    section = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    block = section.split("```bash\n")[1].split("```")[0].replace("\\\n", " ")
+    return [" ".join(line.split()) for line in block.splitlines() if line.split("#")[0].strip()]
+
+
+def test_readme_first_prod_deploy_is_paused_until_the_config_is_there():
+    # the deploy creates the config volume empty: an unpaused continuous job would fail at once
+    prod = [c for c in deploy_commands() if " -t prod" in c or "/Volumes/main/mirror/" in c]
+    first, copy, second = prod
+    assert first.startswith("databricks bundle deploy -t prod")
+    assert "--var=continuous_pause_status=PAUSED" in first.replace('"', "")
+    assert copy == (
+        "databricks fs cp mm2.properties dbfs:/Volumes/main/mirror/config/mm2.properties"
+    )
+    assert second.startswith("databricks bundle deploy -t prod") and "PAUSED" not in second
+
+
+def test_no_prod_permission_lets_every_user_run_the_jobs():
+    # CAN_RUN on mirror_failover/mirror_cutover is enough to commit offsets on the target
+    prod = BUNDLE["targets"]["prod"]
+    values = {n: v.get("default") for n, v in BUNDLE["variables"].items()}
+    values.update(prod.get("variables", {}))
+    permissions = list(BUNDLE.get("permissions", [])) + prod["permissions"]
+    for resources in (BUNDLE["resources"], prod["resources"]):
+        for kind in resources.values():
+            for spec in kind.values():
+                permissions += spec.get("permissions", [])
+    groups = [p["group_name"] for p in permissions if "group_name" in p]
+    assert groups == ["${var.operators_group}"]
+    for group in groups:
+        name = re.fullmatch(r"\$\{var\.([a-z_]+)\}", group)
+        resolved = values[name[1]] if name else group
+        assert resolved is None, resolved  # no default: each prod deploy names its group
+    assert "users" in BUNDLE["variables"]["operators_group"]["description"]  # says why
+
+
+def test_sync_leaves_out_what_no_job_or_notebook_reads():
+    excluded = BUNDLE["sync"]["exclude"]
+    assert excluded == ["tests/**", "bench/**", ".ci/**", "examples/**"]
+    for folder in ("tests", "bench", ".ci", "examples"):
+        files = [p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob("*") if p.is_file()]
+        assert files and all(any(fnmatch(f, x) for x in excluded) for f in files), folder
+    needed = [*REPO.glob("jobs/*.py"), *NOTEBOOKS, *REPO.glob("dashboards/*"), REPO / "setup.py"]
+    named = re.findall(r"(?:python_file|notebook_path|file_path): (\S+)", TEXT)
+    needed += [REPO / p for p in named]
+    assert len(named) >= 6
+    for path in needed:
+        name = path.resolve().relative_to(REPO).as_posix()
+        assert not any(fnmatch(name, x) for x in excluded), name
 
 
 def test_every_job_gets_the_schema_and_the_state_volume_of_its_target():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mirror_lib.app.bundle_tasks import TASKS
+from mirror_lib.app.bundle_tasks import TASKS, main
 from mirror_lib.app.widgets import parse_job_args
 from mirror_lib.config.databricks import (
     check_state_dir,
@@ -120,3 +120,13 @@ def test_empty_job_parameters_stay_bound_to_their_flag():
     _parts, params = TASKS["replication"]
     values = parse_job_args(["--flows=", "--once=true", "--config-path=/Volumes/m/c"], params)
     assert values == {"flows": "", "once": "true", "config_path": "/Volumes/m/c"}
+
+
+def test_a_missing_config_in_the_volume_says_how_to_put_it_there(capsys):
+    # a first prod deploy creates the config volume empty; the task names the path and the fix
+    path = "/Volumes/main/mirror/config/mm2.properties"
+    with pytest.raises(ConfigError, match=f"config_path = '{path}'") as err:
+        load_job_config(path, "main.mirror", "/Volumes/main/mirror/state")
+    assert f"databricks fs cp mm2.properties dbfs:{path}" in str(err.value)
+    assert main("replication", [f"--config-path={path}"]) == 2
+    assert f"dbfs:{path}" in capsys.readouterr().err

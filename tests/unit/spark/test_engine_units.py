@@ -12,6 +12,7 @@ from mirror_lib.replication.budget import allocate
 from mirror_lib.replication.context import stable_slot
 from mirror_lib.spark.progress import end_offsets
 from mirror_lib.tables.location import tables_enabled, tables_writer
+from tests.helpers.fake_spark_conf import FakeSpark
 
 
 def test_allocate_grants_everything_that_fits():
@@ -58,23 +59,11 @@ def test_progress_offsets_parse_from_python_repr_and_json():
     assert end_offsets(None) == {}
 
 
-class FakeConf:
-    def __init__(self, values):
-        self.values = values
-
-    def get(self, key, default=None):
-        return self.values.get(key, default)
-
-
-class FakeSpark:
-    def __init__(self, **conf):
-        self.conf = FakeConf(conf)
-
-
 BASE = {"clusters": "A,B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
 
 
-def test_writer_is_spark_where_delta_exists_else_delta_rs():
+def test_writer_is_spark_where_delta_exists_else_delta_rs(monkeypatch):
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
     config = parse_config(BASE)
     assert tables_writer(FakeSpark(), config) == "delta-rs"
     databricks = FakeSpark(**{"spark.databricks.clusterUsageTags.clusterId": "0123"})
@@ -113,3 +102,16 @@ def test_no_checkpoint_job_runs_without_emitted_checkpoints(monkeypatch):
     monkeypatch.setattr(runner.SavedCheckpoints, "run", lambda *a, **k: cycles.append(a))
     runner._one_round(FlowContext.create(config, "A->B"), reports.append)
     assert cycles == [] and reports == []
+
+
+def test_writer_is_spark_on_serverless_whose_conf_refuses_unset_keys(monkeypatch):
+    # serverless raises [CONFIG_NOT_AVAILABLE] for configs outside its allowlist, even with a
+    # default (databricks-sdk-py#1112); its runtime sets DATABRICKS_RUNTIME_VERSION
+    config = parse_config(BASE)
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    assert tables_writer(FakeSpark(serverless=True), config) == "delta-rs"
+    delta = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}
+    assert tables_writer(FakeSpark(serverless=True, **delta), config) == "spark"
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "client.4.0")
+    assert tables_writer(FakeSpark(serverless=True), config) == "spark"
+    assert tables_writer(FakeSpark(), config) == "spark"
