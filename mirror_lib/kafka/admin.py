@@ -36,6 +36,10 @@ AUTH_ERRORS = frozenset({  # credentials or ACLs: never worth retrying
     "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
 })
+#: A topic or partition that is not (or no longer) there: deleted, maybe created again.
+TOPIC_GONE_CODES = frozenset({
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION,
+})
 _TRANSIENT = frozenset({
     "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "NOT_CONTROLLER",
     "_TIMED_OUT_QUEUE", "LEADER_NOT_AVAILABLE", "NETWORK_EXCEPTION", "THROTTLING_QUOTA_EXCEEDED",

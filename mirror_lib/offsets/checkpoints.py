@@ -138,6 +138,11 @@ def compute_checkpoints(
     return emitted
 
 
+#: A target group's partition left where it is: it is at or past the translated offset, and
+#: nothing here moves a group backwards unasked (group sync, failover, cutover).
+KEPT = "kept (the target is at or past it)"
+
+
 def is_idle_group(state: str | None, members: int) -> bool:
     """True if the target group may be written: no members, and absent or an idle state."""
     if members > 0:

@@ -27,7 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError, DataLossError
-from mirror_lib.kafka.admin import AUTH_ERRORS
+from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
 from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
@@ -47,7 +47,6 @@ STALL_SECONDS = 60.0
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
 SOURCE_DOWN_S = 30.0  # no answer this long: the slice fails (transient) so the run reports it
 DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
-_GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
 
 @contextlib.contextmanager
@@ -393,7 +392,9 @@ class SliceCopy:
                 f"consuming {where} from {self.ctx.where('source')} failed: {err.str()}",
                 transient=False,
             )
-        if code in _GONE:  # deleted (maybe re-created): the planner decides between slices
+        if (
+            code in TOPIC_GONE_CODES
+        ):  # deleted (maybe re-created): the planner decides between slices
             log.warning(
                 "%s vanished on %s (%s): ending the slice", where, self.ctx.where("source"), err
             )

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_lib.kafka.admin import admin_client, future_result
 from mirror_lib.kafka.lookups import wait_futures
-from mirror_lib.offsets.checkpoints import is_idle_group
+from mirror_lib.offsets.checkpoints import KEPT, is_idle_group
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.segment_view import SegmentView
 
@@ -95,7 +95,7 @@ def plan_group_moves(
             elif down is None:
                 action = f"refused: {segments.why_unknown((topic, partition), upstream)}"
             elif now is not None and now >= down:
-                action = "kept (the target is at or past it)"
+                action = KEPT
             else:
                 action = "would commit"
             moves.append(GroupMove(group, topic, remote, partition, upstream,

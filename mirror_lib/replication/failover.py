@@ -21,10 +21,9 @@ from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.kafka.mirror_client import MirrorClient
-from mirror_lib.offsets.checkpoints import is_idle_group
+from mirror_lib.offsets.checkpoints import KEPT, is_idle_group
 from mirror_lib.tables.location import tables_root
 
-KEPT = "kept (the target is at or past it)"
 #: what an applied action became
 _DONE = {"would commit": "committed", "would rewind": "rewound"}
 

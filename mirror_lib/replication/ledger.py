@@ -129,15 +129,13 @@ class LedgerView:
         slice's): a partition whose slot changed is read in its former slot's group, which the
         last slice wrote, never in its new slot's group, which may hold an entry from before an
         earlier change (4 -> 2 -> 4 slots). ``carried`` must be written into the new groups."""
-        delivered = self.positions(partitions)
-        if not last_tasks or last_tasks == self.ctx.settings.tasks:
-            return delivered, {}
         tasks = self.ctx.settings.tasks
-        moved = [tp for tp in partitions if stable_slot(*tp, last_tasks) != stable_slot(*tp, tasks)]
+        if not last_tasks or last_tasks == tasks:
+            return self.positions(partitions), {}
+        moved = {tp for tp in partitions if stable_slot(*tp, last_tasks) != stable_slot(*tp, tasks)}
         carried = self.positions(moved, tasks=last_tasks)
-        for tp in moved:
-            delivered.pop(tp, None)
-        return delivered | carried, carried
+        stayed = self.positions([tp for tp in partitions if tp not in moved])
+        return stayed | carried, carried
 
     def former_positions(self, partitions: Iterable[TP], timeout_s: float = 30) -> dict[TP, int]:
         """Entries of ``partitions`` in ledger groups of other slot counts (largest offset)."""

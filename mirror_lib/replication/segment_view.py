@@ -22,7 +22,13 @@ from typing import Any
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.offsets.segments import Segment, SegmentIndex
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.translate import SegmentScan, parse_segments, reader_conf, scan_segments
+from mirror_lib.replication.translate import (
+    SegmentScan,
+    older_than_kept,
+    parse_segments,
+    reader_conf,
+    scan_segments,
+)
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
@@ -127,10 +133,7 @@ class SegmentView:
         """Why :meth:`translate` has no answer for ``upstream`` of ``tp``, for a report."""
         floor = self.exact_from.get(tp, self.default_from)
         if tp in self.indexes and -1 < floor < UNKNOWN and upstream < floor:
-            return (
-                f"older than the segments the metrics topic still keeps (from upstream offset "
-                f"{floor}; retention removed the older ones)"
-            )
+            return older_than_kept(floor)
         return "nothing of the partition replicated"
 
     def settle(self, offsets: Mapping[GroupTP, int]) -> None:

@@ -175,7 +175,7 @@ def translate_consumer_offsets(
     batch = offsets.batch_id if isinstance(offsets, CheckpointOffsets) else None
     positions = offsets.offsets if isinstance(offsets, CheckpointOffsets) else offsets
     ctx = FlowContext.create(config, f"{source}->{target}")
-    from mirror_lib.replication.translate import scan_segments  # lazy: confluent-kafka
+    from mirror_lib.replication.translate import older_than_kept, scan_segments  # confluent-kafka
 
     needed = {(t, p): u for t, parts in positions.items() for p, u in parts.items()}
     scan = scan_segments(ctx, needed)  # back from the end, only as far as needed
@@ -186,9 +186,8 @@ def translate_consumer_offsets(
             floor = scan.floor.get((topic, partition))
             if floor is not None and upstream < floor:
                 raise MirrorRuntimeError(
-                    f"{topic}[{partition}] at offset {upstream}: older than every segment "
-                    f"{ctx.metrics_topic} still keeps (they start at upstream offset {floor}; "
-                    "retention removed the older ones), so it cannot be translated exactly"
+                    f"{topic}[{partition}] at offset {upstream}: {older_than_kept(floor)}, so "
+                    f"it cannot be translated exactly ({ctx.metrics_topic})"
                 )
             index = scan.indexes.get((topic, partition))
             down = None if index is None else index.translate(upstream)

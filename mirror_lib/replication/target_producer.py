@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.kafka.admin import TOPIC_GONE_CODES
 from mirror_lib.replication.context import FlowContext
 
 _FENCED = {
@@ -32,15 +33,13 @@ _PASSING = {  # delivery failures an outage causes: the run retries them
 }
 
 
-# a topic deleted on the target (the metrics or offset-syncs topic, or a remote topic): the
-# restarted query's planner creates it again
-_GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
-
-
 def _passing(err: KafkaError) -> bool:
     """An error an outage causes, that the run retries (not a fenced producer)."""
     code = err.code()
-    return (err.retriable() or code in _PASSING or code in _GONE) and code not in _FENCED
+    # a topic deleted on the target (the metrics or offset-syncs topic, or a remote topic): the
+    # restarted query's planner creates it again
+    gone = code in TOPIC_GONE_CODES
+    return (err.retriable() or code in _PASSING or gone) and code not in _FENCED
 
 
 def passing_code(code: int) -> bool:

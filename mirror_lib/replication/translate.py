@@ -154,6 +154,15 @@ def scan_segments(
     return SegmentScan(indexes, top, complete, {} if complete else floor, skipped)
 
 
+def older_than_kept(floor: int) -> str:
+    """Why an offset below ``floor``, the oldest segment start the metrics topic still keeps,
+    has no exact answer."""
+    return (
+        f"older than the segments the metrics topic still keeps (from upstream offset {floor}; "
+        "retention removed the older ones)"
+    )
+
+
 def translate(indexes: dict[TP, SegmentIndex], topic: str, partition: int, upstream: int) -> int:
     """Downstream offset for upstream offset ``upstream`` of ``topic[partition]``; -1: unknown."""
     index = indexes.get((topic, partition))
