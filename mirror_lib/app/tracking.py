@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import mirror_lib
+from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.properties import format_properties, redact
@@ -45,7 +46,7 @@ def tracking_uri(config: MirrorConfig) -> str:
         return explicit
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+    if on_databricks():
         return "databricks"
     return "sqlite:///" + (Path(config.state_dir).resolve() / "mlflow.db").as_posix()
 

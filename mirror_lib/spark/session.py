@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any
 
+from mirror_lib.config.databricks import on_databricks
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.spark.delta_source import DeltaRsDataSource
 from mirror_lib.spark.jvm import driver_java_options, lean_spark_home, wait_for_archive_at_exit
@@ -113,7 +114,7 @@ def get_spark(**conf: str) -> Any:
         from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
         active = SparkSession.getActiveSession()
-        if active is None and os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        if active is None and on_databricks():
             active = SparkSession.builder.getOrCreate()  # a job task: the cluster's session
     except ImportError:
         active = None

@@ -6,10 +6,10 @@ session, where one matters, is handed in (this module never imports pyspark).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError
 
@@ -37,7 +37,7 @@ def _conf(spark: Any, key: str) -> str:
 
 def spark_has_delta(spark: Any) -> bool:
     """True where Delta's Spark writer is available (Databricks, or delta-spark configured)."""
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):  # clusters and serverless alike
+    if on_databricks():  # clusters and serverless alike
         return True
     return bool(_conf(spark, "spark.databricks.clusterUsageTags.clusterId")) or (
         "DeltaSparkSessionExtension" in _conf(spark, "spark.sql.extensions")
