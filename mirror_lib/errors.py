@@ -83,6 +83,11 @@ class DataLossError(MirrorRuntimeError):
     """A source range vanished (retention, truncation, re-created topic): a gap, never a reset."""
 
 
+class RemoteTopicError(MirrorRuntimeError):
+    """The target refused to create a remote topic or to grow it to the source's partition
+    count, so some source partitions have no partition of the same number to be copied to."""
+
+
 class RecordTooLargeError(MirrorRuntimeError):
     """The target refused a record because of its size; names topic, partition and offset."""
 

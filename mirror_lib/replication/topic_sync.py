@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mirror_lib.config import settings
-from mirror_lib.errors import BrokerError, ConfigError, UnsupportedOperationError
+from mirror_lib.errors import (
+    BrokerError,
+    ConfigError,
+    RemoteTopicError,
+    UnsupportedOperationError,
+)
 from mirror_lib.kafka.admin_ops import (
     AclBinding,
     AdminOps,
@@ -188,6 +193,8 @@ class TopicSyncer:
         self.replication_factor = replication_factor
         self.sync_acls_enabled = sync_acls_enabled
         self._warned: set[str] = set()
+        #: remote topic -> why the target last refused to create or grow it (cleared on success)
+        self.refused: dict[str, BrokerError] = {}
 
     def _warn_once(self, key: str, msg: str, *args: object) -> None:
         if key not in self._warned:
@@ -230,7 +237,11 @@ class TopicSyncer:
         for remote, outcome in outcomes.items():
             if outcome.status == "failed":
                 log.error("could not create remote topic %s: %s", remote, outcome.error)
-            elif outcome.status == "created":
+                if outcome.error is not None:
+                    self.refused[remote] = outcome.error
+                continue
+            self.refused.pop(remote, None)
+            if outcome.status == "created":
                 log.info("created remote topic %s (%d partitions)", remote, create[remote])
         return outcomes
 
@@ -295,7 +306,7 @@ class TopicSyncer:
         """Create missing remote topics and grow remote partitions to the source count (§8.4).
 
         Never shrinks or deletes. INVALID_PARTITIONS is ignored; a target without
-        CreatePartitions is logged once per topic.
+        CreatePartitions is logged once per topic. Refusals are kept in ``refused``.
         """
         source = self._replicated()
         create, grow = partition_plan(source, self.target.list_topics(), self.remote_name)
@@ -305,11 +316,45 @@ class TopicSyncer:
                 self.target.create_partitions(remote, total)
             except UnsupportedOperationError as e:
                 self._warn_once(f"grow-{remote}", "cannot grow %s to %d: %s", remote, total, e)
+                self.refused[remote] = e
                 continue
             except BrokerError as e:
                 if kafka_error_name(e) != "INVALID_PARTITIONS":
                     log.error("could not grow %s to %d partitions: %s", remote, total, e)
+                    self.refused[remote] = e
                 continue
+            self.refused.pop(remote, None)
             log.info("grew remote topic %s to %d partitions", remote, total)
             result.grown[remote] = total
         return result
+
+
+def refusal_error(
+    label: str,
+    where_target: str,
+    source_counts: Mapping[str, int],
+    target_counts: Mapping[str, int],
+    remote_name: Callable[[str], str],
+    refused: Mapping[str, BrokerError],
+) -> RemoteTopicError | None:
+    """The error for source topics whose remote topic the target refused (terminally) to create
+    or to grow: their partitions past the remote count have no partition of the same number to
+    be copied to. MM2's task fails on them too. None while every short remote topic may still
+    appear (no refusal yet, or a transient one)."""
+    refusals = []
+    for topic, want in sorted(source_counts.items()):
+        remote = remote_name(topic)
+        have = target_counts.get(remote, 0)
+        err = refused.get(remote)
+        if have >= want or err is None or err.transient:
+            continue
+        verb = f"creating {remote}" if have == 0 else f"growing {remote} from {have}"
+        refusals.append(f"{topic} has {want} partitions; {verb} was refused: {err}")
+    if not refusals:
+        return None
+    return RemoteTopicError(
+        f"{label}: {where_target} has no partition of the same number for some source "
+        f"partitions: {'; '.join(refusals)}. Create or grow each remote topic to its source "
+        "topic's partition count on the target (kafka-topics.sh --alter --partitions N), or "
+        "leave the topic out with topics.exclude"
+    )

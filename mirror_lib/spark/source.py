@@ -35,7 +35,7 @@ from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.ledger import LedgerView
 from mirror_lib.replication.read_group import ReadGroup
-from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
+from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer, refusal_error
 from mirror_lib.spark.copy_task import copy_slot, summary_batch
 from mirror_lib.spark.slot_work import SlotWork
 
@@ -225,6 +225,12 @@ class SlicePlanner(DataSourceStreamReader):
         mine = {t: n for t, n in counts.items() if ctx.should_replicate(t)}
         ctx.refuse_loops(mine)  # a topic that would come back (both ways keep names)
         target_counts = self._ensure_remote(ctx, mine)
+        refused = refusal_error(
+            ctx.label, ctx.where("target"), mine, target_counts, ctx.remote_topic,
+            self._topic_syncer(ctx).refused,
+        )  # fmt: skip
+        if refused is not None:
+            raise refused
         # a remote partition that is not there yet is planned once it exists
         tps = [
             (t, p)

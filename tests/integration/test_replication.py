@@ -269,3 +269,24 @@ def test_a_filter_matching_nothing_names_the_key_and_the_topics_there(
     with pytest.raises(ConfigError, match=r"A->B\.topics = 'no-such-topic-\.\*'") as err:
         run_once(spark, config, timeout_s=60)
     assert unique_name in str(err.value) or "..." in str(err.value)
+
+
+def test_a_remote_topic_the_target_cannot_grow_fails_the_run_by_name(
+    spark, brokers, make_config, unique_name
+):
+    """The test broker has no CreatePartitions: a remote topic with fewer partitions than its
+    source stays short. Its extra partitions have nowhere to go, so the run fails at once, as
+    MM2's task does, naming the topic, both counts and the broker's answer, instead of copying
+    the rest and waiting through ``mirror.outage.max.seconds`` with no word of why."""
+    create_topic(brokers.source, unique_name, 4)
+    create_topic(brokers.target, f"A.{unique_name}", 2)
+    produce_exact(brokers.source, unique_name, mixed_records(40, 4, "g"))
+    config = make_config(topics=unique_name, **{"mirror.outage.max.seconds": "60"})
+    started = time.monotonic()
+    with pytest.raises(MirrorRuntimeError, match="RemoteTopicError") as err:
+        run_once(spark, config, timeout_s=120)
+    assert time.monotonic() - started < 50, "failed by the stall watch, not at once"
+    text = str(err.value)
+    assert f"{unique_name} has 4 partitions; growing A.{unique_name} from 2 was refused" in text
+    assert "CreatePartitions" in text and "topics.exclude" in text
+    assert consume_all(brokers.target, f"A.{unique_name}", timeout_s=5) == []

@@ -16,6 +16,7 @@ from mirror_lib.replication.topic_sync import (
     config_sync_ops,
     initial_topic_configs,
     partition_plan,
+    refusal_error,
 )
 from mirror_lib.testing.fake_admin import RecordingAdminOps
 
@@ -364,6 +365,42 @@ def test_sync_partitions_invalid_partitions_ignored_unsupported_warned(
         syncer.sync_partitions()
         syncer.sync_partitions()
     assert caplog.text.count("cannot grow primary.test-topic-1") == 1
+
+
+def test_refusals_are_kept_until_the_remote_topic_is_made() -> None:
+    src, tgt, syncer = make()
+    syncer.replication_factor = 3  # fake target has one broker: creating fails
+    src.add_topic("test-topic-1", 2)
+    src.add_topic("test-topic-2", 3)
+    tgt.add_topic("primary.test-topic-2", 1)
+    tgt.unsupported.add("create_partitions")
+    syncer.sync_partitions()
+    assert set(syncer.refused) == {"primary.test-topic-1", "primary.test-topic-2"}
+    assert not any(e.transient for e in syncer.refused.values())
+    syncer.replication_factor = 1
+    tgt.unsupported.clear()
+    syncer.sync_partitions()
+    assert syncer.refused == {}
+
+
+def test_a_terminal_refusal_names_topic_counts_and_cause() -> None:
+    refused = {
+        "primary.a": broker_error("grow refused", "POLICY_VIOLATION"),
+        "primary.b": broker_error("create refused", "TOPIC_AUTHORIZATION_FAILED"),
+        "primary.c": broker_error("timed out", "REQUEST_TIMED_OUT", transient=True),
+    }
+    source = {"a": 4, "b": 2, "c": 2, "d": 3}
+    target = {"primary.a": 2, "primary.c": 0, "primary.d": 0}
+    err = refusal_error("flow A->B", "target cluster B", source, target, remote, refused)
+    assert err is not None and not err.transient
+    text = str(err)
+    assert "a has 4 partitions; growing primary.a from 2 was refused: grow refused" in text
+    assert "b has 2 partitions; creating primary.b was refused: create refused" in text
+    assert "primary.c" not in text and "primary.d" not in text  # transient; not refused yet
+    assert "topics.exclude" in text
+    # a transient refusal, a remote topic large enough, or none refused yet: the planner waits
+    assert refusal_error("f", "t", {"c": 2, "d": 3}, target, remote, refused) is None
+    assert refusal_error("f", "t", {"a": 2}, target, remote, refused) is None
 
 
 def test_9_14_forwarding_admin_sees_every_topic_creation() -> None:
