@@ -4,6 +4,8 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Collection
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
@@ -11,6 +13,12 @@ from confluent_kafka import KafkaError, Producer
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES
 from mirror_lib.replication.context import FlowContext
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 1_000_000  # our default producer batch.size
+#: What a record batch's framing may add to the bytes librdkafka counts against batch.size.
+FRAMING = 512
 
 _FENCED = {
     KafkaError._FENCED,
@@ -47,18 +55,56 @@ def passing_code(code: int) -> bool:
     return code in _PASSING
 
 
-def make_producer(ctx: FlowContext, slot: int, *, init_timeout_s: float = 60) -> Producer:
-    """The slot's producer: transactional (fencing older instances) or plain idempotent."""
+def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, str] | None:
+    """The smallest ``max.message.bytes`` of ``remote_topics`` on the target, with its topic
+    (None when unknown). Kafka checks a whole record batch against it, and librdkafka, unlike
+    the Java producer MM2 uses, never splits a batch the broker refuses as too large: a
+    batch.size above it fails a catch-up's transactions on records far below the limit."""
+    if not remote_topics:
+        return None
+    try:
+        configs = ctx.admin_ops("target").describe_topic_configs(sorted(remote_topics))
+    except BrokerError as exc:
+        log.warning("%s: batch.size not checked against max.message.bytes: %s", ctx.label, exc)
+        return None
+    limits = [
+        (int(entry.value), topic)
+        for topic, entries in configs.items()
+        if (entry := entries.get("max.message.bytes")) is not None and (entry.value or "").isdigit()
+    ]
+    return min(limits) if limits else None
+
+
+def make_producer(
+    ctx: FlowContext,
+    slot: int,
+    *,
+    remote_topics: Collection[str] = (),
+    init_timeout_s: float = 60,
+) -> Producer:
+    """The slot's producer: transactional (fencing older instances) or plain idempotent, its
+    batches no larger than any of ``remote_topics`` accepts."""
     defaults = {
         "linger.ms": 5,
-        "batch.size": 1_000_000,
+        "batch.size": BATCH_SIZE,
         "acks": "all",
         "queue.buffering.max.messages": max(500_000, 2 * ctx.settings.fanout_max_lag_records),
     }
     extra: dict[str, Any] = {"enable.idempotence": True}
     if ctx.settings.exactly_once:
         extra["transactional.id"] = ctx.transactional_id(slot)
-    producer = Producer(ctx.client("target", "producer", defaults, **extra))
+    conf = ctx.client("target", "producer", defaults, **extra)
+    limit = batch_limit(ctx, remote_topics)
+    wanted = int(conf.get("batch.size", BATCH_SIZE))
+    if limit is not None and wanted > limit[0] - FRAMING:
+        conf["batch.size"] = max(1, limit[0] - FRAMING)
+        if wanted != BATCH_SIZE:  # the user's own setting: say so
+            log.warning(
+                "%s: the producer's batch.size %d is lowered to %d for this slice: %s on the "
+                "target accepts record batches of at most %d bytes (max.message.bytes)",
+                ctx.label, wanted, conf["batch.size"], limit[1], limit[0],
+            )  # fmt: skip
+    producer = Producer(conf)
     if ctx.settings.exactly_once:
         producer.init_transactions(init_timeout_s)
     return producer
@@ -82,7 +128,9 @@ def record_error(err: KafkaError, where: str, target: str) -> Exception:
         return RecordTooLargeError(
             f"record {where} is larger than {target} accepts ({err.str()}); nothing from this "
             "transaction on was committed: raise the target topic's max.message.bytes and the "
-            "producer's message.max.bytes"
+            "producer's message.max.bytes, or, if each record is smaller than max.message.bytes, "
+            "lower the producer's batch.size below it (librdkafka does not split a batch the "
+            "broker refuses)"
         )
     return BrokerError(
         f"producing {where} to {target} failed: {err.str()}", transient=_passing(err)

@@ -111,7 +111,10 @@ class TargetWriter:
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
         init_s = FANOUT_INIT_S if fanout else 60.0
-        self.producer: Producer = make_producer(ctx, slot, init_timeout_s=init_s)
+        self.producer: Producer = make_producer(
+            ctx, slot, remote_topics={ctx.remote_topic(t) for t, _ in partitions},
+            init_timeout_s=init_s,
+        )  # fmt: skip
         self.ledger = ledger_consumer(ctx, slot)
         # offset syncs on the source go out after each commit, from one producer per slice
         self.source_syncs: PlainProducer | None = None

@@ -67,6 +67,7 @@ class Batch:
     control: bool
     records: tuple[RawRecord, ...]
     markers: tuple[Marker, ...]
+    size: int = 0  # bytes of the whole batch, as the broker checks it against max.message.bytes
 
 
 # -- primitive decoding ------------------------------------------------------------------------
@@ -194,7 +195,7 @@ def parse_batch(data: bytes) -> Batch:
                           producer_epoch, transactional)
             )  # fmt: skip
     return Batch(base_offset, base_offset + last_delta, producer_id, producer_epoch,
-                 transactional, control, tuple(records), tuple(markers))  # fmt: skip
+                 transactional, control, tuple(records), tuple(markers), len(data))  # fmt: skip
 
 
 def committed_view(batches: list[Batch]) -> list[RawRecord]:

@@ -14,7 +14,7 @@ from mirror_lib.replication.translate import load_segments, translate
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import Record, consume_all, create_topic, produce_exact
-from tests.helpers.kafka_raw import committed_records, iter_all
+from tests.helpers.kafka_raw import committed_records, iter_all, read_batches
 from tests.integration.conftest import metrics_events
 
 
@@ -290,3 +290,21 @@ def test_a_remote_topic_the_target_cannot_grow_fails_the_run_by_name(
     assert f"{unique_name} has 4 partitions; growing A.{unique_name} from 2 was refused" in text
     assert "CreatePartitions" in text and "topics.exclude" in text
     assert consume_all(brokers.target, f"A.{unique_name}", timeout_s=5) == []
+
+
+def test_record_batches_fit_the_remote_topics_max_message_bytes(
+    spark, brokers, make_config, unique_name
+):
+    """A topic that accepts small batches only: Kafka refuses a batch above its
+    max.message.bytes, and librdkafka does not split it (the Java producer MM2 uses does), so
+    a catch-up with 1 MB batches would fail on 200-byte records. The test broker does not
+    enforce the limit: the batches it stored show whether the copy would have passed."""
+    limit = 20_000
+    create_topic(brokers.source, unique_name, 2, {"max.message.bytes": str(limit)})
+    produce_exact(brokers.source, unique_name, mixed_records(3000, 2, "m"))
+    run_once(spark, make_config(topics=unique_name))
+    remote = f"A.{unique_name}"
+    assert len(consume_all(brokers.target, remote)) == 3000
+    sizes = [b.size for p in range(2) for b in read_batches(brokers.target, remote, p)]
+    assert max(sizes) <= limit, f"a batch of {max(sizes)} bytes, the topic accepts {limit}"
+    assert sum(1 for size in sizes if size > limit * 0.9) >= 2, f"batches stayed small: {sizes}"

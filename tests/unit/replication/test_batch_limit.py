@@ -1,0 +1,79 @@
+"""The slot producer's batch.size against the remote topics' max.message.bytes: Kafka refuses a
+batch above it and librdkafka does not split one, so a larger batch fails the transaction."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.kafka.admin_ops import broker_error
+from mirror_lib.replication import target_producer
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.testing.fake_admin import RecordingAdminOps
+
+PROPS = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:1",
+    "B.bootstrap.servers": "b:1",
+    "A->B.enabled": "true",
+    "mirror.delivery": "at_least_once",  # no transactional id: nothing connects
+}
+
+
+def _producer_conf(monkeypatch, admin: RecordingAdminOps, **props: str) -> dict[str, Any]:
+    ctx = FlowContext.create(parse_config({**PROPS, **props}), "A->B")
+    monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: admin)
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(target_producer, "Producer", lambda conf: made.append(conf))
+    target_producer.make_producer(ctx, 0, remote_topics={"A.small", "A.large"})
+    return made[0]
+
+
+def _target() -> RecordingAdminOps:
+    admin = RecordingAdminOps()
+    admin.add_topic("A.small", 1, {"max.message.bytes": "20000"})
+    admin.add_topic("A.large", 1, {"max.message.bytes": "8000000"})
+    return admin
+
+
+def test_batches_stay_below_the_smallest_limit_of_the_slots_topics(monkeypatch):
+    conf = _producer_conf(monkeypatch, _target())
+    assert conf["batch.size"] == 20000 - target_producer.FRAMING
+
+
+def test_topics_that_accept_our_batches_keep_the_default(monkeypatch):
+    admin = RecordingAdminOps()
+    admin.add_topic("A.small", 1, {"max.message.bytes": "1048588"})  # Kafka's default
+    conf = _producer_conf(monkeypatch, admin)
+    assert conf["batch.size"] == target_producer.BATCH_SIZE
+
+
+def test_a_users_batch_size_is_lowered_with_a_warning(monkeypatch, caplog):
+    with caplog.at_level(logging.WARNING):
+        conf = _producer_conf(monkeypatch, _target(), **{"B.producer.batch.size": "500000"})
+    assert conf["batch.size"] == 20000 - target_producer.FRAMING
+    assert "batch.size 500000 is lowered to 19488" in caplog.text and "A.small" in caplog.text
+
+
+def test_a_users_smaller_batch_size_is_kept(monkeypatch):
+    conf = _producer_conf(monkeypatch, _target(), **{"B.producer.batch.size": "4096"})
+    assert int(conf["batch.size"]) == 4096
+
+
+def test_configs_that_cannot_be_read_leave_the_batch_size_with_a_warning(monkeypatch, caplog):
+    admin = _target()
+    admin.failures["describe_topic_configs"] = broker_error("denied", "TOPIC_AUTHORIZATION_FAILED")
+    with caplog.at_level(logging.WARNING):
+        conf = _producer_conf(monkeypatch, admin)
+    assert conf["batch.size"] == target_producer.BATCH_SIZE
+    assert "not checked against max.message.bytes" in caplog.text
+
+
+@pytest.mark.parametrize("value", ["", None, "abc"])
+def test_an_unreadable_limit_is_no_limit(monkeypatch, value):
+    admin = RecordingAdminOps()
+    admin.add_topic("A.small", 1, {"max.message.bytes": value})
+    assert _producer_conf(monkeypatch, admin)["batch.size"] == target_producer.BATCH_SIZE
