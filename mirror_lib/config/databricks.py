@@ -104,7 +104,19 @@ def load_job_config(
     state_dir: str = "",
     lookup: Callable[[str, str], str] | None = None,
 ) -> MirrorConfig:
-    """The config of a bundle task or notebook: one catalog.schema and state dir everywhere."""
+    """The config of a bundle task or notebook: one catalog.schema and state dir everywhere.
+
+    An empty ``config_path`` is the mm2.properties in the config volume of ``tables_schema``.
+    """
+    if not config_path.strip():
+        if not tables_schema.strip():
+            raise ConfigError(
+                "config_path",
+                config_path,
+                "an mm2.properties path, or tables_schema (catalog.schema of your deployment, "
+                "e.g. main.dev_<you>_mirror) whose config volume holds it",
+            )
+        config_path = volume_path(tables_schema, "config", "mm2.properties")
     if config_path.startswith("/Volumes/") and not os.path.isfile(config_path):
         raise ConfigError(
             "config_path",
@@ -132,24 +144,19 @@ def volume_path(tables_schema: str, volume: str, file: str = "") -> str:
     return "/".join(["", "Volumes", *parts, volume, *([file] if file else [])])
 
 
-#: Where the bundle puts things on Databricks (prod names; dev schemas are dev_<user>_mirror).
-BUNDLE_SCHEMA = "main.mirror"
 _LOCAL = {"config": "./mirror-state/mm2.properties", "state": "./mirror-state", "schema": ""}
-_BUNDLE = {
-    "config": volume_path(BUNDLE_SCHEMA, "config", "mm2.properties"),
-    "state": volume_path(BUNDLE_SCHEMA, "state"),
-    "schema": BUNDLE_SCHEMA,
-}
 
 
 def default_path(kind: str, local: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """Widget default of ``config`` (mm2.properties), ``state`` (dir), ``schema`` (catalog.schema).
 
-    On Databricks the bundle's volumes; elsewhere ``local`` if given, else ``./mirror-state``
-    (and "" for the schema: the config's).
+    Elsewhere ``local`` if given, else ``./mirror-state`` (and "" for the schema: the config's).
+    On Databricks none: a notebook does not know which deployment it belongs to (a dev one's
+    schema is ``dev_<you>_mirror``, the catalog is a bundle variable), and a guess could be
+    prod's, whose config a dev notebook would then overwrite. Jobs pass every one.
     """
     if kind not in _LOCAL:
         raise ConfigError("default_path kind", kind, "config, state or schema")
     if on_databricks(env):
-        return _BUNDLE[kind]
+        return ""
     return _LOCAL[kind] if local is None else local

@@ -102,10 +102,19 @@ def test_job_config_overrides_schema_and_state_dir(tmp_path):
     assert unchanged.properties["A.sasl.password"].startswith("${secret:")
 
 
-def test_bundle_defaults_on_and_off_databricks():
-    assert default_path("config", env=DBR) == "/Volumes/main/mirror/config/mm2.properties"
-    assert default_path("state", env=DBR) == "/Volumes/main/mirror/state"
-    assert default_path("schema", env=DBR) == "main.mirror"
+def test_an_empty_config_path_is_the_schemas_config_volume():
+    with pytest.raises(ConfigError, match=r"dbfs:/Volumes/main/dev_ann_mirror/config/mm2\.prop"):
+        load_job_config("", "main.dev_ann_mirror")
+    with pytest.raises(ConfigError, match=r"config_path = ' ': expected an mm2.properties path, or"):
+        load_job_config(" ", "")
+
+
+def test_no_default_on_databricks_where_a_guess_could_be_prods():
+    """A dev deployment's notebook must not default to prod's schema and volumes (it would
+    save its config over prod's): on Databricks the user names them; jobs pass them."""
+    assert default_path("config", env=DBR) == ""
+    assert default_path("state", env=DBR) == ""
+    assert default_path("schema", env=DBR) == ""
     assert default_path("state", env={}) == "./mirror-state"
     assert default_path("state", local="", env={}) == ""
     assert default_path("schema", env={}) == ""
