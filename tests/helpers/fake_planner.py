@@ -55,6 +55,8 @@ class _LedgerConsumer:
 
 
 class _Syncer:
+    refused: dict[str, Any] = {}  # noqa: RUF012 -- never written: every remote topic exists
+
     def create_missing(self, topics: list[str]) -> None:
         pass
 
