@@ -28,10 +28,10 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
-from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy_state import Interleaved
+from mirror_lib.replication.plan_changes import PlanChanges
 from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.stall import idle_slice_text
 from mirror_lib.replication.writer import CopyResult, TargetWriter
@@ -93,7 +93,7 @@ class SliceCopy:
         self.partitions = list(partitions)
         self.until = until or {}
         self.counts = counts
-        self.ids = ids or {}
+        self.changes = PlanChanges(self.contexts, ids or {}, counts)
         self.duration_s = ctx.settings.batch_duration if duration_s is None else duration_s
         self.fanout = len(self.contexts) > 1
         self.targets = targets
@@ -101,7 +101,6 @@ class SliceCopy:
         self.writers: list[TargetWriter] = []
         self.readers: list[Reader] = []
         self.end_early = False
-        self._admin: Any = None
 
     # -- set-up ------------------------------------------------------------------------------
     def _writer_partitions(self, ctx: FlowContext) -> list[TP]:
@@ -113,7 +112,7 @@ class SliceCopy:
         if testhooks.end_slice_early():
             self.end_early = True
             return
-        if self._ended_by_replaced():
+        if self.changes.ended_by_replaced():
             self.end_early = True
             return
         for ctx in self.contexts:
@@ -276,7 +275,8 @@ class SliceCopy:
                 break
             if self.counts is not None and time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + refresh
-                if self._new_partitions() or self._ended_by_replaced():
+                changes = self.changes
+                if changes.new_partitions(self.readers[0].consumer) or changes.ended_by_replaced():
                     break  # end the slice early: the planner sets them up
         for w in list(self.writers):
             self._guard(w, self._commit, w, wait=True)
@@ -392,9 +392,7 @@ class SliceCopy:
                 f"consuming {where} from {self.ctx.where('source')} failed: {err.str()}",
                 transient=False,
             )
-        if (
-            code in TOPIC_GONE_CODES
-        ):  # deleted (maybe re-created): the planner decides between slices
+        if code in TOPIC_GONE_CODES:  # deleted (maybe re-created): the planner decides
             log.warning(
                 "%s vanished on %s (%s): ending the slice", where, self.ctx.where("source"), err
             )
@@ -406,49 +404,6 @@ class SliceCopy:
                 transient=False,
             )
         log.warning("%s: %s (retrying)", self.ctx.where("source"), err.str())
-
-    def _replaced(self) -> str:
-        """What changed when a topic of the plan has another id than at planning (deleted and
-        re-created since, or just deleted), or when its id cannot be read; else "".
-
-        Checked at slice start (a replayed slice was planned before) and on every refresh, for
-        every topic of the plan, not only this task's: every task then ends its slice, so that
-        the planner records the gap now, not when the slice's time runs out.
-        """
-        if not self.ids:
-            return ""
-        if self._admin is None:
-            self._admin = self.ctx.admin("source")
-        try:
-            now = topic_ids(self._admin, set(self.ids))
-        except BrokerError as exc:
-            return f"a source topic of the plan is gone ({exc})"
-        changed = [
-            f"{t} (id {i}, now {now.get(t)})" for t, i in self.ids.items() if now.get(t) != i
-        ]
-        return "source topic re-created: " + ", ".join(changed) if changed else ""
-
-    def _ended_by_replaced(self) -> bool:
-        """Whether a topic of the plan changed since planning; says which before the slice ends."""
-        replaced = self._replaced()
-        if replaced:
-            log.warning("%s since planning: ending the slice", replaced)
-        return bool(replaced)
-
-    def _new_partitions(self) -> bool:
-        if not self.ctx.settings.refresh_topics:
-            return False
-        try:
-            md = self.readers[0].consumer.list_topics(timeout=5)
-        except KafkaException:
-            return False
-        counts = self.counts or {}
-        return any(
-            topic.error is None
-            and len(topic.partitions) > counts.get(name, 0)
-            and any(c.should_replicate(name) for c in self.contexts)
-            for name, topic in md.topics.items()
-        )
 
 
 def copy_slice(

@@ -1,0 +1,83 @@
+"""What ends a copy task's slice before its time: the source changed since the slice was
+planned, and only the planner may set the change up.
+
+- A topic of the plan has another id than at planning (deleted and re-created since, or just
+  deleted), or its id cannot be read: the planner records the gap between slices.
+- A topic of the flow has more partitions than at planning, or a new topic matches: the
+  planner creates its remote topic and writes its start position.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.lookups import topic_ids
+from mirror_lib.replication.context import FlowContext
+
+log = logging.getLogger(__name__)
+
+
+class PlanChanges:
+    """The plan's topic ``ids`` and partition ``counts`` (None: not watched, as with
+    ``--once``), against what the source says now."""
+
+    def __init__(
+        self,
+        contexts: Sequence[FlowContext],
+        ids: dict[str, str],
+        counts: dict[str, int] | None,
+    ) -> None:
+        self.contexts = contexts
+        self.ctx = contexts[0]
+        self.ids = ids
+        self.counts = counts
+        self._admin: Any = None
+
+    def replaced(self) -> str:
+        """What changed when a topic of the plan has another id than at planning, or when its
+        id cannot be read; else "".
+
+        Checked at slice start (a replayed slice was planned before) and on every refresh, for
+        every topic of the plan, not only this task's: every task then ends its slice, so that
+        the planner records the gap now, not when the slice's time runs out.
+        """
+        if not self.ids:
+            return ""
+        if self._admin is None:
+            self._admin = self.ctx.admin("source")
+        try:
+            now = topic_ids(self._admin, set(self.ids))
+        except BrokerError as exc:
+            return f"a source topic of the plan is gone ({exc})"
+        changed = [
+            f"{t} (id {i}, now {now.get(t)})" for t, i in self.ids.items() if now.get(t) != i
+        ]
+        return "source topic re-created: " + ", ".join(changed) if changed else ""
+
+    def ended_by_replaced(self) -> bool:
+        """Whether a topic of the plan changed since planning; says which before the slice ends."""
+        replaced = self.replaced()
+        if replaced:
+            log.warning("%s since planning: ending the slice", replaced)
+        return bool(replaced)
+
+    def new_partitions(self, consumer: Any) -> bool:
+        """Whether the source (asked through ``consumer``) has a partition the plan has not."""
+        if not self.ctx.settings.refresh_topics:
+            return False
+        try:
+            md = consumer.list_topics(timeout=5)
+        except KafkaException:
+            return False
+        counts = self.counts or {}
+        return any(
+            topic.error is None
+            and len(topic.partitions) > counts.get(name, 0)
+            and any(c.should_replicate(name) for c in self.contexts)
+            for name, topic in md.topics.items()
+        )
