@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 BATCH_SIZE = 1_000_000  # our default producer batch.size
 #: What a record batch's framing may add to the bytes librdkafka counts against batch.size.
 FRAMING = 512
+#: The limits' look-up may not hold a slot's set-up longer (a target that does not answer
+#: fails the producer's own set-up anyway; a fan-out group waits FANOUT_INIT_S for it).
+LOOKUP_S = 5.0
 
 _FENCED = {
     KafkaError._FENCED,
@@ -63,7 +66,8 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
     if not remote_topics:
         return None
     try:
-        configs = ctx.admin_ops("target").describe_topic_configs(sorted(remote_topics))
+        admin = ctx.admin_ops("target", timeout_s=LOOKUP_S)
+        configs = admin.describe_topic_configs(sorted(remote_topics))
     except BrokerError as exc:
         log.warning("%s: batch.size not checked against max.message.bytes: %s", ctx.label, exc)
         return None
