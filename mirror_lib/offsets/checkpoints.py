@@ -143,6 +143,12 @@ def compute_checkpoints(
 KEPT = "kept (the target is at or past it)"
 
 
+def moves_forward(current: int | None, translated: int) -> bool:
+    """Whether a target group's offset ``current`` (None or negative: it has none) is moved to
+    ``translated``: only forward, never back (group sync, failover, cutover keep the rest)."""
+    return current is None or current < 0 or current < translated
+
+
 def is_idle_group(state: str | None, members: int) -> bool:
     """True if the target group may be written: no members, and absent or an idle state."""
     if members > 0:
@@ -172,8 +178,7 @@ def group_offsets_to_sync(
         downstream = cp.downstream_offset
         if downstream < 0:
             continue
-        current = target_offsets.get(tp)
-        if current is None or current < 0 or current < downstream:
+        if moves_forward(target_offsets.get(tp), downstream):
             out[tp] = downstream
     return out
 

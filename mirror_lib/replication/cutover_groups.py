@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_lib.kafka.admin import admin_client, future_result
 from mirror_lib.kafka.lookups import wait_futures
-from mirror_lib.offsets.checkpoints import KEPT, is_idle_group
+from mirror_lib.offsets.checkpoints import KEPT, is_idle_group, moves_forward
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.segment_view import SegmentView
 
@@ -94,10 +94,10 @@ def plan_group_moves(
                 action = f"refused: {members_b} active member(s) on {ctx.target} ({state_b})"
             elif down is None:
                 action = f"refused: {segments.why_unknown((topic, partition), upstream)}"
-            elif now is not None and now >= down:
-                action = KEPT
-            else:
+            elif moves_forward(now, down):
                 action = "would commit"
+            else:
+                action = KEPT
             moves.append(GroupMove(group, topic, remote, partition, upstream,
                                    -1 if down is None else down, now, action))  # fmt: skip
     return moves

@@ -21,7 +21,7 @@ from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.kafka.mirror_client import MirrorClient
-from mirror_lib.offsets.checkpoints import KEPT, is_idle_group
+from mirror_lib.offsets.checkpoints import KEPT, is_idle_group, moves_forward
 from mirror_lib.tables.location import tables_root
 
 #: what an applied action became
@@ -124,9 +124,9 @@ def failover_group(
 
 
 def _planned(o: TranslatedOffset, current: int | None, rewind: bool) -> TranslatedOffset:
-    if current is None or current < o.offset:
+    if moves_forward(current, o.offset):
         action = "would commit"
-    elif current > o.offset and rewind:
+    elif rewind and current != o.offset:  # past it: moves_forward said no
         action = "would rewind"
     else:
         action = KEPT
