@@ -29,7 +29,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
-from mirror_lib.errors import BrokerError, DataLossError
+from mirror_lib.errors import BrokerError, DataLossError, RemoteTopicError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
@@ -83,7 +83,8 @@ class SlicePlanner(DataSourceStreamReader):
 
     It plans for a flow ``A->B`` or a fan-out group ``A->B,C``: each target gets its remote
     topics, internal topics and ledger start positions; in a group, a target that does not
-    answer is left out of the slice (and tried again for the next) while the others go on.
+    answer, or that refused a remote topic for good, is left out of the slice (and tried again
+    for the next) while the others go on.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -98,6 +99,9 @@ class SlicePlanner(DataSourceStreamReader):
         self._known_topics: dict[str, set[str]] = {}
         self._fixed_counts: dict[str, int] | None = None  # refresh.topics.enabled = false
         self._internal_ready: set[str] = set()
+        # fan-out targets whose remote topics were refused: left out of the slice (as MM2 fails
+        # only their task); a --once run fails with their error once the others are done
+        self._refused: dict[str, RemoteTopicError] = {}
         self.until = parse_until(options.get("until"))
 
     @property
@@ -157,6 +161,8 @@ class SlicePlanner(DataSourceStreamReader):
             for tp, pos in plan_positions(plan).items()
             if not self.until or pos < self.until.get(tp, -1)
         ]
+        if not work and self.until and self._refused:
+            raise next(iter(self._refused.values()))  # the other targets reached the snapshot
         if not work and (self.until or plan["topics"].keys() == start.get("topics", {}).keys()):
             return start  # nothing to copy: no new slice
         plan["slice"] = int(start.get("slice", 0)) + 1
@@ -177,6 +183,7 @@ class SlicePlanner(DataSourceStreamReader):
         bounds = partition_bounds(source, [(t, p) for t, n in counts.items() for p in range(n)])
         previous = (start or {}).get("topics", {})
         per_flow: dict[str, dict[TP, int]] = {}
+        self._refused = {}
         for ctx in group.contexts:
             try:
                 if group.fanout:
@@ -184,10 +191,17 @@ class SlicePlanner(DataSourceStreamReader):
                 per_flow[ctx.flow.name] = self._plan_flow(
                     ctx, counts, ids, bounds, start or {}, first
                 )
+            except RemoteTopicError as exc:
+                if not group.fanout:
+                    raise
+                self._refused[ctx.flow.name] = exc
+                log.error("%s is left out of this slice, the others go on: %s", ctx.label, exc)
             except BrokerError as exc:
                 if not (group.fanout and exc.transient):
                     raise
                 log.warning("%s is left out of this slice: %s", ctx.label, exc)
+        if self._refused and len(self._refused) == len(group.contexts):
+            raise next(iter(self._refused.values()))
         topics: dict[str, dict[str, Any]] = {}
         for flow, positions in per_flow.items():
             for (topic, p), pos in sorted(positions.items()):

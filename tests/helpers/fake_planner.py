@@ -25,14 +25,16 @@ class Clusters:
     bounds: dict[TP, tuple[int, int]] = field(default_factory=dict)
     groups: dict[str, dict[TP, int]] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
+    #: remote topics of a target alias that differ from the source's counts
+    short: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def remote_counts(self) -> dict[str, int]:
-        return {f"A.{t}": n for t, n in self.topics.items()}
+    def remote_counts(self, alias: str = "B") -> dict[str, int]:
+        return {f"A.{t}": n for t, n in self.topics.items()} | self.short.get(alias, {})
 
 
 class _Admin:
-    def __init__(self, side: str) -> None:
-        self.side = side
+    def __init__(self, side: str, alias: str) -> None:
+        self.side, self.alias = side, alias
 
 
 class _LedgerConsumer:
@@ -55,7 +57,8 @@ class _LedgerConsumer:
 
 
 class _Syncer:
-    refused: dict[str, Any] = {}  # noqa: RUF012 -- never written: every remote topic exists
+    def __init__(self, refused: dict[str, Any]) -> None:
+        self.refused = refused  # what the target refused, by remote topic
 
     def create_missing(self, topics: list[str]) -> None:
         pass
@@ -74,7 +77,9 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
     """Point the planner's lookups, ledger reads and event writes at ``clusters``."""
 
     def listing(admin: _Admin, timeout_s: float = 30) -> dict[str, int]:
-        return dict(clusters.topics) if admin.side == "source" else clusters.remote_counts()
+        if admin.side == "source":
+            return dict(clusters.topics)
+        return clusters.remote_counts(admin.alias)
 
     def former(view: Any, partitions: Any, timeout_s: float = 30) -> dict[TP, int]:
         wanted = {(view.ctx.remote_topic(t), p): (t, p) for t, p in partitions}
@@ -102,11 +107,15 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
     monkeypatch.setattr(source_module.events, "ensure_internal_topics", lambda ctx: None)
 
 
-def planner(props: dict[str, str]) -> source_module.SlicePlanner:
-    """A planner of flow ``A->B`` over the faked clusters (see :func:`fake_clusters`)."""
-    group = ReadGroup.create(parse_config(props), "A->B")
+def planner(
+    props: dict[str, str], name: str = "A->B", refused: dict[str, dict[str, Any]] | None = None
+) -> source_module.SlicePlanner:
+    """A planner of flow (or fan-out group) ``name`` over the faked clusters (see
+    :func:`fake_clusters`); ``refused[flow][remote topic]`` is what its target refused."""
+    group = ReadGroup.create(parse_config(props), name)
     planner = source_module.SlicePlanner(group.to_options())
     planner._group = group
-    planner._admin = lambda ctx, side: _Admin(side)  # type: ignore[method-assign]
-    planner._topic_syncer = lambda ctx: _Syncer()  # type: ignore[method-assign]
+    planner._admin = lambda ctx, side: _Admin(side, ctx.target)  # type: ignore[method-assign]
+    syncers = {c.flow.name: _Syncer((refused or {}).get(c.flow.name, {})) for c in group.contexts}
+    planner._topic_syncer = lambda ctx: syncers[ctx.flow.name]  # type: ignore[method-assign]
     return planner

@@ -16,6 +16,7 @@ import pytest
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments, translate
 from mirror_lib.spark.flow_runner import FlowRunner
@@ -252,6 +253,34 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
         finally:
             proxy_c.set_mode(OPEN)
             runner.stop()
+
+
+def test_a_target_that_refuses_a_remote_topic_stops_only_itself(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    """C already has the remote topic with 2 of the source's 4 partitions and cannot grow it (the
+    test broker has no CreatePartitions): C is left out of every slice, B gets every record, and
+    once B has reached the snapshot the ``--once`` run fails naming C's topic, not by the stall
+    watch. As MM2, where only the task of A->C fails."""
+    topic, remote, partitions, n = unique_name, f"A.{unique_name}", 4, 400
+    create_topic(brokers.source, topic, partitions)
+    create_topic(third_broker, remote, 2)
+    produce_exact(brokers.source, topic, records(n, partitions, "r"))
+    props = fanout_properties(
+        brokers.source, brokers.target, third_broker, tmp_path / "state", topic,
+        **{"mirror.outage.max.seconds": "60"},
+    )  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(MirrorRuntimeError, match="RemoteTopicError") as err:
+        run_once(spark, parse_config(props))
+    assert time.monotonic() - started < 50, "failed by the stall watch, not at once"
+    text = str(err.value)
+    assert "flow A->C: target cluster C" in text and f"growing {remote} from 2 was refused" in text
+    wait_exactly_once(brokers.source, topic, brokers.target, remote, partitions, 30)
+    assert ledger(brokers.target, "A->B", remote, partitions, slots=2) == source_ends(
+        brokers.source, topic
+    )
+    assert committed_count(third_broker, remote, 2) == 0, "nothing was copied to C"
 
 
 def test_the_source_is_read_once_for_two_targets(

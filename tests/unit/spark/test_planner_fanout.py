@@ -1,0 +1,66 @@
+"""A fan-out target whose remote topic was refused: left out, the others go on (as MM2 fails only
+that flow's task); ``--once`` fails with its error once the others reached the snapshot."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mirror_lib.errors import BrokerError, RemoteTopicError
+from tests.helpers.fake_planner import Clusters, fake_clusters, planner
+
+PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
+         "C.bootstrap.servers": "c:1", "A->B.enabled": "true", "A->C.enabled": "true",
+         "topics": "orders", "mirror.fanout.enabled": "true"}  # fmt: skip
+GROW = BrokerError("grow topic A.orders to 2 partitions: not supported")
+
+
+def _clusters(monkeypatch: pytest.MonkeyPatch) -> Clusters:
+    clusters = Clusters({"orders": 2}, {"orders": "id1"})
+    clusters.bounds = {("orders", q): (0, 100) for q in range(2)}
+    clusters.short = {"C": {"A.orders": 1}}  # C's remote topic has 1 of 2 partitions
+    fake_clusters(monkeypatch, clusters)
+    return clusters
+
+
+def test_a_refused_target_is_left_out_and_rejoins_once_its_topic_is_grown(monkeypatch, caplog):
+    clusters = _clusters(monkeypatch)
+    p = planner(PROPS, "A->B,C", refused={"A->C": {"A.orders": GROW}})
+    with caplog.at_level(logging.ERROR):
+        plan = p._plan(None, first=True)
+    assert plan["topics"]["orders"]["f"] == {"A->B": [0, 1]}
+    assert "flow A->C is left out of this slice" in caplog.text
+    assert "growing A.orders from 1 was refused" in caplog.text
+    clusters.short.clear()  # grown by hand: C rejoins at the next slice, without a restart
+    plan = p._plan(plan, first=False)
+    assert plan["topics"]["orders"]["f"] == {"A->B": [0, 1], "A->C": [0, 1]}
+
+
+def test_once_fails_with_the_refusal_when_the_others_reached_the_snapshot(monkeypatch):
+    _clusters(monkeypatch)
+    p = planner(PROPS, "A->B,C", refused={"A->C": {"A.orders": GROW}})
+    p.until = {("orders", 0): 100, ("orders", 1): 100}
+    start = p.initialOffset()
+    assert p.latestOffset(start)["slice"] == 1  # B has records to copy: a slice
+    p.until = {("orders", 0): 0, ("orders", 1): 0}  # B is at the snapshot
+    with pytest.raises(RemoteTopicError, match="flow A->C"):
+        p.latestOffset(start)
+
+
+def test_a_refusal_on_every_target_fails_the_plan(monkeypatch):
+    clusters = _clusters(monkeypatch)
+    clusters.short["B"] = {"A.orders": 1}
+    p = planner(PROPS, "A->B,C", refused={f: {"A.orders": GROW} for f in ("A->B", "A->C")})
+    with pytest.raises(RemoteTopicError, match="flow A->B"):
+        p._plan(None, first=True)
+
+
+def test_a_transient_refusal_leaves_the_target_waiting_without_an_error(monkeypatch):
+    _clusters(monkeypatch)
+    slow = BrokerError("timed out", transient=True)
+    p = planner(PROPS, "A->B,C", refused={"A->C": {"A.orders": slow}})
+    p.until = {("orders", 0): 0, ("orders", 1): 0}
+    start = p.initialOffset()
+    assert start["topics"]["orders"]["f"] == {"A->B": [0, 1], "A->C": [0]}
+    assert p.latestOffset(start) == start  # nothing to copy, and no error
