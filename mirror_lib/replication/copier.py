@@ -12,7 +12,10 @@ In a fan-out group one target never stops the others: a target that fails, falls
 ``mirror.fanout.max.lag.records`` behind or stops acknowledging leaves the slice (its open
 transaction is aborted by the next slice's ``init_transactions``); a target that starts a slice
 that far behind the others gets its own consumer and catches up on its own, and rejoins the
-shared read in a later slice. Only when every target failed does the slice fail.
+shared read in a later slice. A target that fails for good (a record too large for it, refused
+credentials) leaves the slice too, as MM2 fails only that flow's task; it is tried again at each
+slice, and a ``--once`` slot raises its error once the other targets are done. Only when every
+target failed does the slice fail.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_lib.errors import BrokerError, DataLossError
+from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
@@ -42,6 +45,9 @@ __all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 
 TP = tuple[str, int]
 IDLE_POLL_S = 0.1
+#: What a target's writer raises for its own target: in a fan-out group it leaves only that target
+#: out (a fenced producer, a fatal KafkaException, still stops the slot).
+TARGET_ERRORS = (BrokerError, KafkaException, RecordTooLargeError)
 PENDING_POLL_S = 0.01  # a fan-out commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
@@ -98,6 +104,8 @@ class SliceCopy:
         self.fanout = len(self.contexts) > 1
         self.targets = targets
         self.result = CopyResult(slot)
+        self.failed: dict[str, BaseException] = {}  # fan-out targets that failed terminally
+        self.idle: set[str] = set()  # targets at their --once end when the slice started
         self.writers: list[TargetWriter] = []
         self.readers: list[Reader] = []
         self.end_early = False
@@ -132,8 +140,9 @@ class SliceCopy:
                 )
                 self.writers.append(writer)
                 writer.start()
-            except (BrokerError, KafkaException) as exc:
+            except TARGET_ERRORS as exc:
                 self._detach_or_raise(ctx.flow.name, exc)
+        self.idle = {w.name for w in self.writers if w.done()}
         self._group_readers()
 
     def _group_readers(self) -> None:
@@ -156,14 +165,21 @@ class SliceCopy:
             reader.assign()
 
     def _detach_or_raise(self, flow: str, exc: BaseException) -> None:
-        """In a fan-out group a target failing transiently leaves the slice; else re-raise."""
-        transient = isinstance(exc, BrokerError) and exc.transient
-        if isinstance(exc, KafkaException):  # e.g. init_transactions timed out
-            transient = not exc.args[0].fatal()
-        if not (self.fanout and transient):
+        """In a fan-out group a target that fails leaves the slice and the others go on; else,
+        or for a fenced producer, re-raise."""
+        terminal = not (isinstance(exc, BrokerError) and exc.transient)
+        if isinstance(exc, KafkaException):  # e.g. init_transactions timed out, or fenced
+            if exc.args[0].fatal():
+                raise exc
+            terminal = False
+        if not self.fanout:
             raise exc
         writer = next((w for w in self.writers if w.name == flow), None)
-        log.warning("target of %s leaves the shared read for this slice: %s", flow, exc)
+        if terminal:
+            log.error("target of %s leaves this slice, the others go on: %s", flow, exc)
+            self.failed.setdefault(flow, exc)
+        else:
+            log.warning("target of %s leaves the shared read for this slice: %s", flow, exc)
         self.result.detached[flow] = str(exc)
         if writer is not None:
             writer.drop()
@@ -179,8 +195,15 @@ class SliceCopy:
             raise BrokerError(
                 f"every target of {self.ctx.source}->{','.join(c.target for c in self.contexts)} "
                 f"failed in this slice ({reasons})",
-                transient=True,
+                transient=len(self.failed) < len(self.result.detached),
             ) from exc
+
+    def _raise_if_only_failed_left(self) -> None:
+        """``--once``: a target that failed terminally is all that is left to copy when the others
+        were at their end from the start of this slice (so the slot does not cut short another
+        slot's last slice for them); it would fail again at every slice."""
+        if self.until and self.failed and all(w.name in self.idle for w in self.writers):
+            raise next(iter(self.failed.values()))
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> CopyResult:
@@ -199,6 +222,7 @@ class SliceCopy:
                 if w.in_txn:
                     w.abort()
             self._close()
+        self._raise_if_only_failed_left()
         for w in self.writers:
             self.result.records += w.result.records
             self.result.bytes += w.result.bytes
@@ -226,7 +250,7 @@ class SliceCopy:
             for reader in self.readers:
                 if writer in reader.writers:
                     reader.assign()
-        except (BrokerError, KafkaException) as exc:
+        except TARGET_ERRORS as exc:
             self._detach_or_raise(writer.name, exc)
         return None
 

@@ -29,7 +29,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
-from mirror_lib.errors import BrokerError, DataLossError, RemoteTopicError
+from mirror_lib.errors import BrokerError, DataLossError, MirrorRuntimeError, RemoteTopicError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
@@ -83,8 +83,8 @@ class SlicePlanner(DataSourceStreamReader):
 
     It plans for a flow ``A->B`` or a fan-out group ``A->B,C``: each target gets its remote
     topics, internal topics and ledger start positions; in a group, a target that does not
-    answer, or that refused a remote topic for good, is left out of the slice (and tried again
-    for the next) while the others go on.
+    answer, or that fails for good (it refused a remote topic or the credentials), is left out of
+    the slice (and tried again for the next) while the others go on.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -99,9 +99,9 @@ class SlicePlanner(DataSourceStreamReader):
         self._known_topics: dict[str, set[str]] = {}
         self._fixed_counts: dict[str, int] | None = None  # refresh.topics.enabled = false
         self._internal_ready: set[str] = set()
-        # fan-out targets whose remote topics were refused: left out of the slice (as MM2 fails
-        # only their task); a --once run fails with their error once the others are done
-        self._refused: dict[str, RemoteTopicError] = {}
+        # fan-out targets that failed for good (a remote topic refused, credentials refused): left
+        # out of the slice, as MM2 fails only their task; --once fails once the others are done
+        self._failed: dict[str, MirrorRuntimeError] = {}
         self.until = parse_until(options.get("until"))
 
     @property
@@ -161,8 +161,8 @@ class SlicePlanner(DataSourceStreamReader):
             for tp, pos in plan_positions(plan).items()
             if not self.until or pos < self.until.get(tp, -1)
         ]
-        if not work and self.until and self._refused:
-            raise next(iter(self._refused.values()))  # the other targets reached the snapshot
+        if not work and self.until and self._failed:
+            raise next(iter(self._failed.values()))  # the other targets reached the snapshot
         if not work and (self.until or plan["topics"].keys() == start.get("topics", {}).keys()):
             return start  # nothing to copy: no new slice
         plan["slice"] = int(start.get("slice", 0)) + 1
@@ -183,7 +183,7 @@ class SlicePlanner(DataSourceStreamReader):
         bounds = partition_bounds(source, [(t, p) for t, n in counts.items() for p in range(n)])
         previous = (start or {}).get("topics", {})
         per_flow: dict[str, dict[TP, int]] = {}
-        self._refused = {}
+        self._failed = {}
         for ctx in group.contexts:
             try:
                 if group.fanout:
@@ -191,17 +191,16 @@ class SlicePlanner(DataSourceStreamReader):
                 per_flow[ctx.flow.name] = self._plan_flow(
                     ctx, counts, ids, bounds, start or {}, first
                 )
-            except RemoteTopicError as exc:
+            except (BrokerError, RemoteTopicError) as exc:
                 if not group.fanout:
                     raise
-                self._refused[ctx.flow.name] = exc
-                log.error("%s is left out of this slice, the others go on: %s", ctx.label, exc)
-            except BrokerError as exc:
-                if not (group.fanout and exc.transient):
-                    raise
-                log.warning("%s is left out of this slice: %s", ctx.label, exc)
-        if self._refused and len(self._refused) == len(group.contexts):
-            raise next(iter(self._refused.values()))
+                if isinstance(exc, BrokerError) and exc.transient:
+                    log.warning("%s is left out of this slice: %s", ctx.label, exc)
+                else:
+                    self._failed[ctx.flow.name] = exc
+                    log.error("%s is left out of this slice, the others go on: %s", ctx.label, exc)
+        if len(self._failed) == len(group.contexts):
+            raise next(iter(self._failed.values()))
         topics: dict[str, dict[str, Any]] = {}
         for flow, positions in per_flow.items():
             for (topic, p), pos in sorted(positions.items()):

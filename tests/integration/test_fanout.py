@@ -283,6 +283,35 @@ def test_a_target_that_refuses_a_remote_topic_stops_only_itself(
     assert committed_count(third_broker, remote, 2) == 0, "nothing was copied to C"
 
 
+def test_a_record_one_target_refuses_stops_only_that_target(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    """C's producer accepts records up to 2,000 bytes (a real case: targets with other limits),
+    and one source record has 5,000. C stops at it, B gets every record, and the ``--once`` run
+    fails naming C's record once B has reached the snapshot. Before, the group failed at C's
+    error, so B stopped too."""
+    topic, remote, partitions = unique_name, f"A.{unique_name}", 2
+    create_topic(brokers.source, topic, partitions)
+    batch = records(200, partitions, "s")
+    batch.insert(101, {"key": b"big", "value": b"x" * 5000, "partition": 1})
+    produce_exact(brokers.source, topic, batch)
+    props = fanout_properties(
+        brokers.source, brokers.target, third_broker, tmp_path / "state", topic,
+        **{"A->C.producer.message.max.bytes": "2000", "mirror.outage.max.seconds": "60"},
+    )  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(MirrorRuntimeError, match="RecordTooLargeError") as err:
+        run_once(spark, parse_config(props))
+    assert time.monotonic() - started < 50, "failed by the stall watch, not at once"
+    assert "target cluster C" in str(err.value) and f"{topic}[1]" in str(err.value)
+    wait_exactly_once(brokers.source, topic, brokers.target, remote, partitions, 30)
+    assert ledger(brokers.target, "A->B", remote, partitions, slots=2) == source_ends(
+        brokers.source, topic
+    )
+    big = [r for r in consume_all(third_broker, remote, timeout_s=5) if r.key == b"big"]
+    assert big == [], "C never had the record it refuses"
+
+
 def test_the_source_is_read_once_for_two_targets(
     spark, brokers, third_broker, tmp_path, unique_name
 ):

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from mirror_lib.errors import BrokerError, RemoteTopicError
+from mirror_lib.spark import source as source_module
 from tests.helpers.fake_planner import Clusters, fake_clusters, planner
 
 PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
@@ -64,3 +65,22 @@ def test_a_transient_refusal_leaves_the_target_waiting_without_an_error(monkeypa
     start = p.initialOffset()
     assert start["topics"]["orders"]["f"] == {"A->B": [0, 1], "A->C": [0]}
     assert p.latestOffset(start) == start  # nothing to copy, and no error
+
+
+def test_a_target_refusing_the_credentials_is_left_out_too(monkeypatch):
+    """An authorization error is terminal (MM2's task fails): before, it stopped every target."""
+    _clusters(monkeypatch)
+    listing = source_module.list_topic_partitions
+
+    def refusing(admin, timeout_s: float = 30) -> dict[str, int]:
+        if admin.side == "target" and admin.alias == "C":
+            raise BrokerError("list topics on C: TOPIC_AUTHORIZATION_FAILED")
+        return listing(admin, timeout_s)
+
+    monkeypatch.setattr(source_module, "list_topic_partitions", refusing)
+    p = planner(PROPS, "A->B,C")
+    p.until = {("orders", 0): 100, ("orders", 1): 100}
+    assert p.initialOffset()["topics"]["orders"]["f"] == {"A->B": [0, 1]}
+    p.until = {("orders", 0): 0, ("orders", 1): 0}
+    with pytest.raises(BrokerError, match="AUTHORIZATION"):
+        p.latestOffset(p.initialOffset())

@@ -1,0 +1,100 @@
+"""Which failures of one target leave the other targets of a fan-out group copying."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copier import SliceCopy
+from mirror_lib.replication.writer import CopyResult
+
+PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
+         "C.bootstrap.servers": "c:1", "A->B.enabled": "true", "A->C.enabled": "true"}  # fmt: skip
+TOO_LARGE = RecordTooLargeError("record t[1] offset 50 is larger than target cluster C accepts")
+
+
+class _Writer:
+    def __init__(self, name: str, done: bool = False) -> None:
+        self.name, self._done, self.dropped = name, done, False
+
+    def drop(self) -> None:
+        self.dropped = True
+
+    def done(self) -> bool:
+        return self._done
+
+
+def _copy(*, fanout: bool = True, until: bool = False, b_done: bool = False) -> SliceCopy:
+    copy = SliceCopy.__new__(SliceCopy)  # only the bookkeeping, no Kafka
+    config = parse_config(PROPS)
+    copy.contexts = [
+        FlowContext.create(config, f) for f in (("A->B", "A->C") if fanout else ("A->B",))
+    ]
+    copy.ctx, copy.fanout = copy.contexts[0], fanout
+    copy.writers = [_Writer("A->B", b_done)] + ([_Writer("A->C")] if fanout else [])
+    copy.readers = [SimpleNamespace(writers=list(copy.writers), close=lambda: None)]
+    copy.result, copy.failed, copy.idle = CopyResult(0), {}, set()
+    copy.until = {("t", 0): 10} if until else {}
+    return copy
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        TOO_LARGE,
+        BrokerError("TOPIC_AUTHORIZATION_FAILED"),
+        BrokerError("timed out", transient=True),
+    ],
+)
+def test_a_target_that_fails_leaves_the_slice_and_the_other_goes_on(exc):
+    copy = _copy()
+    c = copy.writers[1]
+    copy._detach_or_raise("A->C", exc)
+    assert c.dropped and [w.name for w in copy.writers] == ["A->B"]
+    assert [w.name for w in copy.readers[0].writers] == ["A->B"]
+    assert ("A->C" in copy.failed) == (not getattr(exc, "transient", False))
+
+
+def test_without_fan_out_every_failure_is_raised():
+    copy = _copy(fanout=False)
+    with pytest.raises(RecordTooLargeError):
+        copy._detach_or_raise("A->B", TOO_LARGE)
+
+
+def test_a_fenced_producer_stops_the_slot_even_in_a_group():
+    """Fatal: another instance took over the transactional ids, so no target may go on."""
+    fenced = KafkaException(KafkaError(KafkaError._FENCED, fatal=True))
+    with pytest.raises(KafkaException):
+        _copy()._detach_or_raise("A->C", fenced)
+
+
+@pytest.mark.parametrize(("b_transient", "transient"), [(False, False), (True, True)])
+def test_when_every_target_failed_the_slot_fails_terminally_only_if_each_did(
+    b_transient, transient
+):
+    copy = _copy()
+    copy._detach_or_raise("A->C", TOO_LARGE)
+    with pytest.raises(BrokerError, match="every target of A->B,C failed") as caught:
+        copy._detach_or_raise("A->B", BrokerError("refused", transient=b_transient))
+    assert caught.value.transient == transient
+
+
+def test_once_raises_a_terminal_failure_once_the_others_had_nothing_left_in_a_slice():
+    copy = _copy(until=True)
+    copy._detach_or_raise("A->C", TOO_LARGE)
+    copy.writers[0]._done = True  # B reached the snapshot in this slice: other slots may not yet
+    copy._raise_if_only_failed_left()
+    copy = _copy(until=True, b_done=True)
+    copy.idle = {"A->B"}  # B was there when the slice started
+    copy._detach_or_raise("A->C", TOO_LARGE)
+    with pytest.raises(RecordTooLargeError, match="target cluster C"):
+        copy._raise_if_only_failed_left()
+    continuous = _copy(b_done=True)
+    continuous.idle = {"A->B"}
+    continuous._detach_or_raise("A->C", TOO_LARGE)
+    continuous._raise_if_only_failed_left()  # a continuous run keeps B going
