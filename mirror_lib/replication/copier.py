@@ -8,14 +8,8 @@ one consumer (:mod:`~mirror_lib.replication.source_reader`): each consumed batch
 writer, which keeps what its target still needs. Each writer's ledger says where its target
 continues, so targets at different positions share a read safely.
 
-In a fan-out group one target never stops the others: a target that fails, falls more than
-``mirror.fanout.max.lag.records`` behind or stops acknowledging leaves the slice (its open
-transaction is aborted by the next slice's ``init_transactions``); a target that starts a slice
-that far behind the others gets its own consumer and catches up on its own, and rejoins the
-shared read in a later slice. A target that fails for good (a record too large for it, refused
-credentials) leaves the slice too, as MM2 fails only that flow's task; it is tried again at each
-slice, and a ``--once`` slot raises its error once the other targets are done. Only when every
-target failed does the slice fail.
+In a fan-out group one target never stops the others
+(:mod:`~mirror_lib.replication.fanout_targets`).
 """
 
 from __future__ import annotations
@@ -29,11 +23,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_lib.errors import BrokerError, DataLossError, RecordTooLargeError
+from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy_state import Interleaved
+from mirror_lib.replication.fanout_targets import TARGET_ERRORS, TargetMembership
 from mirror_lib.replication.plan_changes import PlanChanges
 from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.stall import idle_slice_text
@@ -45,9 +40,6 @@ __all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 
 TP = tuple[str, int]
 IDLE_POLL_S = 0.1
-#: What a target's writer raises for its own target: in a fan-out group it leaves only that target
-#: out (a fenced producer, a fatal KafkaException, still stops the slot).
-TARGET_ERRORS = (BrokerError, KafkaException, RecordTooLargeError)
 PENDING_POLL_S = 0.01  # a fan-out commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
@@ -74,7 +66,7 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class SliceCopy:
+class SliceCopy(TargetMembership):
     """One task's slice: create, then :meth:`run`."""
 
     def __init__(
@@ -144,66 +136,6 @@ class SliceCopy:
                 self._detach_or_raise(ctx.flow.name, exc)
         self.idle = {w.name for w in self.writers if w.done()}
         self._group_readers()
-
-    def _group_readers(self) -> None:
-        """One shared reader; a writer that starts further behind the leading writer than its
-        ``mirror.fanout.max.lag.records`` gets a reader of its own for this slice."""
-        lead: dict[TP, int] = {}
-        for w in self.writers:
-            for tp, pos in w.open_positions().items():
-                lead[tp] = max(pos, lead.get(tp, pos))
-        shared, alone = [], []
-        for w in self.writers:
-            behind = sum(lead[tp] - pos for tp, pos in w.open_positions().items())
-            (alone if self.fanout and behind > w.max_lag else shared).append(w)
-        self.readers = [
-            Reader(self.ctx, ws) for ws in ([shared] if shared else []) + [[w] for w in alone]
-        ]
-        for w in alone:
-            log.warning("%s starts far behind the other targets: it reads on its own", w.name)
-        for reader in self.readers:
-            reader.assign()
-
-    def _detach_or_raise(self, flow: str, exc: BaseException) -> None:
-        """In a fan-out group a target that fails leaves the slice and the others go on; else,
-        or for a fenced producer, re-raise."""
-        terminal = not (isinstance(exc, BrokerError) and exc.transient)
-        if isinstance(exc, KafkaException):  # e.g. init_transactions timed out, or fenced
-            if exc.args[0].fatal():
-                raise exc
-            terminal = False
-        if not self.fanout:
-            raise exc
-        writer = next((w for w in self.writers if w.name == flow), None)
-        if terminal:
-            log.error("target of %s leaves this slice, the others go on: %s", flow, exc)
-            self.failed.setdefault(flow, exc)
-        else:
-            log.warning("target of %s leaves the shared read for this slice: %s", flow, exc)
-        self.result.detached[flow] = str(exc)
-        if writer is not None:
-            writer.drop()
-            self.writers.remove(writer)
-            for reader in self.readers:
-                if writer in reader.writers:
-                    reader.writers.remove(writer)
-            for reader in [r for r in self.readers if not r.writers]:
-                reader.close()
-                self.readers.remove(reader)
-        if not self.writers:
-            reasons = "; ".join(f"{flow}: {why}" for flow, why in self.result.detached.items())
-            raise BrokerError(
-                f"every target of {self.ctx.source}->{','.join(c.target for c in self.contexts)} "
-                f"failed in this slice ({reasons})",
-                transient=len(self.failed) < len(self.result.detached),
-            ) from exc
-
-    def _raise_if_only_failed_left(self) -> None:
-        """``--once``: a target that failed terminally is all that is left to copy when the others
-        were at their end from the start of this slice (so the slot does not cut short another
-        slot's last slice for them); it would fail again at every slice."""
-        if self.until and self.failed and all(w.name in self.idle for w in self.writers):
-            raise next(iter(self.failed.values()))
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> CopyResult:
@@ -308,23 +240,6 @@ class SliceCopy:
             self._guard(w, w.refresh_ledger)
         for w in list(self.writers):
             self._guard(w, w.settle_syncs)
-
-    def _drop_laggards(self, reader: Reader) -> None:
-        """The bounded buffer: a target with more than its ``mirror.fanout.max.lag.records``
-        waiting beyond the target furthest ahead leaves the shared read (never the last one).
-
-        Only targets still reading count: one that reached its end (``--once``) waits for
-        nothing, and against it every batch another target has in flight would be lag."""
-        if len(reader.writers) < 2:  # a single target: no list of its parts on every consume
-            return
-        reading = [w for w in reader.writers if not w.done()]
-        if len(reading) < 2:
-            return
-        lead = min(w.waiting() for w in reading)
-        for w in reading:
-            error = w.behind_error(lead)
-            if error is not None and len(reader.writers) > 1:
-                self._detach_or_raise(w.name, error)
 
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S]
