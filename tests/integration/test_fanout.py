@@ -255,6 +255,22 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
             runner.stop()
 
 
+def fails_with_b_whole(
+    spark, brokers, props: dict[str, str], error: str, topic: str, partitions: int
+) -> str:
+    """Run ``--once`` where C fails for good: the run fails with ``error`` (its text is returned)
+    within 50 s, not by the stall watch, and B has every record exactly once."""
+    started = time.monotonic()
+    with pytest.raises(MirrorRuntimeError, match=error) as err:
+        run_once(spark, parse_config({**props, "mirror.outage.max.seconds": "60"}))
+    assert time.monotonic() - started < 50, "failed by the stall watch, not at once"
+    remote = f"A.{topic}"
+    wait_exactly_once(brokers.source, topic, brokers.target, remote, partitions, 30)
+    ends = source_ends(brokers.source, topic)
+    assert ledger(brokers.target, "A->B", remote, partitions, slots=2) == ends
+    return str(err.value)
+
+
 def test_a_target_that_refuses_a_remote_topic_stops_only_itself(
     spark, brokers, third_broker, tmp_path, unique_name
 ):
@@ -266,20 +282,9 @@ def test_a_target_that_refuses_a_remote_topic_stops_only_itself(
     create_topic(brokers.source, topic, partitions)
     create_topic(third_broker, remote, 2)
     produce_exact(brokers.source, topic, records(n, partitions, "r"))
-    props = fanout_properties(
-        brokers.source, brokers.target, third_broker, tmp_path / "state", topic,
-        **{"mirror.outage.max.seconds": "60"},
-    )  # fmt: skip
-    started = time.monotonic()
-    with pytest.raises(MirrorRuntimeError, match="RemoteTopicError") as err:
-        run_once(spark, parse_config(props))
-    assert time.monotonic() - started < 50, "failed by the stall watch, not at once"
-    text = str(err.value)
+    props = fanout_properties(brokers.source, brokers.target, third_broker, tmp_path, topic)
+    text = fails_with_b_whole(spark, brokers, props, "RemoteTopicError", topic, partitions)
     assert "flow A->C: target cluster C" in text and f"growing {remote} from 2 was refused" in text
-    wait_exactly_once(brokers.source, topic, brokers.target, remote, partitions, 30)
-    assert ledger(brokers.target, "A->B", remote, partitions, slots=2) == source_ends(
-        brokers.source, topic
-    )
     assert committed_count(third_broker, remote, 2) == 0, "nothing was copied to C"
 
 
@@ -296,18 +301,11 @@ def test_a_record_one_target_refuses_stops_only_that_target(
     batch.insert(101, {"key": b"big", "value": b"x" * 5000, "partition": 1})
     produce_exact(brokers.source, topic, batch)
     props = fanout_properties(
-        brokers.source, brokers.target, third_broker, tmp_path / "state", topic,
-        **{"A->C.producer.message.max.bytes": "2000", "mirror.outage.max.seconds": "60"},
+        brokers.source, brokers.target, third_broker, tmp_path, topic,
+        **{"A->C.producer.message.max.bytes": "2000"},
     )  # fmt: skip
-    started = time.monotonic()
-    with pytest.raises(MirrorRuntimeError, match="RecordTooLargeError") as err:
-        run_once(spark, parse_config(props))
-    assert time.monotonic() - started < 50, "failed by the stall watch, not at once"
-    assert "target cluster C" in str(err.value) and f"{topic}[1]" in str(err.value)
-    wait_exactly_once(brokers.source, topic, brokers.target, remote, partitions, 30)
-    assert ledger(brokers.target, "A->B", remote, partitions, slots=2) == source_ends(
-        brokers.source, topic
-    )
+    text = fails_with_b_whole(spark, brokers, props, "RecordTooLargeError", topic, partitions)
+    assert "target cluster C" in text and f"{topic}[1]" in text
     big = [r for r in consume_all(third_broker, remote, timeout_s=5) if r.key == b"big"]
     assert big == [], "C never had the record it refuses"
 
