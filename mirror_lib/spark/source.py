@@ -83,8 +83,9 @@ class SlicePlanner(DataSourceStreamReader):
 
     It plans for a flow ``A->B`` or a fan-out group ``A->B,C``: each target gets its remote
     topics, internal topics and ledger start positions; in a group, a target that does not
-    answer, or that fails for good (it refused a remote topic or the credentials), is left out of
-    the slice (and tried again for the next) while the others go on.
+    answer, or that fails for good (it refused a remote topic or the credentials, or its ledger
+    is behind a gap), is left out of the slice (and tried again for the next) while the others
+    go on.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -99,9 +100,11 @@ class SlicePlanner(DataSourceStreamReader):
         self._known_topics: dict[str, set[str]] = {}
         self._fixed_counts: dict[str, int] | None = None  # refresh.topics.enabled = false
         self._internal_ready: set[str] = set()
-        # fan-out targets that failed for good (a remote topic refused, credentials refused): left
-        # out of the slice, as MM2 fails only their task; --once fails once the others are done
+        # fan-out targets that failed for good (a remote topic or the credentials refused, a gap
+        # with on.gap=fail): left out of the slice, as MM2 fails only their task; --once fails
+        # once the others are done
         self._failed: dict[str, MirrorRuntimeError] = {}
+        self._gaps: set[tuple[str, str, int, int | None, int]] = set()  # gap events published
         self.until = parse_until(options.get("until"))
 
     @property
@@ -191,7 +194,7 @@ class SlicePlanner(DataSourceStreamReader):
                 per_flow[ctx.flow.name] = self._plan_flow(
                     ctx, counts, ids, bounds, start or {}, first
                 )
-            except (BrokerError, RemoteTopicError) as exc:
+            except (BrokerError, RemoteTopicError, DataLossError) as exc:
                 if not group.fanout:
                     raise
                 if isinstance(exc, BrokerError) and exc.transient:
@@ -286,8 +289,9 @@ class SlicePlanner(DataSourceStreamReader):
         self, ctx: FlowContext, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str
     ) -> int:
         action = ctx.settings.on_gap
-        event = events.gap_event(ctx, topic, p, pos, lo, hi, reason, action)
-        events.publish(ctx, [event])
+        if (ctx.flow.name, topic, p, pos, lo) not in self._gaps:  # a fan-out target's, once
+            self._gaps.add((ctx.flow.name, topic, p, pos, lo))
+            events.publish(ctx, [events.gap_event(ctx, topic, p, pos, lo, hi, reason, action)])
         message = (
             f"data gap in {topic}[{p}] for flow {ctx.flow.name}: {reason}; the flow was at "
             f"offset {pos}, the source now holds [{lo}, {hi}). "

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from mirror_lib.errors import BrokerError, RemoteTopicError
+from mirror_lib.errors import BrokerError, DataLossError, RemoteTopicError
 from mirror_lib.spark import source as source_module
 from tests.helpers.fake_planner import Clusters, fake_clusters, planner
 
@@ -84,3 +84,23 @@ def test_a_target_refusing_the_credentials_is_left_out_too(monkeypatch):
     p.until = {("orders", 0): 0, ("orders", 1): 0}
     with pytest.raises(BrokerError, match="AUTHORIZATION"):
         p.latestOffset(p.initialOffset())
+
+
+def test_a_gap_on_one_target_stops_only_that_target(monkeypatch):
+    """mirror.on.gap=fail: C's ledger is behind what the source still keeps, B's is not. The
+    gap is C's alone; before, its DataLossError stopped B too."""
+    clusters = _clusters(monkeypatch)
+    clusters.short.clear()
+    clusters.bounds = {("orders", q): (50, 100) for q in range(2)}
+    for flow, pos in (("A->B", 60), ("A->C", 10)):
+        clusters.groups[f"__mirror_ledger.{flow}.0"] = {("A.orders", q): pos for q in range(2)}
+    p = planner(PROPS, "A->B,C")
+    p.until = {("orders", 0): 100, ("orders", 1): 100}
+    start = p.initialOffset()
+    assert start["topics"]["orders"]["f"] == {"A->B": [0, 1]}
+    assert start["topics"]["orders"]["p"] == {"0": 60, "1": 60}
+    p.until = {("orders", 0): 60, ("orders", 1): 60}
+    with pytest.raises(DataLossError, match="flow A->C"):
+        p.latestOffset(start)
+    gaps = [e for e in clusters.events if e["type"] == "gap"]
+    assert len(gaps) == 1, "C's gap is published once, not at every slice that leaves C out"
