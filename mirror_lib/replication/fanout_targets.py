@@ -90,6 +90,9 @@ class TargetMembership:
                 reader.close()
                 self.readers.remove(reader)
         if not self.writers:
+            every = {c.flow.name for c in self.contexts}
+            if len(self.failed) == len(self.result.detached) and set(self.failed) != every:
+                return  # only targets that failed for good had work here: the slot just ends
             reasons = "; ".join(f"{flow}: {why}" for flow, why in self.result.detached.items())
             raise BrokerError(
                 f"every target of {self.ctx.source}->{','.join(c.target for c in self.contexts)} "
@@ -100,8 +103,12 @@ class TargetMembership:
     def _raise_if_only_failed_left(self) -> None:
         """``--once``: a target that failed terminally is all that is left to copy when the others
         were at their end from the start of this slice (so the slot does not cut short another
-        slot's last slice for them); it would fail again at every slice."""
-        if self.until and self.failed and all(w.name in self.idle for w in self.writers):
+        slot's last slice for them); it would fail again at every slice. A slot where no other
+        target had work does not know whether they are done elsewhere: it ends, and the run's
+        stall watch ends the run."""
+        if not (self.until and self.failed and self.writers):
+            return
+        if all(w.name in self.idle for w in self.writers):
             raise next(iter(self.failed.values()))
 
     def _drop_laggards(self, reader: Reader) -> None:

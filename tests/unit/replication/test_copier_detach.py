@@ -98,3 +98,13 @@ def test_once_raises_a_terminal_failure_once_the_others_had_nothing_left_in_a_sl
     continuous.idle = {"A->B"}
     continuous._detach_or_raise("A->C", TOO_LARGE)
     continuous._raise_if_only_failed_left()  # a continuous run keeps B going
+
+
+def test_a_slot_where_only_the_failing_target_had_work_just_ends():
+    """C replicates a topic B does not: this slot has only C's writer. C failing for good must not
+    stop B, which copies in other slots, nor end a --once run while B may still copy there."""
+    copy = _copy(until=True)
+    copy.writers, copy.readers[0].writers = copy.writers[1:], copy.writers[1:]
+    copy._detach_or_raise("A->C", TOO_LARGE)
+    assert copy.writers == [] and copy.readers == [] and "A->C" in copy.failed
+    copy._raise_if_only_failed_left()
