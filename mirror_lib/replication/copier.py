@@ -96,8 +96,8 @@ class SliceCopy(TargetMembership):
         self.fanout = len(self.contexts) > 1
         self.targets = targets
         self.result = CopyResult(slot)
-        self.failed: dict[str, BaseException] = {}  # fan-out targets that failed terminally
-        self.idle: set[str] = set()  # targets at their --once end when the slice started
+        self.failed: dict[str, BaseException] = {}  # see TargetMembership
+        self.idle: set[str] = set()
         self.writers: list[TargetWriter] = []
         self.readers: list[Reader] = []
         self.end_early = False

@@ -289,8 +289,9 @@ class SlicePlanner(DataSourceStreamReader):
         self, ctx: FlowContext, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str
     ) -> int:
         action = ctx.settings.on_gap
-        if (ctx.flow.name, topic, p, pos, lo) not in self._gaps:  # a fan-out target's, once
-            self._gaps.add((ctx.flow.name, topic, p, pos, lo))
+        seen = (ctx.flow.name, topic, p, pos, lo)
+        if seen not in self._gaps:  # a fan-out target left out is planned again at every slice
+            self._gaps.add(seen)
             events.publish(ctx, [events.gap_event(ctx, topic, p, pos, lo, hi, reason, action)])
         message = (
             f"data gap in {topic}[{p}] for flow {ctx.flow.name}: {reason}; the flow was at "
