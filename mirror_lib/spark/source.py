@@ -35,6 +35,14 @@ from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.ledger import LedgerView
 from mirror_lib.replication.read_group import ReadGroup
+from mirror_lib.replication.source_gaps import (
+    RECREATED,
+    RETENTION,
+    TRUNCATED,
+    GapPolicy,
+    ends_before,
+    lost_entry,
+)
 from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer, refusal_error
 from mirror_lib.spark.copy_task import copy_slot, summary_batch
 from mirror_lib.spark.slot_work import SlotWork
@@ -104,7 +112,7 @@ class SlicePlanner(DataSourceStreamReader):
         # with on.gap=fail): left out of the slice, as MM2 fails only their task; --once fails
         # once the others are done
         self._failed: dict[str, MirrorRuntimeError] = {}
-        self._gaps: set[tuple[str, str, int, int | None, int]] = set()  # gap events published
+        self._gaps = GapPolicy()
         self.until = parse_until(options.get("until"))
 
     @property
@@ -265,11 +273,9 @@ class SlicePlanner(DataSourceStreamReader):
             old = previous.get(topic)
             same = old is not None and old.get("id") in (None, ids.get(topic))
             if pos is not None and old is not None and not same:
-                pos = starts[(topic, p)] = self._gap(
-                    ctx, topic, p, pos, lo, hi, "topic was deleted and re-created"
-                )
+                pos = starts[(topic, p)] = self._gaps.handle(ctx, topic, p, pos, lo, hi, RECREATED)
             elif pos is None:
-                pos = _lost_entry(ctx, topic, p, old["p"].get(str(p)) if same else None)
+                pos = lost_entry(ctx, topic, p, old["p"].get(str(p)) if same else None)
                 if pos is None:
                     pos = former.get((topic, p))
                 if pos is None:
@@ -277,33 +283,18 @@ class SlicePlanner(DataSourceStreamReader):
                     pos = hi if latest else lo
                 starts[(topic, p)] = pos
             elif pos < lo:
-                pos = starts[(topic, p)] = self._gap(
-                    ctx, topic, p, pos, lo, hi, "records were deleted (retention)"
-                )
+                pos = starts[(topic, p)] = self._gaps.handle(ctx, topic, p, pos, lo, hi, RETENTION)
             pos_of[(topic, p)] = pos
+        listed = {tp: hi for tp, (_lo, hi) in bounds.items()}
+        beyond = {tp: pos for tp, pos in pos_of.items() if pos > listed[tp]}
+        for (topic, p), end in ends_before(ctx, beyond, listed).items():
+            pos_of[(topic, p)] = starts[(topic, p)] = self._gaps.handle(
+                ctx, topic, p, beyond[(topic, p)], bounds[(topic, p)][0], end,
+                TRUNCATED.format(end=end),
+            )  # fmt: skip
         if starts:
             ledger.commit(starts)
         return pos_of
-
-    def _gap(
-        self, ctx: FlowContext, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str
-    ) -> int:
-        action = ctx.settings.on_gap
-        seen = (ctx.flow.name, topic, p, pos, lo)
-        if seen not in self._gaps:  # a fan-out target left out is planned again at every slice
-            self._gaps.add(seen)
-            events.publish(ctx, [events.gap_event(ctx, topic, p, pos, lo, hi, reason, action)])
-        message = (
-            f"data gap in {topic}[{p}] for flow {ctx.flow.name}: {reason}; the flow was at "
-            f"offset {pos}, the source now holds [{lo}, {hi}). "
-        )
-        if action == "fail":
-            raise DataLossError(
-                message + "Nothing after the gap was replicated; set "
-                f"{ctx.flow.name}.mirror.on.gap=skip to continue from offset {lo}."
-            )
-        log.warning(message + "continuing from %d (mirror.on.gap=skip)", lo)
-        return lo
 
     def _ensure_internal(self, ctx: FlowContext) -> None:
         """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 §2.3)."""
@@ -376,21 +367,6 @@ def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
         for topic, entry in (plan or {}).get("topics", {}).items()
         for p, pos in entry.get("p", {}).items()
     }
-
-
-def _lost_entry(ctx: FlowContext, topic: str, p: int, planned: Any) -> int | None:
-    """The last plan's position of a partition whose ledger entry is gone: the broker expires
-    a group's offset not committed for ``offsets.retention.minutes``, or the group was deleted.
-    Never more than was delivered, and exact when the partition stayed idle since."""
-    if planned is None:
-        return None
-    log.warning(
-        "%s: no delivery ledger entry for %s[%d] although the last slice started it at %s "
-        "(expired after the target's offsets.retention.minutes, or its group was deleted): "
-        "going on from there",
-        ctx.label, topic, p, planned,
-    )  # fmt: skip
-    return int(planned)
 
 
 def _best_effort(call: Any, what: str) -> None:
