@@ -249,15 +249,27 @@ class FlowRunner:
     ) -> bool:
         """Wait until caught up with ``target``; False on timeout. Query failures raise.
 
-        A ``--once`` query whose availableNow slice ended short of the snapshot starts again.
+        Not before the query planned its first slice: a ledger ahead of the snapshot can be a
+        gap the planner finds (a truncated or re-created source partition), not progress. A
+        ``--once`` query whose availableNow slice ended short of the snapshot starts again.
         """
         return drive_until(
-            lambda: self.caught_up(target),
+            lambda: self.planned() and self.caught_up(target),
             check=self.raise_if_failed,
             ended=lambda: self._until is not None and not self.query.isActive,
             again=self._next_slice,
             timeout_s=timeout_s,
             tick=None if on_progress is None else lambda: on_progress(self, target),
+        )
+
+    def planned(self) -> bool:
+        """True once the query planned a slice, or ended (an availableNow query with nothing
+        to copy ends without one)."""
+        query = self.query
+        return (
+            not query.isActive
+            or query.lastProgress is not None
+            or bool(query.status.get("isDataAvailable"))
         )
 
     def _next_slice(self) -> Any:

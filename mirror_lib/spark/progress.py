@@ -182,6 +182,7 @@ def drive_until(
     while deadline is None or time.monotonic() < deadline:
         check()
         if reached():
+            check()  # a query that failed right after the first check
             return True
         if ended():
             check()
