@@ -26,7 +26,28 @@ def test_an_ended_query_is_checked_then_started_again_until_the_goal_is_reached(
         tick=lambda: calls.append("tick"),
     )
     assert caught
-    assert calls == ["check", "check", "again", "tick", "check", "check", "again", "tick", "check"]
+    # the goal reached: the query is checked once more before the loop says so
+    assert calls == [
+        *["check", "check", "again", "tick"] * 2,
+        *["check", "check"],
+    ]
+
+
+def test_a_failure_just_after_the_check_is_not_taken_for_the_goal():
+    """An availableNow query whose planner fails ends: the goal (the ledger at the snapshot)
+    may read as reached right after the check that still saw it running."""
+    state = {"failed": False}
+
+    def check() -> None:
+        if state["failed"]:
+            raise MirrorRuntimeError("replication of flow A->B failed: DataLossError")
+
+    def reached() -> bool:
+        state["failed"] = True
+        return True
+
+    with pytest.raises(MirrorRuntimeError, match="DataLossError"):
+        drive_until(reached, check=check, ended=lambda: False, again=lambda: None, timeout_s=30)
 
 
 def test_a_failure_raises_and_a_timeout_returns_false():
