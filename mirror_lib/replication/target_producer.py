@@ -44,6 +44,18 @@ _PASSING = {  # delivery failures an outage causes: the run retries them
 }
 
 
+_told: set[tuple[Any, ...]] = set()
+
+
+def _first_time(*key: Any) -> bool:
+    """True the first time ``key`` is seen in this process: a warning about a setting that
+    holds for the whole run is said once per Python worker, not by every slot at every slice."""
+    if key in _told:
+        return False
+    _told.add(key)
+    return True
+
+
 def _passing(err: KafkaError) -> bool:
     """An error an outage causes, that the run retries (not a fenced producer)."""
     code = err.code()
@@ -69,7 +81,8 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
         admin = ctx.admin_ops("target", timeout_s=LOOKUP_S)
         configs = admin.describe_topic_configs(sorted(remote_topics))
     except BrokerError as exc:
-        log.warning("%s: batch.size not checked against max.message.bytes: %s", ctx.label, exc)
+        if _first_time(ctx.label, "unchecked", str(exc)):
+            log.warning("%s: batch.size not checked against max.message.bytes: %s", ctx.label, exc)
         return None
     limits = [
         (int(entry.value), topic)
@@ -102,9 +115,9 @@ def make_producer(
     wanted = int(conf.get("batch.size", BATCH_SIZE))
     if limit is not None and wanted > limit[0] - FRAMING:
         conf["batch.size"] = max(1, limit[0] - FRAMING)
-        if wanted != BATCH_SIZE:  # the user's own setting: say so
+        if wanted != BATCH_SIZE and _first_time(ctx.label, wanted, *limit):  # the user's own
             log.warning(
-                "%s: the producer's batch.size %d is lowered to %d for this slice: %s on the "
+                "%s: the producer's batch.size %d is lowered to %d for this run: %s on the "
                 "target accepts record batches of at most %d bytes (max.message.bytes)",
                 ctx.label, wanted, conf["batch.size"], limit[1], limit[0],
             )  # fmt: skip

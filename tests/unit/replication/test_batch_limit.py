@@ -58,6 +58,15 @@ def test_a_users_batch_size_is_lowered_with_a_warning(monkeypatch, caplog):
     assert "batch.size 500000 is lowered to 19488" in caplog.text and "A.small" in caplog.text
 
 
+def test_the_lowering_is_said_once_not_at_every_slice(monkeypatch, caplog):
+    props = {"B.producer.batch.size": "600000"}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            conf = _producer_conf(monkeypatch, _target(), **props)
+    assert conf["batch.size"] == 20000 - target_producer.FRAMING
+    assert caplog.text.count("batch.size 600000 is lowered") == 1
+
+
 def test_a_users_smaller_batch_size_is_kept(monkeypatch):
     conf = _producer_conf(monkeypatch, _target(), **{"B.producer.batch.size": "4096"})
     assert int(conf["batch.size"]) == 4096
