@@ -9,6 +9,7 @@ Schemas are documented in the README ("Metrics records").
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,11 @@ from mirror_lib.replication.context import FlowContext, produce_plain
 
 if TYPE_CHECKING:
     from mirror_lib.kafka.admin import KafkaAdminOps
+
+log = logging.getLogger(__name__)
+
+LEFT_OUT_S = 3.0  # what telling a fan-out target's failure may hold up the other targets
+_told_left_out: set[tuple[str, str]] = set()
 
 
 def now_ms() -> int:
@@ -59,6 +65,25 @@ def gap_event(
         reason=reason,
         action=action,
     )
+
+
+def left_out(ctx: FlowContext, exc: BaseException) -> None:
+    """An ``error`` event (action ``left_out``) for a fan-out target that failed for good while
+    the others go on, so an alert on ``flow_events`` ``type = 'error'`` sees it. Once per
+    process and cause; best effort, as the target may be what fails."""
+    lines = str(exc).strip().splitlines()
+    reason = lines[0] if lines else type(exc).__name__
+    if (ctx.flow.name, reason) in _told_left_out:
+        return
+    _told_left_out.add((ctx.flow.name, reason))
+    event = flow_event(
+        ctx, "error", reason=reason, action="left_out", error_type=type(exc).__name__,
+        transient=False,
+    )  # fmt: skip
+    try:
+        publish(ctx, [event], timeout_s=LEFT_OUT_S)
+    except Exception as err:  # the target refused the event too: its ERROR line still says it
+        log.warning("%s: its error event was not written (%s)", ctx.flow.name, err)
 
 
 def encode(event: dict[str, Any]) -> tuple[bytes, bytes]:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.source_reader import Reader
 from mirror_lib.replication.writer import CopyResult, TargetWriter
@@ -77,6 +78,7 @@ class TargetMembership:
         if terminal:
             log.error("target of %s leaves this slice, the others go on: %s", flow, exc)
             self.failed.setdefault(flow, exc)
+            events.left_out(next(c for c in self.contexts if c.flow.name == flow), exc)
         else:
             log.warning("target of %s leaves the shared read for this slice: %s", flow, exc)
         self.result.detached[flow] = str(exc)

@@ -210,6 +210,7 @@ class SlicePlanner(DataSourceStreamReader):
                 else:
                     self._failed[ctx.flow.name] = exc
                     log.error("%s is left out of this slice, the others go on: %s", ctx.label, exc)
+                    events.left_out(ctx, exc)
         if len(self._failed) == len(group.contexts):
             raise next(iter(self._failed.values()))
         topics: dict[str, dict[str, Any]] = {}

@@ -105,6 +105,7 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
         source_module.events, "publish", lambda ctx, evs, *a, **k: clusters.events.extend(evs)
     )
     monkeypatch.setattr(source_module.events, "ensure_internal_topics", lambda ctx: None)
+    monkeypatch.setattr(source_module.events, "_told_left_out", set())
 
 
 def planner(

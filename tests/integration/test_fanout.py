@@ -259,7 +259,8 @@ def fails_with_b_whole(
     spark, brokers, props: dict[str, str], error: str, topic: str, partitions: int
 ) -> str:
     """Run ``--once`` where C fails for good: the run fails with ``error`` (its text is returned)
-    within 50 s, not by the stall watch, and B has every record exactly once."""
+    within 50 s, not by the stall watch, and B has every record exactly once. C's metrics topic
+    says so as an ``error`` event that names the topic (an alert sees a target left out)."""
     started = time.monotonic()
     with pytest.raises(MirrorRuntimeError, match=error) as err:
         run_once(spark, parse_config({**props, "mirror.outage.max.seconds": "60"}))
@@ -268,6 +269,10 @@ def fails_with_b_whole(
     wait_exactly_once(brokers.source, topic, brokers.target, remote, partitions, 30)
     ends = source_ends(brokers.source, topic)
     assert ledger(brokers.target, "A->B", remote, partitions, slots=2) == ends
+    third = props["C.bootstrap.servers"]
+    told = [e for e in metrics_events(third) if e["type"] == "error" and topic in e["reason"]]
+    left_out = {(e["flow"], e["error_type"]) for e in told if e["action"] == "left_out"}
+    assert left_out == {("A->C", error)}, told  # besides the run's own error (action failed)
     return str(err.value)
 
 

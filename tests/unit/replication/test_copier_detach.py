@@ -9,6 +9,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copier import SliceCopy
 from mirror_lib.replication.writer import CopyResult
@@ -16,6 +17,15 @@ from mirror_lib.replication.writer import CopyResult
 PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
          "C.bootstrap.servers": "c:1", "A->B.enabled": "true", "A->C.enabled": "true"}  # fmt: skip
 TOO_LARGE = RecordTooLargeError("record t[1] offset 50 is larger than target cluster C accepts")
+
+
+@pytest.fixture(autouse=True)
+def published(monkeypatch) -> list[dict]:
+    """The events the copier publishes (no Kafka); each test starts with none told."""
+    out: list[dict] = []
+    monkeypatch.setattr(events, "publish", lambda ctx, evs, *a, **k: out.extend(evs))
+    monkeypatch.setattr(events, "_told_left_out", set())
+    return out
 
 
 class _Writer:
@@ -51,13 +61,33 @@ def _copy(*, fanout: bool = True, until: bool = False, b_done: bool = False) -> 
         BrokerError("timed out", transient=True),
     ],
 )
-def test_a_target_that_fails_leaves_the_slice_and_the_other_goes_on(exc):
+def test_a_target_that_fails_leaves_the_slice_and_the_other_goes_on(exc, published):
     copy = _copy()
     c = copy.writers[1]
     copy._detach_or_raise("A->C", exc)
     assert c.dropped and [w.name for w in copy.writers] == ["A->B"]
     assert [w.name for w in copy.readers[0].writers] == ["A->B"]
-    assert ("A->C" in copy.failed) == (not getattr(exc, "transient", False))
+    terminal = not getattr(exc, "transient", False)
+    assert ("A->C" in copy.failed) == terminal
+    told = [(e["type"], e["flow"], e["action"], e["reason"]) for e in published]
+    assert told == ([("error", "A->C", "left_out", str(exc))] if terminal else [])
+
+
+def test_a_target_left_out_at_every_slice_is_told_once(published):
+    for _ in range(3):  # three slices of the same worker process
+        _copy()._detach_or_raise("A->C", TOO_LARGE)
+    assert len(published) == 1 and published[0]["error_type"] == "RecordTooLargeError"
+
+
+def test_a_target_that_refuses_the_event_too_still_leaves_quietly(monkeypatch, caplog):
+    def refused(*_a, **_k):
+        raise BrokerError("SASL authentication failed")
+
+    monkeypatch.setattr(events, "publish", refused)
+    copy = _copy()
+    copy._detach_or_raise("A->C", BrokerError("SASL authentication failed"))
+    assert [w.name for w in copy.writers] == ["A->B"]
+    assert "A->C: its error event was not written" in caplog.text
 
 
 def test_without_fan_out_every_failure_is_raised():

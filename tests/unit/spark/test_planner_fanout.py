@@ -33,6 +33,11 @@ def test_a_refused_target_is_left_out_and_rejoins_once_its_topic_is_grown(monkey
     assert plan["topics"]["orders"]["f"] == {"A->B": [0, 1]}
     assert "flow A->C is left out of this slice" in caplog.text
     assert "growing A.orders from 1 was refused" in caplog.text
+    plan = p._plan(plan, first=False)  # still refused: left out again, told once
+    told = [e for e in clusters.events if e["type"] == "error"]
+    assert [(e["flow"], e["action"], e["error_type"]) for e in told] == [
+        ("A->C", "left_out", "RemoteTopicError")
+    ]
     clusters.short.clear()  # grown by hand: C rejoins at the next slice, without a restart
     plan = p._plan(plan, first=False)
     assert plan["topics"]["orders"]["f"] == {"A->B": [0, 1], "A->C": [0, 1]}
