@@ -66,11 +66,15 @@ class GapPolicy:
 
 
 def ends_before(
-    ctx: FlowContext, positions: dict[TP, int], listed: dict[TP, int], timeout_s: float = PROBE_S
+    ctx: FlowContext,
+    positions: dict[TP, int],
+    bounds: dict[TP, tuple[int, int]],
+    timeout_s: float = PROBE_S,
 ) -> dict[TP, int]:
     """The partitions of ``positions`` whose log ends before that position, with their end.
 
-    Asked only for positions past the ``listed`` end offset. On Kafka that alone means a
+    Asked only for positions past the end offset listed in ``bounds`` (earliest, end), as
+    :func:`~mirror_lib.kafka.lookups.partition_bounds` gives them. On Kafka that alone means a
     truncated log, but the test broker lists less than it holds, so the answer comes from a
     fetch from the listed end: a record at or past the position's last offset clears it, an end
     of partition before the position confirms it. A partition that does not answer in time is
@@ -80,6 +84,7 @@ def ends_before(
         return {}
     ends: dict[TP, int] = {}
     waiting = dict(positions)
+    listed = {tp: bounds[tp][1] for tp in positions}
     consumer = make_consumer(ctx)
     try:
         consumer.assign([TopicPartition(t, p, listed[(t, p)]) for t, p in sorted(waiting)])

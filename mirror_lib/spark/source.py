@@ -286,9 +286,8 @@ class SlicePlanner(DataSourceStreamReader):
             elif pos < lo:
                 pos = starts[(topic, p)] = self._gaps.handle(ctx, topic, p, pos, lo, hi, RETENTION)
             pos_of[(topic, p)] = pos
-        listed = {tp: hi for tp, (_lo, hi) in bounds.items()}
-        beyond = {tp: pos for tp, pos in pos_of.items() if pos > listed[tp]}
-        for (topic, p), end in ends_before(ctx, beyond, listed).items():
+        beyond = {tp: pos for tp, pos in pos_of.items() if pos > bounds[tp][1]}
+        for (topic, p), end in ends_before(ctx, beyond, bounds).items():
             pos_of[(topic, p)] = starts[(topic, p)] = self._gaps.handle(
                 ctx, topic, p, beyond[(topic, p)], bounds[(topic, p)][0], end,
                 TRUNCATED.format(end=end),

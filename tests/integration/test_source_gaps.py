@@ -80,7 +80,7 @@ def test_the_test_brokers_short_listed_end_is_not_a_gap(brokers, make_config, un
     ctx = FlowContext.create(make_config(topics=unique_name), "A->B")
     admin = AdminClient({"bootstrap.servers": brokers.source})
     tp = (unique_name, 0)
-    listed = {tp: partition_bounds(admin, [tp])[tp][1]}
-    assert ends_before(ctx, {tp: 20}, listed) == {}
-    assert ends_before(ctx, {tp: 25}, listed) == {}
-    assert ends_before(ctx, {tp: 40}, listed) == {tp: 25}
+    bounds = partition_bounds(admin, [tp])
+    assert ends_before(ctx, {tp: 20}, bounds) == {}
+    assert ends_before(ctx, {tp: 25}, bounds) == {}
+    assert ends_before(ctx, {tp: 40}, bounds) == {tp: 25}
