@@ -129,6 +129,7 @@ class SliceCopy(TargetMembership):
                     batch_id=self.batch_id,
                     query_id=self.query_id,
                     fanout=self.fanout,
+                    topic_ids=self.changes.ids,
                 )
                 self.writers.append(writer)
                 writer.start()

@@ -1,7 +1,10 @@
 """Source ranges that vanished under a flow (D10), as the planner finds them between slices.
 
 - Records deleted by retention before they were copied: the ledger is behind the earliest offset.
-- A topic deleted and re-created: its id changed since the last slice.
+- A topic deleted and re-created: its id changed since the last slice. A query on a new
+  checkpoint has no last slice: it takes the id from the flow's newest ``segments`` event for the
+  topic on its metrics topic (:func:`recorded_topic_ids`), which names the topic id the records
+  were copied from.
 - A partition that now ends before the flow's position: truncated by an unclean leader election,
   or re-created while the planner could not see it (its query started on a new checkpoint, so
   there was no last slice to compare ids with). Without this check the flow would wait for the
@@ -14,16 +17,20 @@ Each is a ``gap`` event and, with ``mirror.on.gap = fail`` (the default), a Data
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
+from collections.abc import Collection
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from mirror_lib.errors import DataLossError
+from mirror_lib.errors import BrokerError, DataLossError
+from mirror_lib.kafka.reader import read_back
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.source_reader import make_consumer
+from mirror_lib.replication.translate import reader_conf
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +42,7 @@ TRUNCATED = (
     "unclean leader election) or deleted and re-created"
 )
 PROBE_S = 10.0
+_SEGMENTS = b'{"type":"segments"'  # events.encode writes the type first
 
 
 class GapPolicy:
@@ -130,3 +138,44 @@ def lost_entry(ctx: FlowContext, topic: str, p: int, planned: Any) -> int | None
         ctx.label, topic, p, planned,
     )  # fmt: skip
     return int(planned)
+
+
+def recorded_topic_ids(
+    ctx: FlowContext, topics: Collection[str], budget_s: float = PROBE_S
+) -> dict[str, str | None]:
+    """The source topic id that the flow's newest ``segments`` event names, per topic of
+    ``topics`` that has one (None: that event names no id, as those written before ids were).
+
+    Read back from the end of the metrics topic until every topic is found, the topic's start,
+    or ``budget_s``: topics not found are left out, and the planner knows no more than before.
+    """
+    wanted, found = set(topics), {}
+    deadline = time.monotonic() + budget_s
+    complete = True
+    try:
+        for chunk in read_back(reader_conf(ctx), ctx.metrics_topic, timeout_s=budget_s):
+            newest: dict[str, str | None] = {}  # in this chunk; records come oldest first
+            for msg in chunk.records:
+                value = msg.value()
+                if not value or not value.startswith(_SEGMENTS):
+                    continue
+                with contextlib.suppress(ValueError, AttributeError):
+                    event = json.loads(value)
+                    if event.get("flow") == ctx.flow.name and event.get("topic") in wanted:
+                        newest[event["topic"]] = event.get("topic_id")
+            found.update({t: i for t, i in newest.items() if t not in found})
+            if len(found) == len(wanted) or chunk.at_start:
+                break
+            if time.monotonic() > deadline:
+                complete = False
+                break
+    except BrokerError as exc:
+        log.warning("%s: reading %s for source topic ids failed: %s", ctx.label,
+                    ctx.metrics_topic, exc)  # fmt: skip
+        complete = False
+    if not complete and len(found) < len(wanted):
+        log.warning(
+            "%s: could not tell within %.0f s whether %s were re-created since the flow last "
+            "copied them", ctx.label, budget_s, ", ".join(sorted(wanted - set(found))),
+        )  # fmt: skip
+    return found

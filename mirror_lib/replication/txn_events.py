@@ -54,7 +54,11 @@ def batch_events(
     watermarks: Callable[[Any], tuple[int, int]],
 ) -> list[dict]:
     """A ``batch`` (counts, latency, lag) and a ``segments`` event per partition of writer
-    ``w``'s open transaction; ``watermarks`` gives the source's bounds of a partition."""
+    ``w``'s open transaction; ``watermarks`` gives the source's bounds of a partition.
+
+    A ``segments`` event names the source topic's id when the plan knew it: a planner on a
+    new checkpoint finds there which topic the ledger's positions belong to
+    (:func:`~mirror_lib.replication.source_gaps.recorded_topic_ids`)."""
     out = []
     for tp, segs in segments.items():
         part = w.parts[tp]
@@ -87,6 +91,7 @@ def batch_events(
                 aborted=w.aborts_unreported,
             )
         )
+        topic_id = w.topic_ids.get(tp[0])
         out.append(
             events.flow_event(
                 w.ctx,
@@ -96,6 +101,7 @@ def batch_events(
                     [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
                     for g in segs
                 ],
+                **({"topic_id": topic_id} if topic_id else {}),
             )
         )
     return out

@@ -85,8 +85,10 @@ class TargetWriter:
         batch_id: int = -1,
         query_id: str = "",
         fanout: bool = False,
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
+        self.topic_ids = topic_ids or {}  # source topic -> id as planned, in segments events
         s = ctx.settings
         self.partitions = list(partitions)
         self.until = until

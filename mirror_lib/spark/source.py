@@ -42,6 +42,7 @@ from mirror_lib.replication.source_gaps import (
     GapPolicy,
     ends_before,
     lost_entry,
+    recorded_topic_ids,
 )
 from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer, refusal_error
 from mirror_lib.spark.copy_task import copy_slot, summary_batch
@@ -267,16 +268,22 @@ class SlicePlanner(DataSourceStreamReader):
         delivered, starts = ledger.carried_positions(tps, last.get("k"))
         missing = [tp for tp in tps if tp not in delivered]
         former = ledger.former_positions(missing) if missing else {}
+        # a new checkpoint: which topic ids the ledger's positions were copied from
+        unplanned = {t for (t, p), pos in delivered.items() if t not in previous
+                     and pos > bounds[(t, p)][0]}  # fmt: skip
+        recorded = recorded_topic_ids(ctx, unplanned) if unplanned else {}
         pos_of: dict[TP, int] = {}
         for topic, p in tps:
             lo, hi = bounds[(topic, p)]
             pos = delivered.get((topic, p))
             old = previous.get(topic)
-            same = old is not None and old.get("id") in (None, ids.get(topic))
-            if pos is not None and old is not None and not same:
+            known = recorded.get(topic) if old is None else old.get("id")
+            same = known in (None, ids.get(topic))
+            if pos is not None and not same:
                 pos = starts[(topic, p)] = self._gaps.handle(ctx, topic, p, pos, lo, hi, RECREATED)
             elif pos is None:
-                pos = lost_entry(ctx, topic, p, old["p"].get(str(p)) if same else None)
+                planned = old["p"].get(str(p)) if old is not None and same else None
+                pos = lost_entry(ctx, topic, p, planned)
                 if pos is None:
                     pos = former.get((topic, p))
                 if pos is None:

@@ -27,6 +27,12 @@ class Clusters:
     events: list[dict] = field(default_factory=list)
     #: remote topics of a target alias that differ from the source's counts
     short: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the topic ids the flow's newest ``segments`` events name (the metrics topic)
+    recorded: dict[str, str | None] = field(default_factory=dict)
+    #: what the planner asked the metrics topic and the source's end probe, in order
+    asked_recorded: list[set[str]] = field(default_factory=list)
+    #: where a partition really ends when its position is past the listed end (the probe)
+    ends: dict[TP, int] = field(default_factory=dict)
 
     def remote_counts(self, alias: str = "B") -> dict[str, int]:
         return {f"A.{t}": n for t, n in self.topics.items()} | self.short.get(alias, {})
@@ -93,6 +99,17 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
     monkeypatch.setattr(source_module, "list_topic_partitions", listing)
     ids = lambda _a, topics, *_x: {t: clusters.ids[t] for t in topics}  # noqa: E731
     bounds = lambda _a, tps, *_x: {tp: clusters.bounds[tp] for tp in tps}  # noqa: E731
+
+    def recorded(ctx: Any, topics: Any, *_x: Any) -> dict[str, str | None]:
+        clusters.asked_recorded.append(set(topics))
+        return {t: clusters.recorded[t] for t in topics if t in clusters.recorded}
+
+    def ends(ctx: Any, positions: dict[TP, int], *_x: Any) -> dict[TP, int]:
+        return {tp: clusters.ends[tp] for tp, pos in positions.items()
+                if tp in clusters.ends and clusters.ends[tp] < pos}  # fmt: skip
+
+    monkeypatch.setattr(source_module, "recorded_topic_ids", recorded)
+    monkeypatch.setattr(source_module, "ends_before", ends)
     monkeypatch.setattr(source_module, "topic_ids", ids)
     monkeypatch.setattr(source_module, "partition_bounds", bounds)
     monkeypatch.setattr(

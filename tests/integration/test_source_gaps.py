@@ -1,9 +1,10 @@
 """A source partition that ends before the flow's position is a gap, never a silent wait.
 
 The planner compares topic ids with its last slice, but a query on a new checkpoint (a new
-``mirror.state.dir``, a deleted state folder) has no last slice. Before this check, a topic
-re-created with fewer records than were copied made ``--once`` report "caught up" and copy
-nothing; with more, the flow skipped every new record below its old position.
+``mirror.state.dir``, a deleted state folder) has no last slice: it takes the id from the flow's
+metrics topic, and failing that probes where the partition ends. Before, a topic re-created
+with fewer records than were copied made ``--once`` report "caught up" and copy nothing; with
+more, the flow skipped every new record below its old position.
 """
 
 from __future__ import annotations
@@ -42,30 +43,37 @@ def recreate(bootstrap: str, topic: str, records: list[dict]) -> None:
     produce_exact(bootstrap, topic, records)
 
 
-@pytest.mark.parametrize("on_gap", ["fail", "skip"])
-def test_a_topic_recreated_shorter_under_a_new_checkpoint_is_a_gap(
-    spark, brokers, make_config, unique_name, tmp_path, on_gap
+@pytest.mark.parametrize(
+    ("again", "on_gap"), [(10, "fail"), (40, "fail"), (40, "skip")],
+    ids=["shorter-fail", "longer-fail", "longer-skip"],
+)  # fmt: skip
+def test_a_topic_recreated_under_a_new_checkpoint_is_a_gap(
+    spark, brokers, make_config, unique_name, tmp_path, again, on_gap
 ):
+    """30 records are copied, the topic is re-created with ``again`` records, and ``--once``
+    runs on a new checkpoint. The planner takes the id the records were copied from out of
+    the flow's newest ``segments`` event: with 10 the flow waited for offset 30 (before any
+    check), with 40 it skipped ``new0..new29`` (before the recorded id)."""
     create_topic(brokers.source, unique_name, 1)
     produce_exact(brokers.source, unique_name, values(30, "old"))
     run_once(spark, make_config(topics=unique_name))
-    recreate(brokers.source, unique_name, values(10, "new"))
+    recreate(brokers.source, unique_name, values(again, "new"))
     fresh = make_config(
         topics=unique_name,
         **{"mirror.state.dir": str(tmp_path / "fresh"), "A->B.mirror.on.gap": on_gap},
     )
     if on_gap == "fail":
-        with pytest.raises(MirrorRuntimeError, match=r"ends at offset 10, before the flow's"):
+        with pytest.raises(MirrorRuntimeError, match=r"topic was deleted and re-created"):
             run_once(spark, fresh)
     else:
         run_once(spark, fresh)
     copied = [r.value.decode() for r in consume_all(brokers.target, f"A.{unique_name}")]
-    new = [f"new{i}" for i in range(10)] if on_gap == "skip" else []
+    new = [f"new{i}" for i in range(again)] if on_gap == "skip" else []
     assert copied == [f"old{i}" for i in range(30)] + new
     gaps = [e for e in metrics_events(brokers.target) if e["type"] == "gap"]
     gaps = [e for e in gaps if e["topic"] == unique_name]
     assert [(g["expected_offset"], g["available_end"], g["action"]) for g in gaps] == [
-        (30, 10, on_gap)
+        (30, again, on_gap)
     ]
 
 

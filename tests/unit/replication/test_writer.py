@@ -3,6 +3,7 @@ lets one fan-out target wait for acknowledgements without holding up the others.
 
 from __future__ import annotations
 
+import json
 import struct
 
 import confluent_kafka
@@ -38,6 +39,7 @@ def _writer(
     fanout: bool = True,
     flow: str = "A->C",
     props: dict[str, str] | None = None,
+    topic_ids: dict[str, str] | None = None,
 ):
     ctx = FlowContext.create(parse_config({**PROPS, **(props or {})}), flow)
     producer = FakeProducer()
@@ -45,7 +47,10 @@ def _writer(
     monkeypatch.setattr(
         writer_module, "ledger_consumer", lambda *a, **k: FakeLedger({("A.T", 0): start})
     )
-    w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): until}, options_key="k", fanout=fanout)
+    w = TargetWriter(
+        ctx, 0, [("T", 0)], until={("T", 0): until}, options_key="k", fanout=fanout,
+        topic_ids=topic_ids,
+    )  # fmt: skip
     w.start()
     return w, producer
 
@@ -73,6 +78,18 @@ def test_records_the_target_already_has_are_dropped(monkeypatch):
     assert w.commit(_no_watermarks, wait=True)
     assert _copied(producer) == [b"v%d" % o for o in range(5, 10)]
     assert _ledger(producer) == [10]
+
+
+@pytest.mark.parametrize("ids", [{"T": "id7"}, None], ids=["planned id", "no id"])
+def test_a_segments_event_names_the_source_topic_id_it_was_copied_from(monkeypatch, ids):
+    """A planner on a new checkpoint reads it back to tell a re-created topic (source_gaps)."""
+    w, producer = _writer(monkeypatch, topic_ids=ids)
+    w.accept(("T", 0), _records(0, 4), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    metrics = [json.loads(v) for v in producer.log[("mm2-metrics.A.internal", 0)]]
+    segments = [e for e in metrics if e["type"] == "segments"]
+    assert [e.get("topic_id") for e in segments] == [ids["T"] if ids else None]
+    assert ids or "topic_id" not in segments[0]
 
 
 def test_a_waiting_commit_holds_records_and_moves_and_copies_them_in_order(monkeypatch):
