@@ -62,4 +62,5 @@ def format_status(rows: list[FlowHealth]) -> str:
             f"{show(r.heartbeat_age_seconds, '{:.0f}s'):>8}"
         )
     lines += [f"{r.flow}: outage: {r.outage}" for r in rows if r.outage]
+    lines += [f"{r.flow}: error: {r.error}" for r in rows if r.error]
     return "\n".join(lines)

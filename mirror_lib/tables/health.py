@@ -8,7 +8,9 @@ tables on Databricks) and aggregate with the functions below. The SQL views
 
 * latency p50: the record-weighted mean of the chunks' p50; p99 and max: the worst chunk's;
 * lag: the sum over partitions of each partition's latest lag (latest by ts, then upstream_last);
-* checkpoint and heartbeat age: now minus the newest record of the pair (heartbeats: hops = 0).
+* checkpoint and heartbeat age: now minus the newest record of the pair (heartbeats: hops = 0);
+* error: the flow's newest ``error`` event since its newest ``start`` (a run that failed, or a
+  fan-out target left out while the others go on), or None.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from mirror_lib.tables.location import spark_table_name, tables_root, tables_wri
 
 Row = dict[str, Any]
 #: Table -> timestamp column that becomes ``_ms`` (epoch ms) in :func:`read_rows`.
-TIMESTAMPS = {"replication_metrics": "ts", "heartbeats": "heartbeat_ts", "checkpoints": "record_ts"}
+TIMESTAMPS = {
+    "replication_metrics": "ts",
+    "heartbeats": "heartbeat_ts",
+    "checkpoints": "record_ts",
+    "flow_events": "ts",
+}
 
 
 def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
@@ -46,11 +53,15 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
 
 
 def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[Row]:
-    """Rows of a table with ``_ms`` = its timestamp column in epoch ms (either writer)."""
+    """Rows of a table with ``_ms`` = its timestamp column in epoch ms (either writer; none
+    while the table does not exist yet)."""
     ts = TIMESTAMPS[name]
     spark = tables_spark(config, spark)
     if spark is not None:
-        df = spark.table(spark_table_name(config, name))
+        table_name = spark_table_name(config, name)
+        if not spark.catalog.tableExists(table_name):
+            return []
+        df = spark.table(table_name)
         return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
     import pyarrow as pa  # lazy: optional extra "delta/spark"
 
@@ -102,6 +113,21 @@ def last_seen(
     return last
 
 
+def last_error(events: Iterable[Row], flow: str) -> str | None:
+    """The flow's newest ``error`` event since its newest ``start`` event, as a line: when,
+    what became of the flow (``failed``: its run; ``left_out``: a fan-out target), and why."""
+    from datetime import datetime, timezone
+
+    mine = [e for e in events if e["flow"] == flow and e["_ms"] is not None]
+    started = max((e["_ms"] for e in mine if e["type"] == "start"), default=None)
+    errors = [e for e in mine if e["type"] == "error" and (started is None or e["_ms"] >= started)]
+    if not errors:
+        return None
+    newest = max(errors, key=lambda e: e["_ms"])
+    when = datetime.fromtimestamp(newest["_ms"] / 1000, timezone.utc).isoformat()
+    return f"{when} {newest['action'] or 'error'}: {newest['reason'] or '(no reason given)'}"
+
+
 @dataclass
 class FlowHealth:
     """What ``mirror status`` prints for one flow (None: no data yet)."""
@@ -116,6 +142,7 @@ class FlowHealth:
     checkpoint_age_seconds: float | None
     heartbeat_age_seconds: float | None
     outage: str | None = None  # what a live run of this flow is waiting for, if anything
+    error: str | None = None  # its newest error since its newest start (last_error)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,8 +154,9 @@ def health(
     heartbeats: list[Row],
     flows: Sequence[tuple[str, str, str]],
     now_ms: float,
+    events: Sequence[Row] = (),
 ) -> list[FlowHealth]:
-    """Health of ``flows`` ((name, source, target)) from all rows of the three tables."""
+    """Health of ``flows`` ((name, source, target)) from all rows of the tables."""
     from datetime import datetime, timezone
 
     out = []
@@ -153,6 +181,7 @@ def health(
                 latency_ms_p99=lat.get("latency_ms_p99"),
                 checkpoint_age_seconds=(now_ms - max(cps.values())) / 1000 if cps else None,
                 heartbeat_age_seconds=(now_ms - max(hbs.values())) / 1000 if hbs else None,
+                error=last_error(events, name),
             )
         )
     return out
@@ -167,5 +196,6 @@ def flow_health(
     flows = [(f.name, f.source, f.target) for f in config.enabled_flows()]
     now = time.time() * 1000.0 if now_ms is None else now_ms
     return health(
-        tables["replication_metrics"], tables["checkpoints"], tables["heartbeats"], flows, now
-    )
+        tables["replication_metrics"], tables["checkpoints"], tables["heartbeats"], flows, now,
+        tables["flow_events"],
+    )  # fmt: skip

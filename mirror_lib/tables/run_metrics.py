@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.tables.health import TIMESTAMPS, last_seen, latency, order, read_rows, tables_spark
+from mirror_lib.tables.health import TIMESTAMPS, last_seen, latency, order, read_rows
 
 MAX_LAG_POINTS = 1000  # lag history: one point per second, coarser on long runs
 Series = list[tuple[str, float, int, int]]  # metric points: (key, value, timestamp ms, step)
@@ -111,8 +111,5 @@ def window_metrics(
     summary, series = summarize(
         t["replication_metrics"], t["heartbeats"], t["checkpoints"], flows, started_ms, ended_ms
     )
-    from mirror_lib.tables.state_tables import read_rows as read_table_rows
-
-    events = read_table_rows(config, "flow_events", tables_spark(config, spark))
-    summary.update(skip_totals(events, flow_names, started_ms, ended_ms))
+    summary.update(skip_totals(t["flow_events"], flow_names, started_ms, ended_ms))
     return summary, series

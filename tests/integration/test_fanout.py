@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mirror_lib.app.status import flow_status
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import MirrorRuntimeError
@@ -21,6 +22,7 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments, translate
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import run_flows
+from mirror_lib.tables.catch_up import materialize_once
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.exactly_once import (
     committed_count,
@@ -260,10 +262,12 @@ def fails_with_b_whole(
 ) -> str:
     """Run ``--once`` where C fails for good: the run fails with ``error`` (its text is returned)
     within 50 s, not by the stall watch, and B has every record exactly once. C's metrics topic
-    says so as an ``error`` event that names the topic (an alert sees a target left out)."""
+    says so as an ``error`` event that names the topic (an alert sees a target left out), and
+    ``mirror status`` shows it once C's tables hold it."""
     started = time.monotonic()
+    config = parse_config({**props, "mirror.outage.max.seconds": "60"})
     with pytest.raises(MirrorRuntimeError, match=error) as err:
-        run_once(spark, parse_config({**props, "mirror.outage.max.seconds": "60"}))
+        run_once(spark, config)
     assert time.monotonic() - started < 50, "failed by the stall watch, not at once"
     remote = f"A.{topic}"
     wait_exactly_once(brokers.source, topic, brokers.target, remote, partitions, 30)
@@ -273,6 +277,9 @@ def fails_with_b_whole(
     told = [e for e in metrics_events(third) if e["type"] == "error" and topic in e["reason"]]
     left_out = {(e["flow"], e["error_type"]) for e in told if e["action"] == "left_out"}
     assert left_out == {("A->C", error)}, told  # besides the run's own error (action failed)
+    materialize_once(config, "C", timeout_s=60)
+    status = {h.flow: h.error for h in flow_status(config)}
+    assert error in (status["A->C"] or ""), status
     return str(err.value)
 
 

@@ -337,7 +337,13 @@ def test_one_health_for_either_writer_and_the_views(spark, flow):
     schema = f"health_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE DATABASE {schema}")
     register_tables(spark, tables_root(flow["config"]), prefix="h_")
-    for table in ("replication_metrics", "checkpoints", "heartbeats", "offset_syncs"):
+    for table in (
+        "replication_metrics",
+        "checkpoints",
+        "heartbeats",
+        "offset_syncs",
+        "flow_events",
+    ):
         spark.table(f"h_{table}").write.format("parquet").saveAsTable(f"{schema}.{table}")
     props = dict(flow["config"].properties)
     props.update({"mirror.tables.writer": "spark", "mirror.tables.schema": schema})
