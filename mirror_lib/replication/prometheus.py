@@ -81,6 +81,8 @@ class FlowMetrics:
         self.committed = 0
         self.aborted = 0
         self.undecodable = 0
+        # error events by action; 0 for left_out from the start, so increase() sees the first
+        self.errors: dict[str, int] = {"left_out": 0}
         self._last_txn: dict[Any, tuple] = {}
         self._lock = threading.Lock()
 
@@ -107,10 +109,16 @@ class FlowMetrics:
         ``batch``: records, bytes, latency/age summaries, ``latency_ms_buckets``, ``txn`` and
         ``aborted``; ``gap``: ``expected_offset`` and ``available_start``; ``skip`` (the
         stale-data policy): ``records``. All name ``topic`` (upstream) and ``partition``.
+        ``error``: counted by its ``action``.
         """
         if event.get("flow") != self.flow:
             return
         kind = event.get("type")
+        if kind == "error":  # a target left out of a fan-out group, or a run that failed
+            action = str(event.get("action") or "failed")
+            with self._lock:
+                self.errors[action] = self.errors.get(action, 0) + 1
+            return
         topic, partition = event.get("topic"), event.get("partition")
         if kind not in ("batch", "gap", "skip") or not isinstance(topic, str):
             return
@@ -162,6 +170,11 @@ class FlowMetrics:
                 t: TopicHistogram(list(h.buckets), h.sum_ms) for t, h in self.histograms.items()
             }
             return parts, hists, self.committed, self.aborted
+
+    def error_counts(self) -> dict[str, int]:
+        """Error events seen since the run started, by action."""
+        with self._lock:
+            return dict(self.errors)
 
 
 #: Per-partition families: key, counter (else gauge), name, help.
@@ -233,11 +246,19 @@ class MirrorCollector(Collector):
                 ("aborted", "Kafka transactions the copy tasks aborted and reported"),
             )
         )
+        errors = CounterMetricFamily(
+            "mirror_errors",
+            "Error events on the flow's metrics topic since the run started, by action "
+            "(left_out: a fan-out target failed for good while the others go on)",
+            labels=[*FLOW_LABELS, "action"],
+        )
         for flow in self.flows:
             parts, hists, n_committed, n_aborted = flow.snapshot()
             fl = [flow.flow, flow.source, flow.target]
             committed.add_metric(fl, n_committed)
             aborted.add_metric(fl, n_aborted)
+            for action, count in sorted(flow.error_counts().items()):
+                errors.add_metric([*fl, action], count)
             for (topic, partition), m in sorted(parts.items()):
                 labels = [*fl, m.remote, topic, str(partition)]
                 values: dict[str, float | None] = {
@@ -265,7 +286,7 @@ class MirrorCollector(Collector):
                     buckets.append(("+Inf" if bound is None else str(bound / 1000), cumulative))
                 hist.add_metric([*fl, remote, topic], buckets, h.sum_ms / 1000)
         yield from fams.values()
-        yield from (hist, committed, aborted)
+        yield from (hist, committed, aborted, errors)
         yield from self._companions()
 
     def _companions(self) -> Iterator[Any]:

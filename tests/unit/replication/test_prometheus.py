@@ -119,6 +119,19 @@ def test_lag_skips_and_gaps_per_partition_with_zeros_for_every_measured_partitio
     assert m.undecodable == 1
 
 
+def test_error_events_count_by_action_with_left_out_at_zero_from_the_start():
+    """An alert on increase(mirror_errors_total{action="left_out"}[...]) sees the first one."""
+    m = flow_metrics()
+    flow = {"flow": "A->B", "source": "A", "target": "B"}
+    key = lambda action: tuple(sorted({**flow, "action": action}.items()))  # noqa: E731
+    assert scrape(MirrorCollector([m]))["mirror_errors_total"] == {key("left_out"): 0.0}
+    m.apply({"flow": "A->B", "type": "error", "action": "left_out", "reason": "too large"})
+    m.apply({"flow": "A->B", "type": "error", "action": "failed", "reason": "the run"})
+    m.apply({"flow": "A->C", "type": "error", "action": "left_out"})  # another flow's
+    out = scrape(MirrorCollector([m]))["mirror_errors_total"]
+    assert out == {key("left_out"): 1.0, key("failed"): 1.0}
+
+
 def test_heartbeat_checkpoint_and_tables_age_and_query_state():
     jobs = [
         FakeCompanion("heartbeats", "A->B", last_success_s=990.0),
