@@ -30,7 +30,7 @@ from mirror_lib.kafka.reader import read_back
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.source_reader import make_consumer
-from mirror_lib.replication.translate import reader_conf
+from mirror_lib.replication.translate import SEGMENTS_EVENT, reader_conf
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,6 @@ TRUNCATED = (
     "unclean leader election) or deleted and re-created"
 )
 PROBE_S = 10.0
-_SEGMENTS = b'{"type":"segments"'  # events.encode writes the type first
 
 
 class GapPolicy:
@@ -157,7 +156,7 @@ def recorded_topic_ids(
             newest: dict[str, str | None] = {}  # in this chunk; records come oldest first
             for msg in chunk.records:
                 value = msg.value()
-                if not value or not value.startswith(_SEGMENTS):
+                if not value or not value.startswith(SEGMENTS_EVENT):
                     continue
                 with contextlib.suppress(ValueError, AttributeError):
                     event = json.loads(value)

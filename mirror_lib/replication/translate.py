@@ -21,7 +21,8 @@ TP = tuple[str, int]
 
 
 _OTHER_EVENT = b'{"type":"'  # our events start with their type (events.encode)
-_WANTED_EVENTS = (b'{"type":"segments"', b'{"type":"skip"')
+SEGMENTS_EVENT = b'{"type":"segments"'  # how a segments event's record value starts
+_WANTED_EVENTS = (SEGMENTS_EVENT, b'{"type":"skip"')
 
 
 def add_segments(

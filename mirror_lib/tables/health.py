@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from mirror_lib.config.databricks import on_databricks
@@ -113,19 +114,22 @@ def last_seen(
     return last
 
 
+def _iso(ms: float) -> str:
+    """Epoch ms as an ISO-8601 UTC time."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
+
+
 def last_error(events: Iterable[Row], flow: str) -> str | None:
     """The flow's newest ``error`` event since its newest ``start`` event, as a line: when,
     what became of the flow (``failed``: its run; ``left_out``: a fan-out target), and why."""
-    from datetime import datetime, timezone
-
     mine = [e for e in events if e["flow"] == flow and e["_ms"] is not None]
     started = max((e["_ms"] for e in mine if e["type"] == "start"), default=None)
     errors = [e for e in mine if e["type"] == "error" and (started is None or e["_ms"] >= started)]
     if not errors:
         return None
     newest = max(errors, key=lambda e: e["_ms"])
-    when = datetime.fromtimestamp(newest["_ms"] / 1000, timezone.utc).isoformat()
-    return f"{when} {newest['action'] or 'error'}: {newest['reason'] or '(no reason given)'}"
+    action, reason = newest["action"] or "error", newest["reason"] or "(no reason given)"
+    return f"{_iso(newest['_ms'])} {action}: {reason}"
 
 
 @dataclass
@@ -157,8 +161,6 @@ def health(
     events: Sequence[Row] = (),
 ) -> list[FlowHealth]:
     """Health of ``flows`` ((name, source, target)) from all rows of the tables."""
-    from datetime import datetime, timezone
-
     out = []
     for name, source, target in flows:
         rows = [m for m in metrics if m["flow"] == name and m["_ms"] is not None]
@@ -171,9 +173,7 @@ def health(
         out.append(
             FlowHealth(
                 flow=name,
-                last_batch=None
-                if last_ms is None
-                else datetime.fromtimestamp(last_ms / 1000, timezone.utc).isoformat(),
+                last_batch=None if last_ms is None else _iso(last_ms),
                 records=sum(m["records"] or 0 for m in rows),
                 records_per_second=sum(m["records"] or 0 for m in recent) / 60.0 if rows else None,
                 lag=sum(lags.values()) if lags else None,
