@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from mirror_lib.app.status import flow_status
 from mirror_lib.config.model import MirrorConfig
@@ -34,6 +36,7 @@ from tests.helpers.kafka_raw import committed_records
 from tests.helpers.proxy import BLACKHOLE, OPEN, CountingProxy, bootstrap, proxied_broker
 from tests.helpers.raw_groups import committed_offsets
 from tests.integration.conftest import flow_properties, metrics_events
+from tests.integration.test_metrics_endpoint import MM2, free_port
 
 GROUP = "A->B,C"
 
@@ -351,3 +354,58 @@ def test_the_source_is_read_once_for_two_targets(
     assert read[2] < 1.5 * read[1], (
         f"two targets read {read[2]:,} bytes from A, one target {read[1]:,}: A is read twice"
     )
+
+
+def test_a_left_out_target_is_counted_on_the_metrics_endpoint_while_b_goes_on(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    """A continuous fan-out run with ``--metrics-port``, where C refuses one record for good:
+    scraped live, ``mirror_errors_total{flow="A->C",action="left_out"}`` is 1 while B's records
+    all count and B's lag is 0, and C's lag stays above 0 (an alert on either sees C stopped)."""
+    topic, partitions = unique_name, 2
+    create_topic(brokers.source, topic, partitions)
+    batch = records(200, partitions, "m")
+    batch.insert(101, {"key": b"big", "value": b"x" * 5000, "partition": 1})
+    produce_exact(brokers.source, topic, batch)
+    port = free_port()
+    props = fanout_properties(
+        brokers.source, brokers.target, third_broker, tmp_path, topic,
+        **{"A->C.producer.message.max.bytes": "2000", "mirror.metrics.port": str(port)},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def samples() -> dict[tuple[str, str], dict[str, float]]:
+        """(sample name, flow) -> {source partition or action: value} of this test's topic."""
+        out: dict[tuple[str, str], dict[str, float]] = {}
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.labels.get("source_topic", topic) == topic and "flow" in s.labels:
+                    key = s.labels.get("partition") or s.labels.get("action") or ""
+                    out.setdefault((s.name, s.labels["flow"]), {})[key] = s.value
+        return out
+
+    seen: list[dict] = []
+
+    class Seen(Exception):
+        """Ends the run once the endpoint shows both flows' state."""
+
+    def on_progress(_rows: list[dict]) -> None:
+        seen.append(samples())
+        b_records = seen[-1].get((MM2 + "record_count", "A->B"), {})
+        b_lag = seen[-1].get(("mirror_lag_records", "A->B"), {})
+        c_errors = seen[-1].get(("mirror_errors_total", "A->C"), {})
+        if sum(b_records.values()) >= 201 and b_lag and not any(b_lag.values()) and c_errors:
+            raise Seen
+
+    with pytest.raises(Seen):
+        run_flows(
+            spark, parse_config(props), duration_s=150, on_progress=on_progress,
+            progress_interval_s=1, report=lambda *_: None,
+        )  # fmt: skip
+    last = seen[-1]
+    assert last[("mirror_errors_total", "A->C")] == {"left_out": 1.0}
+    assert last[("mirror_errors_total", "A->B")] == {"left_out": 0.0}
+    assert last[(MM2 + "record_count", "A->B")] == {"0": 100.0, "1": 101.0}
+    assert last[("mirror_lag_records", "A->B")] == {"0": 0.0, "1": 0.0}
+    assert last[("mirror_lag_records", "A->C")]["1"] > 0, "C never gets past the big record"
