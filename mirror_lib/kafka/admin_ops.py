@@ -2,7 +2,7 @@
 
 :class:`AdminOps` is what topic, config and ACL sync plan against;
 :class:`mirror_lib.kafka.admin.KafkaAdminOps` implements it over confluent-kafka, and the unit
-tests' fake (:mod:`mirror_lib.testing.fake_admin`) in memory. Broker failures are
+tests' fake (:mod:`tests.helpers.fake_admin`) in memory. Broker failures are
 :class:`BrokerError` subclasses tagged with the Kafka error name (see :func:`kafka_error_name`).
 No confluent-kafka here.
 """

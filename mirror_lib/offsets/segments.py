@@ -5,7 +5,7 @@
 * :class:`SegmentIndex`, :func:`translate_exact`: exact translation from segments (D4).
 
 MM2's own emission rules and its conservative OffsetSyncStore, which the tests compare us with,
-are reference models in :mod:`mirror_lib.testing.mm2_models`.
+are reference models in :mod:`tests.helpers.mm2_models`.
 
 Pure logic: no Kafka, no Spark. Offsets are Kafka offsets (>= 0).
 """

@@ -1,3 +1,4 @@
-"""Test support shipped with the package: embedded brokers, the recording admin fake, MM2's
-reference models. Imported by tests, bench and the demo only, never by the library.
+"""Embedded brokers and Kafka produce/consume helpers, shipped with the package because the demo
+uses them. Imported by tests, bench and the demo only, never by the library. Test-only fakes and
+MM2's reference models live in ``tests/helpers``.
 """

@@ -21,7 +21,7 @@ from mirror_lib.kafka.admin_ops import (
     broker_error,
     kafka_error_name,
 )
-from mirror_lib.testing.fake_admin import RecordingAdminOps
+from tests.helpers.fake_admin import RecordingAdminOps
 
 # --- error mapping -----------------------------------------------------------------------
 

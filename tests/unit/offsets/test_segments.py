@@ -19,7 +19,7 @@ from mirror_lib.offsets.segments import (
     segment_syncs,
     translate_exact,
 )
-from mirror_lib.testing.mm2_models import SYNCS_PER_PARTITION, Mm2SyncRules, OffsetSyncStore
+from tests.helpers.mm2_models import SYNCS_PER_PARTITION, Mm2SyncRules, OffsetSyncStore
 
 TP = ("topic1", 2)
 

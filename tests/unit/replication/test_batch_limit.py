@@ -12,7 +12,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.admin_ops import broker_error
 from mirror_lib.replication import target_producer
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.testing.fake_admin import RecordingAdminOps
+from tests.helpers.fake_admin import RecordingAdminOps
 
 PROPS = {
     "clusters": "A, B",

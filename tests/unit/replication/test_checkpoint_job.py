@@ -16,7 +16,7 @@ from mirror_lib.replication import checkpoint_job, segment_view
 from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.segment_view import SegmentView
-from mirror_lib.testing.fake_admin import RecordingAdminOps
+from tests.helpers.fake_admin import RecordingAdminOps
 from tests.helpers.fake_groups import FakeGroupAdmin, topic_reader
 from tests.helpers.fake_kafka import FakeProducer
 

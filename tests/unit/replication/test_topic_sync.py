@@ -18,7 +18,7 @@ from mirror_lib.replication.topic_sync import (
     partition_plan,
     refusal_error,
 )
-from mirror_lib.testing.fake_admin import RecordingAdminOps
+from tests.helpers.fake_admin import RecordingAdminOps
 
 # MM2 integration-test settings (§9 common setup).
 TEST_EXCLUDE = r"delete\.retention\..*"
