@@ -202,8 +202,8 @@ def format_report(report: dict[str, Any], workdir: Path) -> str:
     )
     p50, p99 = report["live_latency_ms_p50"], report["live_latency_ms_p99"]
     lines.append(
-        f"latency while the flow ran (start-up and catch-up left out): p50 {p50 or 0:.0f} ms, "
-        f"p99 {p99 or 0:.0f} ms"
+        "latency while the flow ran (start-up and catch-up left out): "
+        + ("no transaction" if p50 is None else f"p50 {p50:.0f} ms, p99 {p99:.0f} ms")
     )
     lines.append(f"consumer group {GROUP} (orders): committed on A -> translated offset on B")
     lines.append(f"  {'partition':>9} {'on A':>8} {'SQL on B':>9} {'translate on B':>15}")

@@ -59,9 +59,10 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
     assert produced and produced == replicated, text
     latency = re.search(r"latency p50 (\d+) ms, p99 (\d+) ms$", text, re.M)
     live = re.search(r"latency while the flow ran .*: p50 (\d+) ms, p99 (\d+) ms$", text, re.M)
-    assert latency and live, text
-    # the live figures leave out the transactions that waited for start-up: never above the rest
-    assert 0 < int(live[1]) <= int(live[2]) <= int(latency[2]), text
+    assert latency and (live or "left out): no transaction" in text), text
+    if live:  # none on a machine so busy that the 15 s ended before the copy began
+        # the live figures leave out the transactions that waited for start-up
+        assert 0 < int(live[1]) <= int(live[2]) <= int(latency[2]), text
     rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", text, re.M)
     assert len(rows) == 4, text  # the 4 partitions of orders
     for _partition, on_a, sql_b, translate_b in rows:
