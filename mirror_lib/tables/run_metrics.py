@@ -60,12 +60,11 @@ def skip_totals(
     flow_events: list[Row], flow_names: Sequence[str], started_ms: float, ended_ms: float
 ) -> dict[str, float]:
     """Records, bytes and ranges skipped as stale by ``flow_names`` in the window (``skip``
-    events; ``ts`` in epoch ms or a datetime)."""
+    events, as :func:`~mirror_lib.tables.health.read_rows` gives them, with ``_ms``)."""
     names = set(flow_names)
     records = size = ranges = 0
     for e in flow_events:
-        ts = e["ts"]
-        ms = ts.timestamp() * 1000 if hasattr(ts, "timestamp") else ts
+        ms = e["_ms"]
         if e["type"] != "skip" or e["flow"] not in names or ms is None:
             continue
         if started_ms <= ms <= ended_ms:

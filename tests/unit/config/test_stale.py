@@ -241,7 +241,7 @@ def test_skip_events_become_flow_events_rows():
 def test_skip_totals_count_the_window_and_the_flows():
     def row(records: int, ms: int, flow: str = "A->B", kind: str = "skip") -> dict:
         ts = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-        return {"type": kind, "flow": flow, "ts": ts,
+        return {"type": kind, "flow": flow, "ts": ts, "_ms": ms,
                 "details": json.dumps(skip_event(records, ms, flow))}  # fmt: skip
 
     rows = [
