@@ -18,7 +18,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -83,6 +83,7 @@ class SliceCopy(TargetMembership):
         batch_id: int = -1,
         query_id: str = "",
         targets: dict[str, list[TP]] | None = None,
+        busy: Collection[str] | None = None,
     ) -> None:
         self.contexts = [contexts] if isinstance(contexts, FlowContext) else list(contexts)
         self.ctx = ctx = self.contexts[0]
@@ -97,7 +98,7 @@ class SliceCopy(TargetMembership):
         self.targets = targets
         self.result = CopyResult(slot)
         self.failed: dict[str, BaseException] = {}  # see TargetMembership
-        self.idle: set[str] = set()
+        self.busy = None if busy is None else set(busy)
         self.writers: list[TargetWriter] = []
         self.readers: list[Reader] = []
         self.end_early = False
@@ -135,7 +136,6 @@ class SliceCopy(TargetMembership):
                 writer.start()
             except TARGET_ERRORS as exc:
                 self._detach_or_raise(ctx.flow.name, exc)
-        self.idle = {w.name for w in self.writers if w.done()}
         self._group_readers()
 
     # -- the loop ----------------------------------------------------------------------------

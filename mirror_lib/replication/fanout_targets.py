@@ -7,8 +7,8 @@ transaction is aborted by the next slice's ``init_transactions``); a target that
 that far behind the others gets its own consumer and catches up on its own, and rejoins the
 shared read in a later slice. A target that fails for good (a record too large for it, refused
 credentials) leaves the slice too, as MM2 fails only that flow's task; it is tried again at each
-slice, and a ``--once`` slot raises its error once the other targets are done. Only when every
-target failed does the slice fail.
+slice, and a ``--once`` slot raises its error once the other targets are done in every slot.
+Only when every target failed does the slice fail.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class TargetMembership:
     readers: list[Reader]
     result: CopyResult
     failed: dict[str, BaseException]  # targets that failed terminally in this slice
-    idle: set[str]  # targets at their --once end when the slice started
+    busy: set[str] | None  # --once: the flows with work left in any slot at planning
 
     def _group_readers(self) -> None:
         """One shared reader; a writer that starts further behind the leading writer than its
@@ -103,14 +103,12 @@ class TargetMembership:
             ) from exc
 
     def _raise_if_only_failed_left(self) -> None:
-        """``--once``: a target that failed terminally is all that is left to copy when the others
-        were at their end from the start of this slice (so the slot does not cut short another
-        slot's last slice for them); it would fail again at every slice. A slot where no other
-        target had work does not know whether they are done elsewhere: it ends, and the run's
-        stall watch ends the run."""
-        if not (self.until and self.failed and self.writers):
-            return
-        if all(w.name in self.idle for w in self.writers):
+        """``--once``: raise a target's terminal failure when the targets that failed in this slot
+        are the only ones the planner found work for, in any slot; it would fail again at every
+        slice. While another target still had work somewhere, the slot just ends, so that it
+        does not cut short that target's slice in another slot; the next slice raises.
+        A slice planned without ``busy`` never raises here: the run's stall watch ends it."""
+        if self.until and self.failed and self.busy is not None and self.busy <= set(self.failed):
             raise next(iter(self.failed.values()))
 
     def _drop_laggards(self, reader: Reader) -> None:

@@ -57,6 +57,7 @@ def copy_slot(options: dict[str, str], work: SlotWork) -> CopyResult:
         batch_id=batch_id,
         query_id=query_id,
         targets=work.targets or None,
+        busy=work.busy,
     )
     for flow, why in result.detached.items():  # its lag shows in the ledger
         log.warning("slice %d: %s fell behind and catches up later: %s", batch_id, flow, why)

@@ -17,7 +17,9 @@ class SlotWork(InputPartition):
 
     ``counts`` are the source's partition counts at planning; a task that sees more (or a new
     matching topic) ends its slice early so that the planner sets them up. ``targets`` (fan-out
-    groups only): flow -> the partitions that flow's target is written in this slice.
+    groups only): flow -> the partitions that flow's target is written in this slice. ``busy``
+    (fan-out groups with --once): the flows that had work left in any slot when the slice was
+    planned, None for a slice planned without it.
     """
 
     slot: int
@@ -27,6 +29,7 @@ class SlotWork(InputPartition):
     slice: int = 0
     ids: dict[str, str] = field(default_factory=dict)
     targets: dict[str, list[TP]] = field(default_factory=dict)
+    busy: list[str] | None = None
 
     def until_offsets(self) -> dict[TP, int]:
         return {(t, p): end for t, p, end in self.until}

@@ -228,12 +228,15 @@ class SlicePlanner(DataSourceStreamReader):
         for topic, entry in previous.items():
             if topic not in topics:  # vanished for now: remember it to detect a re-creation
                 topics[topic] = {"id": entry.get("id"), "n": 0, "p": {}}
-        return {
+        plan: dict[str, Any] = {
             "v": 2,
             "slice": int((start or {}).get("slice", 0)),
             "k": self.ctx.settings.tasks,
             "topics": dict(sorted(topics.items())),
         }
+        if group.fanout and self.until:  # lets a slot raise a failed target's error (SlotWork)
+            plan["busy"] = busy_flows(per_flow, self.until)
+        return plan
 
     def _plan_flow(
         self,
@@ -351,7 +354,9 @@ class SlicePlanner(DataSourceStreamReader):
             if self.until and (stop is None or pos >= stop):
                 continue
             slot = stable_slot(topic, p, tasks)
-            work = slots.setdefault(slot, SlotWork(slot, [], [], counts, int(end["slice"]), ids))
+            work = slots.setdefault(
+                slot, SlotWork(slot, [], [], counts, int(end["slice"]), ids, busy=end.get("busy"))
+            )
             work.partitions.append((topic, p))
             for flow, parts in end["topics"][topic].get("f", {}).items():
                 if p in parts:
@@ -374,6 +379,15 @@ def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
         for topic, entry in (plan or {}).get("topics", {}).items()
         for p, pos in entry.get("p", {}).items()
     }
+
+
+def busy_flows(per_flow: dict[str, dict[TP, int]], until: dict[TP, int]) -> list[str]:
+    """The flows of a ``--once`` plan with a partition short of its end, in any slot."""
+    return sorted(
+        flow
+        for flow, positions in per_flow.items()
+        if any(pos < until.get(tp, -1) for tp, pos in positions.items())
+    )
 
 
 def _best_effort(call: Any, what: str) -> None:

@@ -20,7 +20,7 @@ from mirror_lib.app.status import flow_status
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import MirrorRuntimeError
-from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.translate import load_segments, translate
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import run_flows
@@ -322,6 +322,35 @@ def test_a_record_one_target_refuses_stops_only_that_target(
     text = fails_with_b_whole(spark, brokers, props, "RecordTooLargeError", topic, partitions)
     assert "target cluster C" in text and f"{topic}[1]" in text
     big = [r for r in consume_all(third_broker, remote, timeout_s=5) if r.key == b"big"]
+    assert big == [], "C never had the record it refuses"
+
+
+def test_a_slot_where_only_the_refused_target_has_work_ends_the_run_once_b_is_done(
+    spark, brokers, third_broker, tmp_path, unique_name
+):
+    """C replicates a topic B does not, and refuses a record of it; that topic's partition has a
+    slot of its own, where C is the only target. Once B is done everywhere, that slot fails with
+    C's error. Before, the slot just ended at every slice (it could not know whether B still
+    copied in another slot), and the run ended by the stall watch after
+    ``mirror.outage.max.seconds`` with a stall error instead of C's."""
+    shared = unique_name
+    only_c = next(  # a name whose one partition is not in the shared topic's slot
+        f"{shared}-c{i}" for i in range(10) if stable_slot(f"{shared}-c{i}", 0, 2)
+        != stable_slot(shared, 0, 2)
+    )  # fmt: skip
+    for topic in (shared, only_c):
+        create_topic(brokers.source, topic, 1)
+    produce_exact(brokers.source, shared, records(100, 1, "s"))
+    batch = records(50, 1, "c")
+    batch.insert(20, {"key": b"big", "value": b"x" * 5000, "partition": 0})
+    produce_exact(brokers.source, only_c, batch)
+    props = fanout_properties(
+        brokers.source, brokers.target, third_broker, tmp_path, shared,
+        **{"A->C.topics": f"{shared}, {only_c}", "A->C.producer.message.max.bytes": "2000"},
+    )  # fmt: skip
+    text = fails_with_b_whole(spark, brokers, props, "RecordTooLargeError", shared, 1)
+    assert "target cluster C" in text and f"{only_c}[0]" in text
+    big = [r for r in consume_all(third_broker, f"A.{only_c}", timeout_s=5) if r.key == b"big"]
     assert big == [], "C never had the record it refuses"
 
 

@@ -48,8 +48,9 @@ def _copy(*, fanout: bool = True, until: bool = False, b_done: bool = False) -> 
     copy.ctx, copy.fanout = copy.contexts[0], fanout
     copy.writers = [_Writer("A->B", b_done)] + ([_Writer("A->C")] if fanout else [])
     copy.readers = [SimpleNamespace(writers=list(copy.writers), close=lambda: None)]
-    copy.result, copy.failed, copy.idle = CopyResult(0), {}, set()
+    copy.result, copy.failed = CopyResult(0), {}
     copy.until = {("t", 0): 10} if until else {}
+    copy.busy = {"A->B", "A->C"} if until and fanout else None
     return copy
 
 
@@ -114,27 +115,35 @@ def test_when_every_target_failed_the_slot_fails_terminally_only_if_each_did(
     assert caught.value.transient == transient
 
 
-def test_once_raises_a_terminal_failure_once_the_others_had_nothing_left_in_a_slice():
+def test_once_raises_a_terminal_failure_once_the_planner_found_no_other_target_with_work():
     copy = _copy(until=True)
     copy._detach_or_raise("A->C", TOO_LARGE)
-    copy.writers[0]._done = True  # B reached the snapshot in this slice: other slots may not yet
+    copy.writers[0]._done = True  # B reached the snapshot in this slot: other slots may not yet
     copy._raise_if_only_failed_left()
     copy = _copy(until=True, b_done=True)
-    copy.idle = {"A->B"}  # B was there when the slice started
+    copy.busy = {"A->C"}  # B had nothing left in any slot when the slice was planned
     copy._detach_or_raise("A->C", TOO_LARGE)
     with pytest.raises(RecordTooLargeError, match="target cluster C"):
         copy._raise_if_only_failed_left()
     continuous = _copy(b_done=True)
-    continuous.idle = {"A->B"}
+    continuous.busy = {"A->C"}
     continuous._detach_or_raise("A->C", TOO_LARGE)
     continuous._raise_if_only_failed_left()  # a continuous run keeps B going
 
 
-def test_a_slot_where_only_the_failing_target_had_work_just_ends():
+@pytest.mark.parametrize(("busy", "raised"), [({"A->B", "A->C"}, False), ({"A->C"}, True),
+                                              (None, False)])  # fmt: skip
+def test_a_slot_where_only_the_failing_target_had_work_ends_or_raises_by_the_plan(busy, raised):
     """C replicates a topic B does not: this slot has only C's writer. C failing for good must not
-    stop B, which copies in other slots, nor end a --once run while B may still copy there."""
+    cut short B's slice in another slot; once the plan says only C has work left, it raises C's
+    error (a slice planned without ``busy``: the stall watch ends the run)."""
     copy = _copy(until=True)
+    copy.busy = busy
     copy.writers, copy.readers[0].writers = copy.writers[1:], copy.writers[1:]
     copy._detach_or_raise("A->C", TOO_LARGE)
     assert copy.writers == [] and copy.readers == [] and "A->C" in copy.failed
-    copy._raise_if_only_failed_left()
+    if raised:
+        with pytest.raises(RecordTooLargeError):
+            copy._raise_if_only_failed_left()
+    else:
+        copy._raise_if_only_failed_left()

@@ -109,3 +109,29 @@ def test_a_gap_on_one_target_stops_only_that_target(monkeypatch):
         p.latestOffset(start)
     gaps = [e for e in clusters.events if e["type"] == "gap"]
     assert len(gaps) == 1, "C's gap is published once, not at every slice that leaves C out"
+
+
+def test_a_once_plan_names_the_targets_with_work_left_in_any_slot_and_their_slots_get_them(
+    monkeypatch,
+):
+    """B is at the snapshot everywhere, C is behind on partition 1: the plan's ``busy`` is C
+    alone and the slot of partition 1 gets it (a slot where C fails for good then raises C's
+    error). With work for B on partition 0 too, both are busy. A continuous plan has none."""
+    clusters = _clusters(monkeypatch)
+    clusters.short.clear()
+    for slot in range(2):  # each slot's ledger group holds every partition: either is read
+        for flow, behind in (("A->B", 100), ("A->C", 40)):
+            ledger = {("A.orders", 0): 100, ("A.orders", 1): behind}
+            clusters.groups[f"__mirror_ledger.{flow}.{slot}"] = ledger
+    p = planner({**PROPS, "tasks.max": "2"}, "A->B,C")
+    p.until = {("orders", 0): 100, ("orders", 1): 100}
+    start = p.initialOffset()
+    plan = p.latestOffset(start)
+    assert plan["busy"] == ["A->C"]
+    assert [(w.partitions, w.busy) for w in p.partitions(start, plan)] == [
+        ([("orders", 1)], ["A->C"])
+    ]
+    p.until = {("orders", 0): 120, ("orders", 1): 100}
+    assert p.latestOffset(start)["busy"] == ["A->B", "A->C"]
+    p.until = {}
+    assert "busy" not in p._plan(None, first=True)
