@@ -20,7 +20,7 @@ from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.flow_status import FlowStatus
 from mirror_lib.replication.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.read_group import ReadGroup
-from mirror_lib.replication.stall import StallWatch, stall_text
+from mirror_lib.replication.stall import StallWatch, stall_text, stalled_flows
 from mirror_lib.replication.supervise import outage_limit
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
@@ -276,13 +276,18 @@ class FlowRunner:
         """Start the next ``--once`` slice, unless the last ones left a partition where it was
         for ``mirror.outage.max.seconds`` (:mod:`mirror_lib.replication.stall`)."""
         until = self._until or {}
-        delivered = self.delivered(list(until))
+        by_flow = self.delivered_by_flow(list(until))
+        delivered = _slowest(by_flow)
         left = {
             tp: delivered.get(tp, -1) for tp, end in until.items() if delivered.get(tp, -1) < end
         }
         stalls = self._stall.observe(left, until, time.monotonic())
         if stalls:
-            raise MirrorRuntimeError(stall_text(self.ctx.label, self.ctx.where("target"), stalls))
+            names = stalled_flows(by_flow, stalls)
+            behind = [c for c in self.group.contexts if c.flow.name in names] or [self.ctx]
+            label = ", ".join(c.label for c in behind)
+            where = " and ".join(c.where("target") for c in behind)
+            raise MirrorRuntimeError(stall_text(label, where, stalls))
         return self.start(self._until)
 
     def raise_if_failed(self) -> None:

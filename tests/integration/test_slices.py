@@ -142,6 +142,27 @@ def test_once_fails_when_its_slices_keep_ending_where_they_started(
     print(f"--once failed after {took:.0f}s: {out.stderr.splitlines()[-1]}")
 
 
+def test_a_fan_out_stall_names_each_flow_whose_ledger_did_not_move(
+    brokers, third_broker, tmp_path, unique_name, subprocess_env
+):
+    """As above for a fan-out group ``A->B,C``: the error names both flows and both targets.
+    Before, it named only the group's first flow and its target, also for C's partitions."""
+    create_topic(brokers.source, unique_name, 1)
+    produce_exact(brokers.source, unique_name, mixed_records(10, 1, "s"))
+    props = flow_properties(brokers.source, brokers.target, tmp_path / "state", topics=unique_name)
+    props.update({
+        "clusters": "A, B, C", "C.bootstrap.servers": third_broker, "A->C.enabled": "true",
+        "mirror.fanout.enabled": "true", "mirror.outage.max.seconds": "5",
+    })  # fmt: skip
+    config_file = write_properties(tmp_path / "mm2.properties", props)
+    out = run_mirror(config_file, {**subprocess_env, END_EARLY_ENV: "1"}, "--once", timeout_s=240)
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert "flow A->B, flow A->C: --once made no progress" in out.stderr, out.stderr[-3000:]
+    assert f"{unique_name}-0 at 0 of " in out.stderr
+    for alias, bootstrap in (("B", brokers.target), ("C", third_broker)):
+        assert f"target cluster {alias} (bootstrap {bootstrap})" in out.stderr
+
+
 def test_refresh_topics_disabled_keeps_the_topics_found_at_start(
     spark, brokers, make_config, unique_name
 ):
