@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from mirror_lib.config.fanout import group_name, read_groups
-from mirror_lib.config.java_clients import IGNORED, RENAMED
+from mirror_lib.config.java_clients import IGNORED, RENAMED, ignored_reason
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.model import FlowConfig, MirrorConfig
+from mirror_lib.config.properties import redact_value
 from mirror_lib.config.settings import BY_KEY
 
 
@@ -62,6 +63,14 @@ def describe_flow(flow: FlowConfig) -> dict[str, Any]:
         "checkpoints": s.emit_checkpoints,
         "sync_group_offsets": s.sync_group_offsets,
         "settings": {k: v for k, v in s.describe().items() if k in s.explicit},
+        "clients": {
+            section.replace(".", " "): {
+                name: {"value": redact_value(name, value), "from": where}
+                for name, (value, where) in sorted(settings.items())
+                if ignored_reason(name) is None  # a warning says so
+            }
+            for section, settings in sorted(flow.client_overrides.items())
+        },
     }
 
 
@@ -123,6 +132,9 @@ def format_description(d: dict[str, Any]) -> str:
         )
         for key, value in f["settings"].items():
             lines.append(f"  {key} = {value}")
+        for client, settings in f["clients"].items():
+            for name, v in settings.items():
+                lines.append(f"  {client}: {name} = {v['value']} (from {v['from']})")
     for group in d.get("fanout_groups", []):
         lines.append(f"fan-out {group}: one read of {group.split('->')[0]}, a producer per target")
     if d["heartbeat_only_flows"]:

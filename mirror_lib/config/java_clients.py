@@ -164,11 +164,16 @@ def _unused_empties(props: dict[str, tuple[str, str]], notes: list[str]) -> None
         del props[key]
 
 
-def _ignored_reason(key: str) -> str | None:
+def ignored_reason(key: str) -> str | None:
+    """Why the Java client setting ``key`` is ignored (one warning), or None."""
     if key in IGNORED:
         return IGNORED[key]
     if ".override." in key or key.startswith("override."):
-        return "a Connect per-connector override; set the client setting itself"
+        return (
+            "a Connect client override, which mirror_lib takes, as MM2 does, only as "
+            "<source>-><target>.producer.override.* (the producer of the replicated records); "
+            "set the client setting itself"
+        )
     return next((why for p, why in IGNORED_PREFIXES.items() if key.startswith(p)), None)
 
 
@@ -280,7 +285,7 @@ def translate(
             continue
         if key in REFUSED:
             raise ConfigError(where, value, REFUSED[key])
-        reason = _ignored_reason(key)
+        reason = ignored_reason(key)
         if reason is not None:
             notes.append(f"{where} is ignored: {reason}")
             continue

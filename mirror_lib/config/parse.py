@@ -50,11 +50,16 @@ _CLIENT_PREFIXES = (
     "socket.",
 )
 _TOP_LEVEL = ("clusters", "mirror.state.dir", "config.providers", *GLOBAL_BY_KEY)
+#: Connect's client override of a connector (KIP-458; allowed by default since Kafka 3.0,
+#: KIP-722): for MM2's source connector, the producer that writes the replicated records.
+_RECORDS_PRODUCER = "producer.override."
 #: Per-flow client settings (MM2 connector-level prefixes) -> (side, roles) they configure; a
-#: ``source.``/``target.`` prefix beats the generic one, whatever the line order (as in MM2).
+#: ``source.``/``target.`` prefix beats the generic one, whatever the line order (as in MM2), and
+#: ``producer.override.`` beats both (Connect applies it last, to the records' producer).
 _FLOW_CLIENT_PREFIXES: dict[str, tuple[str, tuple[str, ...]]] = {
     **{f"{side}.{role}.": (side, (role,)) for side in ("source", "target") for role in ROLES},
     "consumer.": ("source", ("consumer",)),
+    _RECORDS_PRODUCER: ("target", ("producer",)),
     "producer.": ("target", ("producer",)),
     "admin.": ("both", ("admin",)),
 }
@@ -153,9 +158,13 @@ def _flow_client_key(rest: str) -> tuple[str, tuple[str, ...], str] | None:
     return None
 
 
-def _is_specific(flow_key: str) -> bool:
-    """True for ``A->B.source.*`` / ``A->B.target.*`` (aliases have no dots)."""
-    return flow_key.split(".", 1)[1].startswith(("source.", "target."))
+def _rank(flow_key: str) -> int:
+    """Which per-flow client key wins: ``A->B.producer.override.*`` (2) over ``A->B.source.*`` /
+    ``A->B.target.*`` (1) over the generic prefixes (0); aliases have no dots."""
+    rest = flow_key.split(".", 1)[1]
+    if rest.startswith(_RECORDS_PRODUCER):
+        return 2
+    return int(rest.startswith(("source.", "target.")))
 
 
 def _put_flow_client(
@@ -166,13 +175,14 @@ def _put_flow_client(
 ) -> None:
     """Record ``key``, a per-flow client setting (``client`` as :func:`_flow_client_key` gives),
     in the sections it configures: ``source.consumer.x`` beats ``consumer.x`` whichever comes
-    first in the file (MM2 applies the generic prefix, then the specific one)."""
+    first in the file (MM2 applies the generic prefix, then the specific one), and
+    ``producer.override.x`` beats both (:func:`_rank`)."""
     side, roles, name = client
     for s in ("source", "target") if side == "both" else (side,):
         for role in roles:
             section = sections.setdefault(f"{s}.{role}", {})
             held = section.get(name)
-            if held is None or _is_specific(key) or not _is_specific(held[1]):
+            if held is None or _rank(key) >= _rank(held[1]):
                 section[name] = (value, key)
 
 

@@ -7,7 +7,7 @@ import pytest
 from mirror_lib.config.parse import load_config, parse_config
 from mirror_lib.config.properties import REDACTED, parse_properties
 from mirror_lib.errors import ConfigError
-from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.clients import check_clients, client_config
 
 BASE = {
     "clusters": "A, B",
@@ -253,6 +253,46 @@ def test_a_source_or_target_flow_client_prefix_beats_the_generic_one_in_any_orde
     assert flow.overrides("target", "producer")["linger.ms"][0] == "7"
     assert flow.overrides("source", "admin")["request.timeout.ms"][0] == "500"
     assert flow.overrides("target", "admin")["request.timeout.ms"][0] == "900"  # generic: both
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_a_flow_producer_override_is_the_target_producer_setting_and_wins_in_any_order(order):
+    """``A->B.producer.override.*`` is Connect's override of the producer that writes MM2's
+    replicated records (taken by default since Kafka 3.0, KIP-722), as in Strimzi's MM2 configs.
+    It was ignored with a warning; it beats ``A->B.target.producer.*`` and ``A->B.producer.*``."""
+    lines = [
+        ("A->B.producer.linger.ms", "70"),
+        ("A->B.target.producer.linger.ms", "7"),
+        ("A->B.producer.override.linger.ms", "5"),
+    ]
+    lines = lines[order:] + lines[:order]
+    config = parse_config(
+        {**BASE, **dict(lines), "A->B.producer.override.compression.type": "zstd"}
+    )
+    flow = config.flow("A->B")
+    producer = flow.overrides("target", "producer")
+    assert producer["linger.ms"] == ("5", "A->B.producer.override.linger.ms")
+    built = client_config(config.cluster("B"), "producer", overrides=producer)
+    assert (built["linger.ms"], built["compression.type"]) == ("5", "zstd")
+    assert "linger.ms" not in flow.overrides("source", "consumer")
+
+
+def test_a_producer_override_is_checked_like_the_producer_setting():
+    config = parse_config({**BASE, "A->B.enabled": "true", "A->B.producer.override.acks": "1"})
+    with pytest.raises(ConfigError, match=r"A->B\.producer\.override\.acks.*all or unset"):
+        check_clients(config)
+
+
+@pytest.mark.parametrize(
+    "key", ["A->B.consumer.override.fetch.min.bytes", "B.producer.override.linger.ms",
+            "producer.override.linger.ms"],
+)  # fmt: skip
+def test_other_connect_overrides_stay_ignored_with_a_warning_that_names_the_one_taken(key):
+    """MM2 takes none of these: a source connector has no Connect consumer, and only a flow's
+    connector config holds Connect overrides."""
+    config = parse_config({**BASE, "A->B.enabled": "true", key: "5"})
+    notes = check_clients(config)
+    assert any(f"{key} is ignored" in n and "producer.override" in n for n in notes), notes
 
 
 @pytest.mark.parametrize(
