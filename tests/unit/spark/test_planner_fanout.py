@@ -135,3 +135,22 @@ def test_a_once_plan_names_the_targets_with_work_left_in_any_slot_and_their_slot
     assert p.latestOffset(start)["busy"] == ["A->B", "A->C"]
     p.until = {}
     assert "busy" not in p._plan(None, first=True)
+
+
+def test_a_target_left_out_for_now_counts_as_busy(monkeypatch):
+    """B does not answer at planning (a transient error): whether it has work is unknown, so a
+    slot where C fails for good must not end the run while B may still need the slices."""
+    _clusters(monkeypatch)
+    listing = source_module.list_topic_partitions
+
+    def silent_b(admin, timeout_s: float = 30) -> dict[str, int]:
+        if admin.side == "target" and admin.alias == "B":
+            raise BrokerError("list topics on B: timed out", transient=True)
+        return listing(admin, timeout_s)
+
+    monkeypatch.setattr(source_module, "list_topic_partitions", silent_b)
+    p = planner(PROPS, "A->B,C")
+    p.until = {("orders", 0): 100, ("orders", 1): 100}
+    plan = p.initialOffset()
+    assert set(plan["topics"]["orders"]["f"]) == {"A->C"}  # B is not planned in this slice
+    assert plan["busy"] == ["A->B", "A->C"]
