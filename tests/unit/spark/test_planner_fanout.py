@@ -25,6 +25,18 @@ def _clusters(monkeypatch: pytest.MonkeyPatch) -> Clusters:
     return clusters
 
 
+def _target_listing_fails(monkeypatch: pytest.MonkeyPatch, alias: str, error: BrokerError) -> None:
+    """Listing the topics of target ``alias`` raises ``error``; every other listing answers."""
+    listing = source_module.list_topic_partitions
+
+    def listed(admin, timeout_s: float = 30) -> dict[str, int]:
+        if admin.side == "target" and admin.alias == alias:
+            raise error
+        return listing(admin, timeout_s)
+
+    monkeypatch.setattr(source_module, "list_topic_partitions", listed)
+
+
 def test_a_refused_target_is_left_out_and_rejoins_once_its_topic_is_grown(monkeypatch, caplog):
     clusters = _clusters(monkeypatch)
     p = planner(PROPS, "A->B,C", refused={"A->C": {"A.orders": GROW}})
@@ -75,14 +87,9 @@ def test_a_transient_refusal_leaves_the_target_waiting_without_an_error(monkeypa
 def test_a_target_refusing_the_credentials_is_left_out_too(monkeypatch):
     """An authorization error is terminal (MM2's task fails): before, it stopped every target."""
     _clusters(monkeypatch)
-    listing = source_module.list_topic_partitions
-
-    def refusing(admin, timeout_s: float = 30) -> dict[str, int]:
-        if admin.side == "target" and admin.alias == "C":
-            raise BrokerError("list topics on C: TOPIC_AUTHORIZATION_FAILED")
-        return listing(admin, timeout_s)
-
-    monkeypatch.setattr(source_module, "list_topic_partitions", refusing)
+    _target_listing_fails(
+        monkeypatch, "C", BrokerError("list topics on C: TOPIC_AUTHORIZATION_FAILED")
+    )
     p = planner(PROPS, "A->B,C")
     p.until = {("orders", 0): 100, ("orders", 1): 100}
     assert p.initialOffset()["topics"]["orders"]["f"] == {"A->B": [0, 1]}
@@ -141,14 +148,9 @@ def test_a_target_left_out_for_now_counts_as_busy(monkeypatch):
     """B does not answer at planning (a transient error): whether it has work is unknown, so a
     slot where C fails for good must not end the run while B may still need the slices."""
     _clusters(monkeypatch)
-    listing = source_module.list_topic_partitions
-
-    def silent_b(admin, timeout_s: float = 30) -> dict[str, int]:
-        if admin.side == "target" and admin.alias == "B":
-            raise BrokerError("list topics on B: timed out", transient=True)
-        return listing(admin, timeout_s)
-
-    monkeypatch.setattr(source_module, "list_topic_partitions", silent_b)
+    _target_listing_fails(
+        monkeypatch, "B", BrokerError("list topics on B: timed out", transient=True)
+    )
     p = planner(PROPS, "A->B,C")
     p.until = {("orders", 0): 100, ("orders", 1): 100}
     plan = p.initialOffset()
