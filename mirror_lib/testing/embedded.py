@@ -118,6 +118,7 @@ def _launch(
     advertised = f"tcp://127.0.0.1:{advertised_port or port}"
     args = f"broker --listener-url {url} --advertised-listener-url {advertised}"
     args += " --storage-engine memory://tansu/"  # the only engine in this build; lost on stop
+    args += f" --cluster-id tansu-{alias}-{port}"  # distinct, as real clusters' ids are
     log_path = workdir / f"tansu-{alias}-{port}.log"
     env = {**os.environ, "NO_COLOR": "1"}  # no ANSI colours in the log
     with open(log_path, "wb") as log:
