@@ -20,6 +20,7 @@ from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.clients import check_clients
+from mirror_lib.kafka.reach import diverted_clients
 from mirror_lib.spark.jvm import finish_archive_dump
 
 
@@ -37,6 +38,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     except ImportError:  # the optional "kafka" extra is not installed here
         built = None
     not_built = "clients: not built (confluent-kafka is not installed here)"
+    diverted = [d.note() for d in diverted_clients(config)]
     if args.json:
         description["clients"] = (
             {"built": 0, "note": not_built}
@@ -49,12 +51,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 "warnings": list(built.notes),
             }
         )
+        description["clients"]["own_bootstrap"] = diverted
         print(json.dumps(description, indent=2, default=str))
     else:
         print(format_description(description))
         shown = set(description.get("warnings", ()))
         for note in (n for n in (built.notes if built else ()) if n not in shown):
             print(f"warning: {note}")
+        for note in diverted:
+            print(f"note: {note}")
         print(not_built if built is None else built.summary())
     return 0
 

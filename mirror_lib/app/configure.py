@@ -100,7 +100,7 @@ def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) ->
 
     from mirror_lib.kafka.admin import admin_client, future_result  # lazy: confluent-kafka
     from mirror_lib.kafka.lookups import list_topic_partitions  # lazy: confluent-kafka
-    from mirror_lib.spark.runner import check_clusters  # lazy: pyspark
+    from mirror_lib.kafka.reach import check_clusters  # lazy: confluent-kafka
 
     flow = config.flow(flow_name)
     check_clusters(config, [flow.source, flow.target], timeout_s)

@@ -18,15 +18,14 @@ from typing import Any
 from mirror_lib.config.fanout import group_name, read_groups
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import (
-    BrokerError,
     ConfigError,
     MirrorError,
     MirrorRuntimeError,
     is_transient_text,
 )
 from mirror_lib.kafka.client_check import check_client_builds
-from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions
+from mirror_lib.kafka.reach import check_client_addresses, check_clusters
 from mirror_lib.replication.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
@@ -114,27 +113,6 @@ def _catch_up_through_outages(
             time.sleep(0.5)
 
 
-def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
-    """Fail fast, before any query starts, when a cluster cannot be reached."""
-    from confluent_kafka import KafkaException  # lazy: optional extra "kafka"
-
-    from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
-
-    quiet = logging.getLogger("mirror_lib.librdkafka")
-    for alias in dict.fromkeys(aliases):
-        cluster = config.cluster(alias)
-        admin = admin_client(client_config(cluster, "admin", extra={"logger": quiet}))
-        try:
-            admin.list_topics(timeout=timeout_s)
-        except KafkaException as exc:
-            raise BrokerError(
-                f"cannot reach cluster {alias} at {alias}.bootstrap.servers="
-                f"{cluster.bootstrap_servers} within {timeout_s:.0f}s ({exc.args[0].str()}); "
-                "nothing was started",
-                transient=True,
-            ) from exc
-
-
 def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) -> None:
     """After a --once catch-up: one heartbeat and one checkpoint cycle, without Spark."""
     s = ctx.settings
@@ -201,6 +179,7 @@ def run_flows(
         endpoint.check_free()  # a port in use fails here, before anything starts
     check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects
     check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
+    check_client_addresses(config, names)  # a role's own bootstrap.servers: the same cluster
     own_session = False  # stop only a session made here, never e.g. a Databricks job's
     if spark is None:
         from pyspark.sql import SparkSession  # lazy: optional extra "spark"

@@ -1,0 +1,163 @@
+"""Before anything starts: each cluster answers, and each client reaches the cluster it is for.
+
+A role's own ``bootstrap.servers`` (``B.producer.bootstrap.servers``, or a flow's
+``A->B.producer.bootstrap.servers`` / ``A->B.producer.override.bootstrap.servers`` as AWS's MSK
+migration samples write it) replaces the cluster's for that one client. That is right when it
+names another listener of the same cluster. When it names another cluster, the producer would
+write where the delivery ledger is not read, and exactly-once would no longer hold. So the run
+compares the cluster id each address reports (Kafka's Metadata) before anything starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.properties import resolve_references
+from mirror_lib.errors import BrokerError, ConfigError
+from mirror_lib.kafka.client_check import ClientSpec, client_specs
+from mirror_lib.kafka.clients import client_config, raw_settings
+
+_log = logging.getLogger(__name__)
+_QUIET = logging.getLogger("mirror_lib.librdkafka")
+
+#: (side, role) -> what would go wrong if that client worked on another cluster.
+_CONSEQUENCE = {
+    ("source", "consumer"): "records would be read from another cluster than the one whose "
+    "topics and offsets the flow lists",
+    ("source", "admin"): "topics and offsets would be listed on another cluster than the one "
+    "the records are read from",
+    ("source", "producer"): "offset syncs would be written to another cluster than the source",
+    ("target", "producer"): "the replicated records would be written to another cluster than "
+    "the one the delivery ledger is read from, so exactly-once could not hold",
+    ("target", "consumer"): "the delivery ledger would be read from another cluster than the "
+    "one the records are written to, so exactly-once could not hold",
+    ("target", "admin"): "remote topics would be created on another cluster than the one the "
+    "records are written to",
+}
+
+
+@dataclass(frozen=True)
+class Diverted:
+    """A client whose ``bootstrap.servers`` is set for its role, not the cluster's."""
+
+    spec: ClientSpec
+    key: str  # the key as written, e.g. ``A->B.producer.override.bootstrap.servers``
+    value: str  # as written (it may hold a reference)
+    cluster_value: str  # the cluster's ``bootstrap.servers``, as written
+
+    def note(self) -> str:
+        """The line ``mirror validate`` shows."""
+        return (
+            f"{self.key} = {self.value}: {self.spec.describe()} connects there instead of "
+            f"{self.spec.alias}.bootstrap.servers = {self.cluster_value}; mirror run checks "
+            "before it starts that both reach the same cluster (its cluster id)"
+        )
+
+
+def _servers(text: str) -> frozenset[str]:
+    return frozenset(s.strip().lower() for s in text.split(",") if s.strip())
+
+
+def diverted_clients(
+    config: MirrorConfig, flow_names: Sequence[str] | None = None, *, resolve: bool = False
+) -> list[Diverted]:
+    """The clients of the given (default: enabled) flows whose ``bootstrap.servers`` is their
+    role's own and not written as the cluster's; offline, nothing connects."""
+    out = []
+    for spec in client_specs(config, flow_names, resolve=resolve):
+        cluster = config.cluster(spec.alias)
+        overrides = config.flow(spec.flow).overrides(spec.side, spec.role)
+        value, key = raw_settings(cluster, spec.role, overrides)[0]["bootstrap.servers"]
+        if _servers(value) != _servers(cluster.bootstrap_servers):
+            out.append(Diverted(spec, key, value, cluster.bootstrap_servers))
+    return out
+
+
+def _cluster_id(role: str, conf: dict[str, Any], timeout_s: float) -> str | None:
+    """The cluster id the brokers at ``conf``'s bootstrap report, asked by a client of ``role``
+    built from ``conf`` (its own security settings); raises KafkaException when unreachable."""
+    from confluent_kafka import Consumer, Producer  # lazy: optional extra "kafka"
+
+    from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
+
+    conf = {**conf, "logger": _QUIET}
+    if role == "consumer":
+        consumer = Consumer(conf)
+        try:
+            return consumer.list_topics(timeout=timeout_s).cluster_id
+        finally:
+            consumer.close()
+    client = Producer(conf) if role == "producer" else admin_client(conf)
+    return client.list_topics(timeout=timeout_s).cluster_id
+
+
+def _unreachable(alias: str, key: str, servers: str, timeout_s: float, exc: Any) -> BrokerError:
+    return BrokerError(
+        f"cannot reach cluster {alias} at {key}={servers} within {timeout_s:.0f}s "
+        f"({exc.args[0].str()}); nothing was started",
+        transient=True,
+    )
+
+
+def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 10) -> None:
+    """Fail fast, before any query starts, when a cluster cannot be reached."""
+    from confluent_kafka import KafkaException  # lazy: optional extra "kafka"
+
+    for alias in dict.fromkeys(aliases):
+        cluster = config.cluster(alias)
+        try:
+            _cluster_id("admin", client_config(cluster, "admin"), timeout_s)
+        except KafkaException as exc:
+            key = f"{alias}.bootstrap.servers"
+            raise _unreachable(alias, key, cluster.bootstrap_servers, timeout_s, exc) from exc
+
+
+def check_client_addresses(
+    config: MirrorConfig, flow_names: Sequence[str] | None = None, timeout_s: float = 10
+) -> None:
+    """Refuse, before anything starts, a client whose own ``bootstrap.servers`` reaches another
+    cluster than its cluster's ``bootstrap.servers``: ConfigError naming the key as written.
+    Connects only for such clients; an address of the same cluster (another listener) passes."""
+    from confluent_kafka import KafkaException  # lazy: optional extra "kafka"
+
+    ids: dict[str, str | None] = {}
+    for d in diverted_clients(config, flow_names, resolve=True):
+        alias, cluster = d.spec.alias, config.cluster(d.spec.alias)
+        own = resolve_references(
+            f"{alias}.bootstrap.servers", d.cluster_value, None, cluster.providers
+        )
+        servers = str(d.spec.conf["bootstrap.servers"])
+        if _servers(servers) == _servers(own):  # the same once references are resolved
+            continue
+        if alias not in ids:
+            conf = client_config(cluster, "admin", extra={"bootstrap.servers": own})
+            try:
+                ids[alias] = _cluster_id("admin", conf, timeout_s)
+            except KafkaException as exc:
+                key = f"{alias}.bootstrap.servers"
+                raise _unreachable(alias, key, own, timeout_s, exc) from exc
+        try:
+            got = _cluster_id(d.spec.role, d.spec.conf, timeout_s)
+        except KafkaException as exc:
+            raise _unreachable(alias, d.key, servers, timeout_s, exc) from exc
+        want = ids[alias]
+        if not got or not want:
+            _log.warning(
+                "%s = %s: cannot tell whether it reaches cluster %s (no cluster id reported)",
+                d.key,
+                d.value,
+                alias,
+            )
+        elif got != want:
+            raise ConfigError(
+                d.key,
+                d.value,
+                f"an address of {d.spec.side} cluster {alias}, or no such key: it reaches the "
+                f"cluster with id {got!r}, while {alias}.bootstrap.servers = {own} reaches "
+                f"{want!r}, so for {d.spec.describe()} "
+                + _CONSEQUENCE.get((d.spec.side, d.spec.role), "its work would go elsewhere"),
+            )

@@ -1,0 +1,65 @@
+"""A role's own bootstrap.servers is found offline and shown by `mirror validate`; the run's
+cluster-id check itself is in tests/integration/test_client_addresses.py."""
+
+from __future__ import annotations
+
+import json
+
+from mirror_lib.app.cli import main
+from mirror_lib.config.parse import parse_config
+from mirror_lib.kafka.reach import diverted_clients
+from tests.unit.config.tls_material import write
+
+BASE = "clusters = A, B\nA.bootstrap.servers = a:9093\nB.bootstrap.servers = b1:9092,b2:9092\n"
+FLOW = "A->B.enabled = true\n"
+
+
+def config(text: str):
+    props = dict(line.split(" = ", 1) for line in (BASE + FLOW + text).splitlines() if line.strip())
+    return parse_config(props)
+
+
+def found(text: str) -> dict[tuple[str, str, str], tuple[str, str]]:
+    return {
+        (d.spec.side, d.spec.alias, d.spec.role): (d.key, d.value)
+        for d in diverted_clients(config(text))
+    }
+
+
+def test_no_role_bootstrap_means_no_client_is_diverted():
+    assert found("") == {}
+    # the cluster's own servers in another order and case are the same address
+    assert found("B.producer.bootstrap.servers = B2:9092, b1:9092\n") == {}
+
+
+def test_each_way_of_writing_a_role_bootstrap_is_found_with_the_key_as_written():
+    assert found("A->B.producer.override.bootstrap.servers = b-tls:9094\n") == {
+        ("target", "B", "producer"): ("A->B.producer.override.bootstrap.servers", "b-tls:9094")
+    }
+    assert found("A->B.producer.bootstrap.servers = b-tls:9094\n") == {
+        ("target", "B", "producer"): ("A->B.producer.bootstrap.servers", "b-tls:9094")
+    }
+    assert found("B.consumer.bootstrap.servers = b-tls:9094\n") == {
+        ("target", "B", "consumer"): ("B.consumer.bootstrap.servers", "b-tls:9094")
+    }
+    assert found("A.admin.bootstrap.servers = a-tls:9094\n") == {
+        ("source", "A", "admin"): ("A.admin.bootstrap.servers", "a-tls:9094")
+    }
+
+
+def test_validate_notes_each_diverted_client_and_that_the_run_checks_it(tmp_path, capsys):
+    path = write(
+        tmp_path / "mm2.properties",
+        BASE + FLOW + "A->B.producer.override.bootstrap.servers = b-tls:9094\n",
+    )
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    note = (
+        "note: A->B.producer.override.bootstrap.servers = b-tls:9094: the producer of cluster B "
+        "(target of A->B) connects there instead of B.bootstrap.servers = b1:9092,b2:9092; "
+        "mirror run checks before it starts that both reach the same cluster (its cluster id)"
+    )
+    assert note in out.splitlines()
+    assert main(["validate", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["clients"]["own_bootstrap"]
+    assert shown == [note.removeprefix("note: ")]
