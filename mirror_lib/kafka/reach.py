@@ -63,12 +63,19 @@ def _servers(text: str) -> frozenset[str]:
 
 
 def diverted_clients(
-    config: MirrorConfig, flow_names: Sequence[str] | None = None, *, resolve: bool = False
+    config: MirrorConfig,
+    flow_names: Sequence[str] | None = None,
+    *,
+    resolve: bool = False,
+    heartbeats: bool = True,
 ) -> list[Diverted]:
-    """The clients of the given (default: enabled) flows whose ``bootstrap.servers`` is their
-    role's own and not written as the cluster's; offline, nothing connects."""
+    """The clients of the given (default: enabled) flows, and of the heartbeat flows a run adds
+    unless ``heartbeats=False``, whose ``bootstrap.servers`` is their role's own and not written
+    as the cluster's; offline, nothing connects."""
     out = []
     for spec in client_specs(config, flow_names, resolve=resolve):
+        if not heartbeats and flow_names is not None and spec.flow not in flow_names:
+            continue
         cluster = config.cluster(spec.alias)
         overrides = config.flow(spec.flow).overrides(spec.side, spec.role)
         value, key = raw_settings(cluster, spec.role, overrides)[0]["bootstrap.servers"]
@@ -117,15 +124,20 @@ def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 
 
 
 def check_client_addresses(
-    config: MirrorConfig, flow_names: Sequence[str] | None = None, timeout_s: float = 10
+    config: MirrorConfig,
+    flow_names: Sequence[str] | None = None,
+    timeout_s: float = 10,
+    *,
+    heartbeats: bool = True,
 ) -> None:
     """Refuse, before anything starts, a client whose own ``bootstrap.servers`` reaches another
     cluster than its cluster's ``bootstrap.servers``: ConfigError naming the key as written.
-    Connects only for such clients; an address of the same cluster (another listener) passes."""
+    Connects only for such clients; an address of the same cluster (another listener) passes.
+    ``heartbeats=False``: only the named flows' clients (cutover, verify), not a run's."""
     from confluent_kafka import KafkaException  # lazy: optional extra "kafka"
 
     ids: dict[str, str | None] = {}
-    for d in diverted_clients(config, flow_names, resolve=True):
+    for d in diverted_clients(config, flow_names, resolve=True, heartbeats=heartbeats):
         alias, cluster = d.spec.alias, config.cluster(d.spec.alias)
         own = resolve_references(
             f"{alias}.bootstrap.servers", d.cluster_value, None, cluster.providers

@@ -24,6 +24,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
+from mirror_lib.kafka.reach import check_client_addresses
 from mirror_lib.offsets.record_compare import OffsetMap
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.context import FlowContext
@@ -176,6 +177,7 @@ def verify_flow(
     """
 
     ctx = FlowContext.create(config, flow)
+    check_client_addresses(config, [ctx.flow.name], heartbeats=False)  # own bootstrap.servers
     partitions = flow_partitions(ctx, topics)
     tps = [(t, p) for t, n in partitions.items() for p in range(n)]
     bounds = partition_bounds(admin_client(ctx.client("source", "admin")), tps)

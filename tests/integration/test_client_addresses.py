@@ -9,6 +9,8 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.reach import check_client_addresses
+from mirror_lib.replication.cutover import CutoverOptions, run_cutover
+from mirror_lib.replication.verify import verify_flow
 from mirror_lib.testing.kafka_io import produce_exact
 from tests.helpers.mirror_cli import run_mirror
 from tests.integration.conftest import flow_properties, write_properties
@@ -86,3 +88,22 @@ def test_a_source_admin_that_reaches_the_target_names_what_would_go_wrong(broker
         check_client_addresses(config)
     assert caught.value.key == "A.admin.bootstrap.servers"
     assert "topics and offsets would be listed on another cluster" in str(caught.value)
+
+
+@pytest.mark.parametrize("command", ["verify", "cutover"])
+def test_verify_and_cutover_refuse_a_target_admin_that_reaches_the_source(
+    brokers, tmp_path, command
+):
+    config = parse_config(
+        flow_properties(
+            brokers.source,
+            brokers.target,
+            tmp_path / "state",
+            **{"B.admin.bootstrap.servers": brokers.source},
+        )
+    )
+    with pytest.raises(ConfigError, match=r"remote topics would be created on another cluster"):
+        if command == "verify":
+            verify_flow(config, "A->B", record=False)
+        else:
+            run_cutover(config, "A->B", CutoverOptions(apply=True))

@@ -63,3 +63,12 @@ def test_validate_notes_each_diverted_client_and_that_the_run_checks_it(tmp_path
     assert main(["validate", str(path), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)["clients"]["own_bootstrap"]
     assert shown == [note.removeprefix("note: ")]
+
+
+def test_the_heartbeat_flows_clients_are_left_out_for_one_flow_s_commands():
+    text = "A->B.offset-syncs.topic.location = target\nA.producer.bootstrap.servers = a-tls:9094\n"
+    with_heartbeats = diverted_clients(config(text), ["A->B"])
+    assert [(d.spec.flow, d.spec.alias, d.spec.role) for d in with_heartbeats] == [
+        ("B->A", "A", "producer")  # the heartbeats B->A that a run of A->B emits
+    ]
+    assert diverted_clients(config(text), ["A->B"], heartbeats=False) == []
