@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mirror_lib.config.fanout import group_name, read_groups
-from mirror_lib.config.java_clients import IGNORED, RENAMED, ignored_reason
+from mirror_lib.config.java_clients import IGNORED, RENAMED, left_out
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.model import FlowConfig, MirrorConfig
 from mirror_lib.config.properties import redact_value
@@ -67,7 +67,7 @@ def describe_flow(flow: FlowConfig) -> dict[str, Any]:
             section.replace(".", " "): {
                 name: {"value": redact_value(name, value), "from": where}
                 for name, (value, where) in sorted(settings.items())
-                if ignored_reason(name) is None  # a warning says so
+                if not left_out(name, section.rsplit(".", 1)[-1])  # a warning says so
             }
             for section, settings in sorted(flow.client_overrides.items())
         },

@@ -237,6 +237,15 @@ def _checked(name: str, value: str, where: str) -> str:
     return value
 
 
+def left_out(key: str, role: str) -> bool:
+    """Whether :func:`translate` leaves the setting ``key`` out of ``role``'s client: ignored, or
+    a setting librdkafka has only for another role (``mirror validate`` lists neither)."""
+    if ignored_reason(key) is not None:
+        return True
+    name = RENAMED.get(key, (key, None))[0]
+    return name in PROPERTIES and not _applies(name, role)
+
+
 def _applies(name: str, role: str) -> bool:
     code = PROPERTIES[name][0]
     return code in ("*", ROLE_CODES[role])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mirror_lib.config.describe import describe_flow
 from mirror_lib.config.parse import load_config, parse_config
 from mirror_lib.config.properties import REDACTED, parse_properties
 from mirror_lib.errors import ConfigError
@@ -293,6 +294,29 @@ def test_other_connect_overrides_stay_ignored_with_a_warning_that_names_the_one_
     config = parse_config({**BASE, "A->B.enabled": "true", key: "5"})
     notes = check_clients(config)
     assert any(f"{key} is ignored" in n and "producer.override" in n for n in notes), notes
+
+
+def test_the_flow_client_listing_leaves_out_what_a_warning_calls_ignored():
+    """`mirror validate` lists a flow's client settings; one the client never gets (ignored, or
+    librdkafka has it only for another role) is left out, and its warning says why."""
+    config = parse_config(
+        {
+            **BASE,
+            "A->B.enabled": "true",
+            "A->B.producer.linger.ms": "5",
+            "A->B.producer.session.timeout.ms": "10000",  # a consumer setting
+            "A->B.consumer.fetch.max.wait.ms": "100",  # renamed, still listed
+            "A->B.consumer.max.poll.records": "50",  # ignored
+        }
+    )
+    clients = describe_flow(config.flow("A->B"))["clients"]
+    assert {s: sorted(v) for s, v in clients.items()} == {
+        "source consumer": ["fetch.max.wait.ms"],
+        "target producer": ["linger.ms"],
+    }
+    notes = check_clients(config)
+    assert any("A->B.producer.session.timeout.ms is ignored" in n for n in notes), notes
+    assert any("A->B.consumer.max.poll.records is ignored" in n for n in notes), notes
 
 
 @pytest.mark.parametrize(
