@@ -19,6 +19,7 @@ from typing import Any
 
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.librdkafka_conf import PROPERTIES
+from mirror_lib.config.msk_iam import take_msk_iam
 from mirror_lib.config.properties import has_reference, redact_value
 from mirror_lib.config.tls_stores import keystore, normalize_pem, truststore
 from mirror_lib.errors import ConfigError
@@ -100,7 +101,7 @@ IGNORED_PREFIXES: dict[str, str] = {
 REFUSED: dict[str, str] = {
     "sasl.client.callback.handler.class": (
         "librdkafka cannot load Java callback handlers; use sasl.jaas.config with PLAIN, SCRAM, "
-        "or OAUTHBEARER (OIDC), or librdkafka's sasl.* settings"
+        "OAUTHBEARER (OIDC) or MSK IAM, or librdkafka's sasl.* settings"
     ),
     "sasl.login.class": "librdkafka cannot load Java login classes; use sasl.jaas.config",
     "ssl.engine.factory.class": "librdkafka uses OpenSSL; use ssl.ca.location / ssl.keystore.*",
@@ -199,8 +200,8 @@ def _checked(name: str, value: str, where: str) -> str:
             raise ConfigError(
                 where,
                 value,
-                "one of " + ", ".join(_MECHANISMS) + " (librdkafka has no other mechanism; "
-                "for AWS_MSK_IAM use SCRAM or OAUTHBEARER on MSK)",
+                "one of " + ", ".join(_MECHANISMS) + ", or AWS_MSK_IAM with its "
+                "IAMLoginModule (librdkafka has no other mechanism)",
             )
         return value.strip().upper()
     if name in _PEM_SETTINGS:
@@ -277,6 +278,7 @@ def translate(
     _unused_empties(rest, notes)
     truststore(rest, out, notes)
     keystore(rest, out, notes)
+    take_msk_iam(rest, out, notes)
     handler = rest.pop("sasl.login.callback.handler.class", None)
     if handler and not handler[0].strip().endswith("OAuthBearerLoginCallbackHandler"):
         raise ConfigError(handler[1], handler[0], REFUSED["sasl.client.callback.handler.class"])

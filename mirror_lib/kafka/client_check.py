@@ -319,6 +319,8 @@ def check_client_builds(
     absent: set[str] = set()  # files not on this machine (validate)
     notes: list[str] = []
     specs = client_specs(config, flow_names, resolve=resolve, notes=notes)
+    for token in dict.fromkeys(s.conf["oauth_cb"] for s in specs if "oauth_cb" in s.conf):
+        token.check()  # MSK IAM: credentials and region sign a token before anything starts
     for spec in specs:
         conf, unresolved = _offline(spec.conf)
         left |= unresolved

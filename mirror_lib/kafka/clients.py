@@ -17,8 +17,10 @@ from typing import Any
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.java_clients import translate
 from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig
+from mirror_lib.config.msk_iam import MSK_IAM
 from mirror_lib.config.properties import SecretLookup, resolve_references
 from mirror_lib.errors import ConfigError
+from mirror_lib.kafka.msk_iam import token_callback
 
 _log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
@@ -74,8 +76,11 @@ def client_config(
             for k, (v, where) in raw.items()
         }
     translated, found = translate(raw, role, role_keys)
+    msk_iam = translated.pop(MSK_IAM, None)
     conf: dict[str, Any] = dict(defaults or {})
     conf.update(translated)
+    if msk_iam is not None and resolve:
+        conf["oauth_cb"] = token_callback(msk_iam, cluster.alias, raw["bootstrap.servers"][0])
     if client_id and "client.id" not in conf:
         conf["client.id"] = client_id
     for key, value in (extra or {}).items():

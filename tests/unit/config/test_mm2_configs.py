@@ -26,6 +26,7 @@ from mirror_lib.app.cli import main
 from mirror_lib.config.model import ROLES, MirrorConfig
 from mirror_lib.config.parse import load_config
 from mirror_lib.kafka.clients import check_clients, client_config
+from tests.helpers.aws_env import offline_aws, token_url
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 KEYPASS = "k3y-pass"
@@ -360,7 +361,8 @@ def test_flow_keys_naming_unknown_clusters_are_warned(files, capsys, tmp_path):
         ("target.producer.batch.size = 0", "target.producer.batch.size", "1 .. 2147483647"),
         ("source.consumer.no.such.setting = 1", "source.consumer.no.such.setting", "librdkafka"),
         ("source.security.protocol = TLS", "source.security.protocol", "SASL_SSL"),
-        ("source.sasl.mechanism = AWS_MSK_IAM", "source.sasl.mechanism", "SCRAM-SHA-512"),
+        ("source.sasl.mechanism = AWS_MSK_IAM", "source.sasl.jaas.config", "IAMLoginModule"),
+        ("source.sasl.mechanism = KERBEROS", "source.sasl.mechanism", "SCRAM-SHA-512"),
         ("mirror.tables.enabled = maybe", "mirror.tables.enabled", "true or false"),
         ("mirror.tables.writer = parquet", "mirror.tables.writer", "delta-rs"),
         ("source->target.consumer.fetch.min.bytes = x", "fetch.min.bytes", "a number"),
@@ -401,3 +403,17 @@ def test_validate_reads_latin_1_and_bom_files(tmp_path, capsys, prefix):
     code, out, err = validate(path, capsys)
     assert code == 0, err
     assert "flow A->B" in out
+
+
+def test_msk_iam_file_on_both_java_forms(files, capsys, monkeypatch, tmp_path):
+    offline_aws(monkeypatch, tmp_path)
+    code, out, err = validate(files["msk_iam"], capsys)
+    assert code == 0, err
+    assert "warning" not in out
+    built = build_all(load_config(files["msk_iam"]))
+    for (alias, _role), conf in built.items():
+        assert conf["sasl.mechanism"] == "OAUTHBEARER"
+        assert "sasl.jaas.config" not in conf
+        region = "us-east-1" if alias == "source" else "eu-west-1"
+        token, _ = conf["oauth_cb"]("")
+        assert token_url(token)[0] == f"kafka.{region}.amazonaws.com"
