@@ -16,6 +16,13 @@ from tests.helpers.mirror_cli import run_mirror
 from tests.integration.conftest import flow_properties, write_properties
 
 
+def config_with(brokers, tmp_path, key: str, value: str):
+    """A->B over the session brokers with one client setting of a role's own."""
+    return parse_config(
+        flow_properties(brokers.source, brokers.target, tmp_path / "state", **{key: value})
+    )
+
+
 def test_a_target_producer_that_reaches_the_source_cluster_is_refused_before_anything_starts(
     brokers, tmp_path, unique_name, subprocess_env
 ):
@@ -51,39 +58,18 @@ def test_another_address_of_the_same_cluster_passes(brokers, tmp_path):
     host, port = brokers.target.split(",")[0].rsplit(":", 1)
     if host != "127.0.0.1":
         pytest.skip("needs the embedded brokers on 127.0.0.1 (localhost is the same listener)")
-    config = parse_config(
-        flow_properties(
-            brokers.source,
-            brokers.target,
-            tmp_path / "state",
-            **{"A->B.producer.bootstrap.servers": f"localhost:{port}"},
-        )
-    )
+    config = config_with(brokers, tmp_path, "A->B.producer.bootstrap.servers", f"localhost:{port}")
     check_client_addresses(config)  # raises if the cluster ids differ
 
 
 def test_an_unreachable_role_bootstrap_names_its_key(brokers, tmp_path):
-    config = parse_config(
-        flow_properties(
-            brokers.source,
-            brokers.target,
-            tmp_path / "state",
-            **{"B.consumer.bootstrap.servers": "127.0.0.1:1"},
-        )
-    )
+    config = config_with(brokers, tmp_path, "B.consumer.bootstrap.servers", "127.0.0.1:1")
     with pytest.raises(BrokerError, match=r"cannot reach cluster B at B\.consumer\.bootstrap"):
         check_client_addresses(config, timeout_s=2)
 
 
 def test_a_source_admin_that_reaches_the_target_names_what_would_go_wrong(brokers, tmp_path):
-    config = parse_config(
-        flow_properties(
-            brokers.source,
-            brokers.target,
-            tmp_path / "state",
-            **{"A.admin.bootstrap.servers": brokers.target},
-        )
-    )
+    config = config_with(brokers, tmp_path, "A.admin.bootstrap.servers", brokers.target)
     with pytest.raises(ConfigError) as caught:
         check_client_addresses(config)
     assert caught.value.key == "A.admin.bootstrap.servers"
@@ -94,14 +80,7 @@ def test_a_source_admin_that_reaches_the_target_names_what_would_go_wrong(broker
 def test_verify_and_cutover_refuse_a_target_admin_that_reaches_the_source(
     brokers, tmp_path, command
 ):
-    config = parse_config(
-        flow_properties(
-            brokers.source,
-            brokers.target,
-            tmp_path / "state",
-            **{"B.admin.bootstrap.servers": brokers.source},
-        )
-    )
+    config = config_with(brokers, tmp_path, "B.admin.bootstrap.servers", brokers.source)
     with pytest.raises(ConfigError, match=r"remote topics would be created on another cluster"):
         if command == "verify":
             verify_flow(config, "A->B", record=False)
