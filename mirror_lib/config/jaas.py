@@ -153,7 +153,9 @@ _WHY_IGNORED = {
 }
 
 
-def _leftovers(entry: JaasEntry, key: str, used: set[str], notes: list[str] | None) -> None:
+def name_leftovers(
+    entry: JaasEntry, key: str, used: set[str], notes: list[str] | None, why: str | None = None
+) -> None:
     """One warning naming every option that has no librdkafka equivalent (never a value)."""
     same = _SAME.get(entry.simple_name, {})
     left = [
@@ -162,7 +164,7 @@ def _leftovers(entry: JaasEntry, key: str, used: set[str], notes: list[str] | No
         if name not in used and same.get(name) != value.strip().lower()
     ]
     if left and notes is not None:
-        why = _WHY_IGNORED.get(entry.simple_name, "librdkafka has no equivalent")
+        why = why or _WHY_IGNORED.get(entry.simple_name, "librdkafka has no equivalent")
         notes.append(f"{key}: {entry.simple_name} option(s) {', '.join(left)} ignored: {why}")
 
 
@@ -250,5 +252,5 @@ def translate_jaas(
             "PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule (OIDC client credentials) "
             "or Krb5LoginModule with a keytab: librdkafka has no other login modules",
         )
-    _leftovers(entry, key, used, notes)
+    name_leftovers(entry, key, used, notes)
     return conf

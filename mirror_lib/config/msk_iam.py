@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from mirror_lib.config.jaas import JaasEntry, parse_jaas
+from mirror_lib.config.jaas import JaasEntry, name_leftovers, parse_jaas
 from mirror_lib.errors import ConfigError
 
 #: Marker in translated settings; never reaches librdkafka.
@@ -54,10 +54,7 @@ def _options(entry: JaasEntry, where: str, notes: list[str]) -> dict[str, str]:
     opts = {arg: entry.options[name] for name, arg in _OPTIONS.items() if entry.options.get(name)}
     if "session" in opts and "role_arn" not in opts:
         raise ConfigError(where, "awsRoleSessionName", "awsRoleArn with it, or neither")
-    left = sorted(set(entry.options) - set(_OPTIONS))
-    if left:
-        notes.append(f"{where}: {entry.simple_name} option(s) {', '.join(left)} ignored: "
-                     f"{_WHY_IGNORED}")  # fmt: skip
+    name_leftovers(entry, where, set(_OPTIONS), notes, _WHY_IGNORED)
     return opts
 
 
@@ -100,9 +97,13 @@ def take_msk_iam(rest: dict[str, tuple[str, str]], out: dict[str, Any], notes: l
     handler = rest.pop("sasl.client.callback.handler.class", None)
     if handler is not None and handler[0].strip() not in _CLIENT_HANDLERS:
         raise ConfigError(handler[1], handler[0], " or ".join(_CLIENT_HANDLERS) + " for MSK IAM")
-    for key in ("sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config"):
+    for key in (
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.jaas.config",
+        "sasl.login.callback.handler.class",
+    ):
         rest.pop(key, None)
-    rest.pop("sasl.login.callback.handler.class", None)
     marker = {
         "where": mech_key or jaas[1],
         "region": region_of(rest.get("bootstrap.servers", ("", ""))[0]),
