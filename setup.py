@@ -3,7 +3,8 @@
 from setuptools import find_packages, setup
 
 EXTRAS = {
-    "kafka": ["confluent-kafka>=2.6"],
+    # cryptography: PKCS12 truststores (mirror_lib.config.java_stores); Databricks ships it
+    "kafka": ["confluent-kafka>=2.6", "cryptography>=42"],
     # MSK IAM logins: AWS's token signer (boto3's credential chain); Databricks ships boto3
     "aws": ["aws-msk-iam-sasl-signer-python>=1.0.2"],
     "spark": ["pyspark>=4.0,<4.2", "pyarrow>=15", "pandas>=2.0"],

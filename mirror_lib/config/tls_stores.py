@@ -1,9 +1,12 @@
 """Java TLS stores and inline PEM -> librdkafka's ``ssl.*`` settings.
 
-A truststore becomes ``ssl.ca.location``/``ssl.ca.pem`` (PEM only: a JKS or PKCS12 truststore is
-refused with the command that converts it); a keystore becomes a PKCS12 keystore or PEM
-certificate and key. A readable binary store's content decides its type, as Java reads either
-under both names; inline PEM is re-wrapped the way Kafka's PemParser reads it.
+A truststore becomes ``ssl.ca.location``/``ssl.ca.pem``: a JKS, JCEKS or PKCS12 truststore is read
+here (:mod:`mirror_lib.config.java_stores`) into ``ssl.ca.pem``. A keystore becomes librdkafka's
+PKCS12 keystore, or PEM certificate and key (a PEM file, or a JKS store read here). A readable
+binary store's content decides its type, as Java reads either under both names; inline PEM is
+re-wrapped the way Kafka's PemParser reads it. A store that is not on this machine, or whose
+password is still a ``${...}`` reference (``mirror validate``), is left to the client checks,
+which list it or, when a run builds its clients, refuse the missing file.
 """
 
 from __future__ import annotations
@@ -11,7 +14,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mirror_lib.config.properties import has_reference
+from mirror_lib.config.java_stores import (
+    PasswordError,
+    StoreError,
+    key_and_chain,
+    trusted_certificates,
+)
+from mirror_lib.config.properties import REDACTED, has_reference
 from mirror_lib.errors import ConfigError
 
 #: The first bytes of binary key stores: keytool writes PKCS12 (DER, 0x30) even to *.jks.
@@ -79,21 +88,10 @@ def truststore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: li
     kind = _store_type(props, "truststore", location)
     if inline:
         out["ssl.ca.pem"] = normalize_pem(inline)
-    if location:
-        if kind != "PEM":
-            convert = (
-                f"openssl pkcs12 -in {location} -nokeys -out ca.pem"
-                if kind == "PKCS12"
-                else f"keytool -exportcert -rfc -keystore {location} -alias <alias> -file ca.pem "
-                "(once per CA alias; keytool -list shows them)"
-            )
-            raise ConfigError(
-                where,
-                location,
-                f"a PEM file: librdkafka cannot read a {kind} truststore. Convert it with "
-                f"`{convert}` and set ssl.ca.location = ca.pem (or ssl.truststore.type = PEM); "
-                "for public CAs (cloud services) ssl.ca.location = probe uses the system's",
-            )
+    if location and kind != "PEM":
+        out.update(_java_truststore(location, where, kind, password))
+        password = None  # it opened the store
+    elif location:
         out["ssl.ca.location"] = location
     if password and (location or inline):
         notes.append(f"{password[1]} is ignored: a PEM truststore has no password")
@@ -132,13 +130,114 @@ def keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: list
             out["ssl.certificate.location"] = location
             out["ssl.key.location"] = location
         else:
-            raise ConfigError(
-                where,
-                location,
-                f"a PKCS12 or PEM keystore: librdkafka cannot read {kind}. Convert it with "
-                f"`keytool -importkeystore -srckeystore {location} -destkeystore keystore.p12 "
-                "-deststoretype PKCS12` and set ssl.keystore.type = PKCS12",
-            )
+            key_password = props.pop("ssl.key.password", None)
+            out.update(_java_keystore(location, where, kind, password, key_password))
+            password = None  # it opened the store
     if password:
         why = "a PEM keystore has no store password" if location or chain else "no keystore is set"
         notes.append(f"{password[1]} is ignored: {why} (ssl.key.password opens a PEM key)")
+
+
+def _store_bytes(location: str) -> bytes | None:
+    """A store's bytes; None for a reference or a file not on this machine (the client checks
+    list it for validate and refuse it for a run, as any missing file)."""
+    if has_reference(location):
+        return None
+    try:
+        with open(location, "rb") as file:
+            return file.read()
+    except OSError:
+        return None
+
+
+def _java_truststore(
+    location: str, where: str, kind: str, password: tuple[str, str] | None
+) -> dict[str, str]:
+    """``ssl.ca.pem``: the certificates Java would trust from a JKS, JCEKS or PKCS12 store."""
+    data = _store_bytes(location)
+    if data is None:
+        return {"ssl.ca.location": location}
+    secret = password[0] if password else None
+    if secret is not None and has_reference(secret):  # validate: resolved only for a run
+        if kind == "PKCS12":  # its certificates are encrypted: left out, listed as a reference
+            return {"ssl.ca.pem": secret}
+        secret = None  # a JKS password only checks the store
+    try:
+        return {"ssl.ca.pem": trusted_certificates(data, kind, secret)}
+    except PasswordError as exc:
+        missing = _sibling(where, "ssl.truststore.password")
+        raise _password_error(exc, location, password, missing) from None
+    except StoreError as exc:
+        convert = (
+            f"openssl pkcs12 -in {location} -nokeys -out ca.pem"
+            if kind == "PKCS12"
+            else f"keytool -exportcert -rfc -keystore {location} -alias <alias> -file ca.pem"
+        )
+        raise _format_error(exc, data, location, where, "truststore", convert) from None
+
+
+def _java_keystore(
+    location: str,
+    where: str,
+    kind: str,
+    password: tuple[str, str] | None,
+    key_password: tuple[str, str] | None,
+) -> dict[str, str]:
+    """``ssl.certificate.pem`` + ``ssl.key.pem``: the one private key of a JKS store and its
+    chain, opened as Kafka opens it (``ssl.key.password``, else the store's password)."""
+    data = _store_bytes(location)
+    if data is None:
+        return {"ssl.keystore.location": location}
+    opener = key_password or password
+    if opener is None:
+        raise ConfigError(
+            _sibling(where, "ssl.key.password"),
+            None,
+            f"the password of the private key in {location}: a {kind} key always has one "
+            "(ssl.keystore.password is used when the two are the same)",
+        )
+    if has_reference(opener[0]):  # validate: opened only where the reference resolves
+        return {"ssl.key.pem": opener[0]}
+    store = password[0] if password and not has_reference(password[0]) else None
+    try:
+        chain, key = key_and_chain(data, store, opener[0])
+    except PasswordError as exc:
+        given = opener if exc.of_key else password
+        missing = _sibling(where, "ssl.keystore.password")
+        raise _password_error(exc, location, given, missing) from None
+    except StoreError as exc:
+        convert = (
+            f"keytool -importkeystore -srckeystore {location} -srcstoretype {kind} "
+            "-destkeystore keystore.p12 -deststoretype PKCS12"
+        )
+        raise _format_error(exc, data, location, where, "keystore", convert) from None
+    return {"ssl.certificate.pem": chain, "ssl.key.pem": key}
+
+
+def _sibling(where: str, name: str) -> str:
+    """``B.ssl.key.password`` for ``where`` = ``B.ssl.keystore.location``."""
+    return where[: where.rfind("ssl.")] + name
+
+
+def _password_error(
+    exc: PasswordError, location: str, given: tuple[str, str] | None, missing: str
+) -> ConfigError:
+    """On the password that does not open ``location``, or on the ``missing`` one it needs."""
+    if given is not None:
+        return ConfigError(given[1], REDACTED, f"the password that opens {location}: {exc}")
+    return ConfigError(missing, None, f"the password of {location}: {exc}")
+
+
+def _format_error(
+    exc: StoreError, data: bytes, location: str, where: str, which: str, convert: str
+) -> ConfigError:
+    """On a store that cannot be read, with the command that converts it."""
+    if data.lstrip().startswith(b"-----BEGIN"):
+        return ConfigError(
+            where, location, f"a key store ({exc}): it is PEM text, so set ssl.{which}.type = PEM"
+        )
+    return ConfigError(
+        where,
+        location,
+        f"a {which} Java and mirror_lib can read: {exc}. Or convert it with `{convert}`",
+    )

@@ -9,8 +9,8 @@ from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.java_clients import java_names, java_trim, translate
 from mirror_lib.config.tls_stores import normalize_pem
 from mirror_lib.errors import ConfigError
+from tests.helpers.tls_material import JKS_MAGIC, continued, self_signed, write
 from tests.unit.config.test_java_clients import props
-from tests.unit.config.tls_material import JKS_MAGIC, continued, self_signed, write
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -156,15 +156,16 @@ def test_a_pkcs12_file_named_jks_is_read_as_pkcs12(tmp_path, declared):
     assert conf == {"ssl.keystore.location": str(path), "ssl.keystore.password": "changeit"}
 
 
-def test_a_real_jks_still_gets_the_conversion_command(tmp_path):
+def test_a_real_jks_is_read_as_jks_whatever_its_declared_type(tmp_path):
     path = write(tmp_path / "keystore.p12", JKS_MAGIC + b"\x00\x00\x00\x02")
-    with pytest.raises(ConfigError, match=r"cannot read JKS.*keytool -importkeystore"):
+    with pytest.raises(ConfigError, match=r"a keystore Java .*ends early.*-srcstoretype JKS"):
         translate(
-            props(ssl__keystore__location=str(path), ssl__keystore__type="PKCS12"), "producer"
-        )
+            props(ssl__keystore__location=str(path), ssl__keystore__type="PKCS12",
+                  ssl__keystore__password="changeit"), "producer")  # fmt: skip
     trust = write(tmp_path / "truststore.jks", self_signed().p12("changeit"))
-    with pytest.raises(ConfigError, match=r"PKCS12 truststore.*openssl pkcs12 -in"):
+    with pytest.raises(ConfigError, match=r"encrypted") as caught:
         translate(props(ssl__truststore__location=str(trust)), "producer")
+    assert caught.value.key == "A.ssl.truststore.password"  # read as PKCS12: needs the password
 
 
 # 6. empty values of settings the security protocol does not use

@@ -26,6 +26,7 @@ from mirror_lib.app.cli import main
 from mirror_lib.config.model import ROLES, MirrorConfig
 from mirror_lib.config.parse import load_config
 from mirror_lib.kafka.clients import check_clients, client_config
+from tests.helpers import keytool
 from tests.helpers.aws_env import offline_aws, token_url
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -69,6 +70,11 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             b"mirror", key, cert, [ca], serialization.BestAvailableEncryption(b"changeit")
         )
     )
+    cas = {"test-ca": folder / "ca.pem"}
+    keytool.truststore(folder / "kafka.client.truststore.jks", "JKS", "changeit", cas)
+    keytool.truststore(folder / "truststore.p12", "PKCS12", "changeit", cas)
+    keytool.keystore(folder / "kafka.client.keystore.jks", "JKS", folder / "client.p12",
+                     "changeit", "changeit", KEYPASS)  # fmt: skip
     return folder
 
 
@@ -174,20 +180,25 @@ def test_a_wrong_keystore_password_fails_when_built(files, certs):
         Producer({**conf, "bootstrap.servers": "127.0.0.1:9", "logger": _Quiet()})
 
 
-@pytest.mark.parametrize(
-    ("name", "key", "command"),
-    [
-        ("tls_jks_truststore", "ssl.truststore.location", "keytool -exportcert -rfc"),
-        ("tls_pkcs12_truststore", "B.ssl.truststore.location", "openssl pkcs12 -in"),
-    ],
-)
-def test_jks_and_pkcs12_truststores_are_refused_with_the_way_out(files, capsys, name, key, command):
-    code, _out, err = validate(files[name], capsys)
-    assert code == 2
-    assert key in err
-    assert "ssl.ca.location" in err
-    assert command in err
-    assert "changeit" not in err
+def test_jks_truststore_and_keystore_are_read_as_java_reads_them(files, capsys, certs):
+    code, out, err = validate(files["tls_jks_truststore"], capsys)
+    assert code == 0, err
+    assert "not loaded" not in out
+    built = build_all(load_config(files["tls_jks_truststore"]))
+    ca = (certs / "ca.pem").read_text()
+    for alias in ("A", "B"):
+        conf = built[alias, "producer"]
+        assert conf["ssl.ca.pem"] == ca
+        assert conf["ssl.certificate.pem"].count("BEGIN CERTIFICATE") == 2  # client + CA
+        assert "PRIVATE KEY" in conf["ssl.key.pem"]
+        assert not any(k.startswith(("ssl.keystore", "ssl.truststore")) for k in conf)
+
+
+def test_a_pkcs12_truststore_is_read_with_its_password(files, capsys, certs):
+    code, _out, err = validate(files["tls_pkcs12_truststore"], capsys)
+    assert code == 0, err
+    built = build_all(load_config(files["tls_pkcs12_truststore"]))
+    assert built["B", "consumer"]["ssl.ca.pem"] == (certs / "ca.pem").read_text()
 
 
 def test_sasl_plain_and_scram_quoted_single_quoted_and_unquoted(files, capsys):

@@ -14,7 +14,7 @@ from mirror_lib.config.parse import load_config, parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.kafka import client_check
 from mirror_lib.kafka.client_check import check_client_builds, client_specs
-from tests.unit.config.tls_material import properties_lines, self_signed, write
+from tests.helpers.tls_material import properties_lines, self_signed, write
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9093\nB.bootstrap.servers = b:9092\n"
 FLOW = "A->B.enabled = true\n"

@@ -8,7 +8,7 @@ import json
 from mirror_lib.app.cli import main
 from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.reach import diverted_clients
-from tests.unit.config.tls_material import write
+from tests.helpers.tls_material import write
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9093\nB.bootstrap.servers = b1:9092,b2:9092\n"
 FLOW = "A->B.enabled = true\n"

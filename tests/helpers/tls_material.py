@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,10 +26,10 @@ class Material:
     cert: x509.Certificate
     key: ec.EllipticCurvePrivateKey
 
-    def p12(self, password: str) -> bytes:
+    def p12(self, password: str, alias: str = "mirror") -> bytes:
         """A PKCS12 keystore holding the key and certificate."""
         return pkcs12.serialize_key_and_certificates(
-            b"mirror",
+            alias.encode(),
             self.key,
             self.cert,
             None,
@@ -38,20 +39,33 @@ class Material:
 
 def self_signed(name: str = "mirror-test") -> Material:
     """A fresh self-signed certificate (also usable as its own CA)."""
+    return _material(name, None)
+
+
+def issued(ca: Material, name: str, ip: str | None = None) -> Material:
+    """A certificate for ``name`` signed by ``ca``; ``ip``: its subject alternative name (a
+    broker's address, which TLS clients verify)."""
+    return _material(name, ca, ip)
+
+
+def _material(name: str, ca: Material | None, ip: str | None = None) -> Material:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(subject)
+        .issuer_name(subject if ca is None else ca.cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
+        .add_extension(x509.BasicConstraints(ca=ca is None, path_length=None), critical=True)
     )
+    if ip is not None:
+        address = x509.IPAddress(ipaddress.ip_address(ip))
+        builder = builder.add_extension(x509.SubjectAlternativeName([address]), critical=False)
+    cert = builder.sign(key if ca is None else ca.key, hashes.SHA256())
     key_pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
