@@ -1,4 +1,5 @@
-"""A loopback TCP proxy for fault tests: open, refuse, blackhole (cut and hang) or slow.
+"""A loopback TCP proxy for fault tests: open, refuse, blackhole (cut and hang) or slow; and
+one that ends TLS in front of a plaintext broker (:class:`TlsProxy`).
 
 ``mirror run`` reaches a broker only through the proxy when the broker advertises the proxy's
 port (:func:`proxied_broker`), so cutting the proxy is an outage of that cluster.
@@ -6,12 +7,15 @@ port (:func:`proxied_broker`), so cutting the proxy is an outage of that cluster
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from mirror_lib.testing import embedded
 
@@ -138,14 +142,73 @@ class CountingProxy(TcpProxy):
         return count
 
 
+class TlsProxy:
+    """Ends TLS in front of a plaintext broker: clients connect with ``security.protocol = SSL``
+    and must trust ``context``'s certificate (and, when ``context`` requires one, present a
+    certificate it trusts). :attr:`peers`: the client certificates seen. asyncio, in a thread of
+    its own: its TLS reads and writes of a connection never run at once (OpenSSL's rule)."""
+
+    def __init__(self, port: int, upstream: int, context: ssl.SSLContext) -> None:
+        self.port, self.upstream, self.context = port, upstream, context
+        self.peers: list[dict] = []
+        self._loop = asyncio.new_event_loop()
+        self._server: asyncio.Server | None = None
+
+    def start(self) -> TlsProxy:
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
+        if not ready.wait(10) or self._server is None:
+            raise RuntimeError(f"TLS proxy did not listen on 127.0.0.1:{self.port}")
+        return self
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        serve = asyncio.start_server(self._handle, "127.0.0.1", self.port, ssl=self.context)
+        try:
+            self._server = self._loop.run_until_complete(serve)
+        finally:
+            ready.set()
+        self._loop.run_forever()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if peer := writer.get_extra_info("peercert"):
+            self.peers.append(peer)
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    def stop(self) -> None:
+        def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            self._loop.stop()
+
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(close)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (OSError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+
 @contextlib.contextmanager
 def proxied_broker(
-    alias: str, workdir: Path, proxy_class: type[TcpProxy] = TcpProxy
-) -> Iterator[tuple[embedded.EmbeddedBroker, TcpProxy]]:
+    alias: str, workdir: Path, proxy_class: Callable[[int, int], TcpProxy] = TcpProxy
+) -> Iterator[tuple[embedded.EmbeddedBroker, Any]]:
     """A tansu broker that advertises a proxy's port, and that proxy (stopped afterwards).
 
     Clients bootstrap at ``127.0.0.1:<proxy.port>``; every connection goes through the proxy.
-    ``proxy_class``: e.g. :class:`CountingProxy`.
+    ``proxy_class``: e.g. :class:`CountingProxy`, or ``functools.partial(TlsProxy, context=...)``.
     """
     binary = embedded.tansu_binary()
     workdir.mkdir(parents=True, exist_ok=True)
