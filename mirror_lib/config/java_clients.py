@@ -116,11 +116,11 @@ _PEM_SETTINGS = frozenset({"ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem"})
 #: librdkafka name -> the Java names that become it (errors of built clients name the user's key).
 _SOURCES: dict[str, tuple[str, ...]] = {
     "ssl.ca.location": ("ssl.truststore.location",),
-    "ssl.ca.pem": ("ssl.truststore.certificates",),
+    "ssl.ca.pem": ("ssl.truststore.certificates", "ssl.truststore.location"),  # a Java store
     "ssl.certificate.location": ("ssl.keystore.location",),
     "ssl.key.location": ("ssl.keystore.location",),
-    "ssl.certificate.pem": ("ssl.keystore.certificate.chain",),
-    "ssl.key.pem": ("ssl.keystore.key",),
+    "ssl.certificate.pem": ("ssl.keystore.certificate.chain", "ssl.keystore.location"),
+    "ssl.key.pem": ("ssl.keystore.key", "ssl.keystore.location"),
     "sasl.mechanisms": ("sasl.mechanism",),
     "sasl.mechanism": ("sasl.mechanisms",),
 }

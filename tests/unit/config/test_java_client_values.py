@@ -202,6 +202,10 @@ def test_empty_values_the_protocol_uses_are_still_refused():
 
 
 def test_errors_of_built_clients_find_the_java_name():
-    assert java_names("ssl.ca.pem") == ("ssl.ca.pem", "ssl.truststore.certificates")
+    assert java_names("ssl.ca.pem") == (
+        "ssl.ca.pem",
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+    )
     assert "max.request.size" in java_names("message.max.bytes")
     assert "sasl.jaas.config" in java_names("sasl.kerberos.service.name")

@@ -192,3 +192,14 @@ def test_a_store_not_on_this_machine_is_listed_by_validate_and_refused_by_a_run(
     with pytest.raises(ConfigError, match="no such file") as caught:
         check_client_builds(config, resolve=True)
     assert caught.value.key in ("A.ssl.truststore.location", "A.ssl.keystore.location")
+
+
+def test_a_certificate_openssl_refuses_is_named_by_the_store_location(stores, tmp_path):
+    data = bytearray(stores["trust.JKS"].read_bytes())
+    at = data.index(b"X.509") + 5 + 4  # the first certificate's DER, after its type and length
+    data[at : at + 4] = b"\x04\x00\x00\x00"  # no longer a SEQUENCE; unchecked without a password
+    broken = write(tmp_path / "broken.jks", bytes(data))
+    config = _config(**{"A.ssl.truststore.location": str(broken)})
+    with pytest.raises(ConfigError, match="librdkafka refused") as caught:
+        check_client_builds(config, resolve=True)
+    assert caught.value.key == "A.ssl.truststore.location"
