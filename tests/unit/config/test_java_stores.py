@@ -54,6 +54,13 @@ def _der(m: Material) -> bytes:
     return m.cert.public_bytes(Encoding.DER)
 
 
+def _refused(given: dict[str, tuple[str, str]], match: str) -> ConfigError:
+    """The ConfigError translating ``given`` raises (its message matching ``match``)."""
+    with pytest.raises(ConfigError, match=match) as caught:
+        translate(given, "producer")
+    return caught.value
+
+
 def _built(conf: dict[str, Any]) -> None:
     """librdkafka loads the settings (certificates and key), as a client of the run would."""
     Producer({**conf, "security.protocol": "SSL", "bootstrap.servers": "127.0.0.1:9"}).flush(0)
@@ -117,35 +124,28 @@ def test_without_ssl_key_password_the_store_password_opens_the_key_as_in_kafka(s
     conf, _ = translate(given, "producer")
     assert load_pem_private_key(conf["ssl.key.pem"].encode(), None)
     given["ssl.keystore.location"] = (str(stores["key.JKS"]), "A.ssl.keystore.location")
-    with pytest.raises(ConfigError, match="Cannot recover key") as caught:
-        translate(given, "producer")
-    assert caught.value.key == "A.ssl.keystore.password"
+    assert _refused(given, "Cannot recover key").key == "A.ssl.keystore.password"
 
 
 def test_a_wrong_key_password_is_refused_on_ssl_key_password(stores):
     given = props(ssl__keystore__location=str(stores["key.JKS"]),
                   ssl__keystore__password="storepass", ssl__key__password="wrong-pw")  # fmt: skip
-    with pytest.raises(ConfigError, match="Cannot recover key") as caught:
-        translate(given, "producer")
-    assert caught.value.key == "A.ssl.key.password" and "wrong-pw" not in str(caught.value)
+    error = _refused(given, "Cannot recover key")
+    assert error.key == "A.ssl.key.password" and "wrong-pw" not in str(error)
 
 
 def test_a_jks_keystore_without_any_password_is_refused():
     given = props(ssl__keystore__location=str(Path(__file__)), ssl__keystore__type="JKS")
-    with pytest.raises(ConfigError, match="always has one") as caught:
-        translate(given, "producer")
-    assert caught.value.key == "A.ssl.key.password"
+    assert _refused(given, "always has one").key == "A.ssl.key.password"
 
 
 def test_a_jceks_key_and_a_store_of_two_keys_get_the_conversion_command(stores):
     jceks = props(ssl__keystore__location=str(stores["key.JCEKS"]),
                   ssl__keystore__password="storepass", ssl__key__password="keypass1")  # fmt: skip
-    with pytest.raises(ConfigError, match=r"PBEWithMD5AndTripleDES.*keytool -importkeystore"):
-        translate(jceks, "producer")
+    _refused(jceks, r"PBEWithMD5AndTripleDES.*keytool -importkeystore")
     two = props(ssl__keystore__location=str(stores["two.JKS"]),
                 ssl__keystore__password="storepass")  # fmt: skip
-    with pytest.raises(ConfigError, match=r"one private key, and it holds 2 \('"):
-        translate(two, "producer")
+    _refused(two, r"one private key, and it holds 2 \('")
 
 
 def test_pem_text_declared_jks_and_a_truncated_store_are_refused_with_the_way_out(stores, tmp_path):
