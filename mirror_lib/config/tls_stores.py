@@ -208,7 +208,7 @@ def _java_keystore(
     except StoreError as exc:
         convert = (
             f"keytool -importkeystore -srckeystore {location} -srcstoretype {kind} "
-            "-destkeystore keystore.p12 -deststoretype PKCS12"
+            "-destkeystore keystore.p12 -deststoretype PKCS12 [-srcalias <one key's alias>]"
         )
         raise _format_error(exc, data, location, where, "keystore", convert) from None
     return {"ssl.certificate.pem": chain, "ssl.key.pem": key}
