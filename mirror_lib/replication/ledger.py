@@ -82,6 +82,16 @@ def read_ledger(
         time.sleep(0.2)
 
 
+def flows_short_of(per_flow: dict[str, dict[TP, int]], ends: dict[TP, int]) -> list[str]:
+    """The flows (of a fan-out group) with a partition short of its end in ``ends``, in
+    ``per_flow``'s order; a partition missing from either side does not count."""
+    return [
+        flow
+        for flow, positions in per_flow.items()
+        if any(pos < ends.get(tp, -1) for tp, pos in positions.items())
+    ]
+
+
 def ledger_offsets(next_upstream: dict[TP, int]) -> list[Any]:
     """TopicPartitions to commit for ``{(remote topic, partition): next upstream offset}``."""
     return [TopicPartition(t, p, off) for (t, p), off in sorted(next_upstream.items())]

@@ -62,16 +62,6 @@ class StallWatch:
         ]
 
 
-def stalled_flows(by_flow: dict[str, dict[TP, int]], stalls: list[Stall]) -> list[str]:
-    """The flows (of a fan-out group) whose own ledger is short of a stalled partition's end:
-    the ones the stall error names, not the group's first flow."""
-    return [
-        flow
-        for flow, positions in by_flow.items()
-        if any(positions.get(s.tp, s.end) < s.end for s in stalls)
-    ]
-
-
 def stall_text(label: str, where_target: str, stalls: list[Stall]) -> str:
     """The error of a stalled ``--once`` run: what did not move, how long, and where to look."""
     longest = max(stalls, key=lambda s: s.seconds)

@@ -18,9 +18,9 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.flow_status import FlowStatus
-from mirror_lib.replication.ledger import LedgerView, flow_bounds
+from mirror_lib.replication.ledger import LedgerView, flow_bounds, flows_short_of
 from mirror_lib.replication.read_group import ReadGroup
-from mirror_lib.replication.stall import StallWatch, stall_text, stalled_flows
+from mirror_lib.replication.stall import StallWatch, stall_text
 from mirror_lib.replication.supervise import outage_limit
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
@@ -283,7 +283,7 @@ class FlowRunner:
         }
         stalls = self._stall.observe(left, until, time.monotonic())
         if stalls:
-            names = stalled_flows(by_flow, stalls)
+            names = flows_short_of(by_flow, {s.tp: s.end for s in stalls})  # not just the first
             behind = [c for c in self.group.contexts if c.flow.name in names] or [self.ctx]
             label = ", ".join(c.label for c in behind)
             where = " and ".join(c.where("target") for c in behind)

@@ -33,7 +33,7 @@ from mirror_lib.errors import BrokerError, DataLossError, MirrorRuntimeError, Re
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
-from mirror_lib.replication.ledger import LedgerView
+from mirror_lib.replication.ledger import LedgerView, flows_short_of
 from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.replication.source_gaps import (
     RECREATED,
@@ -237,7 +237,7 @@ class SlicePlanner(DataSourceStreamReader):
             "topics": dict(sorted(topics.items())),
         }
         if group.fanout and self.until:  # lets a slot raise a failed target's error (SlotWork)
-            plan["busy"] = sorted({*busy_flows(per_flow, self.until), *waiting})
+            plan["busy"] = sorted({*flows_short_of(per_flow, self.until), *waiting})
         return plan
 
     def _plan_flow(
@@ -381,15 +381,6 @@ def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
         for topic, entry in (plan or {}).get("topics", {}).items()
         for p, pos in entry.get("p", {}).items()
     }
-
-
-def busy_flows(per_flow: dict[str, dict[TP, int]], until: dict[TP, int]) -> list[str]:
-    """The flows of a ``--once`` plan with a partition short of its end, in any slot."""
-    return sorted(
-        flow
-        for flow, positions in per_flow.items()
-        if any(pos < until.get(tp, -1) for tp, pos in positions.items())
-    )
 
 
 def _best_effort(call: Any, what: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mirror_lib.replication.stall import StallWatch, idle_slice_text, stall_text, stalled_flows
+from mirror_lib.replication.ledger import flows_short_of
+from mirror_lib.replication.stall import StallWatch, idle_slice_text, stall_text
 
 A0, A1 = ("a", 0), ("a", 1)
 ENDS = {A0: 10, A1: 20}
@@ -64,9 +65,9 @@ def test_a_fan_out_stall_names_the_flows_whose_own_ledger_did_not_move() -> None
     watch.observe({A1: 0}, ENDS, now=0)
     stalls = watch.observe({A1: 0}, ENDS, now=5)
     by_flow = {"A->B": {A0: 10}, "A->C": {A0: 10, A1: 0}}
-    assert stalled_flows(by_flow, stalls) == ["A->C"]
+    assert flows_short_of(by_flow, {s.tp: s.end for s in stalls}) == ["A->C"]
     by_flow["A->B"][A1] = 3  # both short of a-1's end
-    assert stalled_flows(by_flow, stalls) == ["A->B", "A->C"]
+    assert flows_short_of(by_flow, {s.tp: s.end for s in stalls}) == ["A->B", "A->C"]
 
 
 def test_an_idle_slice_says_where_its_partitions_stand() -> None:
