@@ -166,11 +166,15 @@ def recover_key(protected: bytes, password: str) -> bytes:
     return plain
 
 
-def pem(label: str, der: bytes) -> str:
-    """One PEM block."""
-    text = base64.b64encode(der).decode()
-    lines = [text[i : i + 64] for i in range(0, len(text), 64)]
+def pem_block(label: str, base64_text: str) -> str:
+    """One PEM block, its base64 in lines of 64 characters as OpenSSL writes them."""
+    lines = [base64_text[i : i + 64] for i in range(0, len(base64_text), 64)]
     return "\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"]) + "\n"
+
+
+def pem(label: str, der: bytes) -> str:
+    """One PEM block of DER bytes."""
+    return pem_block(label, base64.b64encode(der).decode())
 
 
 def _pkcs12_certificates(data: bytes, password: str | None) -> list[bytes]:

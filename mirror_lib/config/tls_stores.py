@@ -18,6 +18,7 @@ from mirror_lib.config.java_stores import (
     PasswordError,
     StoreError,
     key_and_chain,
+    pem_block,
     trusted_certificates,
 )
 from mirror_lib.config.properties import REDACTED, has_reference
@@ -49,9 +50,8 @@ def normalize_pem(text: str) -> str:
         data = re.sub(r"\s+", "", body)
         if not _BASE64.fullmatch(data):
             return text
-        lines = [data[i : i + 64] for i in range(0, len(data), 64)]
-        out.append("\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"]))
-    return "\n".join(out) + "\n"
+        out.append(pem_block(label, data))
+    return "".join(out)
 
 
 def _sniffed_type(location: str) -> str | None:
