@@ -10,7 +10,9 @@ by a token callback (``aws-msk-iam-sasl-signer-python``):
   ``software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler`` login callback.
 
 The token is signed for the cluster's region, which the Java library reads from the broker
-names (``b-1.<cluster>.<id>.c2.kafka.<region>.amazonaws.com``).
+names (``b-1.<cluster>.<id>.c2.kafka.<region>.amazonaws.com``). Every credential option of the
+Java library's JAAS line is taken (profile, role and its STS settings, retries, debug); a value
+that cannot work is refused here, naming the option.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import re
 from typing import Any
 
 from mirror_lib.config.jaas import JaasEntry, name_leftovers, parse_jaas
+from mirror_lib.config.properties import has_reference
 from mirror_lib.errors import ConfigError
 
 #: Marker in translated settings; never reaches librdkafka.
@@ -28,12 +31,28 @@ _PACKAGE = "software.amazon.msk.auth.iam."
 _LOGIN_MODULE = _PACKAGE + "IAMLoginModule"
 _OAUTH_HANDLER = _PACKAGE + "IAMOAuthBearerLoginCallbackHandler"
 _CLIENT_HANDLERS = (_PACKAGE + "IAMClientCallbackHandler", _OAUTH_HANDLER)
-#: JAAS option -> the token provider's argument.
-_OPTIONS = {"awsProfileName": "profile", "awsRoleArn": "role_arn", "awsRoleSessionName": "session"}
-#: Options of the Java library that have no counterpart here (named in one warning).
-_WHY_IGNORED = (
-    "the signer uses the default STS endpoint and botocore's own retries and debug logging"
+#: JAAS option of aws-msk-iam-auth -> the credential provider's field (kafka/aws_login.py).
+_OPTIONS = {
+    "awsProfileName": "profile",
+    "awsRoleArn": "role_arn",
+    "awsRoleSessionName": "session",
+    "awsRoleExternalId": "external_id",
+    "awsRoleAccessKeyId": "role_key_id",
+    "awsRoleSecretAccessKey": "role_secret",
+    "awsRoleSessionToken": "role_token",
+    "awsStsRegion": "sts_region",
+    "awsMaxRetries": "max_retries",
+    "awsMaxBackOffTimeMs": "max_backoff_ms",
+    "awsDebugCreds": "debug_creds",
+}
+_ROLE_ONLY = (
+    "awsRoleSessionName",
+    "awsRoleExternalId",
+    "awsRoleAccessKeyId",
+    "awsRoleSessionToken",
 )
+_COUNTS = ("awsMaxRetries", "awsMaxBackOffTimeMs")
+_WHY_IGNORED = "aws-msk-iam-auth has no such option"
 _REGION = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
 
 
@@ -51,11 +70,31 @@ def region_of(bootstrap: str) -> str | None:
 
 
 def _options(entry: JaasEntry, where: str, notes: list[str]) -> dict[str, str]:
-    opts = {arg: entry.options[name] for name, arg in _OPTIONS.items() if entry.options.get(name)}
-    if "session" in opts and "role_arn" not in opts:
-        raise ConfigError(where, "awsRoleSessionName", "awsRoleArn with it, or neither")
+    """The credential options, checked as far as their values are known (references are not)."""
+    given = {name: value for name, value in entry.options.items() if name in _OPTIONS and value}
+    for name in _ROLE_ONLY:
+        if name in given and "awsRoleArn" not in given:
+            raise ConfigError(where, name, "awsRoleArn with it, or neither")
+    key_id, secret = "awsRoleAccessKeyId", "awsRoleSecretAccessKey"
+    if (key_id in given) != (secret in given):
+        one, other = (key_id, secret) if key_id in given else (secret, key_id)
+        raise ConfigError(where, one, f"{other} with it, or neither")
+    if "awsRoleSessionToken" in given and "awsRoleAccessKeyId" not in given:
+        raise ConfigError(
+            where, "awsRoleSessionToken", "awsRoleAccessKeyId and awsRoleSecretAccessKey with it"
+        )
+    known = {n: v.strip() for n, v in given.items() if not has_reference(v)}
+    sts = known.get("awsStsRegion")
+    if sts is not None and sts != "aws-global" and not _REGION.match(sts):
+        raise ConfigError(where, f"awsStsRegion={sts}", "an AWS region (us-east-1) or aws-global")
+    for name in _COUNTS:
+        if name in known and not known[name].isdigit():
+            raise ConfigError(where, f"{name}={known[name]}", "a whole number >= 0")
+    debug = known.get("awsDebugCreds")
+    if debug is not None and debug.lower() not in ("true", "false"):
+        raise ConfigError(where, f"awsDebugCreds={debug}", "true or false")
     name_leftovers(entry, where, set(_OPTIONS), notes, _WHY_IGNORED)
-    return opts
+    return {_OPTIONS[name]: value for name, value in given.items()}
 
 
 def take_msk_iam(rest: dict[str, tuple[str, str]], out: dict[str, Any], notes: list[str]) -> None:

@@ -1,17 +1,19 @@
 """The OAUTHBEARER token callback for Amazon MSK IAM (see :mod:`mirror_lib.config.msk_iam`).
 
-AWS's own signer (``aws-msk-iam-sasl-signer-python``, extra ``aws``) signs the token with
-botocore's credential chain: environment, profile, web identity, container or instance role,
-as the Java ``aws-msk-iam-auth`` library does. librdkafka asks again before a token expires.
+AWS's own signer (``aws-msk-iam-sasl-signer-python``, extra ``aws``) signs the token with the
+credentials :class:`~mirror_lib.kafka.aws_login.AwsLogin` finds, as Java's ``aws-msk-iam-auth``
+finds them. librdkafka asks again before a token expires.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from mirror_lib.errors import ConfigError
+from mirror_lib.kafka.aws_login import AwsLogin, NoCredentials
 
 _INSTALL = "pip install 'mirror_lib[aws]' (aws-msk-iam-sasl-signer-python)"
 
@@ -22,22 +24,20 @@ class MskIamToken:
 
     region: str
     where: str  # the key that asked for MSK IAM, for errors
-    profile: str | None = None
-    role_arn: str | None = None
-    session: str | None = None
+    login: AwsLogin = field(default_factory=AwsLogin)
 
     def __call__(self, _oauthbearer_config: str | None = None) -> tuple[str, float]:
         from aws_msk_iam_sasl_signer import MSKAuthTokenProvider as signer  # lazy: extra "aws"
+        from botocore.credentials import CredentialProvider
 
-        if self.role_arn:
-            args = (self.session,) if self.session else ()
-            token, expiry_ms = signer.generate_auth_token_from_role_arn(
-                self.region, self.role_arn, *args
-            )
-        elif self.profile:
-            token, expiry_ms = signer.generate_auth_token_from_profile(self.region, self.profile)
-        else:
-            token, expiry_ms = signer.generate_auth_token(self.region)
+        class Found(CredentialProvider):  # the signer takes credentials only from a provider
+            def load(self) -> Any:
+                return keys
+
+        keys = self.login.credentials()
+        token, expiry_ms = signer.generate_auth_token_from_credentials_provider(
+            self.region, Found()
+        )
         return token, expiry_ms / 1000
 
     def check(self) -> None:
@@ -49,17 +49,13 @@ class MskIamToken:
             raise ConfigError(
                 self.where, "AWS_MSK_IAM", f"the AWS signer installed: {_INSTALL}"
             ) from exc
-        except Exception as exc:  # botocore's credential and STS errors have no common base
-            source = (
-                f"role {self.role_arn}" if self.role_arn
-                else f"profile {self.profile}" if self.profile
-                else "botocore's default credential chain"
-            )  # fmt: skip
+        except Exception as exc:  # botocore's and the signer's errors have no common base
+            why = str(exc) if isinstance(exc, NoCredentials) else f"{type(exc).__name__}: {exc}"
             raise ConfigError(
                 self.where,
                 "AWS_MSK_IAM",
-                f"AWS credentials from {source} to sign an MSK IAM token for {self.region}: "
-                f"{type(exc).__name__}: {exc}",
+                f"AWS credentials from {self.login.describe()} to sign an MSK IAM token for "
+                f"{self.region}: {why}",
             ) from exc
 
 
@@ -78,4 +74,4 @@ def token_callback(marker: str, alias: str, bootstrap: str) -> MskIamToken:
             f"MSK broker names (...kafka.<region>.amazonaws.com) or the AWS_REGION environment "
             f"variable: {where} signs its token for the cluster's region",
         )
-    return MskIamToken(region, where, **spec)
+    return MskIamToken(region, where, AwsLogin.from_options(spec))

@@ -56,10 +56,13 @@ def test_the_oauthbearer_form_with_the_iam_login_handler_is_the_same_login():
     assert marker(conf)["region"] == "us-east-1"
 
 
-def test_profile_and_role_options_are_taken_and_the_others_named_in_one_warning():
+def test_every_option_of_aws_msk_iam_auth_is_taken_and_an_unknown_one_named():
     jaas = (
         f'{MODULE} required awsRoleArn="arn:aws:iam::123456789012:role/mirror" '
-        'awsRoleSessionName="mm2" awsProfileName="ops" awsDebugCreds=true awsMaxRetries="5";'
+        'awsRoleSessionName="mm2" awsProfileName="ops" awsRoleExternalId="ext" '
+        'awsRoleAccessKeyId="AKID" awsRoleSecretAccessKey="s3cret" awsRoleSessionToken="tok" '
+        'awsStsRegion="eu-west-1" awsMaxRetries="5" awsMaxBackOffTimeMs="200" awsDebugCreds=true '
+        'awsRoleArnn="typo";'
     )
     conf, notes = translate(props(sasl_mechanism="AWS_MSK_IAM", sasl_jaas_config=jaas), "admin")
     assert marker(conf) == {
@@ -68,8 +71,61 @@ def test_profile_and_role_options_are_taken_and_the_others_named_in_one_warning(
         "role_arn": "arn:aws:iam::123456789012:role/mirror",
         "session": "mm2",
         "profile": "ops",
+        "external_id": "ext",
+        "role_key_id": "AKID",
+        "role_secret": "s3cret",
+        "role_token": "tok",
+        "sts_region": "eu-west-1",
+        "max_retries": "5",
+        "max_backoff_ms": "200",
+        "debug_creds": "true",
     }
-    assert len(notes) == 1 and "awsDebugCreds, awsMaxRetries ignored" in notes[0], notes
+    assert notes == [
+        "A.sasl.jaas.config: IAMLoginModule option(s) awsRoleArnn ignored: "
+        "aws-msk-iam-auth has no such option"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "value", "expected"),
+    [
+        ('awsRoleSessionName="mm2"', "awsRoleSessionName", "awsRoleArn with it"),
+        ('awsRoleExternalId="x"', "awsRoleExternalId", "awsRoleArn with it"),
+        ('awsRoleAccessKeyId="AKID"', "awsRoleAccessKeyId", "awsRoleArn with it"),
+        (
+            f'{"awsRoleArn=r"} awsRoleAccessKeyId="AKID"',
+            "awsRoleAccessKeyId",
+            "awsRoleSecretAccessKey with it",
+        ),
+        (
+            'awsRoleArn=r awsRoleSecretAccessKey="s3cret"',
+            "awsRoleSecretAccessKey",
+            "awsRoleAccessKeyId with it",
+        ),
+        ('awsRoleArn=r awsRoleSessionToken="tok"', "awsRoleSessionToken", "awsRoleAccessKeyId and"),
+        (
+            'awsStsRegion="Ireland"',
+            "awsStsRegion=Ireland",
+            "an AWS region (us-east-1) or aws-global",
+        ),
+        ('awsMaxRetries="three"', "awsMaxRetries=three", "a whole number >= 0"),
+        ('awsMaxBackOffTimeMs="-1"', "awsMaxBackOffTimeMs=-1", "a whole number >= 0"),
+        ('awsDebugCreds="yes"', "awsDebugCreds=yes", "true or false"),
+    ],
+)
+def test_a_credential_option_that_cannot_work_is_refused_naming_it(options, value, expected):
+    jaas = f"{MODULE} required {options};"
+    with pytest.raises(ConfigError) as caught:
+        translate(props(sasl_mechanism="AWS_MSK_IAM", sasl_jaas_config=jaas), "admin")
+    assert (caught.value.key, caught.value.value) == ("A.sasl.jaas.config", value)
+    assert expected in caught.value.expected
+    assert "s3cret" not in str(caught.value) and "tok" not in str(caught.value)
+
+
+def test_options_given_as_references_are_checked_only_when_resolved():
+    jaas = f'{MODULE} required awsMaxRetries="${{env:RETRIES}}" awsStsRegion="${{env:STS}}";'
+    conf, _ = translate(props(sasl_mechanism="AWS_MSK_IAM", sasl_jaas_config=jaas), "admin")
+    assert marker(conf)["max_retries"] == "${env:RETRIES}"
 
 
 @pytest.mark.parametrize(
@@ -107,14 +163,6 @@ def test_profile_and_role_options_are_taken_and_the_others_named_in_one_warning(
             },
             "A.sasl.client.callback.handler.class",
             "IAMClientCallbackHandler",
-        ),
-        (
-            {
-                "sasl_mechanism": "AWS_MSK_IAM",
-                "sasl_jaas_config": f'{MODULE} required awsRoleSessionName="mm2";',
-            },
-            "A.sasl.jaas.config",
-            "awsRoleArn with it",
         ),
     ],
 )
