@@ -20,7 +20,7 @@ from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConf
 from mirror_lib.config.msk_iam import MSK_IAM
 from mirror_lib.config.properties import SecretLookup, resolve_references
 from mirror_lib.errors import ConfigError
-from mirror_lib.kafka.msk_iam import token_callback
+from mirror_lib.kafka.msk_iam import region_note, token_callback
 
 _log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
@@ -79,8 +79,12 @@ def client_config(
     msk_iam = translated.pop(MSK_IAM, None)
     conf: dict[str, Any] = dict(defaults or {})
     conf.update(translated)
-    if msk_iam is not None and resolve:
-        conf["oauth_cb"] = token_callback(msk_iam, cluster.alias, raw["bootstrap.servers"][0])
+    if msk_iam is not None:
+        bootstrap = raw["bootstrap.servers"][0]
+        if resolve:
+            conf["oauth_cb"] = token_callback(msk_iam, cluster.alias, bootstrap)
+        else:
+            found += region_note(msk_iam, cluster.alias, bootstrap)
     if client_id and "client.id" not in conf:
         conf["client.id"] = client_id
     for key, value in (extra or {}).items():

@@ -75,3 +75,15 @@ def token_callback(marker: str, alias: str, bootstrap: str) -> MskIamToken:
             f"variable: {where} signs its token for the cluster's region",
         )
     return MskIamToken(region, where, AwsLogin.from_options(spec))
+
+
+def region_note(marker: str, alias: str, bootstrap: str) -> list[str]:
+    """For validate, which signs nothing: a warning when no region is known here for signing."""
+    try:
+        token_callback(marker, alias, bootstrap)
+    except ConfigError as exc:
+        return [
+            f"{exc.key}: the region MSK IAM signs for is not in these broker names, and neither "
+            "AWS_REGION nor AWS_DEFAULT_REGION is set here: set one where mirror run runs"
+        ]
+    return []

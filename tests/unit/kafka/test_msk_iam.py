@@ -190,7 +190,18 @@ def test_no_credentials_fail_before_anything_starts_naming_the_key(monkeypatch, 
 
 def test_validate_builds_msk_clients_without_credentials(monkeypatch, tmp_path):
     offline_aws(monkeypatch, tmp_path, keys=False)
-    assert check_client_builds(msk_config()).built > 0
+    report = check_client_builds(msk_config())
+    assert report.built > 0
+    assert not [note for note in report.notes if "region" in note]
+
+
+def test_validate_warns_when_no_region_is_known_for_signing(monkeypatch, tmp_path):
+    offline_aws(monkeypatch, tmp_path)
+    config = msk_config("kafka-1.internal.example.com:9098")
+    [note] = [n for n in check_client_builds(config).notes if "region" in n]
+    assert note.startswith("A.bootstrap.servers: ") and "AWS_REGION" in note
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert not [n for n in check_client_builds(config).notes if "region" in n]
 
 
 def test_a_private_broker_name_takes_the_region_from_aws_region(monkeypatch, tmp_path):
