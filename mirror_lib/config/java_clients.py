@@ -52,6 +52,10 @@ RENAMED: dict[str, tuple[str, Callable[[str], str] | None]] = {
 
 _NO_MEANING = "has no meaning for mirror_lib (bytes are copied as they are)"
 _JVM_ONLY = "is a JVM setting with no librdkafka equivalent"
+#: Confluent's client config snippets carry these (Schema Registry and its serializers).
+_SCHEMA_REGISTRY = (
+    "a Schema Registry serializer setting: bytes are copied as they are, schema ids with them"
+)
 #: Java names ignored with one warning, and why.
 IGNORED: dict[str, str] = {
     "max.poll.records": "librdkafka fetches by bytes (fetch.max.bytes, max.partition.fetch.bytes)"
@@ -83,6 +87,19 @@ IGNORED: dict[str, str] = {
     "sasl.kerberos.ticket.renew.window.factor": _JVM_ONLY,
     "sasl.kerberos.ticket.renew.jitter": _JVM_ONLY,
     "internal.leave.group.on.close": _JVM_ONLY,
+    **dict.fromkeys(
+        (
+            "auto.register.schemas",
+            "use.latest.version",
+            "latest.compatibility.strict",
+            "normalize.schemas",
+            "use.schema.id",
+            "key.subject.name.strategy",
+            "value.subject.name.strategy",
+            "specific.avro.reader",
+        ),
+        _SCHEMA_REGISTRY,
+    ),
 }
 IGNORED_PREFIXES: dict[str, str] = {
     "metrics.": _JVM_ONLY,
@@ -96,6 +113,9 @@ IGNORED_PREFIXES: dict[str, str] = {
     "sasl.oauthbearer.scope.claim.name": "a broker-side setting",
     "sasl.oauthbearer.sub.claim.name": "a broker-side setting",
     "confluent.": "a Confluent JVM plugin setting",
+    "schema.registry.": _SCHEMA_REGISTRY,
+    "basic.auth.": _SCHEMA_REGISTRY,
+    "bearer.auth.": _SCHEMA_REGISTRY,
 }
 #: Java names refused, with the way out.
 REFUSED: dict[str, str] = {

@@ -83,7 +83,9 @@ def files(certs: Path, tmp_path: Path) -> dict[str, Path]:
     """The config files with their tokens replaced, plus the secret files they read."""
     secrets = tmp_path / "secrets"
     secrets.mkdir()
-    (secrets / "ccloud.properties").write_text("api.key = CCLOUDKEY\napi.secret = cc/s3cr3t+x\n")
+    (secrets / "ccloud.properties").write_text(
+        "api.key = CCLOUDKEY\napi.secret = cc/s3cr3t+x\nsr.user.info = SRKEY:sr/s3cr3t\n"
+    )
     (secrets / "eventhubs.properties").write_text(
         "jaas = org.apache.kafka.common.security.plain.PlainLoginModule required "
         'username="$ConnectionString" password="Endpoint=sb://my-namespace.servicebus.windows.net/'
@@ -244,9 +246,16 @@ def test_unparseable_jaas_is_refused_naming_the_key_never_an_empty_credential(
 def test_cloud_service_with_file_provider_secrets(files, capsys):
     code, out, _ = validate(files["cloud_secrets"], capsys)
     assert code == 0, out
-    assert "CCLOUDKEY" not in out and "cc/s3cr3t" not in out
+    assert "CCLOUDKEY" not in out and "cc/s3cr3t" not in out and "SRKEY" not in out
+    ignored = [line for line in out.splitlines() if "Schema Registry" in line]
+    assert [line.split()[1] for line in ignored] == [
+        "ccloud.schema.registry.url",
+        "ccloud.basic.auth.credentials.source",
+        "ccloud.basic.auth.user.info",
+    ]
     built = build_all(load_config(files["cloud_secrets"]))
     ccloud = built["ccloud", "consumer"]
+    assert not [k for k in ccloud if "schema" in k or "basic.auth" in k]
     assert (ccloud["sasl.username"], ccloud["sasl.password"]) == ("CCLOUDKEY", "cc/s3cr3t+x")
     assert ccloud["client.dns.lookup"] == "use_all_dns_ips"
     hubs = built["eventhubs", "producer"]
