@@ -10,14 +10,22 @@ value in an error: the whole setting is a secret.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mirror_lib.config.oauth import JWT_BEARER
 from mirror_lib.config.properties import REDACTED
 from mirror_lib.errors import ConfigError
 
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
-_OIDC_HANDLER = "OAuthBearerLoginCallbackHandler"
+#: JAAS option of OAuthBearerLoginModule -> librdkafka's OIDC setting.
+_OIDC_OPTIONS = {
+    "clientId": "sasl.oauthbearer.client.id",
+    "clientSecret": "sasl.oauthbearer.client.secret",
+    "scope": "sasl.oauthbearer.scope",
+}
+_OIDC_NAMES = {"sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret"}
 
 
 @dataclass(frozen=True)
@@ -178,20 +186,27 @@ def _kerberos(entry: JaasEntry, key: str) -> dict[str, str]:
     return conf
 
 
-def _oauthbearer(entry: JaasEntry, key: str) -> tuple[dict[str, str], set[str]]:
-    """OIDC client credentials (``extension_<name>`` -> sasl.oauthbearer.extensions) or the
-    unsecured JWTs of tests (``unsecuredLogin*`` -> sasl.oauthbearer.config)."""
+def _oauthbearer(
+    entry: JaasEntry, key: str, given: Mapping[str, str]
+) -> tuple[dict[str, str], set[str]]:
+    """OIDC (``clientId``/``clientSecret``/``scope``, or Kafka 4.1's properties in ``given``,
+    which win as in Java; ``extension_<name>`` -> sasl.oauthbearer.extensions) or the unsecured
+    JWTs of tests (``unsecuredLogin*`` -> sasl.oauthbearer.config)."""
     opts = entry.options
-    if "clientId" in opts or "clientSecret" in opts:
-        client_id, secret = _required(entry, key, "clientId", "clientSecret")
-        conf = {
-            "sasl.oauthbearer.method": "oidc",
-            "sasl.oauthbearer.client.id": client_id,
-            "sasl.oauthbearer.client.secret": secret,
-        }
-        used = {"clientId", "clientSecret", "scope"}
-        if opts.get("scope"):
-            conf["sasl.oauthbearer.scope"] = opts["scope"]
+    jwt_bearer = given.get("sasl.oauthbearer.grant.type") == JWT_BEARER
+    if jwt_bearer or {"clientId", "clientSecret"} & set(opts) or _OIDC_NAMES & set(given):
+        conf = {"sasl.oauthbearer.method": "oidc"}
+        for option, name in _OIDC_OPTIONS.items():
+            value = given.get(name) or opts.get(option)
+            if value:
+                conf[name] = value
+            elif option != "scope" and not jwt_bearer:
+                raise _error(
+                    key,
+                    f"OAuthBearerLoginModule needs {option}, or the property "
+                    f"{name.replace('oauthbearer.', 'oauthbearer.client.credentials.')} (OIDC)",
+                )
+        used = set(_OIDC_OPTIONS)
         extensions = {k: v for k, v in opts.items() if k.startswith("extension_")}
         if extensions:  # e.g. Confluent Cloud's logicalCluster and identityPoolId
             conf["sasl.oauthbearer.extensions"] = ",".join(
@@ -214,11 +229,18 @@ def _oauthbearer(entry: JaasEntry, key: str) -> tuple[dict[str, str], set[str]]:
             "enable.sasl.oauthbearer.unsecure.jwt": "true",
             "sasl.oauthbearer.config": " ".join(f"{k}={v}" for k, v in parts.items()),
         }, used
-    raise _error(key, "OAuthBearerLoginModule needs clientId and clientSecret (OIDC)")
+    raise _error(
+        key,
+        "OAuthBearerLoginModule needs clientId and clientSecret (OIDC), or the properties "
+        "sasl.oauthbearer.client.credentials.client.id and .client.secret",
+    )
 
 
 def translate_jaas(
-    text: str, key: str = "sasl.jaas.config", notes: list[str] | None = None
+    text: str,
+    key: str = "sasl.jaas.config",
+    notes: list[str] | None = None,
+    oauth: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """librdkafka settings equivalent to one ``sasl.jaas.config``; never an empty credential.
 
@@ -244,7 +266,7 @@ def translate_jaas(
         conf = _kerberos(entry, key)
         used = {"useKeyTab", "keyTab", "principal", "serviceName"}
     elif name == "OAuthBearerLoginModule":
-        conf, used = _oauthbearer(entry, key)
+        conf, used = _oauthbearer(entry, key, oauth or {})
     else:
         raise ConfigError(
             key,

@@ -20,6 +20,7 @@ from typing import Any
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.msk_iam import take_msk_iam
+from mirror_lib.config.oauth import take_oauth_properties
 from mirror_lib.config.properties import has_reference, redact_value
 from mirror_lib.config.tls_stores import keystore, normalize_pem, truststore
 from mirror_lib.errors import ConfigError
@@ -48,6 +49,10 @@ RENAMED: dict[str, tuple[str, Callable[[str], str] | None]] = {
     "compression.gzip.level": ("compression.level", None),
     "compression.lz4.level": ("compression.level", None),
     "compression.zstd.level": ("compression.level", None),
+    "sasl.oauthbearer.assertion.template.file": (
+        "sasl.oauthbearer.assertion.jwt.template.file",
+        None,
+    ),
 }
 
 _NO_MEANING = "has no meaning for mirror_lib (bytes are copied as they are)"
@@ -241,9 +246,10 @@ def _checked(name: str, value: str, where: str) -> str:
     text = value.strip()
     if kind in ("boolean", "enum value"):
         allowed = [v.strip() for v in rng.split(",")]
-        if text.lower() not in allowed:
+        match = [a for a in allowed if a.lower() == text.lower()]
+        if not match:
             raise ConfigError(where, value, "one of " + ", ".join(allowed))
-        return text.lower()
+        return match[0]  # librdkafka's spelling (RS256, true)
     if kind in ("integer", "float") and " .. " in rng:
         if name in ("acks", "request.required.acks") and text.lower() == "all":
             return "all"
@@ -299,6 +305,7 @@ def translate(
     truststore(rest, out, notes)
     keystore(rest, out, notes)
     take_msk_iam(rest, out, notes)
+    oauth = take_oauth_properties(rest, notes)
     handler = rest.pop("sasl.login.callback.handler.class", None)
     if handler and not handler[0].strip().endswith("OAuthBearerLoginCallbackHandler"):
         raise ConfigError(handler[1], handler[0], REFUSED["sasl.client.callback.handler.class"])
@@ -306,7 +313,7 @@ def translate(
     for key, (value, where) in rest.items():
         if key == "sasl.jaas.config":
             try:
-                jaas = translate_jaas(value, where, notes)
+                jaas = translate_jaas(value, where, notes, oauth)
                 out.update(jaas)
             except ConfigError:
                 if not has_reference(value):
@@ -333,6 +340,8 @@ def translate(
             except ValueError:
                 raise ConfigError(where, value, "a whole number") from None
         out[name] = _check_value(name, value, where)
+    for name, value in oauth.items():  # no OAuthBearerLoginModule took them: as they are
+        out.setdefault(name, value)
     _service_name(jaas, rest)
     return out, notes
 
