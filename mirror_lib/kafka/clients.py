@@ -10,16 +10,19 @@ without resolving secrets, so ``mirror validate`` refuses whatever ``mirror run`
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from mirror_lib.config.gcp_login import GCP_LOGIN
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.java_clients import translate
 from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig
 from mirror_lib.config.msk_iam import MSK_IAM
 from mirror_lib.config.properties import SecretLookup, resolve_references
 from mirror_lib.errors import ConfigError
+from mirror_lib.kafka.gcp_login import GcpToken
 from mirror_lib.kafka.msk_iam import region_note, token_callback
 
 _log = logging.getLogger(__name__)
@@ -77,8 +80,11 @@ def client_config(
         }
     translated, found = translate(raw, role, role_keys)
     msk_iam = translated.pop(MSK_IAM, None)
+    gcp = translated.pop(GCP_LOGIN, None)
     conf: dict[str, Any] = dict(defaults or {})
     conf.update(translated)
+    if gcp is not None and resolve:
+        conf["oauth_cb"] = GcpToken(json.loads(gcp)["where"])
     if msk_iam is not None:
         bootstrap = raw["bootstrap.servers"][0]
         if resolve:

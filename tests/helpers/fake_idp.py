@@ -18,10 +18,12 @@ from urllib.parse import parse_qs
 
 @dataclass
 class TokenRequest:
-    """One token request: its form fields and the client id and secret of its Basic header."""
+    """One token request: its form fields, the client id and secret of its Basic header, and
+    the access token it was given."""
 
     form: dict[str, str]
     basic: tuple[str, str] | None
+    access_token: str
 
 
 @dataclass
@@ -45,13 +47,12 @@ def b64url_json(part: str) -> dict[str, Any]:
     return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
 
 
-def _token() -> bytes:
+def _access_token() -> str:
     def part(value: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
 
-    now = int(time.time())
-    jwt = f"{part({'alg': 'none'})}.{part({'sub': 'mirror', 'iat': now, 'exp': now + 3600})}."
-    return json.dumps({"access_token": jwt, "token_type": "bearer", "expires_in": 3600}).encode()
+    now = time.time()
+    return f"{part({'alg': 'none'})}.{part({'sub': 'mirror', 'iat': now, 'exp': now + 3600})}."
 
 
 @contextmanager
@@ -68,8 +69,11 @@ def fake_idp() -> Iterator[FakeIdp]:
                 user, _, secret = base64.b64decode(header[6:]).decode().partition(":")
                 basic = (user, secret)
             form = {k: v[0] for k, v in parse_qs(body).items()}
-            idp.requests.append(TokenRequest(form, basic))
-            answer = _token()
+            access = _access_token()
+            idp.requests.append(TokenRequest(form, basic, access))
+            answer = json.dumps(
+                {"access_token": access, "token_type": "bearer", "expires_in": 3600}
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(answer)))

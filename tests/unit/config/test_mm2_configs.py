@@ -28,6 +28,8 @@ from mirror_lib.config.parse import load_config
 from mirror_lib.kafka.clients import check_clients, client_config
 from tests.helpers import keytool
 from tests.helpers.aws_env import offline_aws, token_url
+from tests.helpers.fake_idp import b64url_json, fake_idp
+from tests.helpers.gcp_env import EMAIL, offline_gcp, service_account_key
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 KEYPASS = "k3y-pass"
@@ -437,3 +439,22 @@ def test_msk_iam_file_on_both_java_forms(files, capsys, monkeypatch, tmp_path):
         region = "us-east-1" if alias == "source" else "eu-west-1"
         token, _ = conf["oauth_cb"]("")
         assert token_url(token)[0] == f"kafka.{region}.amazonaws.com"
+
+
+def test_google_managed_kafka_file_logs_in_as_googles_java_handler(
+    files, capsys, monkeypatch, tmp_path
+):
+    offline_gcp(monkeypatch, tmp_path)
+    code, out, err = validate(files["google_managed_kafka"], capsys)
+    assert code == 0, err
+    assert [line for line in out.splitlines() if line.startswith("warning")] == [
+        "warning: unknown key 'offset.syncs.topic.replication.factor' is ignored "
+        "(did you mean 'offset-syncs.topic.replication.factor'?)"
+    ]
+    with fake_idp() as idp:
+        service_account_key(monkeypatch, tmp_path, idp.url)
+        built = build_all(load_config(files["google_managed_kafka"]))
+        token, _ = built["target", "producer"]["oauth_cb"]("")
+    assert built["target", "consumer"]["sasl.mechanism"] == "OAUTHBEARER"
+    assert "oauth_cb" not in built["source", "consumer"]
+    assert b64url_json(token.split(".")[1])["sub"] == EMAIL
