@@ -289,6 +289,7 @@ def test_task_files_compute_and_libraries(job, task):
         ]
         assert "./dist/*.whl" in env["spec"]["dependencies"]
         assert any(p.startswith("aws-msk-iam-sasl-signer") for p in env["spec"]["dependencies"])
+        assert any(p.startswith("google-auth") for p in env["spec"]["dependencies"])
         assert env["spec"]["environment_version"]
         return
     clusters = {c["job_cluster_key"] for c in spec.get("job_clusters", [])}
@@ -298,6 +299,7 @@ def test_task_files_compute_and_libraries(job, task):
     pypi = [lib["pypi"]["package"] for lib in task["libraries"] if "pypi" in lib]
     assert any(p.startswith("confluent-kafka") for p in pypi)
     assert any(p.startswith("aws-msk-iam-sasl-signer") for p in pypi)  # MSK IAM logins
+    assert any(p.startswith("google-auth") for p in pypi)  # Google Managed Kafka logins
 
 
 @pytest.mark.parametrize(("job", "task"), TASK_LIST, ids=TASK_IDS)
