@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
 
 from mirror_lib.config.fanout import read_groups
@@ -343,6 +344,8 @@ def resolved_flow_properties(props: Mapping[str, str]) -> dict[str, str]:
 
 def load_config(path: str | os.PathLike[str], **overrides: str) -> MirrorConfig:
     """Read and validate an ``mm2.properties`` file; ``overrides`` replace keys (widgets)."""
-    props = read_properties_file(path)
+    repeated: list[str] = []
+    props = read_properties_file(path, repeated)
     props.update(overrides)
-    return parse_config(props, origin=str(path))
+    config = parse_config(props, origin=str(path))
+    return replace(config, warnings=(*repeated, *config.warnings)) if repeated else config

@@ -72,10 +72,12 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return lines
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text into an ordered dict; a later duplicate key wins (as in Java)."""
+def parse_properties(text: str, repeated: list[str] | None = None) -> dict[str, str]:
+    """Parse Java properties text into an ordered dict; a later duplicate key wins (as in Java),
+    and ``repeated`` gets one warning per key set more than once (lines, never values)."""
     result: dict[str, str] = {}
-    for _number, line in _logical_lines(text):
+    lines: dict[str, list[int]] = {}
+    for number, line in _logical_lines(text):
         i = 0
         while i < len(line):
             ch = line[i]
@@ -90,6 +92,14 @@ def parse_properties(text: str) -> dict[str, str]:
         if rest[:1] in ("=", ":") and (i >= len(line) or line[i] in " \t\f=:"):
             rest = rest[1:].lstrip(" \t\f")
         result[_unescape(key)] = _unescape(rest)
+        lines.setdefault(_unescape(key), []).append(number)
+    if repeated is not None:
+        repeated.extend(
+            f"{key} is set {len(at)} times (lines {', '.join(map(str, at))}): the last one is "
+            "used, as Java does"
+            for key, at in lines.items()
+            if len(at) > 1
+        )
     return result
 
 
@@ -116,8 +126,11 @@ def format_properties(props: Mapping[str, str], header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a properties file; a missing file is a :class:`ConfigError`.
+def read_properties_file(
+    path: str | os.PathLike[str], repeated: list[str] | None = None
+) -> dict[str, str]:
+    """Read a properties file; a missing file is a :class:`ConfigError`; ``repeated`` as in
+    :func:`parse_properties`.
 
     Text is UTF-8 (a leading byte-order mark is dropped); a file that is not valid UTF-8 is read
     as ISO-8859-1, the encoding Java's ``Properties.load`` (so MM2) uses, so it never fails.
@@ -130,7 +143,7 @@ def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = data.decode("iso-8859-1")
-    return parse_properties(text)
+    return parse_properties(text, repeated)
 
 
 def is_sensitive(key: str) -> bool:

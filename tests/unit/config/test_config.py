@@ -488,3 +488,25 @@ def test_group_sync_without_emitted_checkpoints_is_a_warning_naming_both_keys():
     (warning,) = [w for w in config.warnings if "sync.group.offsets.enabled" in w]
     assert warning.startswith("A->B:") and "emit.checkpoints.enabled = false" in warning
     assert not cfg(**{"A->B.emit.checkpoints.enabled": "false"}).warnings
+
+
+def test_a_key_set_twice_is_warned_with_its_lines_and_the_last_value_is_used(tmp_path):
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\n"
+        "A.bootstrap.servers = a:9092\n"
+        "B.bootstrap.servers = b:9092\n"
+        "B.sasl.mechanism = PLAIN\n"
+        "B.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer."
+        "OAuthBearerLoginModule required;\n"
+        "# Google's migration example has both lines; Java keeps the last\n"
+        "B.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule \\\n"
+        '    required username="u" password="s3cret";\n'
+        "A->B.enabled = true\n"
+    )
+    config = load_config(path)
+    assert config.warnings[0] == (
+        "B.sasl.jaas.config is set 2 times (lines 5, 7): the last one is used, as Java does"
+    )
+    assert "s3cret" not in " ".join(config.warnings)
+    assert client_config(config.cluster("B"), "producer")["sasl.username"] == "u"
