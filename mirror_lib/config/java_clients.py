@@ -21,7 +21,7 @@ from mirror_lib.config.gcp_login import take_gcp_login
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.msk_iam import take_msk_iam
-from mirror_lib.config.oauth import take_oauth_properties
+from mirror_lib.config.oauth import OAUTH_NAMES, take_oauth_properties
 from mirror_lib.config.properties import has_reference, redact_value
 from mirror_lib.config.tls_stores import keystore, normalize_pem, truststore
 from mirror_lib.errors import ConfigError
@@ -156,6 +156,9 @@ def java_names(name: str) -> tuple[str, ...]:
     """The client settings a user may have written for librdkafka's ``name``, most likely first."""
     found = list(_SOURCES.get(name, ()))
     found += [java for java, (target, _) in RENAMED.items() if target == name]
+    if name.startswith("sasl.oauthbearer."):  # Kafka 4.1's names, then what chose the grant
+        found += [java for java, target in OAUTH_NAMES.items() if target == name]
+        found.append("sasl.oauthbearer.jwt.retriever.class")
     if name.startswith("sasl.") and name not in ("sasl.mechanism", "sasl.mechanisms"):
         found.append("sasl.jaas.config")
     return (name, *found)

@@ -16,7 +16,7 @@ from mirror_lib.errors import ConfigError
 
 _PACKAGE = "org.apache.kafka.common.security.oauthbearer."
 #: Kafka 4.1 property -> librdkafka's name for it.
-_CREDENTIALS = {
+OAUTH_NAMES = {
     "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
     "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
     "sasl.oauthbearer.scope": "sasl.oauthbearer.scope",
@@ -33,7 +33,7 @@ _CLIENT_VALIDATORS = ("DefaultJwtValidator", "ClientJwtValidator")
 def take_oauth_properties(rest: dict[str, tuple[str, str]], notes: list[str]) -> dict[str, str]:
     """Pop the Kafka 4.1 OAUTHBEARER login properties from ``rest``: librdkafka settings for the
     OIDC login (credentials under librdkafka's names, and ``sasl.oauthbearer.grant.type``)."""
-    given = {name: rest.pop(key)[0] for key, name in _CREDENTIALS.items() if key in rest}
+    given = {name: rest.pop(key)[0] for key, name in OAUTH_NAMES.items() if key in rest}
     url = rest.get("sasl.oauthbearer.token.endpoint.url")
     if url is not None and url[0].strip().lower().startswith("file:"):
         raise ConfigError(

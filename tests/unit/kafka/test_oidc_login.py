@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
+from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.clients import client_config
 from tests.helpers.fake_idp import FakeIdp, TokenRequest, b64url_json, fake_idp
 
@@ -186,3 +187,23 @@ def test_a_client_validator_is_named_in_a_warning():
         "B.sasl.oauthbearer.jwt.validator.class is ignored: librdkafka checks the token's expiry "
         "and the broker validates the token itself"
     ]
+
+
+def test_a_missing_assertion_key_is_blamed_on_the_retriever_that_needs_it():
+    config = parse_config(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "a:9092",
+            "B.bootstrap.servers": "b:9092",
+            "B.security.protocol": "SASL_SSL",
+            "B.sasl.mechanism": "OAUTHBEARER",
+            "B.sasl.jaas.config": f"{LOGIN};",
+            "B.sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
+            "B.sasl.oauthbearer.jwt.retriever.class": f"{PACKAGE}JwtBearerJwtRetriever",
+            "A->B.enabled": "true",
+        }
+    )
+    with pytest.raises(ConfigError) as caught:
+        check_client_builds(config)
+    assert caught.value.key == "B.sasl.oauthbearer.jwt.retriever.class"
+    assert "sasl.oauthbearer.assertion.private.key.file" in caught.value.expected
