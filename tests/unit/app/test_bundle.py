@@ -366,6 +366,8 @@ def test_notebook_first_cells_install_the_wheel():
         first = code_cells(path)[0]
         assert "DATABRICKS_RUNTIME_VERSION" in first, path.name
         assert re.search(r"^\s*%pip install .*\{spec\}", first, re.M), path.name
+        for login in ("aws-msk-iam-sasl-signer-python", "google-auth"):  # as the jobs install
+            assert login in first, (path.name, login)
         assert "artifacts/.internal/mirror_lib-*.whl" in first, path.name  # the bundle's wheel
         assert 'widgets.text("wheel"' in first, path.name  # or a given wheel/version
         python = TransformerManager().transform_cell(first)
