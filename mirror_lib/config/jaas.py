@@ -25,7 +25,7 @@ _OIDC_OPTIONS = {
     "clientSecret": "sasl.oauthbearer.client.secret",
     "scope": "sasl.oauthbearer.scope",
 }
-_OIDC_NAMES = {"sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret"}
+_OIDC_NAMES = {_OIDC_OPTIONS["clientId"], _OIDC_OPTIONS["clientSecret"]}
 
 
 @dataclass(frozen=True)

@@ -80,16 +80,9 @@ class AwsLogin:
 
     def sts_client(self) -> Any:
         """The STS client that assumes the role: regional endpoint for ``awsStsRegion``."""
-        import botocore.session  # lazy: extra "aws"
-
-        keys = {}
         if self.role_key_id:
-            keys = {
-                "aws_access_key_id": self.role_key_id,
-                "aws_secret_access_key": self.role_secret,
-                "aws_session_token": self.role_token,
-            }
-        return botocore.session.Session().create_client("sts", region_name=self.sts_region, **keys)
+            return _sts(self.sts_region, self.role_key_id, self.role_secret, self.role_token)
+        return _sts(self.sts_region)
 
     def _first_source(self) -> Any:
         import botocore.session
@@ -136,25 +129,26 @@ class AwsLogin:
         return keys, answer["Expiration"].timestamp()
 
     def _log_identity(self, keys: Any) -> None:
-        import botocore.session
-
         try:
-            who = (
-                botocore.session.Session()
-                .create_client(
-                    "sts",
-                    region_name=self.sts_region,
-                    aws_access_key_id=keys.access_key,
-                    aws_secret_access_key=keys.secret_key,
-                    aws_session_token=keys.token,
-                )
-                .get_caller_identity()
-            )
+            who = _sts(
+                self.sts_region, keys.access_key, keys.secret_key, keys.token
+            ).get_caller_identity()
             _log.info(
                 "MSK IAM credentials are those of %s (account %s)", who["Arn"], who["Account"]
             )
         except Exception as exc:  # the identity is only logged; the login goes on (as in Java)
             _log.warning("MSK IAM awsDebugCreds: could not ask STS whose credentials: %s", exc)
+
+
+def _sts(region: str, *keys: str | None) -> Any:
+    """An STS client for ``region`` (``aws-global``: the global endpoint), signing with ``keys``
+    (access key id, secret, session token) or with botocore's default chain."""
+    import botocore.session  # lazy: extra "aws"
+
+    names = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+    return botocore.session.Session().create_client(
+        "sts", region_name=region, **dict(zip(names, keys, strict=False))
+    )
 
 
 class _AssumedRoles:
