@@ -23,20 +23,27 @@ PACKAGE = "org.apache.kafka.common.security.oauthbearer."
 LOGIN = f"{PACKAGE}OAuthBearerLoginModule required"
 
 
-def token_request(idp: FakeIdp, **settings: str) -> TokenRequest:
-    """Make a real producer of cluster B with these ``B.*`` settings; the request it sent."""
-    config = parse_config(
+def oauth_config(**settings: str):
+    """Flow A->B whose cluster B logs in with OAUTHBEARER and these ``B.*`` settings."""
+    return parse_config(
         {
             "clusters": "A, B",
             "A.bootstrap.servers": "127.0.0.1:9",
             "B.bootstrap.servers": "127.0.0.1:9",
-            "B.security.protocol": "SASL_PLAINTEXT",
             "B.sasl.mechanism": "OAUTHBEARER",
-            "B.sasl.login.callback.handler.class": f"{PACKAGE}OAuthBearerLoginCallbackHandler",
-            "B.sasl.oauthbearer.token.endpoint.url": idp.url,
             **{f"B.{key.replace('_', '.')}": value for key, value in settings.items()},
             "A->B.enabled": "true",
         }
+    )
+
+
+def token_request(idp: FakeIdp, **settings: str) -> TokenRequest:
+    """Make a real producer of cluster B with these ``B.*`` settings; the request it sent."""
+    config = oauth_config(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_login_callback_handler_class=f"{PACKAGE}OAuthBearerLoginCallbackHandler",
+        sasl_oauthbearer_token_endpoint_url=idp.url,
+        **settings,
     )
     producer = Producer({**client_config(config.cluster("B"), "producer"), "logger": _Quiet()})
     return idp.first(poll=producer.poll)
@@ -148,17 +155,9 @@ def test_the_jwt_bearer_grant_sends_an_assertion_signed_with_the_configured_key(
     ],
 )
 def test_a_login_librdkafka_cannot_make_is_refused_naming_the_key(retriever, url, key):
-    settings = {"B.sasl.oauthbearer.jwt.retriever.class": retriever} if retriever else {}
-    config = parse_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "a:9092",
-            "B.bootstrap.servers": "b:9092",
-            "B.sasl.mechanism": "OAUTHBEARER",
-            "B.sasl.jaas.config": f"{LOGIN};",
-            "B.sasl.oauthbearer.token.endpoint.url": url,
-            **settings,
-        }
+    settings = {"sasl.oauthbearer.jwt.retriever.class": retriever} if retriever else {}
+    config = oauth_config(
+        sasl_jaas_config=f"{LOGIN};", sasl_oauthbearer_token_endpoint_url=url, **settings
     )
     with pytest.raises(ConfigError) as caught:
         client_config(config.cluster("B"), "consumer")
@@ -170,16 +169,10 @@ def test_a_login_librdkafka_cannot_make_is_refused_naming_the_key(retriever, url
 
 
 def test_a_client_validator_is_named_in_a_warning():
-    config = parse_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "a:9092",
-            "B.bootstrap.servers": "b:9092",
-            "B.sasl.mechanism": "OAUTHBEARER",
-            "B.sasl.jaas.config": f'{LOGIN} clientId="mm2" clientSecret="s3";',
-            "B.sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
-            "B.sasl.oauthbearer.jwt.validator.class": f"{PACKAGE}ClientJwtValidator",
-        }
+    config = oauth_config(
+        sasl_jaas_config=f'{LOGIN} clientId="mm2" clientSecret="s3";',
+        sasl_oauthbearer_token_endpoint_url="https://idp.example.com/token",
+        sasl_oauthbearer_jwt_validator_class=f"{PACKAGE}ClientJwtValidator",
     )
     notes: list[str] = []
     client_config(config.cluster("B"), "consumer", notes=notes)
@@ -190,18 +183,11 @@ def test_a_client_validator_is_named_in_a_warning():
 
 
 def test_a_missing_assertion_key_is_blamed_on_the_retriever_that_needs_it():
-    config = parse_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "a:9092",
-            "B.bootstrap.servers": "b:9092",
-            "B.security.protocol": "SASL_SSL",
-            "B.sasl.mechanism": "OAUTHBEARER",
-            "B.sasl.jaas.config": f"{LOGIN};",
-            "B.sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
-            "B.sasl.oauthbearer.jwt.retriever.class": f"{PACKAGE}JwtBearerJwtRetriever",
-            "A->B.enabled": "true",
-        }
+    config = oauth_config(
+        security_protocol="SASL_SSL",
+        sasl_jaas_config=f"{LOGIN};",
+        sasl_oauthbearer_token_endpoint_url="https://idp.example.com/token",
+        sasl_oauthbearer_jwt_retriever_class=f"{PACKAGE}JwtBearerJwtRetriever",
     )
     with pytest.raises(ConfigError) as caught:
         check_client_builds(config)
