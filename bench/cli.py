@@ -75,8 +75,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cases",
-        default="200B,10KB,steady",
-        help="comma list to run: 200B, 10KB, steady, fanout (three brokers, its own block)",
+        default="200B,10KB,steady,idle",
+        help="comma list to run: 200B, 10KB, steady, idle, fanout (three brokers, its own block)",
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=150, help="how long the idle flow's run lasts"
+    )
+    parser.add_argument(
+        "--idle-warm-up", type=float, default=60, help="seconds of the idle run before sampling"
     )
     parser.add_argument(
         "--fanout-records", type=int, default=1_000_000, help="200 B records of the fanout case"
@@ -117,12 +123,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "big_records": 150_000,
             "steady_seconds": 60,
             "fanout_records": 1_000_000,
+            "idle_seconds": 150,
+            "idle_warm_up": 60,
         }
         quick = {
             "records": 200_000,
             "big_records": 10_000,
             "steady_seconds": 10,
             "fanout_records": 200_000,
+            "idle_seconds": 60,
+            "idle_warm_up": 30,
         }
         for key, value in quick.items():
             if getattr(args, key) == defaults[key]:
@@ -165,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.alarm(int(args.max_minutes * 60))
     cases, steady_runs = plan(args)
-    main_runs = bool(cases or steady_runs)
+    chosen = {c.strip() for c in args.cases.split(",")}
+    idle = "idle" in chosen
+    main_runs = bool(cases or steady_runs or idle)
     fanout_runs: list[fanout.FanoutRun] = []
     try:
         if main_runs:
@@ -176,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
             runner.run_case(case)
         for run in steady_runs:
             runner.run_steady(run)
-        if "fanout" in {c.strip() for c in args.cases.split(",")}:
+        if idle:
+            runner.run_idle()
+        if "fanout" in chosen:
             fanout_runs = fanout.run_fanout(args, workdir)
     finally:
         signal.alarm(0)
@@ -205,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         all(r.ok for r in runner.rows)
         and all(s["ok"] for s in runner.steady)
         and all(r.ok for r in fanout_runs)
+        and (runner.idle is None or runner.idle["cpu_pct"] is not None)
     )
     log(f"done in {took / 60:.1f} min; all verified: {ok}; work dir {workdir}")
     return 0 if ok else 1

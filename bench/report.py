@@ -18,6 +18,7 @@ from typing import Any
 
 import confluent_kafka as ck
 
+from bench import budgets
 from bench.cases import variants
 from bench.engine import git_state
 from bench.kafka_data import PARTITIONS
@@ -93,6 +94,7 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         "Machine and software: " + "; ".join(f"{k} {v}" for k, v in f.items()),
         "",
         *warmup_line(bench.warmup),
+        *budgets.render(bench.rows, bench.steady, bench.idle),
         "Throughput: wall time from process start to process exit (the mirror rows include JVM +"
         " Spark start-up and shutdown); MB = 10^6 bytes of key+value; machine CPU-s = delta of"
         " /proc/stat user+nice+system over the run (includes both tansu brokers and anything else"
@@ -182,6 +184,15 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
                 f"{s['metrics_chunks']} | {s['machine_cpu_per_s']} | "
                 f"{s['mirror_cpu_per_s']} | {s['peak_rss_mb']} |"
             )
+    if bench.idle is not None:
+        lines += [
+            "",
+            f"Idle flow (`mirror run` with every part and the tables on an empty topic for"
+            f" {args.idle_seconds:.0f} s, sampled every second after {args.idle_warm_up:.0f} s;"
+            " CPU of the whole process tree, finished workers included): "
+            + idle_line(bench.idle)
+            + ".",
+        ]
     lines += [
         "",
         "Memory (MemAvailable / tansu RSS source, target) along the run: "
@@ -191,6 +202,17 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         + ".",
     ]
     return "\n".join(lines) + "\n"
+
+
+def idle_line(idle: dict[str, Any]) -> str:
+    """The idle flow's result in words."""
+    if idle["cpu_pct"] is None:
+        return f"no samples (exit {idle['rc']})"
+    return (
+        f"{idle['cpu_pct']:.1f} % of one core over {idle['sampled_s']} s, {idle['processes']}"
+        f" processes, peak RSS {idle['peak_rss_mb']:,} MB (PSS {idle['peak_pss_mb']:,} MB),"
+        f" exit {idle['rc']}"
+    )
 
 
 def write_readme(path: Path, block: str) -> None:
@@ -271,6 +293,9 @@ def log_mlflow(uri: str, bench: Runner, args: argparse.Namespace, command: str, 
         run_params = {k: result[k] for k in ("label", "rate", "seconds", "queries")}
         child = start(f"steady {result['label']}", run_params, result, parent)
         client.set_terminated(child, "FINISHED" if result["ok"] else "FAILED")
+    if bench.idle is not None:
+        child = start("idle flow", {"seconds": args.idle_seconds}, bench.idle, parent)
+        client.set_terminated(child, "FINISHED" if bench.idle["cpu_pct"] is not None else "FAILED")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "results.md").write_text(block)
         client.log_artifact(parent, str(Path(tmp) / "results.md"))
@@ -289,6 +314,7 @@ def write_json(path: Path, bench: Runner) -> None:
                 "steady": bench.steady,
                 "memory": bench.memory,
                 "warmup": bench.warmup,
+                "idle": bench.idle,
                 "facts": facts(),
             },
             indent=2,

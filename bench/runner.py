@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import idle as idle_flow
 from bench import steady as steady_load
 from bench.cases import STEADY_TRIGGER, Case, Method, SteadyRun
 from bench.kafka_data import (
@@ -97,6 +98,7 @@ class Runner:
         self.memory: list[dict[str, Any]] = []
         self.keep: set[int] = set()  # our child processes that Popen objects own
         self.warmup: dict[str, Any] = {}
+        self.idle: dict[str, Any] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -262,5 +264,17 @@ class Runner:
         )
         self.steady.append(result)
         log(f"steady: {result}")
+        wipe(self.src)
+        self.clean_target()
+
+    # -- idle flow --------------------------------------------------------------------------
+    def run_idle(self) -> None:
+        """`mirror run` with every part on an empty topic: the tree's CPU and memory at rest."""
+        a = self.args
+        log(f"=== idle flow: mirror run for {a.idle_seconds} s, sampled after {a.idle_warm_up} s")
+        self.idle = idle_flow.measure(
+            self.src, self.tgt, self.workdir / "idle", a.idle_seconds, a.idle_warm_up
+        )
+        log(f"idle: {idle_flow.line(self.idle)}")
         wipe(self.src)
         self.clean_target()

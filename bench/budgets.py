@@ -1,0 +1,148 @@
+"""The budgets of issue "Replication at Kafka speed", checked against one benchmark run.
+
+Each budget compares a mirror row with the loop (a) of the same case, a steady-load run, or the
+idle flow; a budget whose rows were not run (``--cases``, ``--quick`` sizes) is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench.runner import Row
+
+BASELINE, MIRROR = "baseline loop (a)", "mirror EOS (b)"
+DEFAULT_STEADY = "default: all queries of `mirror run`"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One budget: what it asks, what the run measured, whether that meets it."""
+
+    name: str
+    limit: str
+    measured: str
+    met: bool
+
+
+def _ratio(
+    rows: list[Row], case: str, name: str, limit: float, at_most: bool, of: Callable[[Row], float]
+) -> Budget | None:
+    """``of(mirror) / of(loop)`` for ``case`` against ``limit`` (an upper or a lower bound)."""
+    found = {r.method: r for r in rows if r.case == case}
+    loop, mirror = found.get(BASELINE), found.get(MIRROR)
+    if loop is None or mirror is None or not of(loop):
+        return None
+    ratio = of(mirror) / of(loop)
+    met = mirror.ok and (ratio <= limit if at_most else ratio >= limit)
+    sign = "<=" if at_most else ">="
+    return Budget(name, f"{sign} {limit:g}x the loop", f"{ratio:.2f}x", met)
+
+
+def _steady_rate(row: Row, key: str) -> float:
+    return float(row.extra.get(key, 0.0))
+
+
+def evaluate(
+    rows: list[Row], steady: list[dict[str, Any]], idle: dict[str, Any] | None
+) -> list[Budget]:
+    """The budgets this run measured, in the issue's order."""
+    out: list[Budget | None] = [
+        _ratio(
+            rows,
+            "200B",
+            "200 B --once: wall, Spark start and stop included",
+            1.1,
+            True,
+            lambda r: r.m.wall_s,
+        ),
+        _ratio(
+            rows,
+            "200B",
+            "200 B --once: steady-state rate",
+            1.0,
+            False,
+            lambda r: _steady_rate(r, "steady_rps") if r.method == MIRROR else r.rps,
+        ),
+        _ratio(
+            rows,
+            "200B",
+            "200 B --once: own CPU (process tree + brokers)",
+            1.5,
+            True,
+            lambda r: r.m.own_cpu_s,
+        ),
+        _ratio(
+            rows,
+            "10KB",
+            "10 KB --once: MB/s of the copy (steady state)",
+            0.9,
+            False,
+            lambda r: _steady_rate(r, "steady_mbps") if r.method == MIRROR else r.mbps,
+        ),
+    ]
+    mirror_200 = next((r for r in rows if r.case == "200B" and r.method == MIRROR), None)
+    if mirror_200 is not None:
+        rss = mirror_200.m.peak_rss_mb
+        out.insert(
+            3,
+            Budget(
+                "200 B --once: peak RSS of the process tree",
+                "<= 1,000 MB",
+                f"{rss:,.0f} MB",
+                mirror_200.ok and rss <= 1_000,
+            ),
+        )
+    run = next((s for s in steady if s["label"] == DEFAULT_STEADY), None)
+    if run is not None:
+        p50, p99 = run["e2e_p50_ms"], run["e2e_p99_ms"]
+        out.append(
+            Budget(
+                "steady 5,000 rec/s, default queries: end-to-end latency, every record once",
+                "p50 <= 200 ms, p99 <= 1,000 ms",
+                f"p50 {p50} ms, p99 {p99} ms, {run['received']:,}/{run['sent']:,} received",
+                run["ok"] and p50 is not None and p50 <= 200 and p99 <= 1_000,
+            )
+        )
+    if idle is not None:
+        pct = idle["cpu_pct"]
+        out.append(
+            Budget(
+                "idle flow, every part: CPU of the process tree",
+                "< 5 % of a core",
+                f"{pct:.1f} %",
+                idle["rc"] == 0 and pct < 5,
+            )
+        )
+    return [b for b in out if b is not None]
+
+
+def whole_run_10kb(rows: list[Row]) -> str:
+    """The 10 KB case's MB/s from process start to exit against the loop's, Spark's fixed start
+    and stop included: shown beside the budget, which is the copy's rate (README, Performance)."""
+    found = {r.method: r for r in rows if r.case == "10KB"}
+    loop, mirror = found.get(BASELINE), found.get(MIRROR)
+    if loop is None or mirror is None or not loop.mbps:
+        return ""
+    return (
+        f"10 KB over the whole run, process start to exit: {mirror.mbps:.1f} MB/s against the"
+        f" loop's {loop.mbps:.1f} ({mirror.mbps / loop.mbps:.2f}x); the difference is Spark's"
+        " fixed start and stop (bench/README.md, ninth look)."
+    )
+
+
+def render(rows: list[Row], steady: list[dict[str, Any]], idle: dict[str, Any] | None) -> list[str]:
+    """The budgets table of the results block (nothing when no budget was measured)."""
+    budgets = evaluate(rows, steady, idle)
+    if not budgets:
+        return []
+    lines = [
+        'Budgets (issue "Replication at Kafka speed"; the loop is (a) of the same case):',
+        "",
+        "| budget | limit | measured | met |",
+        "| --- | --- | --- | --- |",
+        *(f"| {b.name} | {b.limit} | {b.measured} | {'yes' if b.met else 'NO'} |" for b in budgets),
+    ]
+    whole = whole_run_10kb(rows)
+    return [*lines, *(["", whole] if whole else []), ""]

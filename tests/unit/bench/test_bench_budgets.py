@@ -1,0 +1,69 @@
+"""The budgets table of the benchmark (bench/budgets.py), from rows made here, without brokers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import budgets
+from bench.measure import Measure
+from bench.runner import Row
+
+LOOP, MIRROR = budgets.BASELINE, budgets.MIRROR
+
+
+def row(case: str, method: str, wall: float, nbytes: int, ok: bool = True, **extra: Any) -> Row:
+    m = Measure(wall_s=wall, tree_cpu_s=wall, broker_cpu_s=2, peak_rss_mb=extra.pop("rss", 150))
+    return Row(case, method, 4_000_000, nbytes, m, ok, extra)
+
+
+def steady(p50: float, p99: float, received: int = 300_000) -> dict[str, Any]:
+    return {
+        "label": budgets.DEFAULT_STEADY,
+        "e2e_p50_ms": p50,
+        "e2e_p99_ms": p99,
+        "received": received,
+        "sent": 300_000,
+        "ok": received == 300_000,
+    }
+
+
+def test_a_run_within_every_budget_meets_each() -> None:
+    rows = [
+        row("200B", LOOP, 30, 800_000_000),
+        row("200B", MIRROR, 26, 800_000_000, rss=841, steady_rps=280_000),
+        row("10KB", LOOP, 15, 1_500_000_000),
+        row("10KB", MIRROR, 27, 1_500_000_000, steady_mbps=100.0),
+    ]
+    found = budgets.evaluate(rows, [steady(170, 500)], {"rc": 0, "cpu_pct": 3.0})
+    assert [b.met for b in found] == [True] * 7
+    assert found[0].measured == "0.87x" and found[1].measured == "2.10x"
+    assert found[4].name.startswith("10 KB") and found[4].measured == "1.00x"
+    text = "\n".join(budgets.render(rows, [steady(170, 500)], {"rc": 0, "cpu_pct": 3.0}))
+    assert (
+        "| idle flow, every part: CPU of the process tree | < 5 % of a core | 3.0 % | yes |" in text
+    )
+    assert "(1.80x)" not in text and "(0.56x)" in text  # the 10 KB whole run, shown beside
+
+
+def test_each_budget_fails_on_its_own_measure() -> None:
+    rows = [
+        row("200B", LOOP, 30, 800_000_000),
+        row("200B", MIRROR, 34, 800_000_000, rss=1_001, steady_rps=100_000),
+        row("10KB", LOOP, 15, 1_500_000_000),
+        row("10KB", MIRROR, 27, 1_500_000_000, steady_mbps=80.0),
+    ]
+    rows[1].m.tree_cpu_s = 50  # own CPU 52 / 32
+    found = budgets.evaluate(rows, [steady(250, 500)], {"rc": 0, "cpu_pct": 5.0})
+    assert [b.met for b in found] == [False] * 7
+    assert "NO |" in "\n".join(budgets.render(rows, [], None))
+
+
+def test_an_unverified_copy_or_a_lost_record_meets_nothing() -> None:
+    rows = [row("200B", LOOP, 30, 800_000_000), row("200B", MIRROR, 20, 800_000_000, ok=False)]
+    assert not any(b.met for b in budgets.evaluate(rows, [steady(100, 200, 299_999)], None))
+
+
+def test_budgets_not_run_are_left_out() -> None:
+    assert budgets.evaluate([], [], None) == [] and budgets.render([], [], None) == []
+    only_loop = [row("10KB", LOOP, 15, 1_500_000_000)]
+    assert budgets.evaluate(only_loop, [], None) == []
