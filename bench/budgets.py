@@ -27,21 +27,31 @@ class Budget:
 
 
 def _ratio(
-    rows: list[Row], case: str, name: str, limit: float, at_most: bool, of: Callable[[Row], float]
+    rows: list[Row],
+    case: str,
+    name: str,
+    limit: float,
+    at_most: bool,
+    of: Callable[[Row], float | None],
 ) -> Budget | None:
-    """``of(mirror) / of(loop)`` for ``case`` against ``limit`` (an upper or a lower bound)."""
+    """``of(mirror) / of(loop)`` for ``case`` against ``limit`` (an upper or a lower bound); None
+    when either row or measure is missing (a run too short for a steady state has no rate)."""
     found = {r.method: r for r in rows if r.case == case}
     loop, mirror = found.get(BASELINE), found.get(MIRROR)
-    if loop is None or mirror is None or not of(loop):
+    if loop is None or mirror is None:
         return None
-    ratio = of(mirror) / of(loop)
+    theirs, ours = of(loop), of(mirror)
+    if not theirs or ours is None:
+        return None
+    ratio = ours / theirs
     met = mirror.ok and (ratio <= limit if at_most else ratio >= limit)
     sign = "<=" if at_most else ">="
     return Budget(name, f"{sign} {limit:g}x the loop", f"{ratio:.2f}x", met)
 
 
-def _steady_rate(row: Row, key: str) -> float:
-    return float(row.extra.get(key, 0.0))
+def _steady_rate(row: Row, key: str) -> float | None:
+    value = row.extra.get(key)
+    return None if value is None else float(value)
 
 
 def evaluate(

@@ -67,3 +67,9 @@ def test_budgets_not_run_are_left_out() -> None:
     assert budgets.evaluate([], [], None) == [] and budgets.render([], [], None) == []
     only_loop = [row("10KB", LOOP, 15, 1_500_000_000)]
     assert budgets.evaluate(only_loop, [], None) == []
+
+
+def test_a_mirror_run_without_a_steady_state_has_no_rate_budget() -> None:
+    rows = [row("200B", LOOP, 30, 800_000_000), row("200B", MIRROR, 26, 800_000_000)]
+    names = [b.name for b in budgets.evaluate(rows, [], None)]
+    assert not any("rate" in n for n in names) and any("wall" in n for n in names)
