@@ -19,6 +19,7 @@ from typing import Any
 import confluent_kafka as ck
 
 from bench import budgets
+from bench import idle as idle_flow
 from bench.cases import variants
 from bench.engine import git_state
 from bench.kafka_data import PARTITIONS
@@ -190,7 +191,7 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             f"Idle flow (`mirror run` with every part and the tables on an empty topic for"
             f" {args.idle_seconds:.0f} s, sampled every second after {args.idle_warm_up:.0f} s;"
             " CPU of the whole process tree, finished workers included): "
-            + idle_line(bench.idle)
+            + idle_flow.line(bench.idle)
             + ".",
         ]
     lines += [
@@ -202,17 +203,6 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         + ".",
     ]
     return "\n".join(lines) + "\n"
-
-
-def idle_line(idle: dict[str, Any]) -> str:
-    """The idle flow's result in words."""
-    if idle["cpu_pct"] is None:
-        return f"no samples (exit {idle['rc']})"
-    return (
-        f"{idle['cpu_pct']:.1f} % of one core over {idle['sampled_s']} s, {idle['processes']}"
-        f" processes, peak RSS {idle['peak_rss_mb']:,} MB (PSS {idle['peak_pss_mb']:,} MB),"
-        f" exit {idle['rc']}"
-    )
 
 
 def write_readme(path: Path, block: str) -> None:

@@ -70,6 +70,14 @@ def test_block_has_the_table_headers_of_the_recorded_readme(
     for header in headers:
         assert header in recorded.splitlines()
     assert "| 200B | baseline loop (a) | 1,000 | 10.0 | 100 | 20.5 |" in block
+    assert "Idle flow" not in block
+    runner.idle = {"rc": 0, "cpu_pct": 2.2, "peak_rss_mb": 983, "peak_pss_mb": 761}
+    runner.idle.update(processes=9, sampled_s=25, warm_up_s=30, log="run.log")
+    idle_block = report.render(runner, args, "CMD", "now", 60)
+    assert "9 processes, CPU 2.2 % of a core over 25 s." in idle_block
+    assert "| idle flow, every part: CPU of the process tree | < 5 % of a core | 2.2 % | yes |" in (
+        idle_block
+    )
 
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{report.MARK_BEGIN}\nold\n{report.MARK_END}\n\n## After\n")
