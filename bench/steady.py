@@ -216,6 +216,7 @@ def summarize(
         "after_ack_p50_ms": round(pct(after, 50), 1) if after else None,
         "after_ack_p99_ms": round(pct(after, 99), 1) if after else None,
         "after_ack_max_ms": round(after[-1], 1) if after else None,
+        "slow_seconds": slow_seconds(load.receiver.by_seq, rate),
         "metrics_chunks": len(metrics),
         "metrics_median_p50_ms": round(statistics.median(p50s), 1) if p50s else None,
         "metrics_max_p99_ms": round(max(p99s), 1) if p99s else None,
@@ -224,6 +225,17 @@ def summarize(
         "peak_rss_mb": round(peak_rss_mb),
         "ok": received == len(load.source_ack),
     }
+
+
+def slow_seconds(by_seq: dict[int, float], rate: float, over_ms: float = 1_000) -> dict[int, int]:
+    """Second of the load (record number / rate) -> how many of its records took over
+    ``over_ms`` end to end: whether a tail is one stall or spread over the run."""
+    slow: dict[int, int] = {}
+    for n, ms in by_seq.items():
+        if ms > over_ms:
+            second = int(n / rate)
+            slow[second] = slow.get(second, 0) + 1
+    return dict(sorted(slow.items()))
 
 
 def pct(sorted_values: list[float], q: float) -> float:

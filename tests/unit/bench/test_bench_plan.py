@@ -104,3 +104,8 @@ def test_steady_latency_is_split_at_the_source_brokers_ack() -> None:
     assert (out["source_ack_p50_ms"], out["source_ack_p99_ms"]) == (100.0, 450.0)
     assert (out["after_ack_p50_ms"], out["after_ack_max_ms"]) == (50.0, 200.0)
     assert out["ok"] and out["e2e_max_ms"] == 500.0
+
+
+def test_slow_seconds_place_the_tail_in_the_load() -> None:
+    by_seq = {0: 100.0, 4_999: 1_200.0, 5_000: 1_500.0, 5_001: 900.0, 20_000: 2_000.0}
+    assert steady.slow_seconds(by_seq, 5_000) == {0: 1, 1: 1, 4: 1}
