@@ -36,8 +36,7 @@ def _ratio(
 ) -> Budget | None:
     """``of(mirror) / of(loop)`` for ``case`` against ``limit`` (an upper or a lower bound); None
     when either row or measure is missing (a run too short for a steady state has no rate)."""
-    found = {r.method: r for r in rows if r.case == case}
-    loop, mirror = found.get(BASELINE), found.get(MIRROR)
+    loop, mirror = _pair(rows, case)
     if loop is None or mirror is None:
         return None
     theirs, ours = of(loop), of(mirror)
@@ -47,6 +46,12 @@ def _ratio(
     met = mirror.ok and (ratio <= limit if at_most else ratio >= limit)
     sign = "<=" if at_most else ">="
     return Budget(name, f"{sign} {limit:g}x the loop", f"{ratio:.2f}x", met)
+
+
+def _pair(rows: list[Row], case: str) -> tuple[Row | None, Row | None]:
+    """The loop (a) and the mirror (b) rows of ``case``, each None when it was not run."""
+    found = {r.method: r for r in rows if r.case == case}
+    return found.get(BASELINE), found.get(MIRROR)
 
 
 def _steady_rate(row: Row, key: str) -> float | None:
@@ -92,7 +97,7 @@ def evaluate(
             lambda r: _steady_rate(r, "steady_mbps") if r.method == MIRROR else r.mbps,
         ),
     ]
-    mirror_200 = next((r for r in rows if r.case == "200B" and r.method == MIRROR), None)
+    _loop, mirror_200 = _pair(rows, "200B")
     if mirror_200 is not None:
         rss = mirror_200.m.peak_rss_mb
         out.insert(
@@ -116,13 +121,13 @@ def evaluate(
             )
         )
     if idle is not None:
-        pct = idle["cpu_pct"]
+        pct = idle["cpu_pct"]  # None: no samples after the warm-up
         out.append(
             Budget(
                 "idle flow, every part: CPU of the process tree",
                 "< 5 % of a core",
-                f"{pct:.1f} %",
-                idle["rc"] == 0 and pct < 5,
+                "no samples" if pct is None else f"{pct:.1f} %",
+                idle["rc"] == 0 and pct is not None and pct < 5,
             )
         )
     return [b for b in out if b is not None]
@@ -131,8 +136,7 @@ def evaluate(
 def whole_run_10kb(rows: list[Row]) -> str:
     """The 10 KB case's MB/s from process start to exit against the loop's, Spark's fixed start
     and stop included: shown beside the budget, which is the copy's rate (README, Performance)."""
-    found = {r.method: r for r in rows if r.case == "10KB"}
-    loop, mirror = found.get(BASELINE), found.get(MIRROR)
+    loop, mirror = _pair(rows, "10KB")
     if loop is None or mirror is None or not loop.mbps:
         return ""
     return (

@@ -61,6 +61,8 @@ def test_each_budget_fails_on_its_own_measure() -> None:
 def test_an_unverified_copy_or_a_lost_record_meets_nothing() -> None:
     rows = [row("200B", LOOP, 30, 800_000_000), row("200B", MIRROR, 20, 800_000_000, ok=False)]
     assert not any(b.met for b in budgets.evaluate(rows, [steady(100, 200, 299_999)], None))
+    (no_samples,) = budgets.evaluate([], [], {"rc": 1, "cpu_pct": None})
+    assert (no_samples.measured, no_samples.met) == ("no samples", False)
 
 
 def test_budgets_not_run_are_left_out() -> None:
