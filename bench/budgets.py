@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import idle as idle_flow
 from bench.runner import Row
 
 BASELINE, MIRROR = "baseline loop (a)", "mirror EOS (b)"
@@ -54,6 +55,20 @@ def _pair(rows: list[Row], case: str) -> tuple[Row | None, Row | None]:
     return found.get(BASELINE), found.get(MIRROR)
 
 
+def _peak_rss(rows: list[Row]) -> Budget | None:
+    """The 200 B mirror run's peak RSS against 1 GB (10^9 bytes)."""
+    _loop, mirror = _pair(rows, "200B")
+    if mirror is None:
+        return None
+    rss = mirror.m.peak_rss_mb
+    return Budget(
+        "200 B --once: peak RSS of the process tree",
+        "<= 1,000 MB",
+        f"{rss:,.0f} MB",
+        mirror.ok and rss <= 1_000,
+    )
+
+
 def _steady_rate(row: Row, key: str) -> float | None:
     value = row.extra.get(key)
     return None if value is None else float(value)
@@ -88,6 +103,7 @@ def evaluate(
             True,
             lambda r: r.m.own_cpu_s,
         ),
+        _peak_rss(rows),
         _ratio(
             rows,
             "10KB",
@@ -97,18 +113,6 @@ def evaluate(
             lambda r: _steady_rate(r, "steady_mbps") if r.method == MIRROR else r.mbps,
         ),
     ]
-    _loop, mirror_200 = _pair(rows, "200B")
-    if mirror_200 is not None:
-        rss = mirror_200.m.peak_rss_mb
-        out.insert(
-            3,
-            Budget(
-                "200 B --once: peak RSS of the process tree",
-                "<= 1,000 MB",
-                f"{rss:,.0f} MB",
-                mirror_200.ok and rss <= 1_000,
-            ),
-        )
     run = next((s for s in steady if s["label"] == DEFAULT_STEADY), None)
     if run is not None:
         p50, p99 = run["e2e_p50_ms"], run["e2e_p99_ms"]
@@ -121,13 +125,13 @@ def evaluate(
             )
         )
     if idle is not None:
-        pct = idle["cpu_pct"]  # None: no samples after the warm-up
+        pct = idle["cpu_pct"]
         out.append(
             Budget(
                 "idle flow, every part: CPU of the process tree",
                 "< 5 % of a core",
-                "no samples" if pct is None else f"{pct:.1f} %",
-                idle["rc"] == 0 and pct is not None and pct < 5,
+                f"{pct:.1f} %" if idle_flow.sampled(idle) else "no samples",
+                idle["rc"] == 0 and idle_flow.sampled(idle) and pct < 5,
             )
         )
     return [b for b in out if b is not None]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fanout
+from bench import idle as idle_flow
 from bench.cases import plan
 from bench.engine import ROOT, export_engine
 from bench.loops import baseline_main, copier_main
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         all(r.ok for r in runner.rows)
         and all(s["ok"] for s in runner.steady)
         and all(r.ok for r in fanout_runs)
-        and (runner.idle is None or runner.idle["cpu_pct"] is not None)
+        and (runner.idle is None or idle_flow.sampled(runner.idle))
     )
     log(f"done in {took / 60:.1f} min; all verified: {ok}; work dir {workdir}")
     return 0 if ok else 1

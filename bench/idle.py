@@ -95,9 +95,14 @@ def measure(source: str, target: str, work: Path, seconds: float, warm_up: float
     }
 
 
+def sampled(result: dict[str, Any]) -> bool:
+    """Whether :func:`measure` had samples after the warm-up (else it measured nothing)."""
+    return result["cpu_pct"] is not None
+
+
 def line(result: dict[str, Any]) -> str:
     """The one-line summary of :func:`measure`."""
-    if result["cpu_pct"] is None:
+    if not sampled(result):
         return f"no samples after the warm-up (exit {result['rc']}); see {result['log']}"
     return (
         f"exit {result['rc']}; after {result['warm_up_s']:.0f} s:"
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         source, target = (f"127.0.0.1:{b.port}" for b in brokers)
         result = measure(source, target, work, args.seconds, args.warm_up)
         print(line(result))
-        return 0 if result["cpu_pct"] is not None else 1
+        return 0 if sampled(result) else 1
     finally:
         stop_brokers(brokers)
 

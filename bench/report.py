@@ -285,7 +285,7 @@ def log_mlflow(uri: str, bench: Runner, args: argparse.Namespace, command: str, 
         client.set_terminated(child, "FINISHED" if result["ok"] else "FAILED")
     if bench.idle is not None:
         child = start("idle flow", {"seconds": args.idle_seconds}, bench.idle, parent)
-        client.set_terminated(child, "FINISHED" if bench.idle["cpu_pct"] is not None else "FAILED")
+        client.set_terminated(child, "FINISHED" if idle_flow.sampled(bench.idle) else "FAILED")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "results.md").write_text(block)
         client.log_artifact(parent, str(Path(tmp) / "results.md"))
