@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium lint format bench clean
+.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka lint format bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -35,6 +35,11 @@ venv-spark40: $(STAMP40) ## the pyspark 4.0.x virtualenv of `make test-spark40`
 chromium: ## install Debian's chromium for the dashboard browser test (needs root)
 	@test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 
+# Apache Kafka (broker and MirrorMaker 2, one pinned release) from Maven Central, once, into
+# ~/.cache/mirror_lib/jars (MIRROR_JARS_CACHE): the broker of the integration tests and the bench.
+kafka: $(STAMP) ## fetch the pinned Apache Kafka jars (broker, MirrorMaker 2) into the cache
+	$(BIN)/python -m mirror_lib.testing.kafka_jars kafka mm2
+
 demo: $(STAMP) ## run the embedded demo (two local brokers, Spark local, Delta on disk)
 	$(BIN)/mirror validate examples/mm2.properties
 	$(BIN)/mirror demo
@@ -55,11 +60,11 @@ format: $(STAMP) ## apply ruff formatting and fixes
 # every worker idle and the run hanging (pytest-xdist issues 784, 1378; seen here once).
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0
-test: lint chromium ## lint, then the full suite, then the pyspark 4.0 tier
+test: lint chromium kafka ## lint, then the full suite, then the pyspark 4.0 tier
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 	$(MAKE) test-spark40
 
-test-main: lint chromium ## lint and the full suite on the main virtualenv only
+test-main: lint chromium kafka ## lint and the full suite on the main virtualenv only
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 # Replication, checkpoints, materialization and one notebook on pyspark 4.0.x: the tests marked
