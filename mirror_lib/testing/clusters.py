@@ -1,0 +1,56 @@
+"""Test clusters on either broker: Apache Kafka (the default) or the embedded tansu.
+
+Tests, the bench and the demo ask for clusters by alias here and get bootstrap strings back, so
+each of them runs on either broker (``--broker kafka|tansu``, or ``MIRROR_TEST_BROKER`` in tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from mirror_lib.errors import ConfigError
+
+BROKER_ENV = "MIRROR_TEST_BROKER"
+BROKER_KINDS = ("kafka", "tansu")
+
+
+def broker_kind(value: str | None = None) -> str:
+    """``value``, else ``$MIRROR_TEST_BROKER``, else ``kafka``; checked against the kinds."""
+    kind = (value if value is not None else os.environ.get(BROKER_ENV, "")).strip().lower()
+    kind = kind or "kafka"
+    if kind not in BROKER_KINDS:
+        where = "argument" if value is not None else "environment"
+        raise ConfigError(BROKER_ENV, kind, f"one of {', '.join(BROKER_KINDS)}", where=where)
+    return kind
+
+
+@dataclasses.dataclass
+class Started:
+    """Clusters started here: their bootstraps by alias, and how to stop them."""
+
+    kind: str
+    bootstraps: dict[str, str]
+    handles: list[object]
+    _stop: Callable[[], None] = dataclasses.field(repr=False)
+
+    def stop(self) -> None:
+        self._stop()
+
+
+def start_clusters(aliases: Sequence[str], workdir: Path, kind: str | None = None) -> Started:
+    """Start one single-node cluster per alias on ``kind`` (see :func:`broker_kind`)."""
+    kind = broker_kind(kind)
+    if kind == "tansu":
+        from mirror_lib.testing import embedded
+
+        tansu = embedded.start_brokers(len(aliases), aliases, workdir)
+        boots = {a: b.bootstrap_servers for a, b in zip(aliases, tansu, strict=True)}
+        return Started(kind, boots, list(tansu), lambda: embedded.stop_brokers(tansu))
+    from mirror_lib.testing import kafka_broker
+
+    kafka = kafka_broker.start_kafka(aliases, workdir)
+    boots = {a: b.bootstrap_servers for a, b in zip(aliases, kafka, strict=True)}
+    return Started(kind, boots, list(kafka), lambda: kafka_broker.stop_kafka(kafka))

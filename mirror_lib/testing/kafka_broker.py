@@ -1,0 +1,437 @@
+"""Apache Kafka test clusters: one single-node KRaft cluster (broker and controller in one JVM) per
+alias, on free loopback ports, with its own log directory and cluster id.
+
+A cluster is ready only when a real Metadata request answers. It is stopped by PID, and it can be
+killed (SIGKILL, as a crash) and restarted on the same ports and log directory, so it comes back
+with its data. Its log is kept in a file (:attr:`KafkaBroker.log_path`) that a failing test can
+print. Options: a ``SASL_SSL`` (or ``SASL_PLAINTEXT``) listener with SCRAM users, Kafka's
+``StandardAuthorizer`` with super users, and any broker setting (short retention, for one).
+
+The jars come from :mod:`mirror_lib.testing.kafka_jars` (fetched once from Maven Central).
+Environment: ``MIRROR_KAFKA_JAVA`` names the ``java`` to run (default: ``$JAVA_HOME/bin/java``,
+else ``java`` on PATH); ``MIRROR_KAFKA_HEAP_MB`` the maximum heap (default 512).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient
+
+from mirror_lib.errors import ConfigError, EmbeddedBrokerError
+from mirror_lib.testing import kafka_jars, processes
+from mirror_lib.testing.embedded import free_port
+
+JAVA_ENV = "MIRROR_KAFKA_JAVA"
+HEAP_ENV = "MIRROR_KAFKA_HEAP_MB"
+SCRAM = "SCRAM-SHA-512"
+_LOG4J = """\
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = WARN
+logger.raft.name = org.apache.kafka.raft
+logger.raft.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+#: Broker settings every test cluster gets: one node, small internal topics, no waiting.
+BASE_SETTINGS: dict[str, str] = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "controller.listener.names": "CONTROLLER",
+    "num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # A hung transaction is aborted within a second of its timeout, not ten.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    # A killed broker re-registers with its controller within seconds of its restart.
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "2500",
+}
+
+#: Broker settings for tests of retention: segments roll and old ones are deleted within seconds.
+SHORT_RETENTION: dict[str, str] = {
+    "log.retention.check.interval.ms": "500",
+    "log.initial.task.delay.ms": "0",
+    "file.delete.delay.ms": "0",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SecureListener:
+    """A second listener that authenticates SCRAM-SHA-512 users.
+
+    ``users``: name -> password, created when the storage is formatted. ``tls``: the broker's
+    certificate chain and key as one PEM file (unencrypted key); with it the listener is
+    ``SASL_SSL``, without it ``SASL_PLAINTEXT``.
+    """
+
+    users: Mapping[str, str]
+    tls_pem: Path | None = None
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_SSL" if self.tls_pem else "SASL_PLAINTEXT"
+
+
+@dataclasses.dataclass(frozen=True)
+class KafkaOptions:
+    """What a test cluster offers beyond plain PLAINTEXT on loopback.
+
+    ``authorizer``: Kafka's ``StandardAuthorizer``; ``super_users`` are principals it lets do
+    anything (the PLAINTEXT listener's ``User:ANONYMOUS`` is one unless left out, so tests keep
+    an administrator's door). ``proxied``: ``(listen port, advertised port)`` of a second
+    PLAINTEXT listener that clients reach through a test proxy: Metadata asked there names the
+    proxy, so every connection of such a client goes through it, while the first listener stays
+    direct. ``settings``: any other broker setting.
+    """
+
+    secure: SecureListener | None = None
+    proxied: tuple[int, int] | None = None
+    authorizer: bool = False
+    super_users: tuple[str, ...] = ("User:ANONYMOUS",)
+    settings: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    heap_mb: int | None = None
+
+
+@dataclasses.dataclass
+class KafkaBroker:
+    """One single-node Apache Kafka cluster: its ports, folders and (while running) process."""
+
+    alias: str
+    workdir: Path
+    port: int
+    controller_port: int
+    secure_port: int | None
+    cluster_id: str
+    options: KafkaOptions
+    process: subprocess.Popen[bytes] | None = dataclasses.field(default=None, repr=False)
+    owner_pid: int = dataclasses.field(default_factory=os.getpid, repr=False, compare=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The PLAINTEXT listener (a super user's when an authorizer runs)."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def secure_bootstrap_servers(self) -> str:
+        if self.secure_port is None:
+            raise EmbeddedBrokerError(f"Kafka cluster {self.alias!r} has no secure listener")
+        return f"127.0.0.1:{self.secure_port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "broker.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the broker's log (for a failing test's message)."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "<no log>"
+
+    def start(self, ready_timeout_s: float = 60) -> None:
+        """Start the JVM on this cluster's ports and log directory; wait until it answers."""
+        if self.is_running():
+            return
+        _launch(self)
+        _wait_ready(self, time.monotonic() + ready_timeout_s)
+
+    def stop(self, timeout_s: float = 20) -> None:
+        """Stop the broker cleanly (SIGTERM; SIGKILL after ``timeout_s``). Its data stays."""
+        if self.process is not None and self.owner_pid == os.getpid():
+            processes.stop([self.process], timeout_s)
+
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash would. Its data stays; :meth:`start` brings it back."""
+        if self.process is not None and self.owner_pid == os.getpid():
+            processes.kill(self.process)
+            processes.forget(self.process)
+
+    def restart(self, ready_timeout_s: float = 60) -> None:
+        """Stop the broker cleanly and start it again on the same ports and data."""
+        self.stop()
+        self.start(ready_timeout_s)
+
+
+def java_binary() -> str:
+    """The ``java`` that runs the brokers (Kafka 4.x needs Java 17 or newer)."""
+    override = os.environ.get(JAVA_ENV, "").strip()
+    home = os.environ.get("JAVA_HOME", "").strip()
+    found = override or (str(Path(home) / "bin" / "java") if home else shutil.which("java"))
+    if not found or not os.access(found, os.X_OK):
+        raise EmbeddedBrokerError(
+            f"no java to run Apache Kafka: set {JAVA_ENV} or JAVA_HOME to a Java 17+ install "
+            f"(tried {override or home or 'java on PATH'!r})"
+        )
+    return found
+
+
+def _settings(broker: KafkaBroker) -> dict[str, str]:
+    opts = broker.options
+    listeners = [f"PLAINTEXT://127.0.0.1:{broker.port}"]
+    advertised = list(listeners)
+    protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+    extra: dict[str, str] = {}
+    if opts.proxied is not None:
+        listeners.append(f"PROXIED://127.0.0.1:{opts.proxied[0]}")
+        advertised.append(f"PROXIED://127.0.0.1:{opts.proxied[1]}")
+        protocols.append("PROXIED:PLAINTEXT")
+    if opts.secure is not None:
+        listeners.append(f"SECURE://127.0.0.1:{broker.secure_port}")
+        advertised.append(f"SECURE://127.0.0.1:{broker.secure_port}")
+        protocols.append(f"SECURE:{opts.secure.protocol}")
+        prefix = "listener.name.secure."
+        extra |= {
+            f"{prefix}sasl.enabled.mechanisms": SCRAM,
+            f"{prefix}{SCRAM.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+        }
+        if opts.secure.tls_pem is not None:
+            extra |= {
+                f"{prefix}ssl.keystore.type": "PEM",
+                f"{prefix}ssl.keystore.location": str(opts.secure.tls_pem),
+            }
+    if opts.authorizer:
+        extra |= {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": ";".join(opts.super_users),
+        }
+    listeners.append(f"CONTROLLER://127.0.0.1:{broker.controller_port}")
+    return {
+        **BASE_SETTINGS,
+        "controller.quorum.voters": f"1@127.0.0.1:{broker.controller_port}",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
+        "listener.security.protocol.map": ",".join(protocols),
+        "log.dirs": str(broker.log_dir),
+        **extra,
+        **opts.settings,
+    }
+
+
+def _write_settings(broker: KafkaBroker) -> Path:
+    path = broker.workdir / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in _settings(broker).items()))
+    (broker.workdir / "log4j2.properties").write_text(_LOG4J)
+    return path
+
+
+def _java_cmd(broker: KafkaBroker, main: str, *args: str) -> list[str]:
+    heap = broker.options.heap_mb or int(os.environ.get(HEAP_ENV, "512"))
+    return [
+        java_binary(),
+        "-Xms64m",
+        f"-Xmx{heap}m",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={broker.workdir / 'log4j2.properties'}",
+        "-cp",
+        kafka_jars.classpath("kafka"),
+        main,
+        *args,
+    ]
+
+
+def _format(broker: KafkaBroker) -> None:
+    """Format the log directory for this cluster's id, with its SCRAM users."""
+    config = _write_settings(broker)
+    args = ["format", "-t", broker.cluster_id, "-c", str(config)]
+    for name, password in (broker.options.secure.users if broker.options.secure else {}).items():
+        args += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
+    done = subprocess.run(
+        _java_cmd(broker, "kafka.tools.StorageTool", *args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise EmbeddedBrokerError(
+            f"formatting Kafka cluster {broker.alias!r} in {broker.log_dir} failed "
+            f"(exit {done.returncode}):\n{(done.stdout + done.stderr).strip()[-2000:]}"
+        )
+
+
+def _launch(broker: KafkaBroker) -> None:
+    config = _write_settings(broker)
+    with open(broker.log_path, "ab") as log:
+        log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
+        log.flush()
+        try:  # own session: a Ctrl-C in the terminal reaches only us; we stop the broker
+            proc = subprocess.Popen(
+                _java_cmd(broker, "kafka.Kafka", str(config)),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as e:
+            raise EmbeddedBrokerError(f"cannot run java for Kafka {broker.alias!r}: {e}") from e
+    broker.process = proc
+    broker.owner_pid = os.getpid()
+    processes.register(proc)
+
+
+def _port_lost(broker: KafkaBroker) -> bool:
+    return "Address already in use" in broker.log_tail(200)
+
+
+def _wait_ready(broker: KafkaBroker, deadline: float) -> None:
+    """Wait until a Metadata request on the PLAINTEXT listener names the broker."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0})
+    while True:
+        if not broker.is_running():
+            code = broker.process.returncode if broker.process else None
+            raise EmbeddedBrokerError(
+                f"Kafka cluster {broker.alias!r} exited during start (code {code}); "
+                f"log {broker.log_path}:\n{broker.log_tail()}"
+            )
+        with contextlib.suppress(OSError, ck.KafkaException):  # not listening yet
+            socket.create_connection(("127.0.0.1", broker.port), timeout=0.5).close()
+            wait = max(0.2, min(2.0, deadline - time.monotonic()))
+            if admin.list_topics(timeout=wait).brokers:
+                return
+        if time.monotonic() > deadline:
+            raise EmbeddedBrokerError(
+                f"Kafka cluster {broker.alias!r} did not answer Metadata on "
+                f"{broker.bootstrap_servers} in time; log {broker.log_path}:\n{broker.log_tail()}"
+            )
+        time.sleep(0.1)
+
+
+def _new_broker(alias: str, root: Path, options: KafkaOptions, used: set[int]) -> KafkaBroker:
+    ports = []
+    for _ in range(3 if options.secure else 2):
+        ports.append(free_port(used))
+        used.add(ports[-1])
+    workdir = root / f"kafka-{alias}"
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    cluster_id = _cluster_id()
+    secure = ports[2] if options.secure else None
+    return KafkaBroker(alias, workdir, ports[0], ports[1], secure, cluster_id, options)
+
+
+def _cluster_id() -> str:
+    """A random cluster id in Kafka's form (base64 of 16 bytes, URL-safe, unpadded)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _start_one(
+    alias: str, root: Path, options: KafkaOptions, ready_timeout_s: float
+) -> KafkaBroker:
+    used: set[int] = set()
+    for _attempt in range(3):
+        broker = _new_broker(alias, root, options, used)
+        _format(broker)
+        try:
+            broker.start(ready_timeout_s)
+            return broker
+        except EmbeddedBrokerError:
+            lost = _port_lost(broker)
+            broker.kill()
+            if not lost:
+                raise
+    raise EmbeddedBrokerError(f"Kafka cluster {alias!r}: no free ports after 3 attempts")
+
+
+def start_kafka(
+    aliases: Sequence[str] = ("source", "target"),
+    workdir: Path | None = None,
+    options: KafkaOptions | Mapping[str, KafkaOptions] | None = None,
+    ready_timeout_s: float = 90,
+) -> list[KafkaBroker]:
+    """Start one Kafka cluster per alias, in parallel, and wait until each answers Metadata.
+
+    ``options``: one :class:`KafkaOptions` for all, or per alias. Logs and data go under
+    ``workdir`` (a new temporary folder if None) and stay after the clusters stop.
+    """
+    names = list(aliases)
+    if not names or len(set(names)) != len(names):
+        raise ConfigError("aliases", names, "one or more distinct names")
+    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="mirror-kafka-"))
+    root.mkdir(parents=True, exist_ok=True)
+    kafka_jars.jar_dir("kafka")  # fetch once, before the threads
+    per_alias = options if isinstance(options, Mapping) else dict.fromkeys(names, options)
+    with ThreadPoolExecutor(len(names)) as pool:
+        futures = [
+            pool.submit(_start_one, n, root, per_alias.get(n) or KafkaOptions(), ready_timeout_s)
+            for n in names
+        ]
+        started, errors = [], []
+        for f in futures:
+            try:
+                started.append(f.result())
+            except BaseException as e:  # stop the others, then raise
+                errors.append(e)
+    if errors:
+        stop_kafka(started)
+        raise errors[0]
+    return started
+
+
+def stop_kafka(brokers: Sequence[KafkaBroker], timeout_s: float = 20) -> None:
+    """Stop the clusters (SIGTERM, then SIGKILL after ``timeout_s``). Their folders stay."""
+    processes.stop(
+        [b.process for b in brokers if b.process is not None and b.owner_pid == os.getpid()],
+        timeout_s,
+    )
+
+
+@contextlib.contextmanager
+def kafka_clusters(
+    aliases: Sequence[str] = ("source", "target"),
+    workdir: Path | None = None,
+    options: KafkaOptions | Mapping[str, KafkaOptions] | None = None,
+) -> Iterator[list[KafkaBroker]]:
+    """Start Kafka clusters for the ``with`` block and always stop them afterwards."""
+    brokers = start_kafka(aliases, workdir, options)
+    try:
+        yield brokers
+    finally:
+        stop_kafka(brokers)

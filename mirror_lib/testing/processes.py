@@ -1,0 +1,86 @@
+"""Child processes that test brokers run in: started in their own session, stopped by PID.
+
+Every process registered here is stopped at interpreter exit and on SIGTERM of this process, so
+a test run that is interrupted leaves no broker behind. Only the process that started a child
+stops it (a forked Spark worker inherits the registry but must not act on it).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from types import FrameType
+
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}  # pid -> child started by this process
+_OWNER = {"pid": os.getpid()}
+_LOCK = threading.Lock()
+_HOOKS = {"atexit": False, "sigterm": False}
+
+
+def register(process: subprocess.Popen[bytes]) -> None:
+    """Stop ``process`` at exit unless it is stopped before."""
+    _install_exit_hooks()
+    with _LOCK:
+        if _OWNER["pid"] != os.getpid():  # a fork: its own registry
+            _LIVE.clear()
+            _OWNER["pid"] = os.getpid()
+        _LIVE[process.pid] = process
+
+
+def stop(processes: Iterable[subprocess.Popen[bytes]], timeout_s: float = 10) -> None:
+    """SIGTERM the processes, wait up to ``timeout_s`` in all, SIGKILL the rest, and reap them."""
+    todo = list(processes)
+    for p in todo:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for p in todo:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill(p)
+        forget(p)
+
+
+def kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``process`` (as a crash would) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    process.wait()
+
+
+def forget(process: subprocess.Popen[bytes]) -> None:
+    """No longer stop ``process`` at exit (it has ended)."""
+    with _LOCK:
+        _LIVE.pop(process.pid, None)
+
+
+def stop_all() -> None:
+    """Stop every child this process registered and has not stopped yet."""
+    with _LOCK:
+        live = list(_LIVE.values()) if _OWNER["pid"] == os.getpid() else []
+    stop(live)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    stop_all()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)  # die as the default handler would
+
+
+def _install_exit_hooks() -> None:
+    if not _HOOKS["atexit"]:
+        _HOOKS["atexit"] = True
+        atexit.register(stop_all)
+    # Take SIGTERM only from the main thread and only if nobody else handles it.
+    if not _HOOKS["sigterm"] and threading.current_thread() is threading.main_thread():
+        _HOOKS["sigterm"] = True
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
