@@ -147,7 +147,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.duration <= 0:
         raise ConfigError("--duration", args.duration, "a positive number of seconds")
-    run_demo(args.duration, Path(args.workdir) if args.workdir else None)
+    run_demo(args.duration, Path(args.workdir) if args.workdir else None, broker=args.broker)
     return 0
 
 
@@ -214,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the embedded default end to end (two local brokers)")
     demo.add_argument("--duration", type=float, default=45, help="seconds of live replication")
     demo.add_argument("--workdir", help="folder for brokers' logs, state and tables")
+    demo.add_argument(
+        "--broker",
+        choices=("tansu", "kafka"),
+        default="tansu",
+        help="tansu: embedded, starts in milliseconds (default); kafka: Apache Kafka, "
+        "fetched once from Maven Central (needs mvn and java)",
+    )
     demo.set_defaults(func=_cmd_demo)
     return parser
 
