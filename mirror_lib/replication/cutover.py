@@ -176,12 +176,13 @@ def _record(config: MirrorConfig, result: CutoverResult, ctx: FlowContext, spark
 def _wait_verified(
     config: MirrorConfig, ctx: FlowContext, topics: list[str], options: CutoverOptions, spark: Any
 ) -> tuple[Step, Any]:
-    """Verify until complete (apply) or once (dry run); a difference refuses at once."""
+    """Verify until complete (apply) or once (dry run); a difference or a stray record on the
+    target refuses at once."""
     deadline = time.monotonic() + (options.wait_s if options.apply else 0)
     while True:
         report = verify_flow(config, ctx.flow.name, topics, spark=spark, record=False)
         if not report.ok:
-            bad = next(p for p in report.partitions if p.status == "different")
+            bad = next(p for p in report.partitions if p.differs)
             text = f"{bad.topic}[{bad.partition}] {bad.describe()}"
             return Step("replicated", "refused", text), report
         if report.complete:
