@@ -117,9 +117,42 @@ def test_values_checked_against_librdkafka_ranges():
     assert conf == {"auto.offset.reset": "error"}
 
 
-def test_unknown_client_key_suggests_the_librdkafka_name():
-    with pytest.raises(ConfigError, match=r"did you mean 'linger\.ms'"):
-        translate(props(linger__msec="5"), "producer")
+def test_unknown_client_key_is_ignored_once_with_the_closest_key_we_use():
+    """MM2's Java clients drop a key they do not know ("supplied but isn't a known config")."""
+    conf, notes = translate(props(linger__msec="5", xxx="yyy"), "producer")
+    assert conf == {}
+    assert notes == [
+        "A.linger.msec is ignored: not a client setting librdkafka or mirror_lib knows (MM2's "
+        'Java clients ignore it too, logging "supplied but isn\'t a known config"); did you '
+        "mean 'linger.ms'?",
+        "A.xxx is ignored: not a client setting librdkafka or mirror_lib knows (MM2's Java "
+        'clients ignore it too, logging "supplied but isn\'t a known config")',
+    ]
+    _, notes = translate(props(checkpoints__replication__factor="1"), "admin")
+    assert notes[0].endswith(
+        "did you mean 'checkpoints.topic.replication.factor'? (a flow setting: set it at the top "
+        "level or as <source>-><target>.checkpoints.topic.replication.factor)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "changes"),
+    [
+        ("ssl.trust.store", "TLS"),
+        ("sasl.user", "how the client logs in"),
+        ("security.protocl", "encrypted and authenticated"),
+        ("securty.protocol", "encrypted and authenticated"),
+        ("enable.idempotance", "duplicates after a retry"),
+        ("ack", "acknowledged before every replica"),
+        ("max.in.flight.request.per.connection", "order after a retry"),
+        ("isolation.levl", "aborted"),
+    ],
+)
+def test_unknown_key_that_would_change_security_or_delivery_is_refused(key, changes):
+    with pytest.raises(ConfigError, match="refused, not ignored") as caught:
+        translate({key: ("s3cret", f"A.{key}")}, "producer")
+    assert caught.value.key == f"A.{key}"
+    assert changes in caught.value.expected
 
 
 def test_java_cipher_names_are_refused():

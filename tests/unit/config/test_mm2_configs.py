@@ -381,7 +381,7 @@ def test_flow_keys_naming_unknown_clusters_are_warned(files, capsys, tmp_path):
         ("target.producer.acks = 1", "target.producer.acks", "all or unset"),
         ("source.consumer.isolation.level = read_uncommitted", "isolation.level", "aborted"),
         ("target.producer.batch.size = 0", "target.producer.batch.size", "1 .. 2147483647"),
-        ("source.consumer.no.such.setting = 1", "source.consumer.no.such.setting", "librdkafka"),
+        ("source.consumer.ssl.no.such = 1", "source.consumer.ssl.no.such", "refused, not"),
         ("source.security.protocol = TLS", "source.security.protocol", "SASL_SSL"),
         ("source.sasl.mechanism = AWS_MSK_IAM", "source.sasl.jaas.config", "IAMLoginModule"),
         ("source.sasl.mechanism = KERBEROS", "source.sasl.mechanism", "SCRAM-SHA-512"),
