@@ -338,6 +338,34 @@ def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
+    ("extra", "renamed"),
+    [
+        ("", "mm2-offset-syncs.A.internal -> mm2-offset-syncsAinternal, A.checkpoints.internal"),
+        ("replication.policy.internal.topic.separator.enabled = false\n", "Aheartbeats (MM2"),
+    ],
+)
+def test_empty_separator_with_identity_policy_is_refused_with_advice_that_fits(
+    tmp_path, capsys, extra, renamed
+):
+    """The file already sets IdentityReplicationPolicy: the advice is to delete the empty
+    separator, and what it would have renamed."""
+    path = tmp_path / "sep.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+        "A->B.enabled = true\nreplication.policy.separator =\n"
+        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+        + extra
+    )
+    code, _out, err = validate(path, capsys)
+    assert code == 2
+    assert "replication.policy.separator = '': expected no replication.policy.separator line" in err
+    assert "(delete it): IdentityReplicationPolicy already keeps topic names" in err
+    assert "A.heartbeats -> Aheartbeats" in err
+    assert renamed in err
+    assert "prefer" not in err.lower()
+
+
+@pytest.mark.parametrize(
     ("line", "key"),
     [
         ("clusters = A, B  # the two data centres", "clusters"),
