@@ -296,7 +296,7 @@ def test_store_passwords_are_used_or_warned_never_dropped_silently():
     )
     assert conf == {"ssl.keystore.location": "/k.p12", "ssl.keystore.password": "store"}
     assert notes == [
-        "A.ssl.key.password is ignored: librdkafka opens a PKCS12 keystore's key with "
+        "A.ssl.key.password is ignored: a PKCS12 keystore's key is opened with "
         "ssl.keystore.password"
     ]
     conf, notes = translate(

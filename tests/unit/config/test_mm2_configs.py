@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 from mirror_lib.app.cli import main
 from mirror_lib.config.model import ROLES, MirrorConfig
 from mirror_lib.config.parse import load_config
+from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.clients import check_clients, client_config
 from tests.helpers import keytool
 from tests.helpers.aws_env import offline_aws, token_url
@@ -77,6 +78,11 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     keytool.truststore(folder / "truststore.p12", "PKCS12", "changeit", cas)
     keytool.keystore(folder / "kafka.client.keystore.jks", "JKS", folder / "client.p12",
                      "changeit", "changeit", KEYPASS)  # fmt: skip
+    (folder / "stackable").mkdir()  # as Stackable's secret-operator mounts them: empty passwords
+    keytool.empty_password_pkcs12(folder / "client.p12", "changeit",
+                                  folder / "stackable" / "keystore.p12")  # fmt: skip
+    keytool.empty_password_pkcs12(folder / "truststore.p12", "changeit",
+                                  folder / "stackable" / "truststore.p12")  # fmt: skip
     return folder
 
 
@@ -203,6 +209,46 @@ def test_a_pkcs12_truststore_is_read_with_its_password(files, capsys, certs):
     assert code == 0, err
     built = build_all(load_config(files["tls_pkcs12_truststore"]))
     assert built["B", "consumer"]["ssl.ca.pem"] == (certs / "ca.pem").read_text()
+
+
+def test_pkcs12_stores_with_an_empty_password_are_read_as_java_reads_them(files, capsys, certs):
+    """Stackable's default: librdkafka takes an empty ssl.keystore.password as none and refuses
+    the keystore, so the store is read here into PEM, as JKS keystores are."""
+    code, out, err = validate(files["stackable_pkcs12"], capsys)
+    assert code == 0, err
+    assert "not loaded" not in out
+    config = load_config(files["stackable_pkcs12"])
+    built = build_all(config)
+    for alias in ("primary", "dr"):
+        conf = built[alias, "producer"]
+        assert conf["ssl.ca.pem"] == (certs / "ca.pem").read_text()
+        assert conf["ssl.certificate.pem"].count("BEGIN CERTIFICATE") == 2  # client + CA
+        assert "BEGIN PRIVATE KEY" in conf["ssl.key.pem"]
+        assert not any(k.startswith(("ssl.keystore", "ssl.truststore")) for k in conf)
+    assert check_client_builds(config, resolve=True).built == 6  # as mirror run builds them
+
+
+def test_a_pkcs12_keystore_is_checked_by_validate_as_a_run_checks_it(files, capsys, tmp_path):
+    """validate refuses what run refuses: a keystore without a password (Java refuses it, and
+    librdkafka when the client is made) even when the store is not on the validating machine;
+    a store that the empty password does not open, on the password's key."""
+    text = files["stackable_pkcs12"].read_text()
+    absent = tmp_path / "absent.properties"
+    absent.write_text(text.replace("stackable/keystore.p12", "elsewhere/keystore.p12"))
+    code, out, err = validate(absent, capsys)
+    assert code == 0, err
+    assert "files not on this machine" in out and "elsewhere/keystore.p12" in out
+    unset = tmp_path / "unset.properties"
+    unset.write_text(absent.read_text().replace("ssl.keystore.password =\n", ""))
+    code, _out, err = validate(unset, capsys)
+    assert code == 2
+    assert "ssl.keystore.password = <missing>" in err
+    assert "key store password is not specified" in err
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(text.replace("stackable/keystore.p12", "client.p12"))  # password changeit
+    code, _out, err = validate(wrong, capsys)
+    assert code == 2
+    assert "ssl.keystore.password = '<redacted>'" in err and "does not open it" in err
 
 
 def test_sasl_plain_and_scram_quoted_single_quoted_and_unquoted(files, capsys):
