@@ -9,6 +9,7 @@ from mirror_lib.config.java_clients import IGNORED, RENAMED, translate
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
+from mirror_lib.kafka.client_check import client_specs
 from mirror_lib.kafka.clients import _translate_jaas, check_clients, client_config
 
 BASE = {
@@ -233,6 +234,37 @@ def test_delivery_conflicts_and_per_flow_client_settings():
     config = cfg(**{"admin.timeout.ms": "5000", "A->B.admin.timeout.ms": "6000"})
     assert config.flow("A->B").settings.admin_timeout_ms == 6000
     assert "timeout.ms" not in client_config(config.cluster("A"), "admin")
+
+
+def test_a_target_without_idempotent_producers_is_served_at_least_once():
+    """OCI Streaming and other services without idempotent producers: at least once, with
+    neither transactions nor idempotence; under exactly-once the refusal names the way out."""
+    off = {"B.producer.enable.idempotence": "false"}
+    with pytest.raises(ConfigError) as caught:
+        check_clients(cfg(**off))
+    assert caught.value.key == "B.producer.enable.idempotence"
+    assert "A->B.mirror.delivery = at_least_once" in caught.value.expected
+    config = cfg(**off, **{"mirror.delivery": "at_least_once"})
+    assert check_clients(config) == [
+        "B.producer.enable.idempotence = false: flow A->B writes at least once without "
+        "idempotence: a produce request retried after its acknowledgement was lost writes its "
+        "records twice, and the copy counts each such duplicate in a warning"
+    ]
+    specs = client_specs(config)
+    producers = {s.alias: s.conf for s in specs if s.role == "producer"}
+    assert producers["B"]["enable.idempotence"] == "false"
+    assert producers["B"]["max.in.flight.requests.per.connection"] == 1  # no reordering
+    assert "transactional.id" not in producers["B"]
+    assert producers["A"]["enable.idempotence"] is True  # B->A's heartbeats: A has them
+    ok = {"mirror.delivery": "at_least_once", "B.producer.max.in.flight": "1"}
+    check_clients(cfg(**off, **ok))
+    for key, value, expected in (
+        ("B.producer.max.in.flight", "5", "reorder the partition"),
+        ("A->B.producer.acks", "1", "only the leader acknowledged"),
+    ):
+        with pytest.raises(ConfigError, match=expected) as caught:
+            check_clients(cfg(**off, **{"mirror.delivery": "at_least_once", key: value}))
+        assert caught.value.key == key
 
 
 def test_alias_keys_are_honoured_not_passed_to_clients():
