@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 from mirror_lib.app.cli import main
 from mirror_lib.config.model import ROLES, MirrorConfig
 from mirror_lib.config.parse import load_config
+from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.clients import check_clients, client_config
 from tests.helpers import keytool
@@ -369,6 +370,70 @@ def test_docker_demo_with_java_tuning_and_the_old_identity_idiom(files, capsys):
     assert consumer["socket.receive.buffer.bytes"] == "1048576"
     assert "max.poll.records" not in consumer
     assert "cluster.alias" not in consumer
+
+
+def test_keys_mm2s_clients_do_not_know_are_warned_once_with_the_key_we_use(files, capsys):
+    """MM2 runs this file: its clients drop what they do not know. Each key is named once,
+    with the closest key mirror_lib uses, and the file runs."""
+    code, out, err = validate(files["operator_unknown_keys"], capsys)
+    assert code == 0, err
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    for key, closest in (
+        ("primary.xxx", None),
+        ("consumer.group.prefix", "group.id"),
+        ("primary.offsets.replication.factor", "offset-syncs.topic.replication.factor"),
+        ("backup.checkpoints.replication.factor", "checkpoints.topic.replication.factor"),
+        ("backup.heartbeats.replication.factor", "heartbeats.topic.replication.factor"),
+    ):
+        named = [w for w in warnings if w.startswith(f"warning: {key} is ignored: not a client")]
+        assert len(named) == 1, (key, warnings)
+        assert closest is None or f"did you mean {closest!r}?" in named[0]
+    assert "warning: unknown key 'source.alias' is ignored" in warnings
+    built = build_all(load_config(files["operator_unknown_keys"]))
+    assert not any(
+        "replication" in k or "xxx" in k or "prefix" in k for c in built.values() for k in c
+    )
+
+
+def test_oci_streaming_target_without_idempotent_producers(files, capsys, monkeypatch):
+    """At least once, with neither transactions nor idempotence on the target's producers."""
+    code, out, err = validate(files["oci_streaming"], capsys)
+    assert code == 0, err
+    assert "oci.producer.enable.idempotence = false: flow onprem->oci writes at least once" in out
+    monkeypatch.setenv("OCI_AUTH_TOKEN", "t0ken")
+    config = load_config(files["oci_streaming"])
+    built = build_all(config)
+    producer = built["oci", "producer"]
+    assert (producer["enable.idempotence"], producer["message.max.bytes"]) == ("false", "1048576")
+    assert producer["sasl.username"].endswith(
+        "/ocid1.streampool.oc1.eu-frankfurt-1.amaaaaaaexample"
+    )
+    assert producer["sasl.password"] == "t0ken"
+    assert check_client_builds(config, resolve=True).built == 6  # as mirror run builds them
+    exactly_once = load_config(files["oci_streaming"], **{"mirror.delivery": "exactly_once"})
+    with pytest.raises(ConfigError, match=r"onprem->oci\.mirror\.delivery = at_least_once"):
+        check_clients(exactly_once)
+
+
+def test_empty_separator_file_is_refused_and_runs_once_the_advice_is_followed(
+    files, capsys, tmp_path
+):
+    code, _out, err = validate(files["identity_empty_separator"], capsys)
+    assert code == 2
+    assert "no replication.policy.separator line (delete it)" in err
+    assert "dc1.heartbeats -> dc1heartbeats" in err
+    advised = tmp_path / "advised.properties"
+    advised.write_text(
+        files["identity_empty_separator"]
+        .read_text()
+        .replace("replication.policy.separator =\n", "")
+    )
+    code, _out, err = validate(advised, capsys)
+    assert code == 0, err
+    flow = load_config(advised).flow("dc1->dc2")
+    assert flow.policy().format_remote_topic("dc1", "orders") == "orders"
+    assert flow.policy().format_remote_topic("dc1", "heartbeats") == "dc1.heartbeats"
+    build_all(load_config(advised))
 
 
 def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
