@@ -160,6 +160,7 @@ class SliceCopy(TargetMembership):
             self.result.records += w.result.records
             self.result.bytes += w.result.bytes
             self.result.transactions += w.result.transactions
+            self.result.unreported += w.result.unreported
         if self.until and not self.result.records and self.writers and not self.end_early:
             positions = {tp: part.expect for w in self.writers for tp, part in w.parts.items()}
             log.warning("%s", idle_slice_text(self.slot, positions, self.until))

@@ -42,7 +42,7 @@ class Heartbeater:
         from confluent_kafka import Producer  # lazy: optional extra "kafka"
 
         self.ctx = ctx
-        self.producer = Producer(ctx.client("target", "producer", **{"enable.idempotence": True}))
+        self.producer = Producer(ctx.producer("target"))
 
     def emit(self, timeout_s: float = 30) -> int:
         """Write one heartbeat and wait for its acknowledgement."""

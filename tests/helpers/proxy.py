@@ -143,6 +143,49 @@ class CountingProxy(TcpProxy):
         return count
 
 
+class LostAckProxy(TcpProxy):
+    """A :class:`TcpProxy` that loses the broker's answers to Produce requests while
+    :attr:`losing` is on: the records are written, the producer never hears so. :meth:`cut`
+    then closes the connections, and the producer sends its requests again."""
+
+    def __init__(self, port: int, upstream: int) -> None:
+        super().__init__(port, upstream)
+        self.losing = False
+        self.lost = 0  # answers dropped
+        self._produce_ids: dict[socket.socket, set[int]] = {}  # per client connection
+
+    def cut(self) -> None:
+        self.losing = False
+        self._cut()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_broker: bool = False) -> None:
+        client = dst if from_broker else src
+        ids = self._produce_ids.setdefault(client, set())
+        pending = b""
+        try:
+            while data := src.recv(65536):
+                pending += data
+                # whole frames only: a 4-byte size, then a request or response of that size
+                while len(pending) >= 4:
+                    size = 4 + int.from_bytes(pending[:4], "big")
+                    if len(pending) < size:
+                        break
+                    frame, pending = pending[:size], pending[size:]
+                    if not from_broker and frame[4:6] == b"\x00\x00":  # api key 0: Produce
+                        ids.add(int.from_bytes(frame[8:12], "big"))
+                    elif from_broker and self.losing and int.from_bytes(frame[4:8], "big") in ids:
+                        self.lost += 1
+                        continue
+                    dst.sendall(frame)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+
 class TlsProxy:
     """Ends TLS in front of a plaintext broker: clients connect with ``security.protocol = SSL``
     and must trust ``context``'s certificate (and, when ``context`` requires one, present a
