@@ -1,4 +1,4 @@
-"""The ``mirror`` command line (DESIGN.md "Command line"): parse arguments, make one library call.
+"""The ``mirror`` command line: parse arguments, make one library call.
 
 Exit codes: 0 success; 2 invalid input (config, arguments); 1 runtime failure.
 """
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def exit_code(call: Callable[[], Any], prog: str = "mirror") -> int:
-    """Run ``call``; print a failure in one line and map it to the exit codes of DESIGN.md."""
+    """Run ``call``; print a failure in one line and map it to the exit codes above."""
     try:
         result = call()
         return result if isinstance(result, int) else 0

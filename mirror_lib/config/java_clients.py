@@ -288,8 +288,8 @@ def _unknown(name: str, value: str, where: str) -> ConfigError:
     return ConfigError(
         where,
         redact_value(name, value),
-        "a librdkafka property or a Java client property mirror_lib translates (README: "
-        f"'Coming from MirrorMaker 2'){hint}",
+        "a librdkafka property or a Java client property mirror_lib translates (see "
+        f"docs/mirrormaker2.md){hint}",
     )
 
 

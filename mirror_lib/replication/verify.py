@@ -1,11 +1,11 @@
 """``mirror verify``: prove per partition that the target holds exactly what the source holds.
 
-The flow's own segments (D4: every contiguous run ``upstream -> downstream`` the sink committed)
-say where each source record must be on the target, so gaps on either side (transaction markers,
-aborted records, compaction at copy time) are accounted for, and its ``skip`` events say which
-source records were left out on purpose. Per partition the source records of
-``[verified point, replicated end)`` are walked in lockstep with the target records of the mapped
-range and compared field by field (key, value, headers, timestamp); the first mismatch is
+The flow's own segments (docs/design.md#d4-exact-offset-mapping: every contiguous run ``upstream ->
+downstream`` the sink committed) say where each source record must be on the target, so gaps on
+either side (transaction markers, aborted records, compaction at copy time) are accounted for, and
+its ``skip`` events say which source records were left out on purpose. Per partition the source
+records of ``[verified point, replicated end)`` are walked in lockstep with the target records of
+the mapped range and compared field by field (key, value, headers, timestamp); the first mismatch is
 reported with both offsets (:mod:`mirror_lib.replication.verify_partition`). A sha256 chained
 over every verified record (count and checksum are stored with the verified point in the
 ``verifications`` table), so the next run resumes there. Partitions run in parallel: Spark tasks

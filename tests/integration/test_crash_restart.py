@@ -70,7 +70,7 @@ def loaded_flow(brokers, tmp_path: Path, topic: str) -> Path:
         # when no other transactional.id has a transaction open on a partition both wrote (the
         # metrics and offset-syncs partitions), else later, and drops them if that producer
         # epoch is aborted next; two slots killed mid-copy then lose a committed ledger entry
-        # and copy again (DESIGN.md "Known test-broker limits").
+        # and copy again (docs/testing.md#test-broker-limits).
         **{"mirror.commit.max.records": "50", "tasks.max": "1"},
     )
     return write_properties(tmp_path / "mm2.properties", props)

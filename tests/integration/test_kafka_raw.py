@@ -34,8 +34,9 @@ def test_raw_reader_drops_an_aborted_transaction_that_read_committed_shows(broke
     markers = [m.kind for b in read_batches(brokers.target, unique_name, 0) for m in b.markers]
     assert markers == [1, 0]  # COMMIT, ABORT: the broker did write both markers
     seen = [r.value for r in consume_all(brokers.target, unique_name)]
-    if not brokers.real_kafka:  # the embedded broker's known limit (README "Exactly-once")
-        assert b"aborted0" in seen, "tansu now filters aborted records: update the README"
+    # the embedded broker's known limit (docs/testing.md#test-broker-limits)
+    if not brokers.real_kafka:
+        assert b"aborted0" in seen, "tansu now filters aborted records: update docs/testing.md"
     else:
         assert b"aborted0" not in seen
     producer.abort_transaction(30)

@@ -1,4 +1,4 @@
-"""Pins a test-broker limit the crash test works around (DESIGN.md "Known test-broker limits").
+"""Pins a test-broker limit the crash test works around (docs/testing.md#test-broker-limits).
 
 tansu 0.6.0 applies the group offsets of a committed transaction only when no transaction of
 another transactional.id is open on a partition both wrote; otherwise it keeps them with the
