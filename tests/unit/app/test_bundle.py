@@ -246,8 +246,8 @@ def test_no_prod_permission_lets_every_user_run_the_jobs():
 
 def test_sync_leaves_out_what_no_job_or_notebook_reads():
     excluded = BUNDLE["sync"]["exclude"]
-    assert excluded == ["tests/**", "bench/**", ".ci/**", "examples/**"]
-    for folder in ("tests", "bench", ".ci", "examples"):
+    assert excluded == ["tests/**", "bench/**", ".ci/**", "examples/**", "docs/**"]
+    for folder in ("tests", "bench", ".ci", "examples", "docs"):
         files = [p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob("*") if p.is_file()]
         assert files and all(any(fnmatch(f, x) for x in excluded) for f in files), folder
     needed = [*REPO.glob("jobs/*.py"), *NOTEBOOKS, *REPO.glob("dashboards/*"), REPO / "setup.py"]
