@@ -130,7 +130,8 @@ def _report(
     create_views(spark, config)
     # the source offsets the committed transactions cover, per partition: the test broker's
     # read_committed also returns the metrics of aborted transactions (a commit retried after
-    # a transient error), whose records would count twice in a sum (platform.md)
+    # a transient error), whose records would count twice in a sum
+    # (docs/testing.md#test-broker-limits)
     per_topic = {
         r["topic"]: r["records"]
         for r in spark.sql(

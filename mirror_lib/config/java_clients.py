@@ -346,8 +346,8 @@ def _unknown(name: str, value: str, where: str) -> str:
         raise ConfigError(
             where,
             redact_value(name, value),
-            "a librdkafka property or a Java client property mirror_lib translates (README: "
-            f"'Coming from MirrorMaker 2'): an unknown key here is refused, not ignored, since "
+            "a librdkafka property or a Java client property mirror_lib translates (see "
+            f"docs/mirrormaker2.md): an unknown key here is refused, not ignored, since "
             f"dropping it would change {why}{hint}",
         )
     return (

@@ -116,7 +116,8 @@ def read_back(
     finally:
         consumer.close()
     size = first
-    if end is None:  # the broker's end can be a hint only (tansu's, platform.md section 8)
+    # the broker's end can be a hint only (tansu's, docs/testing.md#test-broker-limits)
+    if end is None:
         start = max(low, high - size)
         tail = read_topic(conf, topic, timeout_s, start=start, partition=0)
         yield Chunk(start, max(start, high), tail, start == low)  # may go past ``stop``

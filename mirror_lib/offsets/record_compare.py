@@ -1,4 +1,5 @@
-"""Record-by-record comparison of a source partition with its copy, through exact segments (D4).
+"""Record-by-record comparison of a source partition with its copy, through exact segments
+(docs/design.md#d4-exact-offset-mapping).
 
 Pure logic (no Kafka): :class:`OffsetMap` maps offsets both ways from a partition's segments;
 :func:`compare_ranges` walks the source's and the target's records in lockstep and returns how

@@ -1,4 +1,4 @@
-"""The checkpoint job of a flow A->B (mm2.md §4.4-4.5, D6), run once per tick.
+"""The checkpoint job of a flow A->B (docs/mm2-reference.md#checkpoints), run once per tick.
 
 It translates the committed offsets of A's consumer groups with the flow's exact segments, writes
 MM2 Checkpoint records to ``A.checkpoints.internal`` on B (never backwards unless the group

@@ -232,7 +232,8 @@ class FlowContext:
         )
 
     def ledger_group(self, slot: int) -> str:
-        """Target-side group whose committed offsets record the next upstream offset (D3).
+        """Target-side group whose committed offsets record the next upstream offset
+        (docs/design.md#d3-exactly-once).
 
         One group per slot: only the slot's own (fenced) transaction can leave its offsets
         pending, so reading the ledger never waits on another slot.

@@ -1,4 +1,5 @@
-"""Copy a task slot's partitions for one time slice (D2-D4, D8): read once, write to each target.
+"""Copy a task slot's partitions for one time slice (docs/design.md#d2-slices): read once, write to
+each target.
 
 A slice task keeps ``read_committed`` source consumers and, per target, a
 :class:`~mirror_lib.replication.writer.TargetWriter` (one transactional producer and one

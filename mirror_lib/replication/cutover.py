@@ -5,7 +5,7 @@
    are recorded ``migrating``; then A's end offsets are the cutover point;
 3. replicated: wait until A's end offsets are replicated and verified
 (:mod:`mirror_lib.replication.verify`);
-4. groups: translate every selected group's offsets on A exactly (segments, D4) and commit them on
+4. groups: translate every selected group's offsets on A exactly (segments) and commit them on
    B - idle groups only, never rewinding an offset B already has;
 5. report: per partition A's end offset and the matching offset on B (``migrated``);
 6. later, ``retire``: A's topics may be deleted (``retired``).

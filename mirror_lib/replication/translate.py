@@ -1,4 +1,5 @@
-"""Exact upstream -> downstream offset translation from the segments our sink commits (D4).
+"""Exact upstream -> downstream offset translation from the segments our sink commits
+(docs/design.md#d4-exact-offset-mapping).
 
 Each transaction chunk writes, atomically with the data, a ``segments`` record per partition to
 the flow's metrics topic: every contiguous run ``[upstream_start..end] -> [downstream_start..end]``.

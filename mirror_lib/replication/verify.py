@@ -1,18 +1,18 @@
 """``mirror verify``: prove per partition that the target holds exactly what the source holds.
 
-The flow's own segments (D4: every contiguous run ``upstream -> downstream`` the sink committed)
-say where each source record must be on the target, so gaps on either side (transaction markers,
-aborted records, compaction at copy time) are accounted for, and its ``skip`` events say which
-source records were left out on purpose. Per partition the source records of
-``[verified point, replicated end)`` are walked in lockstep with the target records of the mapped
-range and compared field by field (key, value, headers, timestamp); the first mismatch is
-reported with both offsets (:mod:`mirror_lib.replication.verify_partition`). The target is also
-read where a record the source never had may lie: before the replicated range (on a first
-verification), between its copies, and after it up to the target's end; every record there
-that no segment maps is reported as stray, by offset. A sha256 chained over every verified
-record (count and checksum are stored with the verified point in the ``verifications`` table),
-so the next run resumes there. Partitions run in parallel: Spark tasks when a session is given,
-threads otherwise.
+The flow's own segments (docs/design.md#d4-exact-offset-mapping: every contiguous run
+``upstream -> downstream`` the sink committed) say where each source record must be on the
+target, so gaps on either side (transaction markers, aborted records, compaction at copy time)
+are accounted for, and its ``skip`` events say which source records were left out on purpose.
+Per partition the source records of ``[verified point, replicated end)`` are walked in lockstep
+with the target records of the mapped range and compared field by field (key, value, headers,
+timestamp); the first mismatch is reported with both offsets
+(:mod:`mirror_lib.replication.verify_partition`). The target is also read where a record the
+source never had may lie: before the replicated range (on a first verification), between its
+copies, and after it up to the target's end; every record there that no segment maps is
+reported as stray, by offset. A sha256 chained over every verified record (count and checksum
+are stored with the verified point in the ``verifications`` table), so the next run resumes
+there. Partitions run in parallel: Spark tasks when a session is given, threads otherwise.
 """
 
 from __future__ import annotations

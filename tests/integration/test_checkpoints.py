@@ -1,4 +1,5 @@
-"""Checkpoints, group offset sync, heartbeats, MirrorClient and failover (MM2 §9 scenarios)."""
+"""Checkpoints, group offset sync, heartbeats, MirrorClient and failover (MM2's integration-test
+scenarios)."""
 
 from __future__ import annotations
 

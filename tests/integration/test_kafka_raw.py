@@ -39,8 +39,8 @@ def test_raw_reader_drops_an_aborted_transaction(request, broker, unique_name):
     markers = [m.kind for b in read_batches(target, unique_name, 0) for m in b.markers]
     assert markers == [1, 0]  # COMMIT, ABORT: the broker did write both markers
     seen = [r.value for r in consume_all(target, unique_name)]
-    if broker == "tansu":  # the embedded broker's known limit (README "Tests")
-        assert b"aborted0" in seen, "tansu now filters aborted records: update the README"
+    if broker == "tansu":  # the embedded broker's known limit (docs/testing.md#test-broker-limits)
+        assert b"aborted0" in seen, "tansu now filters aborted records: update docs/testing.md"
     else:  # Apache Kafka's read_committed stops at the open transaction (the last stable offset)
         assert seen == [b"committed0", b"committed1", b"committed2"]
     producer.abort_transaction(30)

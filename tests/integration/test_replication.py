@@ -179,7 +179,8 @@ def test_recreated_source_topic_is_a_gap_that_fails_the_query(
         assert runner.await_caught_up(runner.snapshot(), 120)
         # Between slices (here: while the flow is stopped) the planner compares topic ids.
         # A topic deleted under a running copy task is librdkafka's to notice; 2.16 on the test
-        # broker may crash the consumer instead (upstream issues #4778/#4964), see README.
+        # broker may crash the consumer instead (upstream issues #4778/#4964), see
+        # docs/how-it-works.md#nothing-silent.
         runner.stop()
         admin = AdminClient({"bootstrap.servers": brokers.source})
         admin.delete_topics([unique_name])[unique_name].result(10)

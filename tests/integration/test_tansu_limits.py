@@ -1,4 +1,6 @@
-"""Pins a limit of the embedded broker beside Apache Kafka's behaviour (README "Tests").
+"""Pins a limit of the embedded broker beside Apache Kafka's behaviour.
+
+See docs/testing.md#test-broker-limits.
 
 tansu 0.6.0 applies the group offsets of a committed transaction only when no transaction of
 another transactional.id is open on a partition both wrote; otherwise it keeps them with the

@@ -1,5 +1,5 @@
 """One checkpoint cycle of a flow A->B over fake clusters: what is written to the checkpoints
-topic and which group offsets on B are altered (mm2.md §4.4, §4.5)."""
+topic and which group offsets on B are altered (docs/mm2-reference.md#checkpoints)."""
 
 from __future__ import annotations
 
