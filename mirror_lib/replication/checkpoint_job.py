@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.kafka.admin import admin_client, future_result
+from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.lookups import topic_ids, wait_futures
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
@@ -257,7 +258,7 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
 
     try:
         if eos:
-            producer.init_transactions(30)
+            bounded(lambda: producer.init_transactions(30), 30, "checkpoints' init_transactions")
             producer.begin_transaction()
         now = int(time.time() * 1000)
         for cp in checkpoints:
@@ -266,7 +267,7 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
                 on_delivery=delivered,
             )  # fmt: skip
         if eos:
-            producer.commit_transaction(30)
+            bounded(lambda: producer.commit_transaction(30), 30, "checkpoints' commit_transaction")
         elif producer.flush(30) > 0 or failed:
             raise BrokerError(
                 f"checkpoints of {ctx.label} not acknowledged by {ctx.where('target')}: "

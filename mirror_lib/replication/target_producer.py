@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, Producer
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES
+from mirror_lib.kafka.bounded import bounded
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,11 @@ def make_producer(
             )  # fmt: skip
     producer = Producer(conf)
     if ctx.settings.exactly_once:
-        producer.init_transactions(init_timeout_s)
+        bounded(
+            lambda: producer.init_transactions(init_timeout_s),
+            init_timeout_s,
+            f"init_transactions on {ctx.where('target')}",
+        )
     return producer
 
 

@@ -21,6 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_lib.config.stale import PartitionSkips
 from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.bounded import bounded
 from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, PlainProducer
 from mirror_lib.replication.copy_state import PartState
@@ -90,7 +91,7 @@ class TargetTransactions:
         if self.eos and self.in_txn:
             self.aborts_unreported += 1
             with contextlib.suppress(KafkaException):
-                self.producer.abort_transaction(30)
+                bounded(lambda: self.producer.abort_transaction(30), 30, "abort_transaction")
         self.in_txn = self.commit_pending = False
         self.backlog, self.backlog_records = [], 0
         for part in self.parts.values():
@@ -155,11 +156,20 @@ class TargetTransactions:
         ledger = {(part.remote, part.partition): part.expect for part in written}
         try:
             if self.eos:
-                self.producer.send_offsets_to_transaction(
-                    ledger_offsets(ledger), self.ledger.consumer_group_metadata(), 60
+                group = self.ledger.consumer_group_metadata()
+                bounded(
+                    lambda: self.producer.send_offsets_to_transaction(
+                        ledger_offsets(ledger), group, 60
+                    ),
+                    60,
+                    f"the ledger's send_offsets_to_transaction on {ctx.where('target')}",
                 )
                 testhooks.hold_before_commit()
-                self.producer.commit_transaction(60)
+                bounded(
+                    lambda: self.producer.commit_transaction(60),
+                    60,
+                    f"commit_transaction on {ctx.where('target')}",
+                )
             else:
                 if self.producer.flush(60) > 0:
                     raise BrokerError(

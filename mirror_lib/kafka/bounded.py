@@ -1,0 +1,55 @@
+"""librdkafka's transactional calls, with a deadline they keep even when librdkafka does not.
+
+Seen on Apache Kafka 4.3.1 with librdkafka 2.16 (``tests/integration/test_broker_crash.py``):
+when the broker of the transaction coordinator is killed and restarted while a transaction is
+open, ``send_offsets_to_transaction`` retries its AddOffsetsToTxn, gets the answer, and then
+never sends the TxnOffsetCommit nor returns, whatever timeout it was given. A copy task blocked
+there copies nothing more and reports nothing: the run stalls in silence. So each such call runs
+on a helper thread and is waited for at most its own timeout plus :data:`GRACE_S`; past that a
+transient :class:`~mirror_lib.errors.BrokerError` ends the slice, and the producer is never used
+again (the call's thread is left behind, blocked, as a daemon). The next slice's
+``init_transactions`` on the same ``transactional.id`` fences it and aborts its transaction, and
+the ledger replays exactly what was not committed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from mirror_lib.errors import BrokerError
+
+T = TypeVar("T")
+
+#: Seconds a call may run past the timeout it was given before it counts as hung.
+GRACE_S = 15.0
+
+
+def bounded(call: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Run ``call`` (a transactional producer call given ``timeout_s`` itself) and return its
+    result or raise its error; raise a transient BrokerError naming ``what`` if it has not
+    returned within ``timeout_s + GRACE_S``."""
+    outcome: dict[str, object] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"bounded {what}", daemon=True).start()
+    if not done.wait(timeout_s + GRACE_S):
+        raise BrokerError(
+            f"{what} did not return within {timeout_s + GRACE_S:.0f}s (librdkafka can hang there "
+            "when the transaction coordinator's broker restarts mid-call); this producer is "
+            "abandoned, the slice ends, and the next one fences it and replays what was not "
+            "committed",
+            transient=True,
+        )
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
