@@ -19,7 +19,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Produc
 from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
-from mirror_lib.kafka.admin import admin_client, future_result
+from mirror_lib.kafka.admin import AUTH_ERRORS, admin_client, future_result
 from mirror_lib.kafka.lookups import topic_ids, wait_futures
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
@@ -244,15 +244,9 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
     ctx.admin_ops("target").create_compacted_topic(
         ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
     )
+    txn_id = f"mirror-checkpoints-{ctx.flow.name}"
     producer = Producer(
-        ctx.client(
-            "target",
-            "producer",
-            **{
-                "transactional.id": f"mirror-checkpoints-{ctx.flow.name}",
-                "enable.idempotence": True,
-            },
-        )
+        ctx.client("target", "producer", **{"transactional.id": txn_id, "enable.idempotence": True})
     )
     try:
         producer.init_transactions(30)
@@ -264,8 +258,9 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
             )
         producer.commit_transaction(30)
     except KafkaException as exc:
+        err = exc.args[0]
         raise BrokerError(
-            f"checkpoints of {ctx.label} not committed on {ctx.where('target')}: "
-            f"{exc.args[0].str()}",
-            transient=True,
+            f"checkpoints of {ctx.label} not committed on {ctx.where('target')} (transactional "
+            f"id {txn_id}): {err.str()}",
+            transient=err.name() not in AUTH_ERRORS,  # an ACL refused it: no retry mends that
         ) from exc
