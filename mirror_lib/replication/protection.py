@@ -289,19 +289,23 @@ def lift_protection(ctx: FlowContext, topics: Iterable[str] | None, *, apply: bo
     else:
         names = sorted(t for t in set(topics) if t in existing)
     principal, _why = flow_principal(ctx)  # unknown: the flow never denied anything
-    lift = Lift(
-        ctx.target, names, plan_lift(bindings, names, principal) if principal else [], apply
-    )
+
+    def removed(bindings: list[AclBinding]) -> list[AclBinding]:
+        return plan_lift(bindings, names, principal) if principal else []
+
     if not apply:
-        return lift
+        return Lift(ctx.target, names, removed(bindings), applied=False)
     done = lifted_topics(bindings)
     markers = [lifted_marker(t) for t in names if t not in done]
     failed = {b: e for b, e in target.create_acls(markers).items() if e is not None}
-    if not failed:  # a DENY is deleted only once no flow can add it again
+    lift = Lift(ctx.target, names, [], applied=True)
+    if not failed:  # read after the markers: a DENY a flow adds from now on, it takes back
+        lift.removed = removed(target.describe_topic_acls())
         failed = {b: e for b, e in target.delete_acls(lift.removed).items() if e is not None}
     if failed:
         b, err = next(iter(failed.items()))
-        left = ", ".join(f"{x.resource_name} ({x.principal})" for x in lift.removed)
+        still = [x for x in lift.removed if x in failed] or removed(bindings)
+        left = ", ".join(f"{x.resource_name} ({x.principal})" for x in still)
         raise BrokerError(
             f"lifting the write protection on {ctx.where('target')} failed ({b}: {err}); the "
             f"DENY WRITE bindings still there: {left or 'none'}. Delete them with "

@@ -17,6 +17,8 @@ from mirror_lib.replication.protection import (
     deny_write,
     flow_principal,
     flow_remote_topics,
+    lift_flow_protection,
+    lift_protection,
     lifted_marker,
     plan_lift,
     plan_protection,
@@ -186,3 +188,50 @@ def test_the_lift_line_names_topics_and_bindings():
         "write protection would lift on B for 1 remote topic (A.u): no DENY binding to remove"
     )
     assert lifted_marker("A.t").principal == LIFTED_PRINCIPAL
+
+
+def test_a_lift_marks_first_then_removes_what_protects_then(monkeypatch):
+    """A DENY a running flow adds while the lift runs: before the marker, the lift's second look
+    finds and removes it; after it, the flow takes it back (see the guard's test above)."""
+
+    class FlowAddsMeanwhile(RecordingAdminOps):
+        def create_acls(self, bindings):
+            self.acls.append(deny_write("A.orders", "User:carol"))  # the flow, right before
+            return super().create_acls(bindings)
+
+    admin = FlowAddsMeanwhile({"A.orders": 1, "A.payments": 1, "orders": 1})
+    admin.acls = [
+        allow("A.", "User:bob", pattern="PREFIXED"),
+        allow("A.", "User:carol", pattern="PREFIXED"),
+        deny_write("A.orders", "User:bob"),
+    ]
+    monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: admin)
+    ctx = FlowContext.create(parse_config({**PROPS, "A->B.topics": ".*"}), "A->B")
+    dry = lift_protection(ctx, ["A.orders"], apply=False)
+    assert dry is not None and dry.removed == [deny_write("A.orders", "User:bob")]
+    assert admin.calls_of("create_acls") == admin.calls_of("delete_acls") == []
+    lift = lift_protection(ctx, ["A.orders", "A.gone"], apply=True)
+    assert lift is not None and lift.topics == ["A.orders"]
+    assert lift.removed == [
+        deny_write("A.orders", "User:bob"),
+        deny_write("A.orders", "User:carol"),
+    ]
+    order = [m for m, _args in admin.calls if m in ("create_acls", "delete_acls")]
+    assert order == ["create_acls", "delete_acls"]
+    assert admin.acls == [
+        allow("A.", "User:bob", pattern="PREFIXED"),
+        allow("A.", "User:carol", pattern="PREFIXED"),
+        lifted_marker("A.orders"),
+    ]
+    every = lift_flow_protection(ctx.config, "A->B", apply=True)  # failover: found on B by name
+    assert every is not None and every.topics == ["A.orders", "A.payments"]
+    assert lifted_marker("A.payments") in admin.acls
+
+
+def test_no_lift_without_acls_or_with_the_setting_off(monkeypatch):
+    admin = RecordingAdminOps({"A.orders": 1})
+    admin.security_disabled = True
+    monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: admin)
+    assert lift_flow_protection(parse_config(PROPS), "A->B", apply=True) is None
+    off = {**PROPS, "mirror.protect.remote.topics": "false"}
+    assert lift_flow_protection(parse_config(off), "A->B", apply=True) is None
