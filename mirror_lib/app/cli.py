@@ -115,14 +115,19 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 def _cmd_failover(args: argparse.Namespace) -> int:
     # lazy: confluent-kafka, needed by the Kafka commands only
     from mirror_lib.replication.failover import failover_group, format_failover
+    from mirror_lib.replication.protection import lift_flow_protection
 
     config = load_config(args.config)
     rows = failover_group(
         config, args.group, args.source, args.target, apply=args.apply, rewind=args.rewind
     )
+    # the flow's remote topics become B's own: other principals may write them
+    lift = lift_flow_protection(config, f"{args.source}->{args.target}", apply=args.apply)
     _print_offsets(rows, args.json, with_current=True)
     if not args.json:
         print(format_failover(rows, args.group, args.target, args.apply))
+    if lift is not None:
+        print(lift.describe(), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

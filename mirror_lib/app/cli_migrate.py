@@ -39,9 +39,12 @@ def _session(wanted: bool) -> Any:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no partition differs or holds stray records (and, with --require-complete,
     none is behind)."""
-    from mirror_lib.replication.verify import format_report, verify_flow  # lazy: confluent-kafka
+    from mirror_lib.kafka.reach import check_clusters  # lazy: confluent-kafka
+    from mirror_lib.replication.verify import format_report, verify_flow
 
     config = load_config(args.config)
+    flow = config.flow(args.flow)
+    check_clusters(config, [flow.source, flow.target])  # reachable, and the logins accepted
     report = verify_flow(
         config,
         args.flow,

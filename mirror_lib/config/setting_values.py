@@ -78,6 +78,20 @@ def text(key: str, raw: str) -> str:
     return raw.strip()
 
 
+def principal(key: str, raw: str) -> str:
+    """A Kafka principal ``Type:name`` (e.g. ``User:CN=mirror,OU=data``), or empty."""
+    value = raw.strip()
+    kind, sep, name = value.partition(":")
+    if value and (not sep or not kind or not name.strip() or name.strip() == "*"):
+        raise ConfigError(
+            key,
+            raw,
+            "a Kafka principal as Type:name (e.g. User:CN=mirror,OU=data), not a "
+            "wildcard; or empty",
+        )
+    return value
+
+
 def nonempty(key: str, raw: str) -> str:
     if not raw:
         raise ConfigError(

@@ -18,6 +18,7 @@ from mirror_lib.config.setting_values import (
     choice,
     int_at_least,
     nonempty,
+    principal,
     regex_list,
     replication_factor,
     seconds,
@@ -134,6 +135,22 @@ SETTINGS: tuple[Setting, ...] = (
         "600",
         seconds,
         "ACL sync period",
+    ),
+    Setting(
+        "mirror.protect.remote.topics",
+        "protect_remote_topics",
+        "true",
+        boolean,
+        "deny WRITE on the flow's remote topics to every other principal that B grants it, "
+        "until mirror cutover or mirror failover --apply lifts it (needs an authorizer on B)",
+    ),
+    Setting(
+        "mirror.protect.remote.topics.principal",
+        "protect_principal",
+        "",
+        principal,
+        "the principal the flow writes to B as, never denied; default: from B's login (SASL "
+        "PLAIN/SCRAM username, or User:ANONYMOUS without a login)",
     ),
     Setting(
         "config.properties.exclude",
@@ -368,6 +385,8 @@ class FlowSettings:
     sync_topic_configs_interval: float
     sync_topic_acls: bool
     sync_topic_acls_interval: float
+    protect_remote_topics: bool
+    protect_principal: str
     config_properties_exclude: tuple[str, ...]
     use_defaults_from: str
     offset_lag_max: int

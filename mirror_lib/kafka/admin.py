@@ -262,6 +262,22 @@ class KafkaAdminOps(AdminOps):
                 out[native[nb]] = e
         return out
 
+    def delete_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, BrokerError | None]:
+        bindings = list(dict.fromkeys(bindings))
+        if not bindings:
+            return {}
+        self._check_acls()
+        native = {ka.AclBindingFilter(b.resource_type, *astuple(b)[:6]): b for b in bindings}
+        futures = self._admin.delete_acls(list(native), request_timeout=self.timeout_s)
+        out: dict[AclBinding, BrokerError | None] = {}
+        for nf, fut in futures.items():
+            try:
+                self._wait(fut, f"delete ACL {native[nf]}")
+                out[native[nf]] = None
+            except BrokerError as e:
+                out[native[nf]] = e
+        return out
+
     def describe_cluster(self) -> ClusterInfo:
         d = self._wait(
             self._admin.describe_cluster(request_timeout=self.timeout_s), "describe cluster"

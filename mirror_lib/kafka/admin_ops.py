@@ -172,6 +172,11 @@ class AdminOps(ABC):
         """Create ACL bindings; returns the error (or None) per binding."""
 
     @abstractmethod
+    def delete_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, BrokerError | None]:
+        """Delete exactly these ACL bindings (one that is not there is no error); returns the
+        error (or None) per binding."""
+
+    @abstractmethod
     def describe_cluster(self) -> ClusterInfo: ...
 
     def create_compacted_topic(

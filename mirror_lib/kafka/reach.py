@@ -11,18 +11,28 @@ compares the cluster id each address reports (Kafka's Metadata) before anything 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mirror_lib.config.model import MirrorConfig
-from mirror_lib.config.properties import resolve_references
+from mirror_lib.config.model import ClusterConfig, MirrorConfig
+from mirror_lib.config.properties import REDACTED, resolve_references
 from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka.client_check import ClientSpec, client_specs
 from mirror_lib.kafka.clients import client_config, raw_settings
 
 _log = logging.getLogger(__name__)
 _QUIET = logging.getLogger("mirror_lib.librdkafka")
+
+#: Keys that carry a client's login, as written in mm2.properties (the first one set is named).
+_LOGIN_KEYS = (
+    "sasl.jaas.config",
+    "sasl.password",
+    "sasl.username",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.client.credentials.client.secret",
+)
 
 #: (side, role) -> what would go wrong if that client worked on another cluster.
 _CONSEQUENCE = {
@@ -84,22 +94,63 @@ def diverted_clients(
     return out
 
 
+class LoginRefused(Exception):
+    """The cluster refused a client's credentials (librdkafka's ``_AUTHENTICATION``)."""
+
+
 def _cluster_id(role: str, conf: dict[str, Any], timeout_s: float) -> str | None:
     """The cluster id the brokers at ``conf``'s bootstrap report, asked by a client of ``role``
-    built from ``conf`` (its own security settings); raises KafkaException when unreachable."""
-    from confluent_kafka import Consumer, Producer  # lazy: optional extra "kafka"
+    built from ``conf`` (its own security settings); raises KafkaException when unreachable and
+    :class:`LoginRefused` as soon as the cluster refuses the client's login."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer  # lazy: "kafka"
 
     from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
 
-    conf = {**conf, "logger": _QUIET}
-    if role == "consumer":
-        consumer = Consumer(conf)
-        try:
-            return consumer.list_topics(timeout=timeout_s).cluster_id
-        finally:
-            consumer.close()
-    client = Producer(conf) if role == "producer" else admin_client(conf)
-    return client.list_topics(timeout=timeout_s).cluster_id
+    refused: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            refused.append(err.str())
+
+    conf = {**conf, "logger": _QUIET, "error_cb": on_error}
+    client: Any = Consumer(conf) if role == "consumer" else None
+    if client is None:
+        client = Producer(conf) if role == "producer" else admin_client(conf)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:  # short asks: a refused login is told by the error callback, at once
+            left = deadline - time.monotonic()
+            try:
+                return client.list_topics(timeout=max(0.1, min(1.0, left))).cluster_id
+            except KafkaException:
+                client.poll(0.05)  # serves the error callback
+                if refused:
+                    raise LoginRefused(refused[0]) from None
+                if left <= 1.0:
+                    raise
+    finally:
+        if role == "consumer":
+            client.close()
+
+
+def credentials_key(cluster: ClusterConfig, role: str, overrides: Any = None) -> str:
+    """The key, as written, that holds the login of ``role``'s client on ``cluster``."""
+    raw, _role_keys = raw_settings(cluster, role, overrides)
+    for key in _LOGIN_KEYS:
+        if key in raw:
+            return raw[key][1]
+    return f"{cluster.alias}.sasl.jaas.config"
+
+
+def _login_refused(
+    cluster: ClusterConfig, role: str, exc: LoginRefused, overrides: Any = None
+) -> ConfigError:
+    return ConfigError(
+        credentials_key(cluster, role, overrides),
+        REDACTED,
+        f"a login that cluster {cluster.alias} (bootstrap {cluster.bootstrap_servers}) "
+        f"accepts; it refused this one: {exc}; nothing was started",
+    )
 
 
 def _unreachable(alias: str, key: str, servers: str, timeout_s: float, exc: Any) -> BrokerError:
@@ -118,6 +169,8 @@ def check_clusters(config: MirrorConfig, aliases: list[str], timeout_s: float = 
         cluster = config.cluster(alias)
         try:
             _cluster_id("admin", client_config(cluster, "admin"), timeout_s)
+        except LoginRefused as exc:
+            raise _login_refused(cluster, "admin", exc) from None
         except KafkaException as exc:
             key = f"{alias}.bootstrap.servers"
             raise _unreachable(alias, key, cluster.bootstrap_servers, timeout_s, exc) from exc
@@ -149,11 +202,16 @@ def check_client_addresses(
             conf = client_config(cluster, "admin", extra={"bootstrap.servers": own})
             try:
                 ids[alias] = _cluster_id("admin", conf, timeout_s)
+            except LoginRefused as exc:
+                raise _login_refused(cluster, "admin", exc) from None
             except KafkaException as exc:
                 key = f"{alias}.bootstrap.servers"
                 raise _unreachable(alias, key, own, timeout_s, exc) from exc
+        overrides = config.flow(d.spec.flow).overrides(d.spec.side, d.spec.role)
         try:
             got = _cluster_id(d.spec.role, d.spec.conf, timeout_s)
+        except LoginRefused as exc:
+            raise _login_refused(cluster, d.spec.role, exc, overrides) from None
         except KafkaException as exc:
             raise _unreachable(alias, d.key, servers, timeout_s, exc) from exc
         want = ids[alias]

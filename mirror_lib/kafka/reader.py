@@ -13,6 +13,17 @@ from typing import Any, NamedTuple
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin import AUTH_ERRORS
+
+
+def _read_error(what: str, err: KafkaError, conf: dict[str, Any]) -> BrokerError:
+    """A read's error: transient, unless credentials or ACLs refused it (no retry mends that;
+    the group is named, as a principal needs READ on it too)."""
+    if err.name() not in AUTH_ERRORS:
+        return BrokerError(f"reading {what}: {err.str()}", transient=True)
+    group = conf.get("group.id")
+    as_group = f" with consumer group {group}" if group else ""
+    return BrokerError(f"reading {what}{as_group} was refused: {err.str()}", transient=False)
 
 
 def read_topic(
@@ -64,7 +75,7 @@ def read_topic(
                     if msg.offset() >= (until or {}).get(msg.partition(), 0):
                         pending.discard(msg.partition())
                 else:
-                    raise BrokerError(f"reading {topic}: {err.str()}", transient=True)
+                    raise _read_error(topic, err, conf)
     except KafkaException as exc:
         raise BrokerError(f"reading {topic}: {exc}", transient=True) from exc
     finally:
@@ -167,7 +178,7 @@ def read_ranges(
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
-                        raise BrokerError(f"reading {tp[0]}-{tp[1]}: {err.str()}", transient=True)
+                        raise _read_error(f"{tp[0]}-{tp[1]}", err, conf)
                     if stop is not None and msg.offset() >= stop:
                         todo.pop(tp, None)
                     continue

@@ -19,7 +19,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Produc
 from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
-from mirror_lib.kafka.admin import admin_client, future_result
+from mirror_lib.kafka.admin import AUTH_ERRORS, admin_client, future_result
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.lookups import topic_ids, wait_futures
 from mirror_lib.kafka.reader import read_topic
@@ -248,7 +248,8 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
         ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
     )
     eos = ctx.settings.exactly_once
-    txn = {"transactional.id": f"mirror-checkpoints-{ctx.flow.name}", "enable.idempotence": True}
+    txn_id = f"mirror-checkpoints-{ctx.flow.name}"
+    txn = {"transactional.id": txn_id, "enable.idempotence": True}
     producer = Producer(ctx.producer("target", **(txn if eos else {})))
     failed: list[str] = []
 
@@ -275,8 +276,9 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
                 transient=True,
             )
     except KafkaException as exc:
+        err = exc.args[0]
         raise BrokerError(
-            f"checkpoints of {ctx.label} not committed on {ctx.where('target')}: "
-            f"{exc.args[0].str()}",
-            transient=True,
+            f"checkpoints of {ctx.label} not committed on {ctx.where('target')} (transactional "
+            f"id {txn_id}): {err.str()}",
+            transient=err.name() not in AUTH_ERRORS,  # an ACL refused it: no retry mends that
         ) from exc

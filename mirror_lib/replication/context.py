@@ -240,6 +240,12 @@ class FlowContext:
         """
         return f"__mirror_ledger.{self.flow.name}.{slot}"
 
+    @property
+    def reader_group(self) -> str:
+        """The group id of the flow's readers (source records, internal topics on the target);
+        it never commits, but a cluster with an authorizer checks READ on it."""
+        return f"__mirror_reader.{self.flow.name}"
+
     def transactional_id(self, slot: int) -> str:
         return f"mirror-{self.flow.name}-{slot}"
 

@@ -316,7 +316,8 @@ class SliceCopy(TargetMembership):
                         w.finish(tp, part.until)
             reader.maybe_pause(tp)
             return
-        where = f"{msg.topic()}[{msg.partition()}]"
+        # an error of the consumer itself (its group, its login) names no partition
+        where = f"{msg.topic()}[{msg.partition()}]" if msg.topic() else "records"
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             positions = [w.parts[tp].expect for w in reader.writers if tp in w.parts]
             gone = f"{where}: the records from offset {min(positions) if positions else '?'} are "
@@ -331,7 +332,8 @@ class SliceCopy(TargetMembership):
             )
         if err.name() in AUTH_ERRORS:  # as MM2's task: credentials or ACLs, not an outage
             raise BrokerError(
-                f"consuming {where} from {self.ctx.where('source')} failed: {err.str()}",
+                f"consuming {where} from {self.ctx.where('source')} with consumer group "
+                f"{self.ctx.reader_group} failed: {err.str()}",
                 transient=False,
             )
         if code in TOPIC_GONE_CODES:  # deleted (maybe re-created): the planner decides

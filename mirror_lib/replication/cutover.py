@@ -7,8 +7,10 @@
 (:mod:`mirror_lib.replication.verify`);
 4. groups: translate every selected group's offsets on A exactly (segments) and commit them on
    B - idle groups only, never rewinding an offset B already has;
-5. report: per partition A's end offset and the matching offset on B (``migrated``);
-6. later, ``retire``: A's topics may be deleted (``retired``).
+5. protection: lift the write protection of the remote topics on B
+   (:mod:`mirror_lib.replication.protection`), so that producers may write there;
+6. report: per partition A's end offset and the matching offset on B (``migrated``);
+7. later, ``retire``: A's topics may be deleted (``retired``).
 Without ``apply`` nothing is changed (a dry run); each applied step appends rows to ``migrations``.
 """
 
@@ -21,15 +23,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import ConfigError, DecodeError
+from mirror_lib.errors import BrokerError, ConfigError, DecodeError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import partition_bounds
 from mirror_lib.kafka.mirror_client import MirrorClient
-from mirror_lib.kafka.reach import check_client_addresses
+from mirror_lib.kafka.reach import check_client_addresses, check_clusters
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.cutover_groups import GroupMove, commit_group_moves, plan_group_moves
+from mirror_lib.replication.protection import lift_protection
 from mirror_lib.replication.segment_view import SegmentView
 from mirror_lib.replication.translate import reader_conf
 from mirror_lib.replication.verify import flow_partitions, record_report, verify_flow
@@ -206,6 +209,7 @@ def run_cutover(
 ) -> CutoverResult:
     """Walk the cutover steps for ``flow``; stops at the first refused or waiting step."""
     ctx = FlowContext.create(config, flow)
+    check_clusters(config, [ctx.source, ctx.target])  # reachable, and the logins accepted
     check_client_addresses(config, [ctx.flow.name], heartbeats=False)  # own bootstrap.servers
     result = CutoverResult(ctx.flow.name, uuid.uuid4().hex, dry_run=not options.apply)
     if options.retire:
@@ -255,12 +259,28 @@ def run_cutover(
     groups = len({g.group for g in result.groups})
     result.steps.append(Step("groups", "done" if options.apply else "would",
                              f"{done} {count} offsets of {groups} groups"))  # fmt: skip
+    step = _lift_step(ctx, sorted(ctx.remote_topic(t) for t in partitions), options.apply)
+    if step is not None:
+        result.steps.append(step)
+        if step.status == "refused":
+            return result
     result.partitions = _partition_rows(ctx, final, segments, "migrated")
     status = "done" if options.apply else "would"
     result.steps.append(Step("report", status, RULE))
     if options.apply:
         _record(config, result, ctx, spark)
     return result
+
+
+def _lift_step(ctx: FlowContext, remote_topics: list[str], apply: bool) -> Step | None:
+    """Lift the write protection of the remote topics (None: the flow protects nothing)."""
+    try:
+        lift = lift_protection(ctx, remote_topics, apply=apply)
+    except BrokerError as exc:
+        return Step("protection", "refused", str(exc))
+    if lift is None:
+        return None
+    return Step("protection", "done" if apply else "would", lift.describe())
 
 
 def _at_ends(ends: dict[TP, int]) -> dict[tuple[str, TP], int]:

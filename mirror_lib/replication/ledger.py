@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import admin_client, lookup_error
@@ -22,6 +22,12 @@ from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wa
 from mirror_lib.replication.context import FlowContext, stable_slot
 
 TP = tuple[str, int]
+#: The group coordinator is elsewhere or not ready yet (a new cluster's first group, a leader that
+#: moved): librdkafka gives up on these at once, so the ledger read asks again.
+_COORDINATOR_MOVING = frozenset({
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+})  # fmt: skip
 
 
 def flow_bounds(ctx: Any, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[int, int]]:
@@ -58,8 +64,9 @@ def read_ledger(
     """Next upstream offset per remote partition that has a ledger entry.
 
     A partition answered with an error (e.g. UNSTABLE_OFFSET_COMMIT while a fenced transaction
-    is still being aborted) is asked again; it is never taken as "nothing delivered", which
-    would copy records twice. Still failing after ``timeout_s``: a transient BrokerError.
+    is still being aborted), or a coordinator that is not ready, is asked again; it is never
+    taken as "nothing delivered", which would copy records twice. Still failing after
+    ``timeout_s``: a transient BrokerError.
     """
     tps = [TopicPartition(t, p) for t, p in sorted(set(remote_partitions))]
     if not tps:
@@ -69,6 +76,10 @@ def read_ledger(
         try:
             committed = consumer.committed(tps, timeout=timeout_s)
         except KafkaException as exc:
+            moving = exc.args and exc.args[0].code() in _COORDINATOR_MOVING
+            if moving and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
             where_ = f" on {where}" if where else ""
             raise lookup_error(f"reading the delivery ledger{where_} failed", exc) from exc
         failed = [tp for tp in committed if tp.error is not None]

@@ -51,7 +51,7 @@ def make_consumer(ctx: FlowContext, *, paced: bool = False) -> Consumer:
             "consumer",
             defaults,
             **{
-                "group.id": f"__mirror_reader.{ctx.flow.name}",
+                "group.id": ctx.reader_group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,

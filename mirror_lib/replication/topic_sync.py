@@ -225,7 +225,12 @@ class TopicSyncer:
         if not create:
             return {}
         by_remote = {self.remote_name(t): t for t in source}
-        configs = self.source.describe_topic_configs([by_remote[r] for r in create])
+        configs, refused = self._source_configs([by_remote[r] for r in create])
+        outcomes = {
+            remote: CreateOutcome(remote, "failed", refused[by_remote[remote]])
+            for remote in create
+            if by_remote[remote] in refused
+        }
         specs = [
             NewTopicSpec(
                 remote,
@@ -234,8 +239,9 @@ class TopicSyncer:
                 initial_topic_configs(configs.get(by_remote[remote], {}), self.config_filter),
             )
             for remote, count in create.items()
+            if remote not in outcomes
         ]
-        outcomes = self.target.create_topics(specs)
+        outcomes |= self.target.create_topics(specs)
         for remote, outcome in outcomes.items():
             if outcome.status == "failed":
                 log.error("could not create remote topic %s: %s", remote, outcome.error)
@@ -246,6 +252,28 @@ class TopicSyncer:
             if outcome.status == "created":
                 log.info("created remote topic %s (%d partitions)", remote, create[remote])
         return outcomes
+
+    def _source_configs(
+        self, topics: list[str]
+    ) -> tuple[dict[str, dict[str, ConfigEntry]], dict[str, BrokerError]]:
+        """Source configs of ``topics``, and the topics whose configs the source refused to
+        describe (an ACL without DESCRIBE_CONFIGS): their remote topic is not created without
+        them, so a compacted topic never becomes a deleting one. A transient failure raises."""
+        try:
+            return self.source.describe_topic_configs(topics), {}
+        except BrokerError as e:
+            if e.transient:
+                raise
+        configs: dict[str, dict[str, ConfigEntry]] = {}
+        refused: dict[str, BrokerError] = {}
+        for topic in topics:  # which of them: one at a time
+            try:
+                configs |= self.source.describe_topic_configs([topic])
+            except BrokerError as e:
+                if e.transient:
+                    raise
+                refused[topic] = e
+        return configs, refused
 
     def sync_configs(self) -> dict[str, list[ConfigOp]]:
         """Push source topic configs to existing remote topics; returns applied ops.

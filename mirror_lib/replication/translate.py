@@ -70,7 +70,7 @@ def parse_segments(
 
 def reader_conf(ctx: FlowContext) -> dict[str, Any]:
     """Consumer config for reading the flow's internal topics on the target."""
-    return ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
+    return ctx.client("target", "consumer", **{"group.id": ctx.reader_group})
 
 
 def load_segments(

@@ -25,6 +25,7 @@ from mirror_lib.errors import (
 )
 from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.lookups import list_topic_partitions
+from mirror_lib.kafka.principal import client_principal
 from mirror_lib.kafka.reach import check_client_addresses, check_clusters
 from mirror_lib.replication.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions import PARTS, CompanionJob, TablesJob
@@ -56,6 +57,9 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
         return
     names = sorted(t for t in list_topic_partitions(ctx.admin("source")) if not t.startswith("__"))
     shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") or "no topics"
+    principal, _how = client_principal(ctx.client("source", "admin"))
+    who = principal or "the flow's principal"  # an authorizer hides the topics it may not see
+    shown += f"; with an authorizer, only the topics {who} may DESCRIBE are listed"
     key = f"{ctx.flow.name}.topics"
     expected = f"patterns matching a topic on {ctx.source} (it has: {shown})"
     if once:

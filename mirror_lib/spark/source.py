@@ -34,6 +34,7 @@ from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, to
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.ledger import LedgerView, flows_short_of
+from mirror_lib.replication.protection import RemoteTopicGuard
 from mirror_lib.replication.read_group import ReadGroup
 from mirror_lib.replication.source_gaps import (
     RECREATED,
@@ -103,6 +104,7 @@ class SlicePlanner(DataSourceStreamReader):
         self._group: ReadGroup | None = None
         self._admins: dict[str, Any] = {}
         self._syncers: dict[str, Any] = {}
+        self._guards: dict[str, RemoteTopicGuard] = {}
         self._ledgers: dict[str, LedgerView] = {}
         self._position: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
@@ -156,6 +158,12 @@ class SlicePlanner(DataSourceStreamReader):
                 sync_acls_enabled=s.sync_topic_acls,
             )
         return self._syncers[name]
+
+    def _guard(self, ctx: FlowContext) -> RemoteTopicGuard:
+        name = ctx.flow.name
+        if name not in self._guards:
+            self._guards[name] = RemoteTopicGuard.for_flow(ctx, self._topic_syncer(ctx).target)
+        return self._guards[name]
 
     # -- planning --------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -315,11 +323,14 @@ class SlicePlanner(DataSourceStreamReader):
         self._internal_ready.add(ctx.flow.name)
 
     def _ensure_remote(self, ctx: FlowContext, counts: dict[str, int]) -> dict[str, int]:
-        """Create remote topics on first sight; grow partitions and sync configs/ACLs on refresh."""
+        """Create remote topics on first sight; grow partitions, sync configs/ACLs and
+        write-protect the remote topics on refresh."""
         s = ctx.settings
         syncer = self._topic_syncer(ctx)
+        # never yet: due at once (time.monotonic() counts from boot, so 0 may be recent)
+        never = float("-inf")
         last = self._last_refresh.setdefault(
-            ctx.flow.name, {"configs": 0.0, "acls": 0.0, "partitions": 0.0}
+            ctx.flow.name, {"configs": never, "acls": never, "partitions": never, "protect": never}
         )
         known = self._known_topics.setdefault(ctx.flow.name, set())
         target = list_topic_partitions(self._admin(ctx, "target"))
@@ -340,7 +351,14 @@ class SlicePlanner(DataSourceStreamReader):
             _best_effort(syncer.sync_acls, "topic ACL sync")
         if missing or grow:
             target = list_topic_partitions(self._admin(ctx, "target"))
-        return {ctx.remote_topic(t): target.get(ctx.remote_topic(t), 0) for t in counts}
+        remote = {ctx.remote_topic(t): target.get(ctx.remote_topic(t), 0) for t in counts}
+        if s.protect_remote_topics and (
+            missing or now - last["protect"] >= s.sync_topic_acls_interval
+        ):
+            last["protect"] = now
+            existing = [r for r, n in remote.items() if n > 0]
+            _best_effort(lambda: self._guard(ctx).refresh(existing), "remote topic protection")
+        return remote
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         self._position = end

@@ -132,6 +132,11 @@ class RecordingAdminOps(AdminOps):
                 self.acls.append(b)
         return {b: None for b in bindings}
 
+    def delete_acls(self, bindings: list[AclBinding]) -> dict[AclBinding, BrokerError | None]:
+        self._enter("delete_acls", list(bindings))
+        self.acls = [b for b in self.acls if b not in bindings]
+        return {b: None for b in bindings}
+
     def describe_cluster(self) -> ClusterInfo:
         self._enter("describe_cluster")
         return self.cluster

@@ -79,6 +79,17 @@ class _Syncer:
         pass
 
 
+class _Guard:
+    """The remote topics' write protection: records the topics of each refresh."""
+
+    def __init__(self) -> None:
+        self.refreshed: list[list[str]] = []
+
+    def refresh(self, topics: list[str]) -> list[Any]:
+        self.refreshed.append(sorted(topics))
+        return []
+
+
 def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
     """Point the planner's lookups, ledger reads and event writes at ``clusters``."""
 
@@ -136,4 +147,6 @@ def planner(
     planner._admin = lambda ctx, side: _Admin(side, ctx.target)  # type: ignore[method-assign]
     syncers = {c.flow.name: _Syncer((refused or {}).get(c.flow.name, {})) for c in group.contexts}
     planner._topic_syncer = lambda ctx: syncers[ctx.flow.name]  # type: ignore[method-assign]
+    guards = {c.flow.name: _Guard() for c in group.contexts}
+    planner._guard = lambda ctx: guards[ctx.flow.name]  # type: ignore[method-assign,assignment]
     return planner

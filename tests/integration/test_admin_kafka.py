@@ -1,14 +1,13 @@
-"""KafkaAdminOps against a real broker: a tansu started by this module, and optionally real Kafka.
+"""KafkaAdminOps against a real broker: a tansu started by this module, and real Kafka.
 
 The tansu fixture is deliberately local and minimal (a shared one lives in
-mirror_lib.testing.embedded).
-CreatePartitions and ACL round trips need real Kafka (``MIRROR_TEST_SOURCE_BOOTSTRAP``); against
-tansu only client-side checks run: no ACL request is ever sent to it.
+mirror_lib.testing.embedded); against tansu only client-side checks run: no ACL request is ever
+sent to it. CreatePartitions runs on the session's Kafka (``brokers``); the ACL round trip needs
+an authorizer, so it runs on the clusters of tests/integration/test_security_kafka.py.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -24,11 +23,6 @@ from mirror_lib.kafka.admin_ops import ConfigOp, NewTopicSpec
 from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
 
 pytestmark = pytest.mark.integration
-
-REAL_BOOTSTRAP = os.environ.get("MIRROR_TEST_SOURCE_BOOTSTRAP")
-needs_real_kafka = pytest.mark.skipif(
-    not REAL_BOOTSTRAP, reason="needs real Kafka: set MIRROR_TEST_SOURCE_BOOTSTRAP"
-)
 
 
 def _free_port() -> int:
@@ -170,14 +164,9 @@ def test_topic_syncer_configs_on_one_broker(ops: KafkaAdminOps) -> None:
 # --- real Kafka only ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def real_ops() -> KafkaAdminOps:
-    return KafkaAdminOps({"bootstrap.servers": REAL_BOOTSTRAP or ""}, timeout_s=30)
-
-
 @pytest.mark.real_kafka
-@needs_real_kafka
-def test_real_create_partitions(real_ops: KafkaAdminOps) -> None:
+def test_real_create_partitions(brokers) -> None:
+    real_ops = KafkaAdminOps({"bootstrap.servers": brokers.target}, timeout_s=30)
     t = _name("adm-grow")
     assert real_ops.create_topics([NewTopicSpec(t, 1, -1)])[t].ok
     real_ops.create_partitions(t, 3)
@@ -185,31 +174,3 @@ def test_real_create_partitions(real_ops: KafkaAdminOps) -> None:
     while real_ops.list_topics().get(t) != 3 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert real_ops.list_topics()[t] == 3
-
-
-@pytest.mark.real_kafka
-@needs_real_kafka
-def test_real_acls_round_trip(real_ops: KafkaAdminOps) -> None:
-    from confluent_kafka import admin as ka
-
-    from mirror_lib.kafka.admin_ops import AclBinding, SecurityDisabledError
-
-    try:
-        real_ops.describe_topic_acls()
-    except SecurityDisabledError:
-        pytest.skip("the real cluster has no authorizer")
-    t = _name("adm-acl")
-    binding = AclBinding(t, "LITERAL", "User:mirror-test", "*", "DESCRIBE", "ALLOW")
-    assert real_ops.create_acls([binding]) == {binding: None}
-    try:
-        deadline = time.monotonic() + 30
-        while binding not in real_ops.describe_topic_acls() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert binding in real_ops.describe_topic_acls()
-    finally:
-        flt = ka.AclBindingFilter(
-            ka.ResourceType.TOPIC, t, ka.ResourcePatternType.LITERAL, None, None,
-            ka.AclOperation.ANY, ka.AclPermissionType.ANY,
-        )  # fmt: skip
-        for fut in real_ops._admin.delete_acls([flt]).values():
-            fut.result(30)

@@ -1,13 +1,18 @@
 """A role's own bootstrap.servers is found offline and shown by `mirror validate`; the run's
-cluster-id check itself is in tests/integration/test_client_addresses.py."""
+cluster-id check itself is in tests/integration/test_client_addresses.py, a refused login on a
+real broker in tests/integration/test_security_kafka.py."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from mirror_lib.app.cli import main
 from mirror_lib.config.parse import parse_config
-from mirror_lib.kafka.reach import diverted_clients
+from mirror_lib.errors import ConfigError
+from mirror_lib.kafka import reach
+from mirror_lib.kafka.reach import LoginRefused, credentials_key, diverted_clients
 from tests.helpers.tls_material import write
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9093\nB.bootstrap.servers = b1:9092,b2:9092\n"
@@ -72,3 +77,28 @@ def test_the_heartbeat_flows_clients_are_left_out_for_one_flow_s_commands():
         ("B->A", "A", "producer")  # the heartbeats B->A that a run of A->B emits
     ]
     assert diverted_clients(config(text), ["A->B"], heartbeats=False) == []
+
+
+def test_the_key_that_holds_a_login_is_named_as_written():
+    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=p;"
+    cfg = config(
+        f"B.sasl.jaas.config = {jaas}\nB.admin.sasl.jaas.config = {jaas}\n"
+        "A.sasl.username = u\nA.sasl.password = p\n"
+    )
+    assert credentials_key(cfg.cluster("B"), "producer") == "B.sasl.jaas.config"
+    assert credentials_key(cfg.cluster("B"), "admin") == "B.admin.sasl.jaas.config"
+    assert credentials_key(cfg.cluster("A"), "admin") == "A.sasl.password"
+
+
+def test_a_refused_login_is_invalid_input_naming_the_key_and_no_secret(monkeypatch):
+    def refuse(role, conf, timeout_s):
+        raise LoginRefused("SASL authentication error: invalid credentials")
+
+    monkeypatch.setattr(reach, "_cluster_id", refuse)
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" '
+    cfg = config(f'B.sasl.jaas.config = {jaas}password="s3cret";\n')
+    with pytest.raises(ConfigError) as refused:
+        reach.check_clusters(cfg, ["B"])
+    text = str(refused.value)
+    assert text.startswith("B.sasl.jaas.config = '<redacted>': expected a login that cluster B")
+    assert "invalid credentials" in text and "s3cret" not in text and "ScramLogin" not in text

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka import reader
-from tests.helpers.fake_kafka import FakeConsumer, FakeEof, FakeMessage
+from tests.helpers.fake_kafka import FakeConsumer, FakeEof, FakeErrorEvent, FakeMessage
 
 
 class _SlowConsumer(FakeConsumer):
@@ -53,3 +54,18 @@ def test_an_end_below_until_is_read_past(monkeypatch: pytest.MonkeyPatch) -> Non
     messages += [FakeMessage("t", 0, i) for i in (4, 5, 6)] + [FakeEof("t", 0, 8)]
     assert _read(monkeypatch, messages, step=1) == [0, 1, 2]
     assert _read(monkeypatch, messages, step=1, until={0: 8}) == [0, 1, 2, 4, 5, 6]
+
+
+def test_a_refused_group_is_no_outage_and_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an authorizer the reader's group needs READ: no retry mends a refusal (an outage
+    would be retried forever), and the message names the group to grant."""
+    refused = FakeErrorEvent("t", 0, KafkaError.GROUP_AUTHORIZATION_FAILED)
+    monkeypatch.setattr(reader, "Consumer", lambda _conf: FakeConsumer([refused]))
+    with pytest.raises(BrokerError, match=r"with consumer group __mirror_reader\.A->B") as err:
+        list(reader.read_topic({"group.id": "__mirror_reader.A->B"}, "t", timeout_s=5))
+    assert not err.value.transient
+    outage = FakeErrorEvent("t", 0, KafkaError._TRANSPORT)
+    monkeypatch.setattr(reader, "Consumer", lambda _conf: FakeConsumer([outage]))
+    with pytest.raises(BrokerError) as err:
+        list(reader.read_topic({"group.id": "__mirror_reader.A->B"}, "t", timeout_s=5))
+    assert err.value.transient

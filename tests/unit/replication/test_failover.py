@@ -9,7 +9,7 @@ from mirror_lib.app import cli
 from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka import mirror_client
 from mirror_lib.mm2.formats import Checkpoint
-from mirror_lib.replication import failover
+from mirror_lib.replication import failover, protection
 from mirror_lib.replication.failover import KEPT, failover_group, format_failover
 from tests.helpers.fake_groups import FakeGroupAdmin, topic_reader
 from tests.helpers.fake_kafka import FakeProducer
@@ -36,6 +36,7 @@ def target(monkeypatch: pytest.MonkeyPatch) -> FakeGroupAdmin:
     admin = FakeGroupAdmin({"app": {("A.orders", 0): (900, ""), ("A.orders", 1): (10, "")}})
     monkeypatch.setattr(mirror_client, "read_topic", topic_reader(log))
     monkeypatch.setattr(failover, "_admin", lambda config, alias: admin)
+    monkeypatch.setattr(protection, "lift_flow_protection", lambda *a, **kw: None)  # no ACLs
     return admin
 
 
@@ -78,3 +79,26 @@ def test_cli_names_the_kept_partitions(target, tmp_path, capsys) -> None:
     assert "A.orders[0] at 900 (translated 400)" in out and "--rewind" in out
     assert cli.main([*args, "--json"]) == 0
     assert '"action": "kept (the target is at or past it)"' in capsys.readouterr().out
+
+
+def test_cli_says_which_write_protection_it_lifts(target, tmp_path, capsys, monkeypatch) -> None:
+    """The flow's remote topics become B's own: `failover` lifts their write protection."""
+    asked = []
+
+    def lift(config, flow, *, apply):
+        asked.append((flow, apply))
+        removed = [protection.deny_write("A.orders", "User:bob")]
+        return protection.Lift("B", ["A.orders"], removed, apply)
+
+    monkeypatch.setattr(protection, "lift_flow_protection", lift)
+    path = tmp_path / "mm2.properties"
+    path.write_text("".join(f"{k} = {v}\n" for k, v in PROPS.items()))
+    args = ["failover", str(path), "--group", "app", "--source", "A", "--target", "B"]
+    assert cli.main(args) == 0
+    assert (
+        "write protection would lift on B for 1 remote topic (A.orders): would remove DENY "
+        "WRITE for A.orders: User:bob" in capsys.readouterr().out
+    )
+    assert cli.main([*args, "--apply"]) == 0
+    assert "removed DENY WRITE for A.orders: User:bob" in capsys.readouterr().out
+    assert asked == [("A->B", False), ("A->B", True)]

@@ -8,7 +8,14 @@ import logging
 import pytest
 
 from mirror_lib.errors import ConfigError, UnsupportedOperationError
-from mirror_lib.kafka.admin_ops import AclBinding, ConfigEntry, ConfigOp, NewTopicSpec, broker_error
+from mirror_lib.kafka.admin_ops import (
+    AclBinding,
+    ConfigEntry,
+    ConfigOp,
+    NewTopicSpec,
+    broker_error,
+    kafka_error_name,
+)
 from mirror_lib.replication.topic_sync import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     ConfigPropertyFilter,
@@ -232,6 +239,30 @@ def test_create_missing_subset_and_errors_are_not_fatal(caplog: pytest.LogCaptur
     assert out["primary.test-topic-2"].status == "failed"
     assert "could not create remote topic" in caplog.text
     assert tgt.calls_of("create_topics")[0][0][0].name == "primary.test-topic-2"
+
+
+def test_a_topic_whose_configs_the_source_refuses_is_not_created_without_them() -> None:
+    """An ACL without DESCRIBE_CONFIGS on one topic (real Kafka's TOPIC_AUTHORIZATION_FAILED):
+    that remote topic is refused, named with the cause; the others are created."""
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 1, {"cleanup.policy": "compact"})
+    src.add_topic("test-topic-2", 1, {"cleanup.policy": "compact"})
+    describe = src.describe_topic_configs
+
+    def refuse_2(topics):
+        if "test-topic-2" in topics:
+            raise broker_error("describe configs: denied", "TOPIC_AUTHORIZATION_FAILED")
+        return describe(topics)
+
+    src.describe_topic_configs = refuse_2  # type: ignore[method-assign]
+    out = syncer.create_missing()
+    assert {t: o.status for t, o in out.items()} == {
+        "primary.test-topic-1": "created",
+        "primary.test-topic-2": "failed",
+    }
+    assert "primary.test-topic-2" not in tgt.topics
+    assert kafka_error_name(syncer.refused["primary.test-topic-2"]) == "TOPIC_AUTHORIZATION_FAILED"
+    assert tgt.config_value("primary.test-topic-1", "cleanup.policy") == "compact"
 
 
 # --- ACLs ----------------------------------------------------------------------------------
