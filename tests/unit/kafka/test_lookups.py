@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+from types import SimpleNamespace
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.lookups import list_topic_partitions
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.replication.ledger import read_ledger
 
 
@@ -40,3 +43,28 @@ def test_listing_topics_and_reading_the_ledger_retry_only_outages(code, transien
         read_ledger(_Failing(code), [("A.T", 0)], where="B")  # type: ignore[arg-type]
     assert (listing.value.transient, ledger.value.transient) == (transient, transient)
     assert "reading the delivery ledger on B failed" in str(ledger.value)
+
+
+class _Offsets:
+    """An admin client whose ListOffsets answers ``earliest`` and ``latest`` for every
+    partition."""
+
+    def __init__(self, earliest: int, latest: int) -> None:
+        self.answers = iter((earliest, latest))
+
+    def list_offsets(self, specs: dict, **_kw: object) -> dict:
+        offset = next(self.answers)
+        done = {}
+        for tp in specs:
+            fut: concurrent.futures.Future = concurrent.futures.Future()
+            fut.set_result(SimpleNamespace(offset=offset))
+            done[tp] = fut
+        return done
+
+
+def test_an_end_below_the_start_is_the_start():
+    """Kafka lists a last stable offset of 30 and a log start of 45 once DeleteRecords removed
+    the start of a transaction still open: the planner read that as a partition ending before
+    the flow's position and recorded a second, false, truncation gap."""
+    assert partition_bounds(_Offsets(45, 30), [("T", 0)]) == {("T", 0): (45, 45)}  # type: ignore[arg-type]
+    assert partition_bounds(_Offsets(5, 30), [("T", 0)]) == {("T", 0): (5, 30)}  # type: ignore[arg-type]
