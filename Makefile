@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka lint format bench clean
+.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka lint docs format bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -49,6 +49,13 @@ lint: $(STAMP) ## ruff lint + format check + the architecture contract (pyprojec
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# The documentation site (mkdocs.yml, docs/), built in strict mode: a broken link, a missing page
+# or anchor fails the build, and so `make test`. docs/configuration.md's reference of every key is
+# generated from mirror_lib/config/settings.py at build time (docs/hooks/settings_reference.py).
+DOCS_SITE ?= site
+docs: $(STAMP) ## build the documentation site into site/ (strict: a broken link fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_SITE)
+
 format: $(STAMP) ## apply ruff formatting and fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
@@ -60,11 +67,11 @@ format: $(STAMP) ## apply ruff formatting and fixes
 # every worker idle and the run hanging (pytest-xdist issues 784, 1378; seen here once).
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0
-test: lint chromium kafka ## lint, then the full suite, then the pyspark 4.0 tier
+test: lint docs chromium kafka ## lint, the docs build, then the full suite, then the pyspark 4.0 tier
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 	$(MAKE) test-spark40
 
-test-main: lint chromium kafka ## lint and the full suite on the main virtualenv only
+test-main: lint docs chromium kafka ## lint, the docs build and the full suite on the main virtualenv only
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 # Replication, checkpoints, materialization and one notebook on pyspark 4.0.x: the tests marked
@@ -78,4 +85,4 @@ bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/replication.py
 
 clean: ## remove the virtualenv and local state
-	rm -rf $(VENV) $(VENV40) mirror-state .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV40) mirror-state site .pytest_cache .ruff_cache

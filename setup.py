@@ -16,6 +16,8 @@ EXTRAS = {
     "mlflow": ["mlflow-skinny>=3.0", "sqlalchemy>=2.0", "alembic>=1.13"],
     "prometheus": ["prometheus-client>=0.20"],
     "notebooks": ["ipykernel>=6", "ipywidgets>=8"],
+    # the documentation site (docs/, mkdocs.yml): `make docs`
+    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5"],
     "test": [
         "pytest>=8",
         "pytest-timeout>=2.3",

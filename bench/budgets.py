@@ -139,7 +139,7 @@ def evaluate(
 
 def whole_run_10kb(rows: list[Row]) -> str:
     """The 10 KB case's MB/s from process start to exit against the loop's, Spark's fixed start
-    and stop included: shown beside the budget, which is the copy's rate (README, Performance)."""
+    and stop included: shown beside the budget, which is the copy's rate (docs/performance.md)."""
     loop, mirror = _pair(rows, "10KB")
     if loop is None or mirror is None or not loop.mbps:
         return ""

@@ -101,6 +101,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="write results here (default bench/README.md; none with --quick)",
     )
+    parser.add_argument(
+        "--broker",
+        choices=("kafka", "tansu"),
+        default="kafka",
+        help="the brokers: Apache Kafka (default; fetched once from Maven Central) or tansu",
+    )
     parser.add_argument("--json", default=None, help="also write raw results as JSON here")
     parser.add_argument(
         "--mlflow", action="store_true", help="log the results as MLflow runs (see --mlflow-uri)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import subprocess
 import tempfile
 import time
@@ -78,21 +79,22 @@ def fanout_props(
 
 def run_fanout(args: argparse.Namespace, workdir: Path) -> list[FanoutRun]:
     """Start A (proxied), B and C, load the data, run both configurations; stop the brokers."""
-    from mirror_lib.testing.embedded import start_brokers, stop_brokers
+    from mirror_lib.testing.clusters import BROKER_ENV, start_clusters
     from tests.helpers.proxy import CountingProxy, bootstrap, proxied_broker
+
+    os.environ[BROKER_ENV] = args.broker  # proxied_broker starts A on the same kind
 
     n = args.fanout_records
     runs: list[FanoutRun] = []
     with contextlib.ExitStack() as stack:
         broker_a, proxy = stack.enter_context(
-            proxied_broker("A", workdir / "tansu-fanout-a", CountingProxy)
+            proxied_broker("A", workdir / "fanout-a", CountingProxy)
         )
         assert isinstance(proxy, CountingProxy)
-        others = start_brokers(2, ("B", "C"), workdir=workdir / "tansu-fanout")
-        stack.callback(stop_brokers, others)
-        servers = {"A": bootstrap(proxy), "B": others[0].bootstrap_servers}
-        servers["C"] = others[1].bootstrap_servers
-        pids = [broker_a.pid, *(b.pid for b in others)]
+        others = start_clusters(("B", "C"), workdir / "fanout", args.broker)
+        stack.callback(others.stop)
+        servers = {"A": bootstrap(proxy), **others.bootstraps}
+        pids = [broker_a.pid, *(b.pid for b in others.handles)]  # type: ignore[attr-defined]
         where = f"A {servers['A']} (proxy of {broker_a.bootstrap_servers})"
         log(f"=== fanout: {where}, B {servers['B']}, C {servers['C']}; {n:,} records x {SIZE} B")
         create_topic(servers["A"], TOPIC)

@@ -116,18 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=150)
     parser.add_argument("--warm-up", type=float, default=60)
+    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
     args = parser.parse_args(argv)
-    from mirror_lib.testing.embedded import start_brokers, stop_brokers
+    from mirror_lib.testing.clusters import start_clusters
 
     work = Path(tempfile.mkdtemp(prefix="mirror-idle-"))
-    brokers = start_brokers(2, workdir=work / "brokers")
+    brokers = start_clusters(("source", "target"), work / "brokers", args.broker)
     try:
-        source, target = (f"127.0.0.1:{b.port}" for b in brokers)
+        source, target = brokers.bootstraps["source"], brokers.bootstraps["target"]
         result = measure(source, target, work, args.seconds, args.warm_up)
         print(line(result))
         return 0 if sampled(result) else 1
     finally:
-        stop_brokers(brokers)
+        brokers.stop()
 
 
 if __name__ == "__main__":

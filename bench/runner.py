@@ -103,25 +103,24 @@ class Runner:
     # -- plumbing ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start the source and target brokers."""
-        from mirror_lib.testing.embedded import start_brokers  # after a --engine-ref export
+        from mirror_lib.testing.clusters import start_clusters  # after a --engine-ref export
 
-        self.brokers = start_brokers(2, ("source", "target"), workdir=self.workdir / "tansu")
-        self.src, self.tgt = (b.bootstrap_servers for b in self.brokers)
+        kind = self.args.broker
+        self.brokers = start_clusters(("source", "target"), self.workdir / kind, kind)
+        self.src, self.tgt = self.brokers.bootstraps["source"], self.brokers.bootstraps["target"]
         self.site = Site(self.src, self.tgt, self.workdir)
-        self.broker_pids = [b.pid for b in self.brokers]
+        self.broker_pids = [b.pid for b in self.brokers.handles]  # type: ignore[attr-defined]
         self.keep = set(self.broker_pids)
         log(
-            f"brokers: source {self.src} (pid {self.broker_pids[0]}), target {self.tgt} "
+            f"{kind} brokers: source {self.src} (pid {self.broker_pids[0]}), target {self.tgt} "
             f"(pid {self.broker_pids[1]}); logs in {self.workdir}"
         )
 
     def stop(self) -> None:
         """Stop every process group still running, then the brokers."""
-        from mirror_lib.testing.embedded import stop_brokers
-
         stop_all_groups()
         if getattr(self, "brokers", None):
-            stop_brokers(self.brokers)
+            self.brokers.stop()
 
     def warm_up(self, records: int = 10_000) -> None:
         """One small ``mirror run --once`` before anything is measured.

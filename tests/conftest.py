@@ -1,7 +1,10 @@
-"""Shared fixtures: two test clusters (embedded tansu or real Kafka), unique names, markers.
+"""Shared fixtures: two test clusters, unique names, markers.
 
-Real clusters: set ``MIRROR_TEST_SOURCE_BOOTSTRAP`` and ``MIRROR_TEST_TARGET_BOOTSTRAP`` (optionally
-``MIRROR_TEST_THIRD_BOOTSTRAP``); tests marked ``real_kafka`` run only then.
+The clusters are Apache Kafka by default: single-node KRaft clusters that this run starts
+(:mod:`mirror_lib.testing.kafka_broker`). ``MIRROR_TEST_BROKER=tansu`` runs the integration tier
+on the embedded tansu broker instead (fast, but see README "Tests" for what it hides). Clusters of
+your own: set ``MIRROR_TEST_SOURCE_BOOTSTRAP`` and ``MIRROR_TEST_TARGET_BOOTSTRAP`` (optionally
+``MIRROR_TEST_THIRD_BOOTSTRAP``). Tests marked ``real_kafka`` are skipped on tansu.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.testing import embedded
+from mirror_lib.testing.clusters import BROKER_ENV, broker_kind, start_clusters
 from tests.helpers.clean_tree import left_behind, tree_entries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,21 +34,21 @@ class Clusters:
 
 
 def _real_kafka() -> bool:
-    return embedded.external_clusters_from_env() is not None
+    return embedded.external_clusters_from_env() is not None or broker_kind() == "kafka"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: needs brokers (embedded tansu or real Kafka)")
     config.addinivalue_line(
-        "markers", "real_kafka: needs real Kafka clusters (MIRROR_TEST_*_BOOTSTRAP); else skipped"
+        "markers", "real_kafka: needs Apache Kafka (the default brokers); skipped on tansu"
     )
-    if _real_kafka():
+    if embedded.external_clusters_from_env() is not None:  # clusters this run does not own
         os.environ.setdefault("MIRROR_TEST_REAL_KAFKA", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     integration_dir = Path(__file__).parent / "integration"
-    skip_real = pytest.mark.skip(reason="needs real Kafka: set MIRROR_TEST_SOURCE/TARGET_BOOTSTRAP")
+    skip_real = pytest.mark.skip(reason=f"needs Apache Kafka: unset {BROKER_ENV}=tansu")
     real = _real_kafka()
     for item in items:
         if integration_dir in Path(str(item.path)).parents:
@@ -67,16 +71,17 @@ def tree_stays_clean() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
-    """Source and target clusters for the whole session; embedded ones are stopped at the end."""
+    """Source and target clusters for the whole session; those started here stop at the end."""
     external = embedded.external_clusters_from_env()
     if external is not None:
         yield Clusters(external["source"], external["target"], real_kafka=True)
         return
-    started = embedded.start_brokers(2, ["source", "target"], tmp_path_factory.mktemp("tansu"))
+    started = start_clusters(["source", "target"], tmp_path_factory.mktemp("brokers"))
     try:
-        yield Clusters(started[0].bootstrap_servers, started[1].bootstrap_servers, real_kafka=False)
+        boots = started.bootstraps
+        yield Clusters(boots["source"], boots["target"], real_kafka=started.kind == "kafka")
     finally:
-        embedded.stop_brokers(started)
+        started.stop()
 
 
 @pytest.fixture(scope="session")
@@ -88,11 +93,22 @@ def third_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.skip("set MIRROR_TEST_THIRD_BOOTSTRAP for tests that need a third cluster")
         yield external["third"]
         return
-    started = embedded.start_brokers(1, ["third"], tmp_path_factory.mktemp("tansu-third"))
+    started = start_clusters(["third"], tmp_path_factory.mktemp("third"))
     try:
-        yield started[0].bootstrap_servers
+        yield started.bootstraps["third"]
     finally:
-        embedded.stop_brokers(started)
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded tansu broker (whatever ``MIRROR_TEST_BROKER`` says), for the tests that pin
+    its limits beside Apache Kafka's behaviour; started on first use."""
+    (broker,) = embedded.start_brokers(1, ["tansu"], tmp_path_factory.mktemp("tansu"))
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        embedded.stop_brokers([broker])
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The ``mirror`` command line (DESIGN.md "Command line"): parse arguments, make one library call.
+"""The ``mirror`` command line: parse arguments, make one library call.
 
 Exit codes: 0 success; 2 invalid input (config, arguments); 1 runtime failure.
 """
@@ -6,12 +6,14 @@ Exit codes: 0 success; 2 invalid input (config, arguments); 1 runtime failure.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import mirror_lib
 from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_translate_offsets
 from mirror_lib.app.status import flow_status, format_status
 from mirror_lib.app.tracking import run_and_log
@@ -147,13 +149,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.duration <= 0:
         raise ConfigError("--duration", args.duration, "a positive number of seconds")
-    run_demo(args.duration, Path(args.workdir) if args.workdir else None)
+    run_demo(args.duration, Path(args.workdir) if args.workdir else None, broker=args.broker)
     return 0
+
+
+def version() -> str:
+    """The installed version (a bundle's wheel adds ``+<timestamp>``), else the source's."""
+    try:
+        return importlib.metadata.version("mirror_lib")
+    except importlib.metadata.PackageNotFoundError:  # a checkout on sys.path, not installed
+        return mirror_lib.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(prog="mirror", description="MirrorMaker-2-compatible replication on Spark.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     validate = sub.add_parser("validate", help="parse and validate a config; print the flows")
     validate.add_argument("config", help="mm2.properties file")
@@ -214,12 +225,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the embedded default end to end (two local brokers)")
     demo.add_argument("--duration", type=float, default=45, help="seconds of live replication")
     demo.add_argument("--workdir", help="folder for brokers' logs, state and tables")
+    demo.add_argument(
+        "--broker",
+        choices=("tansu", "kafka"),
+        default="tansu",
+        help="tansu: embedded, starts in milliseconds (default); kafka: Apache Kafka, "
+        "fetched once from Maven Central (needs mvn and java)",
+    )
     demo.set_defaults(func=_cmd_demo)
     return parser
 
 
 def exit_code(call: Callable[[], Any], prog: str = "mirror") -> int:
-    """Run ``call``; print a failure in one line and map it to the exit codes of DESIGN.md."""
+    """Run ``call``; print a failure in one line and map it to the exit codes above."""
     try:
         result = call()
         return result if isinstance(result, int) else 0

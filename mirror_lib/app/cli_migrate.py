@@ -37,7 +37,8 @@ def _session(wanted: bool) -> Any:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Exit 0 when no partition differs (and, with --require-complete, none is behind)."""
+    """Exit 0 when no partition differs or holds stray records (and, with --require-complete,
+    none is behind)."""
     from mirror_lib.replication.verify import format_report, verify_flow  # lazy: confluent-kafka
 
     config = load_config(args.config)

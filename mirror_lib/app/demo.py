@@ -1,6 +1,7 @@
 """``mirror demo``: the embedded default end to end, bounded in time, leaving nothing running.
 
-Two embedded brokers A and B, sample topics with a keyed, header-carrying producer workload and a
+Two local brokers A and B (the embedded tansu by default, or Apache Kafka with
+``--broker kafka``), sample topics with a keyed, header-carrying producer workload and a
 consumer group on A, the full flow A->B (replication, checkpoints, group sync, heartbeats,
 materialization) on local Spark, then a report from the Delta tables and a static HTML
 dashboard (``<workdir>/dashboard.html``).
@@ -21,8 +22,9 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import format_properties
 from mirror_lib.errors import MirrorError
 from mirror_lib.replication.failover import translate_group
-from mirror_lib.testing.embedded import embedded_brokers, stop_all
+from mirror_lib.testing.clusters import start_clusters
 from mirror_lib.testing.kafka_io import create_topic
+from mirror_lib.testing.processes import stop_all
 
 TOPICS = {"orders": 4, "payments": 2, "clicks": 3}
 GROUP = "demo-orders-app"
@@ -128,7 +130,8 @@ def _report(
     create_views(spark, config)
     # the source offsets the committed transactions cover, per partition: the test broker's
     # read_committed also returns the metrics of aborted transactions (a commit retried after
-    # a transient error), whose records would count twice in a sum (platform.md)
+    # a transient error), whose records would count twice in a sum
+    # (docs/testing.md#test-broker-limits)
     per_topic = {
         r["topic"]: r["records"]
         for r in spark.sql(
@@ -219,22 +222,31 @@ def format_report(report: dict[str, Any], workdir: Path) -> str:
     return "\n".join(lines)
 
 
-def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = print) -> dict:
-    """Run the demo for ``duration_s`` seconds of live replication; everything is stopped after."""
+def run_demo(
+    duration_s: float = 45,
+    workdir: Path | None = None,
+    report: Any = print,
+    broker: str = "tansu",
+) -> dict:
+    """Run the demo for ``duration_s`` seconds of live replication; everything is stopped after.
+
+    ``broker``: ``tansu`` (embedded, starts in milliseconds) or ``kafka`` (Apache Kafka, fetched
+    once from Maven Central)."""
     from mirror_lib.spark.runner import run_flows  # lazy: pyspark
     from mirror_lib.spark.session import local_spark_session
 
     workdir = (workdir or Path("mirror-demo")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        with embedded_brokers(2, aliases=["A", "B"], workdir=workdir / "brokers") as brokers:
-            a, b = (x.bootstrap_servers for x in brokers)
+        brokers = start_clusters(["A", "B"], workdir / "brokers", broker)
+        try:
+            a, b = brokers.bootstraps["A"], brokers.bootstraps["B"]
             props = demo_properties(a, b, workdir / f"state-{int(time.time())}")
             (workdir / "mm2.properties").write_text(format_properties(props))
             config = parse_config(props, origin=str(workdir / "mm2.properties"))
             for topic, partitions in TOPICS.items():
                 create_topic(a, topic, partitions)
-            report(f"started brokers A={a} B={b}; starting Spark")
+            report(f"started {brokers.kind} brokers A={a} B={b}; starting Spark")
             workload = Workload(a)
             spark = local_spark_session("mirror-demo")
             try:
@@ -258,5 +270,7 @@ def run_demo(duration_s: float = 45, workdir: Path | None = None, report: Any = 
                 spark.stop()
             report(format_report(result, workdir))
             return result
+        finally:
+            brokers.stop()
     finally:
         stop_all()

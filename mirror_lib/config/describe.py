@@ -19,7 +19,8 @@ from mirror_lib.config.settings import BY_KEY
 
 
 def internal_topics(flow: FlowConfig) -> dict[str, dict[str, str]]:
-    """Name and cluster of each internal topic of ``flow`` (mm2.md §2.1-2.2)."""
+    """Name and cluster of each internal topic of ``flow``
+    (docs/mm2-reference.md#internal-topics)."""
     policy = flow.policy()
     s = flow.settings
     on_source = s.offset_syncs_location == "source"

@@ -59,6 +59,35 @@ def _alias_idiom(
     return False
 
 
+def _empty_identity_separator(
+    src: str, tgt: str, props: Mapping[str, str], overrides: Mapping[str, str], origin: str
+) -> None:
+    """An empty separator with IdentityReplicationPolicy, refused with what the line would do:
+    that policy already keeps topic names, and the separator only joins what it still names
+    with an alias (heartbeats and, by default, the internal topics)."""
+    key = "replication.policy.separator"
+    policy = _lookup("replication.policy.class", props, overrides) or ""
+    if _lookup(key, props, overrides) != "" or not policy.strip().endswith(
+        "IdentityReplicationPolicy"
+    ):
+        return
+    internal = _lookup("replication.policy.internal.topic.separator.enabled", props, overrides)
+    renamed = f"{src}.heartbeats -> {src}heartbeats"
+    if (internal or "true").strip().lower() != "false":
+        renamed += (
+            f", mm2-offset-syncs.{src}.internal -> mm2-offset-syncs{src}internal, "
+            f"{src}.checkpoints.internal -> {src}checkpointsinternal"
+        )
+    raise ConfigError(
+        f"{src}->{tgt}.{key}" if key in overrides else key,
+        "",
+        f"no {key} line (delete it): {policy.strip().rsplit('.', 1)[-1]} already keeps topic "
+        f"names, and an empty separator would only rename what it still names with an alias: "
+        f"{renamed} (MM2's default '.' keeps these names)",
+        origin,
+    )
+
+
 def _raw_setting(
     setting: Setting,
     flow: str,
@@ -123,6 +152,8 @@ def flow_settings(
     parse_enabled = partial(_flow_enabled, origin=origin)
     enabled = _parse_value(parse_enabled, f"{flow}.enabled", raw_enabled, providers, origin)
     idiom = _alias_idiom(src, tgt, props, overrides, enabled, warnings)
+    if not idiom:
+        _empty_identity_separator(src, tgt, props, overrides, origin)
     values: dict[str, Any] = {}
     explicit: set[str] = set()
     for setting in SETTINGS:

@@ -3,7 +3,9 @@
 One table decides each Java name: **same** (librdkafka has the name: it passes, values checked
 against librdkafka's own list in :mod:`mirror_lib.config.librdkafka_conf`), **renamed** (an
 equivalent with another name or unit), **ignored** (no meaning for us: one warning), or
-**refused** (dropping it would change security: an error naming the key and the way out). TLS
+**refused** (dropping it would change security: an error naming the key and the way out). A key
+no table names is ignored with one warning, as MM2's Java clients ignore it, unless
+:data:`UNKNOWN_REFUSED` says that dropping it would change security or delivery. TLS
 stores are translated as a group (type, location, passwords: :mod:`mirror_lib.config.tls_stores`).
 Values are trimmed as Java's ConfigDef trims them. Input values may still hold unresolved
 references (``mirror validate``); such values are not checked.
@@ -23,6 +25,7 @@ from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.msk_iam import take_msk_iam
 from mirror_lib.config.oauth import OAUTH_NAMES, take_oauth_properties
 from mirror_lib.config.properties import has_reference, redact_value
+from mirror_lib.config.settings import BY_KEY
 from mirror_lib.config.tls_stores import keystore, normalize_pem, truststore
 from mirror_lib.errors import ConfigError
 
@@ -132,8 +135,24 @@ REFUSED: dict[str, str] = {
     "sasl.login.class": "librdkafka cannot load Java login classes; use sasl.jaas.config",
     "ssl.engine.factory.class": "librdkafka uses OpenSSL; use ssl.ca.location / ssl.keystore.*",
 }
+#: Where an unknown client key is refused instead of ignored: keys under these prefixes, and
+#: these names and their near-spellings, choose how a client authenticates and encrypts or how
+#: records are delivered; dropping one would quietly connect or deliver otherwise.
+#: Prefix (ends with ".") or name -> what dropping it would change.
+UNKNOWN_REFUSED: dict[str, str] = {
+    "security.": "the connection's security",
+    "ssl.": "TLS (what is trusted, which certificate is shown)",
+    "sasl.": "how the client logs in",
+    "security.protocol": "whether the connection is encrypted and authenticated",
+    "enable.idempotence": "delivery (duplicates after a retry)",
+    "acks": "delivery (records acknowledged before every replica has them)",
+    "max.in.flight.requests.per.connection": "delivery (order after a retry)",
+    "isolation.level": "which records are read (aborted ones)",
+}
+#: How close a key must be to a name of :data:`UNKNOWN_REFUSED` to count as its misspelling.
+_NEAR = 0.85
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: What String.trim() removes: Java's ConfigDef trims every typed client value (e.g. "changeit ").
 _JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
 #: Empty values that mean something (empty = no hostname verification): never dropped as unused.
@@ -174,7 +193,7 @@ def _unused_empties(props: dict[str, tuple[str, str]], notes: list[str]) -> None
     render unused settings empty; Java never reads them), with one warning."""
     protocol, where = props.get("security.protocol", ("PLAINTEXT", ""))
     protocol = protocol.upper()
-    if has_reference(protocol) or protocol not in _PROTOCOLS:
+    if has_reference(protocol) or protocol not in PROTOCOLS:
         return
     unused = [
         p for p, used in (("ssl.", "SSL" in protocol), ("sasl.", "SASL" in protocol)) if not used
@@ -192,6 +211,14 @@ def _unused_empties(props: dict[str, tuple[str, str]], notes: list[str]) -> None
         )
     for key in empty:
         del props[key]
+
+
+def checked_protocol(where: str, value: str, origin: str | None = None) -> str:
+    """A ``security.protocol`` value in librdkafka's spelling; one that names no protocol is a
+    ConfigError on ``where`` (MM2 refuses it when it reads its configuration)."""
+    if value.strip().upper() not in PROTOCOLS:
+        raise ConfigError(where, value, "one of " + ", ".join(PROTOCOLS), origin)
+    return value.strip().upper()
 
 
 def ignored_reason(key: str) -> str | None:
@@ -221,9 +248,7 @@ def _checked(name: str, value: str, where: str) -> str:
     if name in ("sasl.username", "sasl.password") and not value:
         raise ConfigError(where, value, "a non-empty credential (or no setting at all)")
     if name == "security.protocol":
-        if value.strip().upper() not in _PROTOCOLS:
-            raise ConfigError(where, value, "one of " + ", ".join(_PROTOCOLS))
-        return value.strip().upper()
+        return checked_protocol(where, value)
     if name in ("sasl.mechanism", "sasl.mechanisms"):
         if value.strip().upper() not in _MECHANISMS:
             raise ConfigError(
@@ -269,12 +294,15 @@ def _checked(name: str, value: str, where: str) -> str:
 
 
 def left_out(key: str, role: str) -> bool:
-    """Whether :func:`translate` leaves the setting ``key`` out of ``role``'s client: ignored, or
-    a setting librdkafka has only for another role (``mirror validate`` lists neither)."""
+    """Whether :func:`translate` leaves the setting ``key`` out of ``role``'s client: ignored
+    (also as unknown), or a setting librdkafka has only for another role (``mirror validate``
+    lists none of them)."""
     if ignored_reason(key) is not None:
         return True
     name = RENAMED.get(key, (key, None))[0]
-    return name in PROPERTIES and not _applies(name, role)
+    if name not in PROPERTIES:
+        return unknown_refused(key) is None  # the rest are translated as groups, or refused
+    return not _applies(name, role)
 
 
 def _applies(name: str, role: str) -> bool:
@@ -282,14 +310,49 @@ def _applies(name: str, role: str) -> bool:
     return code in ("*", ROLE_CODES[role])
 
 
-def _unknown(name: str, value: str, where: str) -> ConfigError:
-    close = difflib.get_close_matches(name, [*PROPERTIES, *RENAMED, *IGNORED], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(
-        where,
-        redact_value(name, value),
-        "a librdkafka property or a Java client property mirror_lib translates (README: "
-        f"'Coming from MirrorMaker 2'){hint}",
+def _closest(name: str) -> str:
+    """ "; did you mean ...?" with the key closest to ``name`` that mirror_lib uses (a client
+    setting, or a flow setting, which belongs at the top level or to a flow), or ""."""
+    close = difflib.get_close_matches(name, [*PROPERTIES, *RENAMED, *BY_KEY], n=1)
+    if not close:
+        return ""
+    if close[0] in BY_KEY and close[0] not in PROPERTIES:
+        return (
+            f"; did you mean {close[0]!r}? (a flow setting: set it at the top level or as "
+            f"<source>-><target>.{close[0]})"
+        )
+    return f"; did you mean {close[0]!r}?"
+
+
+def unknown_refused(name: str) -> str | None:
+    """What dropping the unknown client key ``name`` would change, when that refuses it
+    (:data:`UNKNOWN_REFUSED`); None when it is ignored with a warning."""
+    for entry, why in UNKNOWN_REFUSED.items():
+        if not entry.endswith(".") and difflib.SequenceMatcher(None, name, entry).ratio() >= _NEAR:
+            return why
+    for entry, why in UNKNOWN_REFUSED.items():
+        if entry.endswith(".") and name.startswith(entry):
+            return why
+    return None
+
+
+def _unknown(name: str, value: str, where: str) -> str:
+    """The warning for a client key neither librdkafka nor mirror_lib knows, which is dropped
+    as MM2's Java clients drop it; a ConfigError when dropping it would change security or
+    delivery (:func:`unknown_refused`)."""
+    hint = _closest(name)
+    why = unknown_refused(name)
+    if why is not None:
+        raise ConfigError(
+            where,
+            redact_value(name, value),
+            "a librdkafka property or a Java client property mirror_lib translates (see "
+            f"docs/mirrormaker2.md): an unknown key here is refused, not ignored, since "
+            f"dropping it would change {why}{hint}",
+        )
+    return (
+        f"{where} is ignored: not a client setting librdkafka or mirror_lib knows (MM2's Java "
+        f'clients ignore it too, logging "supplied but isn\'t a known config"){hint}'
     )
 
 
@@ -334,7 +397,8 @@ def translate(
             continue
         name, convert = RENAMED.get(key, (key, None))
         if name not in PROPERTIES:
-            raise _unknown(key, value, where)
+            notes.append(_unknown(key, value, where))
+            continue
         if not _applies(name, role):
             if key in role_keys:
                 notes.append(f"{where} is ignored: librdkafka's {role} has no {name}")

@@ -9,7 +9,8 @@ truststores and JKS keystores. Here:
   private key is recovered with its password (Sun's ``KeyProtector``: a SHA-1 key stream and a
   SHA-1 check). JCEKS keys (PBEWithMD5AndTripleDES) and secret keys are left to keytool.
 - PKCS12 truststores (keytool's default since JDK 9, certificates encrypted with the store
-  password) through ``cryptography``, imported only for them.
+  password), and PKCS12 keystores with an empty password (librdkafka takes an empty
+  ``ssl.keystore.password`` as none), through ``cryptography``, imported only for them.
 
 A truststore trusts what Java's trust manager trusts: every trusted certificate entry and the
 first certificate of each key entry's chain. No Kafka calls; the callers read the files.
@@ -23,7 +24,13 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PasswordError", "StoreError", "key_and_chain", "trusted_certificates"]
+__all__ = [
+    "PasswordError",
+    "StoreError",
+    "key_and_chain",
+    "pkcs12_key_and_chain",
+    "trusted_certificates",
+]
 
 _MAGIC = {0xFEEDFEED: "JKS", 0xCECECECE: "JCEKS"}
 _WHITENER = b"Mighty Aphrodite"
@@ -177,18 +184,51 @@ def pem(label: str, der: bytes) -> str:
     return pem_block(label, base64.b64encode(der).decode())
 
 
-def _pkcs12_certificates(data: bytes, password: str | None) -> list[bytes]:
-    try:  # lazy: PKCS12 truststores only (extra "kafka"; Databricks runtimes ship it)
-        from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+def _load_pkcs12(data: bytes, password: str | None) -> Any:
+    """The PKCS12 store as ``cryptography`` reads it (its key, certificate, other certificates)."""
+    try:  # lazy: PKCS12 stores read here only (extra "kafka"; Databricks runtimes ship it)
+        from cryptography.hazmat.primitives.serialization import pkcs12
     except ImportError:
         raise StoreError("reading PKCS12 needs the package cryptography (extra kafka)") from None
-    try:
-        store: Any = pkcs12.load_pkcs12(data, password.encode() if password else None)
-    except ValueError:
-        why = "the password does not open it" if password else "its certificates are encrypted"
-        raise PasswordError(why) from None
+    secrets: list[bytes | None] = [None]
+    if password:
+        secrets = [password.encode()]
+    elif password == "":  # tools write an empty password either way: empty, or none at all
+        secrets = [b"", None]
+    for secret in secrets:
+        try:
+            return pkcs12.load_pkcs12(data, secret)
+        except ValueError:
+            continue
+    if password is None:
+        raise PasswordError("its certificates are encrypted")
+    raise PasswordError(f"the {'' if password else 'empty '}password does not open it")
+
+
+def _pkcs12_certificates(data: bytes, password: str | None) -> list[bytes]:
+    from cryptography.hazmat.primitives.serialization import Encoding  # lazy: as _load_pkcs12
+
+    store = _load_pkcs12(data, password)
     certs = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)
     return [c.certificate.public_bytes(Encoding.DER) for c in certs]
+
+
+def pkcs12_key_and_chain(data: bytes, password: str) -> tuple[str, str]:
+    """(certificate chain PEM, PKCS#8 key PEM) of a PKCS12 keystore's private key, opened with
+    ``password`` as Java opens it (an empty password too, which librdkafka cannot pass on)."""
+    from cryptography.hazmat.primitives import serialization  # lazy: as _load_pkcs12
+
+    store = _load_pkcs12(data, password)
+    if store.key is None or store.cert is None:
+        raise StoreError("it holds no private key with its certificate")
+    chain = [store.cert, *store.additional_certs]
+    der = serialization.Encoding.DER
+    key = store.key.private_bytes(
+        der, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return "".join(pem("CERTIFICATE", c.certificate.public_bytes(der)) for c in chain), pem(
+        "PRIVATE KEY", key
+    )
 
 
 def trusted_certificates(data: bytes, kind: str, password: str | None) -> str:

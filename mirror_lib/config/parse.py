@@ -16,6 +16,7 @@ from types import MappingProxyType
 from mirror_lib.config.fanout import read_groups
 from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY, global_setting
+from mirror_lib.config.java_clients import checked_protocol
 from mirror_lib.config.key_checks import (
     connector_extra,
     default_plugin,
@@ -257,6 +258,7 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
             raise mirror_key_error(key, value, key, origin)
         if not known:
             unknown.append(key)
+    _check_protocols(clusters, flow_clients, origin)
     if transform_keys:
         warnings.append(
             f"{', '.join(transform_keys)} {'is' if len(transform_keys) == 1 else 'are'} ignored: "
@@ -294,6 +296,34 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
 
     check_state_dir(config.state_dir)  # on Databricks: never the driver's local disk
     return config
+
+
+def _check_protocols(
+    clusters: Mapping[str, ClusterConfig],
+    flow_clients: Mapping[tuple[str, str], Mapping[str, Mapping[str, tuple[str, str]]]],
+    origin: str,
+) -> None:
+    """Every ``security.protocol`` a client would get names a protocol, checked here as MM2
+    checks it when it reads its configuration (the library API and the notebooks see it too,
+    not only ``mirror validate``); a reference is checked where it resolves, when clients are
+    built."""
+    key = "security.protocol"
+    found = [
+        (cluster.origin(section, key), getattr(cluster, section)[key])
+        for cluster in clusters.values()
+        for section in ("client", *ROLES)
+        if key in getattr(cluster, section)
+    ]
+    found += [
+        (where, value)
+        for sections in flow_clients.values()
+        for settings in sections.values()
+        for name, (value, where) in settings.items()
+        if name == key
+    ]
+    for where, value in found:
+        if not has_reference(value):
+            checked_protocol(where, value, origin)
 
 
 def _loop_warnings(flows: list[FlowConfig]) -> list[str]:

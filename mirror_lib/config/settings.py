@@ -399,7 +399,7 @@ class FlowSettings:
 
     @property
     def exactly_once(self) -> bool:
-        """True when the flow delivers with transactions and the target-side ledger (D3)."""
+        """True when the flow delivers with transactions and the target-side ledger."""
         return self.delivery == "exactly_once"
 
     def describe(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 A truststore becomes ``ssl.ca.location``/``ssl.ca.pem``: a JKS, JCEKS or PKCS12 truststore is read
 here (:mod:`mirror_lib.config.java_stores`) into ``ssl.ca.pem``. A keystore becomes librdkafka's
-PKCS12 keystore, or PEM certificate and key (a PEM file, or a JKS store read here). A readable
+PKCS12 keystore, or PEM certificate and key (a PEM file, or a JKS store or a PKCS12 store with an
+empty password read here). A readable
 binary store's content decides its type, as Java reads either under both names; inline PEM is
 re-wrapped the way Kafka's PemParser reads it. A store that is not on this machine, or whose
 password is still a ``${...}`` reference (``mirror validate``), is left to the client checks,
@@ -19,6 +20,7 @@ from mirror_lib.config.java_stores import (
     StoreError,
     key_and_chain,
     pem_block,
+    pkcs12_key_and_chain,
     trusted_certificates,
 )
 from mirror_lib.config.properties import REDACTED, has_reference
@@ -116,16 +118,26 @@ def keystore(props: dict[str, tuple[str, str]], out: dict[str, Any], notes: list
         )
     if location:
         if kind == "PKCS12":
-            out["ssl.keystore.location"] = location
-            if password:
+            if password is None:  # Java refuses it too; librdkafka would, when the client is made
+                raise ConfigError(
+                    _sibling(where, "ssl.keystore.password"),
+                    None,
+                    f"the password of {location} (Java: SSL key store is specified, but key "
+                    "store password is not specified); a store without one opens with an empty "
+                    "ssl.keystore.password =",
+                )
+            if password[0]:
+                out["ssl.keystore.location"] = location
                 out["ssl.keystore.password"] = password[0]
-                password = None
+            else:  # librdkafka takes an empty password as none: read here, as Java reads it
+                out.update(_pkcs12_keystore(location, where, password))
             key_password = props.pop("ssl.key.password", None)
-            if key_password and key_password[0] != out.get("ssl.keystore.password"):
+            if key_password and key_password[0] != password[0]:
                 notes.append(
-                    f"{key_password[1]} is ignored: librdkafka opens a PKCS12 keystore's key with "
+                    f"{key_password[1]} is ignored: a PKCS12 keystore's key is opened with "
                     "ssl.keystore.password"
                 )
+            password = None
         elif kind == "PEM":
             out["ssl.certificate.location"] = location
             out["ssl.key.location"] = location
@@ -210,6 +222,22 @@ def _java_keystore(
             f"keytool -importkeystore -srckeystore {location} -srcstoretype {kind} "
             "-destkeystore keystore.p12 -deststoretype PKCS12 [-srcalias <one key's alias>]"
         )
+        raise _format_error(exc, data, location, where, "keystore", convert) from None
+    return {"ssl.certificate.pem": chain, "ssl.key.pem": key}
+
+
+def _pkcs12_keystore(location: str, where: str, password: tuple[str, str]) -> dict[str, str]:
+    """``ssl.certificate.pem`` + ``ssl.key.pem`` from a PKCS12 keystore whose password is empty,
+    which Java opens and librdkafka cannot be given (Stackable's stores have one)."""
+    data = _store_bytes(location)
+    if data is None:  # not on this machine: listed by validate, refused by a run
+        return {"ssl.keystore.location": location, "ssl.keystore.password": password[0]}
+    try:
+        chain, key = pkcs12_key_and_chain(data, password[0])
+    except PasswordError as exc:
+        raise _password_error(exc, location, password, password[1]) from None
+    except StoreError as exc:
+        convert = f"openssl pkcs12 -in {location} -nodes -out keystore.pem"
         raise _format_error(exc, data, location, where, "keystore", convert) from None
     return {"ssl.certificate.pem": chain, "ssl.key.pem": key}
 

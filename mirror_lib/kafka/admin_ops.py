@@ -41,7 +41,8 @@ KAFKA_TOPIC_DEFAULTS: dict[str, str] = {
 UNSUPPORTED_ERRORS = frozenset({
     "UNSUPPORTED_VERSION", "INVALID_REQUEST", "_UNSUPPORTED_FEATURE", "_NOT_IMPLEMENTED",
 })
-# MM2 §2.3: when creating an internal topic, these errors mean "assume the topic exists".
+# As MM2 (docs/mm2-reference.md#creating-internal-topics): when creating an internal topic, these
+# errors mean "assume the topic exists".
 ASSUME_EXISTS = UNSUPPORTED_ERRORS | {
     "TOPIC_ALREADY_EXISTS", "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
 }
@@ -178,7 +179,7 @@ class AdminOps(ABC):
     ) -> CreateOutcome:
         """Create an MM2 internal topic (1 partition, cleanup.policy=compact), idempotently.
 
-        Like MM2 §2.3: an existing topic, a broker without CreateTopics, and authorization
+        Like MM2: an existing topic, a broker without CreateTopics, and authorization
         failures count as "exists". If the cluster has fewer brokers than ``replication_factor``
         this raises a non-transient BrokerError naming the problem, unless ``fit_to_cluster``
         is true: then it retries with the broker count and logs a warning. -1 = broker default.

@@ -23,7 +23,7 @@ from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.model import FlowConfig, MirrorConfig
 from mirror_lib.config.properties import has_reference, redact_value
 from mirror_lib.errors import ConfigError
-from mirror_lib.kafka.clients import client_config, raw_settings
+from mirror_lib.kafka.clients import client_config, producer_defaults, raw_settings
 
 #: Settings loaded together: when one still holds a reference (validate), all are left out.
 _TOGETHER = (
@@ -120,11 +120,11 @@ def _flow_clients(flow: FlowConfig, replicates: bool) -> list[_Client]:
     """(side, role, extra) of each client a flow's run builds, with the settings that run adds
     (source_reader, ledger, writer, heartbeats); heartbeat-only flows use the target only."""
     s = flow.settings
-    producer: dict[str, Any] = {"enable.idempotence": True}
+    producer: dict[str, Any] = {}  # producer_defaults: idempotent unless the user says not
     if not replicates:
         return [("target", "producer", producer), ("target", "admin", {})]
     if s.exactly_once:
-        producer = {**producer, "transactional.id": f"mirror-{flow.name}-0"}
+        producer = {"enable.idempotence": True, "transactional.id": f"mirror-{flow.name}-0"}
     clients: list[_Client] = [
         (
             "source",
@@ -151,7 +151,7 @@ def _flow_clients(flow: FlowConfig, replicates: bool) -> list[_Client]:
         ("target", "admin", {}),
     ]
     if s.emit_offset_syncs and s.offset_syncs_location != "target":
-        clients.append(("source", "producer", {"enable.idempotence": True}))
+        clients.append(("source", "producer", {}))
     return clients
 
 
@@ -170,19 +170,22 @@ def client_specs(
     specs: dict[str, ClientSpec] = {}
     for flow, replicates in flows:
         for side, role, extra in _flow_clients(flow, replicates):
-            alias = flow.source if side == "source" else flow.target
+            cluster = config.cluster(flow.source if side == "source" else flow.target)
+            overrides = flow.overrides(side, role)
+            ours = producer_defaults(cluster, overrides) if role == "producer" else None
             conf = client_config(
-                config.cluster(alias),
+                cluster,
                 role,
-                client_id=f"mirror|{flow.name}|{side}={alias}|{role}|check",
+                client_id=f"mirror|{flow.name}|{side}={cluster.alias}|{role}|check",
+                defaults=ours,
                 extra=extra,
-                overrides=flow.overrides(side, role),
+                overrides=overrides,
                 resolve=resolve,
                 notes=notes if notes is not None else [],
             )
             same = {k: v for k, v in conf.items() if k != "client.id"}
-            key = f"{alias}|{role}|" + json.dumps(same, sort_keys=True, default=str)
-            specs.setdefault(key, ClientSpec(flow.name, side, alias, role, conf))
+            key = f"{cluster.alias}|{role}|" + json.dumps(same, sort_keys=True, default=str)
+            specs.setdefault(key, ClientSpec(flow.name, side, cluster.alias, role, conf))
     return list(specs.values())
 
 

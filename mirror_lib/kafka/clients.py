@@ -130,6 +130,28 @@ def _flow_side(flow: FlowConfig, side: str) -> str:
     return flow.source if side == "source" else flow.target
 
 
+def idempotence_off(
+    cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
+) -> str | None:
+    """The key (as written) that turns idempotence off for ``cluster``'s producers, e.g.
+    ``B.producer.enable.idempotence = false`` for a service without idempotent producers (OCI
+    Streaming); None when they are idempotent, as by default."""
+    props, _ = raw_settings(cluster, "producer", overrides)
+    value, where = props.get("enable.idempotence", ("true", ""))
+    return where if value.strip().lower() == "false" else None
+
+
+def producer_defaults(
+    cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    """Our defaults of a producer to ``cluster``: idempotent, unless the user turned that off
+    (:func:`idempotence_off`); then one request in flight per broker, so that a retried request
+    cannot land after a later one and reorder a partition."""
+    if idempotence_off(cluster, overrides):
+        return {"max.in.flight.requests.per.connection": 1}
+    return {"enable.idempotence": True}
+
+
 def _delivery_conflicts(config: MirrorConfig, flow: FlowConfig, notes: list[str]) -> None:
     """Errors for user settings that contradict the flow's delivery mode (before anything runs)."""
     mode = f"mirror.delivery = {flow.settings.delivery} (flow {flow.name})"
@@ -141,18 +163,40 @@ def _delivery_conflicts(config: MirrorConfig, flow: FlowConfig, notes: list[str]
         found = [props[k] for k in keys if k in props]
         return (found[-1][0].strip().lower(), found[-1][1]) if found else None
 
-    idempotence = value(producer, "enable.idempotence")
-    if idempotence and idempotence[0] == "false":
-        why = "transactions" if flow.settings.exactly_once else "no duplicates from retries"
+    off = idempotence_off(target, flow.overrides("target", "producer"))
+    if off and flow.settings.exactly_once:
         raise ConfigError(
-            idempotence[1], "false", f"true or unset: {mode} uses idempotent producers ({why})"
+            off,
+            "false",
+            f"true or unset: {mode} writes in transactions, which need idempotent producers. "
+            f"For a target without them set {flow.name}.mirror.delivery = at_least_once: no "
+            "transactions, no idempotence, and a retried request may copy records twice (README: "
+            "'Coming from MirrorMaker 2')",
+        )
+    if off:
+        notes.append(
+            f"{off} = false: flow {flow.name} writes at least once without idempotence: a "
+            "produce request retried after its acknowledgement was lost writes its records "
+            "twice, and the copy counts each such duplicate in a warning"
         )
     acks = value(producer, "acks", "request.required.acks")
     if acks and acks[0] not in ("all", "-1"):
-        raise ConfigError(acks[1], acks[0], f"all or unset: {mode} needs idempotent producers")
+        why = (
+            f"a record only the leader acknowledged is lost if it fails ({off} = false)"
+            if off
+            else "idempotent producers need it"
+        )
+        raise ConfigError(acks[1], acks[0], f"all or unset: {mode} ({why})")
     in_flight = value(producer, "max.in.flight.requests.per.connection", "max.in.flight")
-    if in_flight and in_flight[0].isdigit() and int(in_flight[0]) > 5:
-        raise ConfigError(in_flight[1], in_flight[0], f"at most 5: {mode} is idempotent")
+    most = 1 if off else 5
+    if in_flight and in_flight[0].isdigit() and int(in_flight[0]) > most:
+        why = (
+            f"without idempotence ({off} = false) a retried request would land after later ones "
+            "and reorder the partition"
+            if off
+            else "it is idempotent"
+        )
+        raise ConfigError(in_flight[1], in_flight[0], f"at most {most}: {mode}: {why}")
     isolation = value(consumer, "isolation.level")
     if isolation and isolation[0] == "read_uncommitted":
         if flow.settings.exactly_once:

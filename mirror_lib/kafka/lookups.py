@@ -49,10 +49,11 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], timeout_s: float = 30) 
 
 
 def partition_bounds(
-    admin: AdminClient, partitions: Iterable[TP], timeout_s: float = 30
+    admin: AdminClient, partitions: Iterable[TP], timeout_s: float = 30, *, committed: bool = True
 ) -> dict[TP, tuple[int, int]]:
     """(earliest, last stable offset) per partition: the range a read_committed reader sees.
 
+    ``committed=False``: (earliest, high watermark), past the records of open transactions.
     The end is never below the start: Kafka lists a last stable offset below the log start
     when records deleted (retention, DeleteRecords) began a transaction that is still open, and
     such a partition holds nothing readable yet, which is an end at its start.
@@ -61,10 +62,11 @@ def partition_bounds(
     if not tps:
         return {}
     result: dict[TP, list[int]] = {tp: [0, 0] for tp in tps}
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     for index, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
         futures = admin.list_offsets(
             {TopicPartition(t, p): spec for t, p in tps},
-            isolation_level=IsolationLevel.READ_COMMITTED,
+            isolation_level=level,
             request_timeout=timeout_s,
         )
         for tp, info in wait_futures(

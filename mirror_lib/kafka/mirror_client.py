@@ -1,9 +1,10 @@
-"""MM2's ``MirrorClient`` / ``RemoteClusterUtils`` for one cluster (mm2.md §5, §6.6).
+"""MM2's ``MirrorClient`` / ``RemoteClusterUtils`` for one cluster
+(docs/mm2-reference.md#mirrorclient).
 
 Reads only: topic listing, heartbeat and checkpoint topics. Readers use a throwaway ``group.id``,
 assign partitions directly and never commit. Records that cannot be decoded are skipped and
 counted in :attr:`MirrorClient.skipped_records`, as MM2 skips records failing with
-``SchemaException``. Works against topics written by a real MM2 (same bytes, mm2.md §1).
+``SchemaException``. Works against topics written by a real MM2 (same bytes).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ by the materialization of internal topics (its Spark source and its `--once` cat
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -21,13 +21,17 @@ def read_topic(
     timeout_s: float = 60,
     start: int = 0,
     partition: int | None = None,
+    until: Mapping[int, int] | None = None,
 ) -> Iterable[Any]:
     """Committed records of ``topic`` (every partition, or only ``partition``) from offset
     ``start`` to the end.
 
     Yields nothing for a missing topic. ``timeout_s`` bounds the wait for progress, not the
     whole read (a long topic takes as long as it takes): no record and no end for ``timeout_s``
-    raises a transient :class:`BrokerError` rather than returning a partial answer.
+    raises a transient :class:`BrokerError` rather than returning a partial answer. ``until``
+    (partition -> offset) reads on past an end found below that offset: a transaction still open
+    there holds back the end a read_committed reader finds, and with it the committed records
+    written after that transaction began.
     """
     conf = {
         "enable.auto.commit": False,
@@ -57,7 +61,8 @@ def read_topic(
                 if err is None:
                     yield msg
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
+                    if msg.offset() >= (until or {}).get(msg.partition(), 0):
+                        pending.discard(msg.partition())
                 else:
                     raise BrokerError(f"reading {topic}: {err.str()}", transient=True)
     except KafkaException as exc:
@@ -111,7 +116,8 @@ def read_back(
     finally:
         consumer.close()
     size = first
-    if end is None:  # the broker's end can be a hint only (tansu's, platform.md section 8)
+    # the broker's end can be a hint only (tansu's, docs/testing.md#test-broker-limits)
+    if end is None:
         start = max(low, high - size)
         tail = read_topic(conf, topic, timeout_s, start=start, partition=0)
         yield Chunk(start, max(start, high), tail, start == low)  # may go past ``stop``

@@ -1,4 +1,4 @@
-"""Topic and group filters with MM2's semantics (mm2.md §3.3, §6.3, §6.4).
+"""Topic and group filters with MM2's semantics (docs/mm2-reference.md#filter-defaults).
 
 Lists are Kafka ``LIST`` config values (comma-separated, whitespace around items ignored). As in
 MM2's DefaultTopicFilter/DefaultGroupFilter the items are joined with ``|`` into one regular
@@ -274,7 +274,8 @@ def should_replicate_topic(
     target_alias: str,
     heartbeats_replication_enabled: bool = True,
 ) -> bool:
-    """MirrorSourceConnector.shouldReplicateTopic for a topic on the source of a flow (§3.3).
+    """MirrorSourceConnector.shouldReplicateTopic for a topic on the source of a flow
+    (docs/mm2-reference.md#which-topics-a-flow-replicates).
 
     (filter accepts it, or heartbeats replication is on and it is a heartbeats topic) and it is
     not internal and it is not a cycle back to ``target_alias``.

@@ -1,11 +1,11 @@
 """Byte-exact encode/decode of MM2's internal records: offset syncs, checkpoints and heartbeats.
 
-MM2 writes these with Kafka's protocol ``Schema``/``Struct`` encoding (see mm2.md §1): fields back
-to back, big-endian, no framing; STRING is an INT16 byte length then UTF-8 bytes, never null. Real
-MM2 tasks and ``MirrorClient`` read what we write, and we read what they write, so the bytes must
-match exactly. Checkpoint and heartbeat values start with an INT16 version (only 0 exists); offset
-sync values have no version. Trailing bytes are ignored on read, as ``Schema.read`` does, and never
-written.
+MM2 writes these with Kafka's protocol ``Schema``/``Struct`` encoding
+(docs/mm2-reference.md#wire-formats): fields back to back, big-endian, no framing; STRING is an
+INT16 byte length then UTF-8 bytes, never null. Real MM2 tasks and ``MirrorClient`` read what we
+write, and we read what they write, so the bytes must match exactly. Checkpoint and heartbeat values
+start with an INT16 version (only 0 exists); offset sync values have no version. Trailing bytes are
+ignored on read, as ``Schema.read`` does, and never written.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class _Reader:
 
 @dataclass(frozen=True)
 class OffsetSync:
-    """Maps an upstream offset to the downstream offset of the same record (mm2.md §1.1).
+    """Maps an upstream offset to the downstream offset of the same record
+    (docs/mm2-reference.md#offsetsync).
 
     ``topic`` and ``partition`` are the upstream (source) names, never renamed.
     """
@@ -132,7 +133,8 @@ class OffsetSync:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A consumer group's upstream committed offset and its translation (mm2.md §1.2).
+    """A consumer group's upstream committed offset and its translation
+    (docs/mm2-reference.md#checkpoint).
 
     ``topic`` is the name on the target cluster (e.g. ``A.orders``).
     """
@@ -174,7 +176,8 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Heartbeat:
-    """Proof of liveness of the flow source -> target, emitted periodically (mm2.md §1.3)."""
+    """Proof of liveness of the flow source -> target, emitted periodically
+    (docs/mm2-reference.md#heartbeat)."""
 
     source_cluster_alias: str
     target_cluster_alias: str

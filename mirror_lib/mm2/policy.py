@@ -1,4 +1,5 @@
-"""Replication policies with MirrorMaker 2's exact naming semantics (mm2.md §2, §3, §4.4, §5).
+"""Replication policies with MirrorMaker 2's exact naming semantics
+(docs/mm2-reference.md#replication-policies).
 
 Internal-topic rules follow **Kafka 4.x (KAFKA-17200 / KIP-1074)**: MM2-internal means "starts
 with ``mm2`` and ends with ``<isep>internal``" or a checkpoints topic; other internal topics start
@@ -223,7 +224,8 @@ def make_policy(
 
 
 def is_cycle(policy: ReplicationPolicy, topic: str, target_alias: str) -> bool:
-    """True if ``topic`` (on the source) already passed through ``target_alias`` (§3.3 rule 3)."""
+    """True if ``topic`` (on the source) already passed through ``target_alias`` (MM2's cycle
+    rule)."""
     seen = {topic}
     while True:
         source = policy.topic_source(topic)
@@ -241,13 +243,13 @@ def is_cycle(policy: ReplicationPolicy, topic: str, target_alias: str) -> bool:
 def checkpoint_topic_name(
     policy: ReplicationPolicy, source_alias: str, target_alias: str, topic: str
 ) -> str:
-    """Target-side name of a checkpointed topic (MirrorCheckpointTask rename, §4.4)."""
+    """Target-side name of a checkpointed topic (MirrorCheckpointTask's rename)."""
     if policy.topic_source(topic) == target_alias:
         return policy.original_topic(topic)
     return policy.format_remote_topic(source_alias, topic)
 
 
-# --- MirrorClient helpers over a list of topic names (§5) ------------------------------------
+# --- MirrorClient helpers over a list of topic names (docs/mm2-reference.md#mirrorclient) ----
 
 
 def heartbeat_topics(policy: ReplicationPolicy, topics: Iterable[str]) -> set[str]:

@@ -1,9 +1,11 @@
-"""Checkpoint emission and group-offset sync decisions (mm2.md §3.3 group side, §4.4, §4.5).
+"""Checkpoint emission and group-offset sync decisions, as MM2 makes them
+(docs/mm2-reference.md#checkpoints, #group-offset-sync).
 
 * :class:`CheckpointStore`: latest checkpoint per (group, target topic, partition).
-* :func:`compute_checkpoints`: MirrorCheckpointTask's per-group checkpoint rules (§4.4).
-* :func:`group_offsets_to_sync`: which target group offsets to write (KIP-545, §4.5).
-* :func:`checkpoints_monotonic`: the monotonicity invariant of §9.1 step 8.
+* :func:`compute_checkpoints`: MirrorCheckpointTask's per-group checkpoint rules.
+* :func:`group_offsets_to_sync`: which target group offsets to write (KIP-545).
+* :func:`checkpoints_monotonic`: MM2's monotonicity invariant
+  (docs/mm2-reference.md#checkpoint-invariants).
 * :func:`accept_group`: which source groups are checkpointed.
 
 Pure logic: no Kafka, no Spark.
@@ -106,11 +108,11 @@ def compute_checkpoints(
     should_replicate_topic: Callable[[str], bool],
     store: CheckpointStore,
 ) -> list[Checkpoint]:
-    """Checkpoints to emit for one group's committed source offsets (§4.4); updates ``store``.
+    """Checkpoints to emit for one group's committed source offsets; updates ``store``.
 
     ``committed`` maps source (topic, partition) to (offset, metadata), None for a null
     OffsetAndMetadata. ``translate(topic, partition, upstream)`` gives the downstream offset or
-    None when there is no translation (e.g. no offset syncs yet, §9.6). Returns the emitted
+    None when there is no translation (e.g. no offset syncs yet). Returns the emitted
     checkpoints sorted by (target topic, partition).
     """
     emitted: list[Checkpoint] = []
@@ -163,7 +165,7 @@ def group_offsets_to_sync(
     target_members: int,
     target_offsets: Mapping[TopicPartition, int],
 ) -> dict[TopicPartition, int]:
-    """Target offsets to write for one group from its latest checkpoints (KIP-545, §4.5).
+    """Target offsets to write for one group from its latest checkpoints (KIP-545).
 
     Stricter than MM2: a group with active members (``target_members > 0`` or a state other than
     absent (None) / EMPTY / DEAD / UNKNOWN) gives ``{}``; we never race live consumers. tansu
@@ -185,7 +187,8 @@ def group_offsets_to_sync(
 
 def checkpoints_monotonic(checkpoints: Iterable[Checkpoint]) -> bool:
     """True if, per (group, topic, partition) in order, downstream never decreases unless
-    upstream decreased at the same step (§9.1 step 8, with §9.8's deliberate rewinds)."""
+    upstream decreased at the same step (MM2's invariant, with the group's own deliberate
+    rewinds)."""
     last: dict[tuple[str, str, int], Checkpoint] = {}
     for cp in checkpoints:
         key = (cp.group, cp.topic, cp.partition)

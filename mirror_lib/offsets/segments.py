@@ -1,8 +1,9 @@
-"""Offset mapping between a source partition and its replica (DESIGN D4, mm2.md §4).
+"""Offset mapping between a source partition and its replica
+(docs/design.md#d4-exact-offset-mapping, docs/mm2-reference.md#offset-translation).
 
 * :class:`SegmentTracker`: contiguous runs of (upstream, downstream) offsets seen by the sink.
 * :func:`segment_syncs`, :func:`mm2_compatible_points`: the OffsetSync points to write.
-* :class:`SegmentIndex`, :func:`translate_exact`: exact translation from segments (D4).
+* :class:`SegmentIndex`, :func:`translate_exact`: exact translation from segments.
 
 MM2's own emission rules and its conservative OffsetSyncStore, which the tests compare us with,
 are reference models in :mod:`tests.helpers.mm2_models`.
@@ -115,7 +116,8 @@ class SegmentTracker:
 
 
 def segment_syncs(segments: Iterable[Segment]) -> list[SyncPoint]:
-    """D4 points: each segment's start and end (one point for a one-record segment), in order."""
+    """The OffsetSync points: each segment's start and end (one point for a one-record segment), in
+    order."""
     out: list[SyncPoint] = []
     for s in segments:
         out.append(SyncPoint(s.upstream_start, s.downstream_start))
@@ -148,7 +150,7 @@ def mm2_compatible_points(segment: Segment, offset_lag_max: int = 100) -> list[S
     return out
 
 
-# --- Exact translation from segments (D4) ------------------------------------------------------
+# --- Exact translation from segments -----------------------------------------------------------
 
 
 class SegmentIndex:
@@ -267,4 +269,4 @@ def translate_exact(segments: Sequence[Segment], upstream_offset: int) -> int | 
     return SegmentIndex(segments).translate(upstream_offset)
 
 
-# --- MM2-conservative translation from point syncs (§4.2, §4.3) --------------------------------
+# --- MM2-conservative translation from point syncs (docs/mm2-reference.md#translating-an-offset)

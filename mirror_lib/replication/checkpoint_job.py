@@ -1,4 +1,4 @@
-"""The checkpoint job of a flow A->B (mm2.md §4.4-4.5, D6), run once per tick.
+"""The checkpoint job of a flow A->B (docs/mm2-reference.md#checkpoints), run once per tick.
 
 It translates the committed offsets of A's consumer groups with the flow's exact segments, writes
 MM2 Checkpoint records to ``A.checkpoints.internal`` on B (never backwards unless the group
@@ -240,29 +240,39 @@ def _topic_id(ctx: FlowContext, topic: str) -> str | None:
 
 
 def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
-    """Write one round in one transaction: every partition's checkpoint appears together."""
+    """Write one round. With exactly-once delivery in one transaction: every partition's
+    checkpoint appears together. At least once (for targets without transactions) without one:
+    a round that is not acknowledged whole fails, and the next cycle writes what is missing."""
     ctx.admin_ops("target").create_compacted_topic(
         ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
     )
-    producer = Producer(
-        ctx.client(
-            "target",
-            "producer",
-            **{
-                "transactional.id": f"mirror-checkpoints-{ctx.flow.name}",
-                "enable.idempotence": True,
-            },
-        )
-    )
+    eos = ctx.settings.exactly_once
+    txn = {"transactional.id": f"mirror-checkpoints-{ctx.flow.name}", "enable.idempotence": True}
+    producer = Producer(ctx.producer("target", **(txn if eos else {})))
+    failed: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err.str())
+
     try:
-        producer.init_transactions(30)
-        producer.begin_transaction()
+        if eos:
+            producer.init_transactions(30)
+            producer.begin_transaction()
         now = int(time.time() * 1000)
         for cp in checkpoints:
             producer.produce(
-                ctx.checkpoints_topic, cp.value(), cp.key(), partition=0, timestamp=now
+                ctx.checkpoints_topic, cp.value(), cp.key(), partition=0, timestamp=now,
+                on_delivery=delivered,
+            )  # fmt: skip
+        if eos:
+            producer.commit_transaction(30)
+        elif producer.flush(30) > 0 or failed:
+            raise BrokerError(
+                f"checkpoints of {ctx.label} not acknowledged by {ctx.where('target')}: "
+                f"{', '.join(sorted(set(failed))) or 'no answer in 30 s'}",
+                transient=True,
             )
-        producer.commit_transaction(30)
     except KafkaException as exc:
         raise BrokerError(
             f"checkpoints of {ctx.label} not committed on {ctx.where('target')}: "

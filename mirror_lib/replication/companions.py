@@ -1,4 +1,5 @@
-"""Periodic work on driver threads: heartbeats, checkpoints (D6, revised) and delta-rs tables.
+"""Periodic work on driver threads: heartbeats, checkpoints and delta-rs tables
+(docs/design.md#d6-companions-on-the-driver).
 
 A Spark query per periodic job ran a Spark job every second and took task slots that replication
 needs (measured: the heartbeats query doubled replication latency on 2 cores). These jobs are

@@ -22,7 +22,7 @@ from mirror_lib.config.model import FlowConfig, MirrorConfig
 from mirror_lib.config.parse import parse_config, resolved_flow_properties
 from mirror_lib.config.properties import has_reference, is_sensitive
 from mirror_lib.errors import BrokerError, ConfigError
-from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.clients import client_config, idempotence_off, producer_defaults
 from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
 from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
 
@@ -232,7 +232,8 @@ class FlowContext:
         )
 
     def ledger_group(self, slot: int) -> str:
-        """Target-side group whose committed offsets record the next upstream offset (D3).
+        """Target-side group whose committed offsets record the next upstream offset
+        (docs/design.md#d3-exactly-once).
 
         One group per slot: only the slot's own (fenced) transaction can leave its offsets
         pending, so reading the ledger never waits on another slot.
@@ -242,6 +243,27 @@ class FlowContext:
     def transactional_id(self, slot: int) -> str:
         return f"mirror-{self.flow.name}-{slot}"
 
+    def _cluster_overrides(self, cluster: str, role: str) -> tuple[Any, Any]:
+        """(ClusterConfig, this flow's overrides of ``role`` there) for ``cluster``
+        ("source"/"target" or an alias)."""
+        alias = {"source": self.source, "target": self.target}.get(cluster, cluster)
+        side = "source" if alias == self.source else "target" if alias == self.target else ""
+        return self.config.cluster(alias), self.flow.overrides(side, role) if side else None
+
+    def idempotent(self, cluster: str) -> bool:
+        """Whether producers to ``cluster`` are idempotent (the user may turn that off for a
+        service without idempotent producers, with ``mirror.delivery = at_least_once``)."""
+        return idempotence_off(*self._cluster_overrides(cluster, "producer")) is None
+
+    def producer(
+        self, cluster: str, defaults: dict[str, Any] | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """librdkafka config of a producer on ``cluster``: :meth:`client` with our producer
+        defaults (:func:`~mirror_lib.kafka.clients.producer_defaults`: idempotent, unless the
+        user turned it off) under ``defaults``."""
+        ours = producer_defaults(*self._cluster_overrides(cluster, "producer"))
+        return self.client(cluster, "producer", {**ours, **(defaults or {})}, **extra)
+
     def client(
         self, cluster: str, role: str, defaults: dict[str, Any] | None = None, **extra: Any
     ) -> dict[str, Any]:
@@ -250,23 +272,24 @@ class FlowContext:
         ``defaults`` yield to the user's settings (with the flow's ``A->B.consumer.*`` etc.);
         ``extra`` overrides them.
         """
-        alias = {"source": self.source, "target": self.target}.get(cluster, cluster)
-        side = "source" if alias == self.source else "target" if alias == self.target else ""
+        cluster_config, overrides = self._cluster_overrides(cluster, role)
+        alias = cluster_config.alias
         return client_config(
-            self.config.cluster(alias),
+            cluster_config,
             role,
             # The side and alias let lower layers name the cluster in errors (admin.where_from).
             client_id=f"mirror|{self.flow.name}|{'source' if alias == self.source else 'target'}"
             f"={alias}|{role}",
             defaults=defaults,
             extra=extra,
-            overrides=self.flow.overrides(side, role) if side else None,
+            overrides=overrides,
         )
 
 
 class PlainProducer:
-    """An idempotent producer of internal records (heartbeat-like events, source-side offset
-    syncs) to partition 0 of topics on one side, outside any transaction.
+    """A producer of internal records (heartbeat-like events, source-side offset syncs) to
+    partition 0 of topics on one side, outside any transaction; idempotent unless the user
+    turned that off for the cluster.
 
     A writer keeps one for its whole slice: a producer made per commit cost a connection and an
     InitProducerId on the source cluster for every transaction.
@@ -276,7 +299,7 @@ class PlainProducer:
         from confluent_kafka import Producer  # lazy: optional extra "kafka"
 
         self.ctx, self.side = ctx, side
-        self.producer = Producer(ctx.client(side, "producer", **{"enable.idempotence": True}))
+        self.producer = Producer(ctx.producer(side))
         self.failed: list[str] = []
         self.topics: set[str] = set()  # named when records are not acknowledged
 

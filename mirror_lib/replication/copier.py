@@ -1,4 +1,5 @@
-"""Copy a task slot's partitions for one time slice (D2-D4, D8): read once, write to each target.
+"""Copy a task slot's partitions for one time slice (docs/design.md#d2-slices): read once, write to
+each target.
 
 A slice task keeps ``read_committed`` source consumers and, per target, a
 :class:`~mirror_lib.replication.writer.TargetWriter` (one transactional producer and one
@@ -160,6 +161,7 @@ class SliceCopy(TargetMembership):
             self.result.records += w.result.records
             self.result.bytes += w.result.bytes
             self.result.transactions += w.result.transactions
+            self.result.unreported += w.result.unreported
         if self.until and not self.result.records and self.writers and not self.end_early:
             positions = {tp: part.expect for w in self.writers for tp, part in w.parts.items()}
             log.warning("%s", idle_slice_text(self.slot, positions, self.until))

@@ -59,6 +59,7 @@ class PartState:
         "consumed",
         "d_first",
         "d_last",
+        "d_next",
         "done",
         "error",
         "expect",
@@ -77,6 +78,7 @@ class PartState:
         self.expect = self.committed = start
         self.until = until
         self.done = start >= until
+        self.d_next = -1  # the downstream offset after this slice's last committed record
         self.reset()
 
     def reset(self) -> None:
@@ -128,6 +130,21 @@ class PartState:
             np.float64
         )
         return consumed, np.where(ts > 0, ts, consumed)
+
+    def unreported(self) -> int:
+        """Downstream offsets of the open transaction's span (from the end of the slice's last
+        commit, when known) that carry none of its acknowledged records, in exact mode: without
+        transactions, what a retry wrote twice (or another producer's records)."""
+        if not self.acked:
+            return 0
+        first = self.d_next if self.d_next >= 0 else self.acked[0]
+        return self.acked[-1] + 1 - first - len(self.acked)
+
+    def committed_downstream(self) -> None:
+        """The open transaction committed: remember where its records end downstream."""
+        last = self.acked[-1] if self.acked else self.d_last
+        if last >= 0:
+            self.d_next = last + 1
 
     def segments(self, exact: bool) -> list[Segment]:
         """Segments of the open transaction (after every record was acknowledged)."""

@@ -5,7 +5,7 @@
    are recorded ``migrating``; then A's end offsets are the cutover point;
 3. replicated: wait until A's end offsets are replicated and verified
 (:mod:`mirror_lib.replication.verify`);
-4. groups: translate every selected group's offsets on A exactly (segments, D4) and commit them on
+4. groups: translate every selected group's offsets on A exactly (segments) and commit them on
    B - idle groups only, never rewinding an offset B already has;
 5. report: per partition A's end offset and the matching offset on B (``migrated``);
 6. later, ``retire``: A's topics may be deleted (``retired``).
@@ -176,12 +176,13 @@ def _record(config: MirrorConfig, result: CutoverResult, ctx: FlowContext, spark
 def _wait_verified(
     config: MirrorConfig, ctx: FlowContext, topics: list[str], options: CutoverOptions, spark: Any
 ) -> tuple[Step, Any]:
-    """Verify until complete (apply) or once (dry run); a difference refuses at once."""
+    """Verify until complete (apply) or once (dry run); a difference or a stray record on the
+    target refuses at once."""
     deadline = time.monotonic() + (options.wait_s if options.apply else 0)
     while True:
         report = verify_flow(config, ctx.flow.name, topics, spark=spark, record=False)
         if not report.ok:
-            bad = next(p for p in report.partitions if p.status == "different")
+            bad = next(p for p in report.partitions if p.differs)
             text = f"{bad.topic}[{bad.partition}] {bad.describe()}"
             return Step("replicated", "refused", text), report
         if report.complete:

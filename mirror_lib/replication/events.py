@@ -1,9 +1,10 @@
-"""Flow events and metrics records on the target's metrics topic (D8, D10).
+"""Flow events and metrics records on the target's metrics topic
+(docs/design.md#d8-metrics-are-data).
 
 Records are JSON values keyed by ``<remote topic>:<partition>`` (or the flow name for flow-level
 events). ``type`` is one of ``batch`` (per partition per transaction chunk), ``gap``, ``skip``
 (stale records left out on purpose, :mod:`mirror_lib.config.stale`), ``start``, ``stop``, ``error``.
-Schemas are documented in the README ("Metrics records").
+Schemas are documented in docs/how-it-works.md#metrics-records.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def publish(ctx: FlowContext, events: Iterable[dict[str, Any]], timeout_s: float
 
 
 def ensure_metrics_topic(ctx: FlowContext, timeout_s: float | None = None) -> KafkaAdminOps:
-    """Create the flow's metrics topic on the target (idempotent, as MM2 §2.3)."""
+    """Create the flow's metrics topic on the target (idempotent, as MM2 creates its own)."""
     target = ctx.admin_ops("target", timeout_s)
     spec = NewTopicSpec(
         ctx.metrics_topic,
@@ -116,7 +117,7 @@ def ensure_metrics_topic(ctx: FlowContext, timeout_s: float | None = None) -> Ka
 
 
 def ensure_internal_topics(ctx: FlowContext) -> None:
-    """Create the flow's metrics and offset-syncs topics (idempotent, as MM2 §2.3)."""
+    """Create the flow's metrics and offset-syncs topics (idempotent, as MM2 creates its own)."""
     s = ctx.settings
     target = ensure_metrics_topic(ctx)
     if s.emit_offset_syncs:

@@ -1,4 +1,4 @@
-"""Which targets of a fan-out group copy in a slice (D8), a part of
+"""Which targets of a fan-out group copy in a slice, a part of
 :class:`~mirror_lib.replication.copier.SliceCopy`.
 
 One target never stops the others: a target that fails, falls more than

@@ -1,6 +1,6 @@
-"""Heartbeats as MM2 writes them (mm2.md §0, §1.3): flow A->B writes key (A, B) to ``heartbeats``
-on B, partition 0. A->B replicates A's own ``heartbeats`` topic (written by B->A, or by any flow
-into A) as ``A.heartbeats``, so chains such as ``B.A.heartbeats`` appear downstream.
+"""Heartbeats as MM2 writes them (docs/mm2-reference.md#how-mm2-runs): flow A->B writes key (A, B)
+to ``heartbeats`` on B, partition 0. A->B replicates A's own ``heartbeats`` topic (written by B->A,
+or by any flow into A) as ``A.heartbeats``, so chains such as ``B.A.heartbeats`` appear downstream.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Heartbeater:
         from confluent_kafka import Producer  # lazy: optional extra "kafka"
 
         self.ctx = ctx
-        self.producer = Producer(ctx.client("target", "producer", **{"enable.idempotence": True}))
+        self.producer = Producer(ctx.producer("target"))
 
     def emit(self, timeout_s: float = 30) -> int:
         """Write one heartbeat and wait for its acknowledgement."""

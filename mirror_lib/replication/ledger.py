@@ -1,4 +1,5 @@
-"""The delivery ledger on the target (D3): per remote partition, the next upstream offset.
+"""The delivery ledger on the target (docs/design.md#d3-exactly-once): per remote partition, the
+next upstream offset.
 
 It is the committed offset of the slot's ledger group on ``(remote topic, partition)``, written
 in the same transaction as the records, so after any crash it says exactly what was delivered.

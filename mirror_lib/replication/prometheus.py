@@ -10,7 +10,8 @@ successful run. :class:`FlowMetrics` accumulates one flow's events (pure, no Kaf
 Names: MM2's metrics keep the names the Prometheus JMX exporter gives them for MM2 (as in
 Strimzi's rules: ``kafka_connect_mirror_source_connector_<mm2 name with _>``, gauges), so MM2
 dashboards and alerts keep working; what MM2 does not measure is ``mirror_*`` with Prometheus'
-conventions (``_total`` counters, a histogram in seconds). README "Metrics in Prometheus".
+conventions (``_total`` counters, a histogram in seconds); see
+docs/operations/prometheus.md.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ TOPIC_LABELS = (*FLOW_LABELS, "topic", "source_topic")  # topic: the remote topi
 PARTITION_LABELS = (*TOPIC_LABELS, "partition")
 STATS = ("min", "max", "avg")
 
-#: MM2 metric -> our name and what we measure (also the README table).
+#: MM2 metric -> our name and what we measure (also the table of docs/operations/prometheus.md).
 MM2_NAMES = {
     "record-count": MM2 + "record_count",
     "byte-count": MM2 + "byte_count",

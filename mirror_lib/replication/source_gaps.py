@@ -1,4 +1,5 @@
-"""Source ranges that vanished under a flow (D10), as the planner finds them between slices.
+"""Source ranges that vanished under a flow (docs/design.md#d10-nothing-lost-nothing-silent), as the
+planner finds them between slices.
 
 - Records deleted (retention, DeleteRecords) before they were copied: the ledger is behind the
   earliest offset. A copy task whose consumer meets the deletion ends its slice, so the planner

@@ -5,7 +5,7 @@ A Spark query reading Kafka stores its positions in its checkpoint, not in a con
 such as ``{"orders":{"0":123,"1":456}}`` (the next offsets to read once the batch is done), and
 ``commits/<batch>`` exists once the batch's output is committed. The last committed batch's
 offsets are what the query has fully processed; translated through the flow's exact segments
-(D4) they are the ``startingOffsets`` of the same query restarted on the target with a fresh
+they are the ``startingOffsets`` of the same query restarted on the target with a fresh
 checkpoint. ``--offsets-json`` takes the same JSON from consumers that store offsets themselves.
 """
 
@@ -167,7 +167,7 @@ def translate_consumer_offsets(
 ) -> ConsumerRestart:
     """Translate next-to-read offsets on ``source`` to the matching offsets on ``target``.
 
-    Exact (D4): each offset becomes the target offset of the first record at or after it that
+    Exact: each offset becomes the target offset of the first record at or after it that
     was replicated, so the consumer neither re-reads nor skips a record. Fails for a partition
     the flow has not replicated yet when its offset is past 0, and for an offset older than the
     segments the metrics topic still keeps.

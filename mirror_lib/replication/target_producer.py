@@ -100,19 +100,21 @@ def make_producer(
     remote_topics: Collection[str] = (),
     init_timeout_s: float = 60,
 ) -> tuple[Producer, int]:
-    """The slot's producer: transactional (fencing older instances) or plain idempotent, its
-    batches no larger than any of ``remote_topics`` accepts; with its ``transaction.timeout.ms``
-    (the user's, else librdkafka's default), after which the broker aborts an open transaction."""
+    """The slot's producer: transactional (fencing older instances), or at least once without
+    transactions (idempotent unless the user turned that off for a target without idempotent
+    producers), its batches no larger than any of ``remote_topics`` accepts; with its
+    ``transaction.timeout.ms`` (the user's, else librdkafka's default), after which the broker
+    aborts an open transaction."""
     defaults = {
         "linger.ms": 5,
         "batch.size": BATCH_SIZE,
         "acks": "all",
         "queue.buffering.max.messages": max(500_000, 2 * ctx.settings.fanout_max_lag_records),
     }
-    extra: dict[str, Any] = {"enable.idempotence": True}
+    extra: dict[str, Any] = {}
     if ctx.settings.exactly_once:
-        extra["transactional.id"] = ctx.transactional_id(slot)
-    conf = ctx.client("target", "producer", defaults, **extra)
+        extra = {"enable.idempotence": True, "transactional.id": ctx.transactional_id(slot)}
+    conf = ctx.producer("target", defaults, **extra)
     limit = batch_limit(ctx, remote_topics)
     wanted = int(conf.get("batch.size", BATCH_SIZE))
     if limit is not None and wanted > limit[0] - FRAMING:

@@ -12,6 +12,7 @@ target acknowledged every record, and a target that acknowledges nothing for ``F
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,8 @@ from mirror_lib.replication.txn_events import batch_events, skip_events, sync_re
 
 if TYPE_CHECKING:
     from mirror_lib.replication.writer import CopyResult
+
+log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
@@ -158,6 +161,7 @@ class TargetTransactions:
                 first = part.runs[0][0] if part.runs else part.committed
                 self._fail_record(err, part, first)
         segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
+        twice = {} if self.eos else {tp: n for tp, p in moved.items() if (n := p.unreported())}
         evs = batch_events(self, segments, acked_ms, watermarks) + skip_events(self)
         out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
         syncs = sync_records(ctx.settings, segments)
@@ -203,8 +207,11 @@ class TargetTransactions:
             self.source_syncs.write(ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs])
         if moved or out:  # not a ledger refresh alone
             self.result.transactions += 1
+        if twice:
+            self._tell_unreported(twice)
         for part in moved.values():
             part.committed = part.expect
+            part.committed_downstream()
             self.result.records += part.n
             self.result.bytes += part.bytes
             part.reset()
@@ -215,6 +222,18 @@ class TargetTransactions:
             if wait and self.in_txn:
                 return self.commit(watermarks, wait=True)
         return True
+
+    def _tell_unreported(self, twice: dict[TP, int]) -> None:
+        """Without transactions, records a retry wrote twice stay on the target: count them."""
+        self.result.unreported += sum(twice.values())
+        where = ", ".join(f"{self.parts[tp].remote}[{tp[1]}]: {n}" for tp, n in twice.items())
+        log.warning(
+            "%s: %d record(s) on %s between the ones this commit copied were not acknowledged "
+            "to it (%s): the first copy of a produce request retried after its acknowledgement "
+            "was lost (without idempotence it is written twice), or another producer's records; "
+            "offsets are mapped around them",
+            self.ctx.label, sum(twice.values()), self.ctx.where("target"), where,
+        )  # fmt: skip
 
     def refresh_ledger(self) -> None:
         """At a slice's end: a slice that committed nothing writes its partitions' positions

@@ -1,4 +1,5 @@
-"""Topic creation, config, ACL and partition sync (MM2 §8), as pure planning plus a thin runner.
+"""Topic creation, config, ACL and partition sync as MM2 does it
+(docs/mm2-reference.md#topic-sync), as pure planning plus a thin runner.
 
 The pure functions take and return :mod:`mirror_lib.kafka.admin_ops` dataclasses and never talk to
 Kafka.
@@ -77,7 +78,7 @@ def _is_default(entry: ConfigEntry) -> bool:
 
 
 def _syncable(entries: Mapping[str, ConfigEntry], flt: ConfigPropertyFilter) -> list[ConfigEntry]:
-    """Drop read-only, sensitive, STATIC_BROKER_CONFIG and excluded entries (§8.1, §8.2)."""
+    """Drop read-only, sensitive, STATIC_BROKER_CONFIG and excluded entries."""
     return [
         e
         for e in entries.values()
@@ -92,7 +93,7 @@ def _syncable(entries: Mapping[str, ConfigEntry], flt: ConfigPropertyFilter) -> 
 def initial_topic_configs(
     source_entries: Mapping[str, ConfigEntry], flt: ConfigPropertyFilter
 ) -> dict[str, str]:
-    """Configs for a newly created remote topic (§8.1): non-defaults, plus defaults if
+    """Configs for a newly created remote topic: non-defaults, plus defaults if
     ``use_defaults_from=source``; never read-only, sensitive, static-broker or excluded."""
     return {
         e.name: str(e.value)
@@ -104,7 +105,7 @@ def initial_topic_configs(
 def config_sync_ops(
     source_entries: Mapping[str, ConfigEntry], flt: ConfigPropertyFilter
 ) -> list[ConfigOp]:
-    """Incremental ops for the remote topic (§8.2): DELETE source defaults when
+    """Incremental ops for the remote topic: DELETE source defaults when
     ``use_defaults_from=target``, else SET; excluded properties are never touched."""
     ops = []
     for e in sorted(_syncable(source_entries, flt), key=lambda e: e.name):
@@ -120,7 +121,7 @@ def acl_sync_bindings(
     should_replicate: Callable[[str], bool],
     remote_name: Callable[[str], str],
 ) -> list[AclBinding]:
-    """Target ACLs for the source's topic ACLs (§8.3): TOPIC+LITERAL of replicated topics only;
+    """Target ACLs for the source's topic ACLs: TOPIC+LITERAL of replicated topics only;
     every ALLOW WRITE dropped; ALLOW ALL -> ALLOW READ; everything else copied to the remote
     topic (DENY WRITE included). Order kept, duplicates removed."""
     out: dict[AclBinding, None] = {}
@@ -146,7 +147,7 @@ def partition_plan(
     target_partitions: Mapping[str, int],
     remote_name: Callable[[str], str],
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """(remote topics to create -> partition count, remote topics to grow -> new count), §8.4.
+    """(remote topics to create -> partition count, remote topics to grow -> new count).
 
     ``source_partitions`` must already be filtered to replicated topics. Never shrinks.
     """
@@ -169,7 +170,8 @@ class PartitionSyncResult:
 
 
 class TopicSyncer:
-    """Applies §8.1-8.4 for one flow source -> target through the admin layer.
+    """Applies MM2's topic, config, ACL and partition sync for one flow source -> target through the
+    admin layer.
 
     Stateless apart from "already warned" flags; call each method on its own schedule.
     """
@@ -205,7 +207,7 @@ class TopicSyncer:
         return {t: n for t, n in self.source.list_topics().items() if self.should_replicate(t)}
 
     def create_missing(self, topics: Iterable[str] | None = None) -> dict[str, CreateOutcome]:
-        """Create remote topics missing on the target (§8.1); errors are logged, not raised.
+        """Create remote topics missing on the target; errors are logged, not raised.
 
         ``topics``: source topic names to consider (default: every replicated source topic).
         Returns outcomes keyed by remote topic name.
@@ -246,7 +248,7 @@ class TopicSyncer:
         return outcomes
 
     def sync_configs(self) -> dict[str, list[ConfigOp]]:
-        """Push source topic configs to existing remote topics (§8.2); returns applied ops.
+        """Push source topic configs to existing remote topics; returns applied ops.
 
         A target without IncrementalAlterConfigs raises UnsupportedOperationError (as MM2);
         other per-topic failures are logged and skipped.
@@ -275,7 +277,7 @@ class TopicSyncer:
         return applied
 
     def sync_acls(self) -> list[AclBinding]:
-        """Copy topic ACLs to the target (§8.3); returns the bindings created.
+        """Copy topic ACLs to the target; returns the bindings created.
 
         Skipped when disabled, or (logged once) when either cluster has no authorizer/ACL API.
         """
@@ -303,7 +305,7 @@ class TopicSyncer:
         return created
 
     def sync_partitions(self) -> PartitionSyncResult:
-        """Create missing remote topics and grow remote partitions to the source count (§8.4).
+        """Create missing remote topics and grow remote partitions to the source count.
 
         Never shrinks or deletes. INVALID_PARTITIONS is ignored; a target without
         CreatePartitions is logged once per topic. Refusals are kept in ``refused``.

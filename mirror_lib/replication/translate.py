@@ -1,4 +1,5 @@
-"""Exact upstream -> downstream offset translation from the segments our sink commits (D4).
+"""Exact upstream -> downstream offset translation from the segments our sink commits
+(docs/design.md#d4-exact-offset-mapping).
 
 Each transaction chunk writes, atomically with the data, a ``segments`` record per partition to
 the flow's metrics topic: every contiguous run ``[upstream_start..end] -> [downstream_start..end]``.
@@ -76,11 +77,16 @@ def load_segments(
     ctx: FlowContext,
     timeout_s: float = 60,
     skips: dict[TP, list[tuple[int, int]]] | None = None,
+    until: int = 0,
 ) -> dict[TP, SegmentIndex]:
     """Read the flow's segments from the target's metrics topic (undecodable records skipped);
-    with ``skips``, collect the ranges of its ``skip`` events there in the same read."""
+    with ``skips``, collect the ranges of its ``skip`` events there in the same read.
+
+    ``until``: read at least the decided records below this offset (the topic's high watermark
+    seen earlier), so every transaction committed by then is in the answer.
+    """
     indexes: dict[TP, SegmentIndex] = {}
-    for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, timeout_s):
+    for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, timeout_s, until={0: until}):
         add_segments(indexes, msg.value(), skips)
     return indexes
 

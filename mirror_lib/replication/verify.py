@@ -1,15 +1,18 @@
 """``mirror verify``: prove per partition that the target holds exactly what the source holds.
 
-The flow's own segments (D4: every contiguous run ``upstream -> downstream`` the sink committed)
-say where each source record must be on the target, so gaps on either side (transaction markers,
-aborted records, compaction at copy time) are accounted for, and its ``skip`` events say which
-source records were left out on purpose. Per partition the source records of
-``[verified point, replicated end)`` are walked in lockstep with the target records of the mapped
-range and compared field by field (key, value, headers, timestamp); the first mismatch is
-reported with both offsets (:mod:`mirror_lib.replication.verify_partition`). A sha256 chained
-over every verified record (count and checksum are stored with the verified point in the
-``verifications`` table), so the next run resumes there. Partitions run in parallel: Spark tasks
-when a session is given, threads otherwise.
+The flow's own segments (docs/design.md#d4-exact-offset-mapping: every contiguous run
+``upstream -> downstream`` the sink committed) say where each source record must be on the
+target, so gaps on either side (transaction markers, aborted records, compaction at copy time)
+are accounted for, and its ``skip`` events say which source records were left out on purpose.
+Per partition the source records of ``[verified point, replicated end)`` are walked in lockstep
+with the target records of the mapped range and compared field by field (key, value, headers,
+timestamp); the first mismatch is reported with both offsets
+(:mod:`mirror_lib.replication.verify_partition`). The target is also read where a record the
+source never had may lie: before the replicated range (on a first verification), between its
+copies, and after it up to the target's end; every record there that no segment maps is
+reported as stray, by offset. A sha256 chained over every verified record (count and checksum
+are stored with the verified point in the ``verifications`` table), so the next run resumes
+there. Partitions run in parallel: Spark tasks when a session is given, threads otherwise.
 """
 
 from __future__ import annotations
@@ -88,6 +91,35 @@ def fits(offsets: OffsetMap, upstream: int, downstream: int) -> bool:
     return offsets.copied(upstream - 1) and offsets.downstream(upstream - 1) == downstream - 1
 
 
+@dataclass(frozen=True)
+class TargetSnapshot:
+    """The target's ends, taken before the segments are read.
+
+    A record committed below ``ends`` was committed with its ``segments`` event, which the
+    metrics topic holds below ``metrics_end`` (its high watermark, taken after ``ends``): the
+    segments read up to there account for every copy the flow made below ``ends``. Without
+    transactions (``mirror.delivery = at_least_once``) the segments follow their records, so a
+    flow copying meanwhile can show its newest records as strays.
+    """
+
+    ends: dict[tuple[str, int], int]  # remote partition -> last stable offset
+    metrics_end: int = 0
+    whole_history: bool = True  # the metrics topic never lost a record (retention)
+
+
+def target_snapshot(ctx: FlowContext, tps: Sequence[tuple[str, int]]) -> TargetSnapshot:
+    """The ends of the remote partitions of ``tps`` that exist, then the metrics topic's."""
+    admin = admin_client(ctx.client("target", "admin"))
+    existing = list_topic_partitions(admin)
+    remote = [(ctx.remote_topic(t), p) for t, p in tps if p < existing.get(ctx.remote_topic(t), 0)]
+    ends = {tp: hi for tp, (_lo, hi) in partition_bounds(admin, remote).items()}
+    if ctx.metrics_topic not in existing:  # nothing copied yet: no record there is a copy
+        return TargetSnapshot(ends)
+    metrics = (ctx.metrics_topic, 0)
+    low, high = partition_bounds(admin, [metrics], committed=False)[metrics]
+    return TargetSnapshot(ends, high, low == 0)
+
+
 def plan_task(
     ctx: FlowContext,
     topic: str,
@@ -96,23 +128,35 @@ def plan_task(
     bounds: tuple[int, int],
     previous: dict[str, Any] | None,
     skipped: Sequence[tuple[int, int]] = (),
+    *,
+    target_end: int = 0,
+    whole_history: bool = True,
 ) -> PartitionTask:
     """Where to start: the stored verified point if it still fits the segments, else the start.
 
     A verification always starts at the oldest segment still on the metrics topic or later:
-    records copied before it have no mapping left to check them against.
+    records copied before it have no mapping left to check them against. The target is read on
+    to ``target_end``, and from where a stray record may be unreported: its start when the
+    verification starts over, else the stored point or the stray the last run reported first.
+    Without the metrics topic's ``whole_history``, a record below the oldest segment may be a
+    copy whose segments retention removed: that part is not read.
     """
     offsets = OffsetMap(segments)
     low, end = bounds
     first = segments[0].upstream_start if segments else low
     start = max(low, first)
     u_from, d_from = start, 0 if start == 0 else offsets.downstream(start)
+    known = 0 if whole_history else segments[0].downstream_start if segments else target_end
+    look_from = known
     total, seed, note = 0, "", ""
     if previous is not None:
         u, d = previous["upstream_to"], previous["downstream_to"]
         if u >= start and fits(offsets, u, d):
             u_from, d_from = u, d
             total, seed = previous["total_records"] or 0, previous["checksum"] or ""
+            look_from = d
+            if previous.get("status") == "stray":  # again from the first stray it reported
+                look_from = max(known, min(d, previous["diff_downstream_offset"]))
         else:
             note = f"stored point {u}/{d} does not fit the current segments: verified from {start}"
     return PartitionTask(
@@ -131,6 +175,8 @@ def plan_task(
         checksum_before=seed,
         note=note,
         skipped=[(first, last) for first, last in skipped if last >= u_from],
+        downstream_read_from=min(d_from, look_from) if segments else look_from,
+        target_end_offset=target_end,
     )
 
 
@@ -144,7 +190,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return all(p.status != "different" for p in self.partitions)
+        return not any(p.differs for p in self.partitions)
 
     @property
     def complete(self) -> bool:
@@ -181,8 +227,9 @@ def verify_flow(
     partitions = flow_partitions(ctx, topics)
     tps = [(t, p) for t, n in partitions.items() for p in range(n)]
     bounds = partition_bounds(admin_client(ctx.client("source", "admin")), tps)
+    target = target_snapshot(ctx, tps)  # before the segments: they must cover what it holds
     skips: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    indexes = load_segments(ctx, skips=skips)
+    indexes = load_segments(ctx, skips=skips, until=target.metrics_end)
     previous = _previous_points(config, ctx.flow.name, spark) if resume else {}
     tasks = [
         plan_task(
@@ -193,6 +240,8 @@ def verify_flow(
             bounds[(t, p)],
             previous.get((t, p)),
             skips.get((t, p), ()),
+            target_end=target.ends.get((ctx.remote_topic(t), p), 0),
+            whole_history=target.whole_history,
         )
         for t, p in tps
     ]
@@ -225,10 +274,12 @@ def format_report(report: VerifyReport) -> str:
             f"{p.describe()}"
         )
     different = sum(p.status == "different" for p in report.partitions)
+    stray = sum(p.status == "stray" for p in report.partitions)
     behind = sum(p.status == "behind" for p in report.partitions)
     skipped = sum(p.skipped for p in report.partitions)
     lines.append(
         f"{report.flow}: {len(report.partitions)} partitions, {different} different, "
-        f"{behind} behind{', ' + skipped_text(skipped) if skipped else ''} (run {report.run_id})"
+        f"{f'{stray} stray, ' if stray else ''}{behind} behind"
+        f"{', ' + skipped_text(skipped) if skipped else ''} (run {report.run_id})"
     )
     return "\n".join(lines)

@@ -1,10 +1,11 @@
 """One partition of ``mirror verify``: read both sides and compare them through the segments.
 
 A :class:`PartitionTask` (JSON-serialisable, so it can run as a Spark task) holds the segments,
-the ``skip`` events' ranges and the verified point to resume from; :func:`verify_partition`
-walks the source records of ``[verified point, replicated end)`` in lockstep with the target
-records of the mapped range (:func:`~mirror_lib.offsets.record_compare.compare_ranges`) and then
-counts what is not replicated yet. :func:`run_tasks` runs many in parallel.
+the ``skip`` events' ranges, the verified point to resume from and the target's range to read;
+:func:`verify_partition` walks the source records of ``[verified point, replicated end)`` in
+lockstep with the target's records (:func:`~mirror_lib.offsets.record_compare.compare_ranges`),
+which also finds the stray ones, and then counts what is not replicated yet. :func:`run_tasks`
+runs many in parallel.
 """
 
 from __future__ import annotations
@@ -96,6 +97,10 @@ class PartitionTask:
     checksum_before: str = ""
     note: str = ""
     skipped: list[tuple[int, int]] = field(default_factory=list)  # ranges of skip events
+    # the target is read from here (<= downstream_from: where strays may be unreported yet) to
+    # its end as it was before the segments were read, to see records past the replicated end
+    downstream_read_from: int | None = None  # None: downstream_from
+    target_end_offset: int = 0
 
 
 @dataclass
@@ -106,7 +111,7 @@ class PartitionVerification:
     topic: str
     remote_topic: str
     partition: int
-    status: str  # complete | behind | different
+    status: str  # complete | behind | stray | different
     behind: int
     upstream_from: int
     upstream_to: int
@@ -119,19 +124,30 @@ class PartitionVerification:
     diff_upstream_offset: int | None = None
     diff_downstream_offset: int | None = None
     skipped: int = 0  # source records in the range not copied on purpose (skip events)
+    stray: int = 0  # target records that are not copies of source records
+    stray_offsets: str = ""  # their downstream offsets: "7, 40-41"
     detail: str = ""
     duration_ms: float = 0.0
     verified_ts: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
+    @property
+    def differs(self) -> bool:
+        """The target is not an exact copy: a difference, or records the source never had."""
+        return self.status in ("different", "stray")
+
     def describe(self) -> str:
-        """``complete``, ``behind by N`` or ``different at upstream offset U / downstream ...``,
-        with the records skipped on purpose, if any."""
+        """``complete``, ``behind by N``, ``stray: N records ... at downstream offsets ...`` or
+        ``different at upstream offset U / downstream ...``, with the records skipped on
+        purpose, if any."""
         if self.status == "different":
             return (
                 f"different at upstream offset {self.diff_upstream_offset} / downstream offset "
                 f"{self.diff_downstream_offset}: {self.detail}"
             )
-        text = "complete" if self.status == "complete" else f"behind by {self.behind}"
+        text = f"behind by {self.behind}" if self.behind else "complete"
+        if self.stray:
+            stray = f"stray: {stray_text(self.stray, self.stray_offsets)}"
+            text = f"{stray}; {text}" if self.behind else stray
         return f"{text}, {skipped_text(self.skipped)}" if self.skipped else text
 
     def as_dict(self) -> dict[str, Any]:
@@ -146,19 +162,33 @@ def skipped_text(n: int) -> str:
     return f"{n} skipped on purpose (skip events)"
 
 
+def stray_text(n: int, offsets: str) -> str:
+    """``2 records on the target that are not copies of source records, at downstream offsets
+    7, 40``."""
+    if n == 1:
+        what = "1 record on the target that is not a copy of a source record, at downstream offset"
+    else:
+        what = f"{n} records on the target that are not copies of source records, at downstream"
+        what += " offsets"
+    return f"{what} {offsets}"
+
+
 def verify_partition(task: PartitionTask, timeout_s: float = 60) -> PartitionVerification:
     """Compare one partition from its verified point to the replicated end (runs anywhere)."""
     started = time.monotonic()
     ctx = FlowContext.from_options(task.options)
     offsets = OffsetMap(_segments_of(task))
     skipped = SkippedRanges(task.skipped)
-    u_to, d_to = offsets.upstream_end, offsets.downstream_end
+    u_to, d_to = offsets.upstream_end, max(offsets.downstream_end, task.target_end_offset)
+    d_from = (
+        task.downstream_from if task.downstream_read_from is None else task.downstream_read_from
+    )
     a_conf, b_conf = ctx.client("source", "consumer"), ctx.client("target", "consumer")
     with (
         closing(read_partition(a_conf, task.topic, task.partition, task.upstream_from, u_to,
                                timeout_s)) as ups,
-        closing(read_partition(b_conf, task.remote_topic, task.partition, task.downstream_from,
-                               d_to, timeout_s)) as downs,
+        closing(read_partition(b_conf, task.remote_topic, task.partition, d_from, d_to,
+                               timeout_s)) as downs,
     ):  # fmt: skip
         out = compare_ranges(
             offsets,
@@ -183,7 +213,11 @@ def verify_partition(task: PartitionTask, timeout_s: float = 60) -> PartitionVer
                     behind = end - out.upstream_next - (n - behind)
                     break
         status = "behind" if behind else "complete"
-    diff = out.difference or (None, None, "")
+    strays = out.strays
+    stray_note = stray_text(strays.count, strays.offsets()) if strays.count else ""
+    if strays.count and out.difference is None:
+        status = "stray"
+    diff = out.difference or (None, strays.first, "")
     skip_note = skipped_text(n_skipped) if n_skipped else ""
     return PartitionVerification(
         flow=ctx.flow.name,
@@ -203,7 +237,9 @@ def verify_partition(task: PartitionTask, timeout_s: float = 60) -> PartitionVer
         diff_upstream_offset=diff[0],
         diff_downstream_offset=diff[1],
         skipped=n_skipped,
-        detail="; ".join(x for x in (diff[2], task.note, skip_note) if x),
+        stray=strays.count,
+        stray_offsets=strays.offsets(),
+        detail="; ".join(x for x in (diff[2], stray_note, task.note, skip_note) if x),
         duration_ms=(time.monotonic() - started) * 1000,
     )
 

@@ -57,6 +57,8 @@ class CopyResult:
     bytes: int = 0
     transactions: int = 0
     detached: dict[str, str] = field(default_factory=dict)
+    #: without transactions: records the target holds twice (a retried request's first copy)
+    unreported: int = 0
 
 
 class TargetWriter(TargetTransactions):
@@ -86,7 +88,9 @@ class TargetWriter(TargetTransactions):
         self.interval = s.commit_interval_ms / 1000.0
         self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.max_lag = s.fanout_max_lag_records
-        self.exact = False
+        # without idempotence a retry may write a batch twice: every record's offset is
+        # reported, so that offsets are mapped around the copy nobody acknowledged
+        self.exact = not ctx.idempotent("target")
         self.result = CopyResult(slot)
         self.skip_policy = SkipPolicy.from_settings(s)
         self.skips: dict[TP, PartitionSkips] = {}  # partitions the stale-data policy covers

@@ -1,10 +1,12 @@
-"""A copy task: the source's ``read()`` of one slot's slice runs :mod:`copier` (D2, revised).
+"""A copy task: the source's ``read()`` of one slot's slice runs :mod:`copier`
+(docs/design.md#d2-slices).
 
 Spark runs a Python data source's ``read()`` and a Python sink's ``write()`` of one task in two
-different worker processes (platform.md §1.1). So the slot's copy runs in the reading worker and
-the query writes its one summary row per slot to Spark's built-in ``noop`` sink: no writer
-worker, no planning of a writer per slice and no driver-side commit worker. Delivery state lives
-in Kafka (transactions + ledger), so there was nothing for a sink to make durable anyway.
+different worker processes (docs/how-it-works.md#which-spark-process-runs-what). So the slot's copy
+runs in the reading worker and the query writes its one summary row per slot to Spark's built-in
+``noop`` sink: no writer worker, no planning of a writer per slice and no driver-side commit worker.
+Delivery state lives in Kafka (transactions + ledger), so there was nothing for a sink to make
+durable anyway.
 
 The row goes back as an Arrow batch built from raw buffers (:func:`summary_batch`): pyspark
 turns rows into Arrow with ``pa.array``, whose first call imports pandas (about 40 MB and 0.4

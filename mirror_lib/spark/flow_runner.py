@@ -166,7 +166,7 @@ class FlowRunner:
     def delivered(
         self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
     ) -> dict[tuple[str, int], int]:
-        """Next upstream offset per partition, from the delivery ledger (the truth, D3); in a
+        """Next upstream offset per partition, from the delivery ledger (the truth); in a
         fan-out group, of the target furthest behind."""
         return _slowest(self.delivered_by_flow(partitions, timeout_s))
 

@@ -1,4 +1,5 @@
-"""Materialization (D7) as a Spark query: internal topics of a cluster -> Delta tables.
+"""Materialization (docs/design.md#d7-delta-tables) as a Spark query: internal topics of a cluster
+-> Delta tables.
 
 Where the session has Delta (e.g. Databricks), ``run_flows`` runs one query per target cluster:
 it reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the

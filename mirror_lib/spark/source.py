@@ -1,4 +1,4 @@
-"""The replication data source: a planner of time slices (D2).
+"""The replication data source: a planner of time slices (docs/design.md#d2-slices).
 
 A micro-batch is a checkpoint interval, not a unit of latency: each batch is one *slice* in which
 every task slot copies its partitions continuously for ``mirror.batch.duration.seconds``
@@ -6,7 +6,7 @@ every task slot copies its partitions continuously for ``mirror.batch.duration.s
 planner lists the source topics the flow replicates (new topics and partitions are picked up),
 creates missing remote topics, reads where each partition stands from the delivery ledger
 (:mod:`mirror_lib.replication.ledger`, the truth about what was delivered), writes start
-positions for partitions seen for the first time, and checks for vanished ranges (D10).
+positions for partitions seen for the first time, and checks for vanished ranges.
 
 Offsets (JSON, string keys): ``{"v": 2, "slice": n, "k": tasks.max, "topics": {topic: {"id": id,
 "n": count, "p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice
@@ -88,7 +88,8 @@ class MirrorDataSource(DataSource):
 
 
 class SlicePlanner(DataSourceStreamReader):
-    """Driver-side planner; one instance lives for a whole query run (platform.md §1.2).
+    """Driver-side planner; one instance lives for a whole query run
+    (docs/how-it-works.md#which-spark-process-runs-what).
 
     It plans for a flow ``A->B`` or a fan-out group ``A->B,C``: each target gets its remote
     topics, internal topics and ledger start positions; in a group, a target that does not
@@ -309,7 +310,7 @@ class SlicePlanner(DataSourceStreamReader):
         return pos_of
 
     def _ensure_internal(self, ctx: FlowContext) -> None:
-        """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 §2.3)."""
+        """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 does)."""
         events.ensure_internal_topics(ctx)
         self._internal_ready.add(ctx.flow.name)
 

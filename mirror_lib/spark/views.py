@@ -1,4 +1,4 @@
-"""SQL views over the Delta tables, created by one call for either writer (D7).
+"""SQL views over the Delta tables, created by one call for either writer (docs/tables.md).
 
 Locally (delta-rs) the tables are registered as Spark temp views through the ``deltars`` source
 and the views are temp views; with Delta's Spark writer they are views in ``mirror.tables.schema``.

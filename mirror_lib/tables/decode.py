@@ -1,11 +1,12 @@
-"""Decode raw records of the internal topics into rows of the five Delta tables (D7).
+"""Decode raw records of the internal topics into rows of the five Delta tables (docs/tables.md).
 
-Topics (see :func:`classify`): ``mm2-offset-syncs<isep>X<isep>internal`` (MM2 OffsetSync, mm2.md
-§1.1) -> ``offset_syncs`` kind ``point``; ``<A><isep>checkpoints<isep>internal`` (§1.2) ->
-``checkpoints``; ``heartbeats``, ``A.heartbeats``, ... (§1.3) -> ``heartbeats``; our JSON
-``mm2-metrics.<A>.internal`` (README "Metrics records"): ``batch`` -> ``replication_metrics``,
-``segments`` -> ``offset_syncs`` kind ``segment``, ``gap``/``skip``/``start``/``stop``/``error`` ->
-``flow_events``, unknown types ignored. Other topics are ignored.
+Topics (see :func:`classify`): ``mm2-offset-syncs<isep>X<isep>internal`` (MM2 OffsetSync,
+docs/mm2-reference.md#wire-formats) -> ``offset_syncs`` kind ``point``;
+``<A><isep>checkpoints<isep>internal`` -> ``checkpoints``; ``heartbeats``, ``A.heartbeats``, ... ->
+``heartbeats``; our JSON ``mm2-metrics.<A>.internal`` (docs/how-it-works.md#metrics-records):
+``batch`` -> ``replication_metrics``, ``segments`` -> ``offset_syncs`` kind ``segment``,
+``gap``/``skip``/``start``/``stop``/``error`` -> ``flow_events``, unknown types ignored. Other
+topics are ignored.
 
 Bad data never raises: each undecodable record is counted and becomes a ``decode_error`` row of
 ``flow_events``. Tombstones on the compacted MM2 topics are skipped; a null value on the metrics
@@ -118,7 +119,8 @@ def _str(value: Any, name: str) -> str | None:
 def _offset_sync(rec: RawRecord, cluster: str, policy: ReplicationPolicy, loc: str) -> list[Row]:
     sync = OffsetSync.decode(rec.key, rec.value)
     other = _alias(rec.topic, policy.offset_syncs_topic)
-    # The name holds the alias of the cluster the topic is *not* on (mm2.md §2.2).
+    # The name holds the alias of the cluster the topic is *not* on
+    # (docs/mm2-reference.md#where-each-topic-lives).
     source, target = (other, cluster) if loc == "target" else (cluster, other)
     u, d = sync.upstream_offset, sync.downstream_offset
     row = {
@@ -151,7 +153,7 @@ def _heartbeat(rec: RawRecord, _cluster: str, policy: ReplicationPolicy, _loc: s
 
 
 def _metrics(rec: RawRecord, _cluster: str, _policy: ReplicationPolicy, _loc: str) -> list[Row]:
-    """Rows of one of our JSON metrics records (README "Metrics records")."""
+    """Rows of one of our JSON metrics records (docs/how-it-works.md#metrics-records)."""
     if rec.value is None:
         raise DecodeError("metrics record: value is null")
     text = rec.value.decode("utf-8")

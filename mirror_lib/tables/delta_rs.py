@@ -1,4 +1,5 @@
-"""delta-rs storage of the state tables (D7): files and commits, reads, maintenance.
+"""delta-rs storage of the state tables (docs/design.md#d7-delta-tables): files and commits, reads,
+maintenance.
 
 Layout: ``<root>/tables/<name>`` per table of :mod:`mirror_lib.tables.schemas`. Writers
 (:func:`mirror_lib.tables.positions.append_unseen`) write parquet files (:func:`write_files`)

@@ -1,4 +1,5 @@
-"""Delta table names and schemas (D7): one definition shared by the delta-rs and Spark writers.
+"""Delta table names and schemas (docs/design.md#d7-delta-tables): one definition shared by the
+delta-rs and Spark writers.
 
 Timestamps are UTC, tz-aware (keeps delta-rs tables at protocol (1, 2), readable everywhere).
 ``cluster`` is the alias of the cluster whose internal topics were read (the flow's target for

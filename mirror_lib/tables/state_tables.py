@@ -1,8 +1,8 @@
 """Rows written by commands rather than by streaming queries (``verifications``, ``migrations``).
 
-Same tables and writers as materialization (D7): delta-rs under ``mirror.state.dir`` locally, or
-Delta's Spark writer into ``mirror.tables.schema`` where the session has Delta. Each call is one
-append (one Delta commit); readers get plain dicts.
+Same tables and writers as materialization (docs/design.md#d7-delta-tables): delta-rs under
+``mirror.state.dir`` locally, or Delta's Spark writer into ``mirror.tables.schema`` where the
+session has Delta. Each call is one append (one Delta commit); readers get plain dicts.
 """
 
 from __future__ import annotations

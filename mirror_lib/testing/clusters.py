@@ -41,7 +41,11 @@ class Started:
 
 
 def start_clusters(aliases: Sequence[str], workdir: Path, kind: str | None = None) -> Started:
-    """Start one single-node cluster per alias on ``kind`` (see :func:`broker_kind`)."""
+    """Start one single-node cluster per alias on ``kind`` (see :func:`broker_kind`).
+
+    Apache Kafka clusters run an authorizer that allows what no ACL names
+    (:data:`~mirror_lib.testing.kafka_broker.OPEN_ACLS`), so ACL sync runs as on a secured
+    cluster and a test can deny one operation on its own topic."""
     kind = broker_kind(kind)
     if kind == "tansu":
         from mirror_lib.testing import embedded
@@ -51,6 +55,6 @@ def start_clusters(aliases: Sequence[str], workdir: Path, kind: str | None = Non
         return Started(kind, boots, list(tansu), lambda: embedded.stop_brokers(tansu))
     from mirror_lib.testing import kafka_broker
 
-    kafka = kafka_broker.start_kafka(aliases, workdir)
+    kafka = kafka_broker.start_kafka(aliases, workdir, kafka_broker.OPEN_ACLS)
     boots = {a: b.bootstrap_servers for a, b in zip(aliases, kafka, strict=True)}
     return Started(kind, boots, list(kafka), lambda: kafka_broker.stop_kafka(kafka))

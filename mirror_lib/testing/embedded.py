@@ -2,8 +2,8 @@
 
 Each broker is its own process on a free ``127.0.0.1`` port with in-memory storage; it is stopped by
 PID (SIGTERM, then SIGKILL). Brokers this process started are also stopped at interpreter exit and
-on SIGTERM of this process. Known tansu limits: see ``reference/platform.md`` section 8. Topic and
-record helpers are in :mod:`mirror_lib.testing.kafka_io`.
+on SIGTERM of this process. Known tansu limits: see ``docs/testing.md#test-broker-limits``. Topic
+and record helpers are in :mod:`mirror_lib.testing.kafka_io`.
 
 Environment variables:
 

@@ -123,6 +123,14 @@ class KafkaOptions:
     heap_mb: int | None = None
 
 
+#: An authorizer that allows whatever no ACL names, as on a cluster that has just turned ACLs on:
+#: the test clusters' default. The ACL APIs work, and a test that needs a refusal (a topic the
+#: flow may not grow, say) adds ACLs to its own resource only.
+OPEN_ACLS = KafkaOptions(
+    authorizer=True, super_users=(), settings={"allow.everyone.if.no.acl.found": "true"}
+)
+
+
 @dataclasses.dataclass
 class KafkaBroker:
     """One single-node Apache Kafka cluster: its ports, folders and (while running) process."""
@@ -234,10 +242,9 @@ def _settings(broker: KafkaBroker) -> dict[str, str]:
                 f"{prefix}ssl.keystore.location": str(opts.secure.tls_pem),
             }
     if opts.authorizer:
-        extra |= {
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": ";".join(opts.super_users),
-        }
+        extra["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        if opts.super_users:
+            extra["super.users"] = ";".join(opts.super_users)
     listeners.append(f"CONTROLLER://127.0.0.1:{broker.controller_port}")
     return {
         **BASE_SETTINGS,

@@ -93,6 +93,10 @@ class FakeProducer:
         self.pending_offsets: list[TopicPartition] = []
         self.aborts = 0
         self.commit_fails_with: KafkaError | None = None  # the records left then fail delivery
+        #: the next records queued were written once before and their acknowledgement lost:
+        #: written twice, reported at the second copy (a retry without idempotence)
+        self.lost_acks = 0
+        self.transactional = False  # init_transactions was called
 
     def produce(
         self,
@@ -111,7 +115,8 @@ class FakeProducer:
     def _ack(self) -> None:
         if not self.acking:
             return
-        for topic, partition, key, value, cb in self.queue:
+        lost, self.lost_acks = self.queue[: self.lost_acks], 0
+        for topic, partition, key, value, cb in [*[(*r[:4], None) for r in lost], *self.queue]:
             off = self.next.get((topic, partition), 0)
             self.next[(topic, partition)] = off + 1
             self.log.setdefault((topic, partition), []).append(value)
@@ -132,7 +137,7 @@ class FakeProducer:
         return len(self.queue)
 
     def init_transactions(self, timeout: float = 0) -> None:
-        pass
+        self.transactional = True
 
     def begin_transaction(self) -> None:
         self.pending_offsets = []
@@ -170,6 +175,11 @@ class FakeLedger:
 
     def __init__(self, positions: dict[tuple[str, int], int]) -> None:
         self.positions = positions
+        self.commits: list[list[TopicPartition]] = []  # commits outside transactions
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
+        self.commits.append(offsets)
+        self.positions.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
 
     def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
         return [

@@ -1,7 +1,9 @@
 """MM2's reference models, for tests only: what MM2 itself would do, to compare our offsets with.
 
-* :class:`Mm2SyncRules`: MM2's own OffsetSync emission rules (OffsetSyncWriter, mm2.md §4.1).
-* :class:`OffsetSyncStore`: MM2's conservative translation from point syncs (§4.2, §4.3).
+* :class:`Mm2SyncRules`: MM2's own OffsetSync emission rules (OffsetSyncWriter,
+  docs/mm2-reference.md#when-mm2-writes-an-offset-sync).
+* :class:`OffsetSyncStore`: MM2's conservative translation from point syncs
+  (docs/mm2-reference.md#translating-an-offset).
 
 Pure logic: no Kafka, no Spark. Offsets are Kafka offsets (>= 0).
 """
@@ -18,7 +20,7 @@ SYNCS_PER_PARTITION = 64
 
 
 class Mm2SyncRules:
-    """MM2's per-partition OffsetSyncWriter decisions (§4.1, Kafka 3.7+).
+    """MM2's per-partition OffsetSyncWriter decisions (Kafka 3.7+).
 
     :meth:`on_record` returns the sync that is due immediately (MM2 puts it in the *pending* map
     and sends it at once; we assume send capacity, so pending never holds more than it), and drops
@@ -112,7 +114,7 @@ class OffsetSyncStore:
         return tuple(self._syncs.get(partition_key, ()))
 
     def handle_sync(self, partition_key: Hashable, upstream: int, downstream: int) -> None:
-        """Apply one OffsetSync record (§4.2 update)."""
+        """Apply one OffsetSync record (the store's update)."""
         sync = SyncPoint(upstream, downstream)  # a new object: slots compare by identity
         original = self._syncs.get(partition_key)
         if original is None:
@@ -127,7 +129,8 @@ class OffsetSyncStore:
         self._syncs[partition_key] = syncs
 
     def translate_downstream(self, partition_key: Hashable, upstream_offset: int) -> int | None:
-        """§4.3: None before start or without syncs, -1 if too old, else at most sync + 1."""
+        """translateDownstream: None before start or without syncs, -1 if too old, else at most sync
+        + 1."""
         if not self._started:
             return None
         syncs = self._syncs.get(partition_key)

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mirror_lib.testing import embedded
+from mirror_lib.testing import embedded, kafka_broker
+from mirror_lib.testing.clusters import broker_kind
 
 OPEN, REFUSE, BLACKHOLE, SLOW = "open", "refuse", "blackhole", "slow"
 
@@ -142,6 +143,49 @@ class CountingProxy(TcpProxy):
         return count
 
 
+class LostAckProxy(TcpProxy):
+    """A :class:`TcpProxy` that loses the broker's answers to Produce requests while
+    :attr:`losing` is on: the records are written, the producer never hears so. :meth:`cut`
+    then closes the connections, and the producer sends its requests again."""
+
+    def __init__(self, port: int, upstream: int) -> None:
+        super().__init__(port, upstream)
+        self.losing = False
+        self.lost = 0  # answers dropped
+        self._produce_ids: dict[socket.socket, set[int]] = {}  # per client connection
+
+    def cut(self) -> None:
+        self.losing = False
+        self._cut()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_broker: bool = False) -> None:
+        client = dst if from_broker else src
+        ids = self._produce_ids.setdefault(client, set())
+        pending = b""
+        try:
+            while data := src.recv(65536):
+                pending += data
+                # whole frames only: a 4-byte size, then a request or response of that size
+                while len(pending) >= 4:
+                    size = 4 + int.from_bytes(pending[:4], "big")
+                    if len(pending) < size:
+                        break
+                    frame, pending = pending[:size], pending[size:]
+                    if not from_broker and frame[4:6] == b"\x00\x00":  # api key 0: Produce
+                        ids.add(int.from_bytes(frame[8:12], "big"))
+                    elif from_broker and self.losing and int.from_bytes(frame[4:8], "big") in ids:
+                        self.lost += 1
+                        continue
+                    dst.sendall(frame)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+
 class TlsProxy:
     """Ends TLS in front of a plaintext broker: clients connect with ``security.protocol = SSL``
     and must trust ``context``'s certificate (and, when ``context`` requires one, present a
@@ -204,34 +248,52 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 @contextlib.contextmanager
 def proxied_broker(
     alias: str, workdir: Path, proxy_class: Callable[[int, int], TcpProxy] = TcpProxy
-) -> Iterator[tuple[embedded.EmbeddedBroker, Any]]:
-    """A tansu broker that advertises a proxy's port, and that proxy (stopped afterwards).
+) -> Iterator[tuple[Any, Any]]:
+    """A broker that clients reach through a proxy, and that proxy (both stopped afterwards).
 
-    Clients bootstrap at ``127.0.0.1:<proxy.port>``; every connection goes through the proxy.
+    Clients bootstrap at ``127.0.0.1:<proxy.port>``; every connection of theirs goes through
+    the proxy, while the broker's own ``bootstrap_servers`` stays direct (tests produce and
+    check there, also during an outage). Apache Kafka by default (a second listener that
+    advertises the proxy); tansu under ``MIRROR_TEST_BROKER=tansu``.
     ``proxy_class``: e.g. :class:`CountingProxy`, or ``functools.partial(TlsProxy, context=...)``.
     """
-    binary = embedded.tansu_binary()
     workdir.mkdir(parents=True, exist_ok=True)
-    for _attempt in range(5):
-        broker_port = embedded._free_port(set())
-        proxy = proxy_class(embedded._free_port({broker_port}), broker_port).start()
-        broker = embedded._launch(binary, alias, broker_port, workdir, advertised_port=proxy.port)
+    if broker_kind() == "kafka":
+        listen = embedded.free_port(set())
+        proxy = proxy_class(embedded.free_port({listen}), listen).start()
         try:
-            if embedded._wait_ready(broker, time.monotonic() + 30):
+            options = kafka_broker.KafkaOptions(proxied=(listen, proxy.port))
+            (broker,) = kafka_broker.start_kafka([alias], workdir, options)
+        except BaseException:
+            proxy.stop()
+            raise
+        try:
+            yield broker, proxy
+        finally:
+            proxy.stop()
+            kafka_broker.stop_kafka([broker])
+        return
+    binary = embedded.tansu_binary()
+    for _attempt in range(5):
+        broker_port = embedded.free_port(set())
+        proxy = proxy_class(embedded.free_port({broker_port}), broker_port).start()
+        tansu = embedded._launch(binary, alias, broker_port, workdir, advertised_port=proxy.port)
+        try:
+            if embedded._wait_ready(tansu, time.monotonic() + 30):
                 break
         except BaseException:
             proxy.stop()
-            embedded.stop_brokers([broker])
+            embedded.stop_brokers([tansu])
             raise
         proxy.stop()
-        embedded.stop_brokers([broker])
+        embedded.stop_brokers([tansu])
     else:
         raise RuntimeError(f"no free port pair for proxied broker {alias} after 5 attempts")
     try:
-        yield broker, proxy
+        yield tansu, proxy
     finally:
         proxy.stop()
-        embedded.stop_brokers([broker])
+        embedded.stop_brokers([tansu])
 
 
 def bootstrap(proxy: TcpProxy) -> str:

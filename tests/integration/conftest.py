@@ -50,12 +50,7 @@ def flow_properties(source: str, target: str, state_dir: Path, **extra: str) -> 
         "heartbeats.topic.replication.factor": "1",
         "mirror.state.dir": str(state_dir),
         "mirror.trigger.interval.seconds": "0.5",
-        # one slot, the product's default: every slot's transactions write partition 0 of the
-        # flow's metrics topic, and the test broker then keeps (and can lose) the ledger offsets
-        # of one slot while another slot's transaction is open there (test_tansu_limits.py).
-        # Two slots stalled a worker's later runs in the pyspark 4.0 tier (and very likely in
-        # the CI failure of issue 11's closing note); tests of several slots say so
-        # (test_fanout.py, the benchmark).
+        # one slot, the product's default; tests of several slots say so
         "mirror.tables.enabled": "false",  # materialization has its own tests
     }
     props.update(extra)

@@ -138,7 +138,8 @@ def test_tansu_create_partitions_is_unsupported(ops: KafkaAdminOps) -> None:
 
 
 def test_topic_syncer_configs_on_one_broker(ops: KafkaAdminOps) -> None:
-    """§9.9 and §9.11 with source and target on the same tansu (remote prefix 'A.')."""
+    """MM2's testSyncTopicConfigs and testReplicateTargetDefault with source and target on the same
+    tansu (remote prefix 'A.')."""
     t = _name("sync")
     ops.create_topics(
         [NewTopicSpec(t, 2, 1, {"retention.bytes": "1000", "delete.retention.ms": "1000"})]

@@ -1,4 +1,5 @@
-"""Checkpoints, group offset sync, heartbeats, MirrorClient and failover (MM2 §9 scenarios)."""
+"""Checkpoints, group offset sync, heartbeats, MirrorClient and failover (MM2's integration-test
+scenarios)."""
 
 from __future__ import annotations
 
@@ -270,13 +271,15 @@ def test_active_active_no_loops_failover_and_failback(spark, brokers, tmp_path, 
 def test_chain_hops_upstream_clusters_and_heartbeats(
     spark, brokers, third_broker, tmp_path, unique_name
 ):
+    """P->Q->R. Aliases of its own: the session's clusters keep other tests' heartbeat topics
+    (A.heartbeats on the third cluster after a fan-out test), which count as hops too."""
     props = {
-        "clusters": "A, B, C",
-        "A.bootstrap.servers": brokers.source,
-        "B.bootstrap.servers": brokers.target,
-        "C.bootstrap.servers": third_broker,
-        "A->B.enabled": "true",
-        "B->C.enabled": "true",
+        "clusters": "P, Q, R",
+        "P.bootstrap.servers": brokers.source,
+        "Q.bootstrap.servers": brokers.target,
+        "R.bootstrap.servers": third_broker,
+        "P->Q.enabled": "true",
+        "Q->R.enabled": "true",
         "topics": f"{unique_name}.*",
         "emit.checkpoints.enabled": "false",
         "emit.heartbeats.interval.seconds": "1",
@@ -287,26 +290,27 @@ def test_chain_hops_upstream_clusters_and_heartbeats(
         "mirror.state.dir": str(tmp_path / "state"),
         "mirror.trigger.interval.seconds": "0.5",
     }
-    for pair in ("B->A", "C->B", "A->C", "C->A"):
+    for pair in ("Q->P", "R->Q", "P->R", "R->P"):
         props[f"{pair}.emit.heartbeats.enabled"] = "false"
     config = parse_config(props)
-    c = MirrorClient.from_config(config, "C")
-    with running(spark, config, ["A->B", "B->C"]) as runners:
+    c = MirrorClient.from_config(config, "R")
+    with running(spark, config, ["P->Q", "Q->R"]) as runners:
         wait_for(
             lambda: (
-                "B.A.heartbeats" in c.heartbeat_topics()
-                and c.latest_heartbeats().get(("A", "B"))
-                and c.latest_heartbeats().get(("B", "C"))  # under load it may come later
+                "Q.P.heartbeats" in c.heartbeat_topics()
+                and c.latest_heartbeats().get(("P", "Q"))
+                and c.latest_heartbeats().get(("Q", "R"))  # under load it may come later
             ),
             runners,
             180,
-            "B.A.heartbeats with A->B heartbeats and B->C heartbeats on C",
+            "Q.P.heartbeats with P->Q heartbeats and Q->R heartbeats on R",
         )
-    assert c.upstream_clusters() == {"A", "B"}
-    assert c.replication_hops("B") == 1
-    assert c.replication_hops("A") == 2
+    # the third cluster is the session's: other tests' flows leave their own heartbeat topics
+    assert c.upstream_clusters() & {"P", "Q", "R"} == {"P", "Q"}
+    assert c.replication_hops("Q") == 1
+    assert c.replication_hops("P") == 2
     assert c.replication_hops("Z") == -1
-    assert c.latest_heartbeats()[("B", "C")] > 0
+    assert c.latest_heartbeats()[("Q", "R")] > 0
 
 
 def test_corrupt_internal_records_are_skipped_and_the_query_keeps_running(

@@ -8,6 +8,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from mirror_lib.config.parse import load_config
 from mirror_lib.spark.views import bucket_for
 from mirror_lib.tables.health import read_rows
@@ -30,7 +32,9 @@ def tagged_processes(tag: str) -> set[int]:
     return pids
 
 
-def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subprocess_env):
+@pytest.mark.parametrize("broker", ["tansu", "kafka"])
+def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subprocess_env, broker):
+    """`make demo`'s embedded default, and the same demo on Apache Kafka."""
     tag = uuid.uuid4().hex
     env = {**subprocess_env, "MIRROR_TEST_TAG": tag}
     out = subprocess.run(
@@ -43,6 +47,8 @@ def test_demo_runs_reports_translation_and_leaves_nothing_behind(tmp_path, subpr
             "15",
             "--workdir",
             str(tmp_path / "demo"),
+            "--broker",
+            broker,
         ],
         env=env,
         capture_output=True,

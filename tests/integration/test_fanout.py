@@ -8,12 +8,14 @@ reader, never through the test broker's read_committed (it also returns aborted 
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AclOperation
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirror_lib.app.status import flow_status
@@ -26,6 +28,7 @@ from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.tables.catch_up import materialize_once
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from tests.helpers.acls import deny_on_topic
 from tests.helpers.exactly_once import (
     committed_count,
     committed_rows,
@@ -179,11 +182,12 @@ def test_healthy_targets_stay_in_the_shared_read_with_a_bound_below_one_read(
         wait_exactly_once(brokers.source, topic, target, remote, partitions, 30)
 
 
+@pytest.mark.parametrize("slots", [1, 4])
 def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
-    spark, brokers, tmp_path, unique_name
+    spark, brokers, tmp_path, unique_name, slots
 ):
-    if brokers.real_kafka:
-        pytest.skip("proxy fault tests run on the embedded brokers only")
+    if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
+        pytest.skip("proxy fault tests run on brokers this run starts (not MIRROR_TEST_*)")
     topic, remote, partitions = unique_name, f"A.{unique_name}", 2
     create_topic(brokers.source, topic, partitions)
     produce_exact(brokers.source, topic, records(300, partitions, "u"))
@@ -192,9 +196,7 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
         props = fanout_properties(
             brokers.source, brokers.target, bootstrap(proxy_c), tmp_path / "state", topic,
             **{
-                # one slot: a cut mid-transaction must not cost a committed ledger entry
-                # (test_tansu_limits.py)
-                "tasks.max": "1",
+                "tasks.max": str(slots),
                 # below the 1000 records produced during the cut: C leaves the shared read once
                 # they wait for it (the bounded buffer), at the next slice it is left out
                 # because it does not answer the planner's probe, and when it is back it starts
@@ -212,7 +214,7 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
                 return lambda: committed_count(brokers.target, remote, partitions) >= count
 
             def c_ledger() -> int:
-                return sum(ledger(c_direct, "A->C", remote, partitions, slots=1).values())
+                return sum(ledger(c_direct, "A->C", remote, partitions, slots=slots).values())
 
             wait_for(on_b(300), 150, "the first 300 records on B", alive)
             wait_for(lambda: c_ledger() >= 300, 60, "the first 300 records on C", alive)
@@ -289,13 +291,16 @@ def fails_with_b_whole(
 def test_a_target_that_refuses_a_remote_topic_stops_only_itself(
     spark, brokers, third_broker, tmp_path, unique_name
 ):
-    """C already has the remote topic with 2 of the source's 4 partitions and cannot grow it (the
-    test broker has no CreatePartitions): C is left out of every slice, B gets every record, and
+    """C already has the remote topic with 2 of the source's 4 partitions and cannot grow it (an
+    ACL denies ALTER; tansu has no CreatePartitions): C is left out of every slice, B gets every
+    record, and
     once B has reached the snapshot the ``--once`` run fails naming C's topic, not by the stall
     watch. As MM2, where only the task of A->C fails."""
     topic, remote, partitions, n = unique_name, f"A.{unique_name}", 4, 400
     create_topic(brokers.source, topic, partitions)
     create_topic(third_broker, remote, 2)
+    if brokers.real_kafka:
+        deny_on_topic(third_broker, remote, AclOperation.ALTER)
     produce_exact(brokers.source, topic, records(n, partitions, "r"))
     props = fanout_properties(brokers.source, brokers.target, third_broker, tmp_path, topic)
     text = fails_with_b_whole(spark, brokers, props, "RemoteTopicError", topic, partitions)
@@ -357,8 +362,8 @@ def test_a_slot_where_only_the_refused_target_has_work_ends_the_run_once_b_is_do
 def test_the_source_is_read_once_for_two_targets(
     spark, brokers, third_broker, tmp_path, unique_name
 ):
-    if brokers.real_kafka:
-        pytest.skip("counts bytes through a proxy in front of an embedded source broker")
+    if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
+        pytest.skip("counts bytes through a proxy in front of a broker this run starts")
     partitions, n, size = 4, 2000, 4000
     read: dict[int, int] = {}
     with proxied_broker("A", tmp_path / "a", CountingProxy) as (broker_a, proxy_a):

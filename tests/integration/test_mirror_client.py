@@ -94,7 +94,7 @@ def test_mirror_client_topics_checkpoints_and_heartbeats(brokers) -> None:
 
 
 def test_reads_records_written_by_real_mm2(brokers) -> None:
-    """Raw bytes of mm2.md §1.2/§1.3 worked examples, as a real MM2 writes them."""
+    """Raw bytes of docs/mm2-reference.md#wire-formats worked examples, as MM2 writes them."""
     primary = _alias("primary")
     checkpoints, heartbeats = f"{primary}.checkpoints.internal", f"{primary}.heartbeats"
     key = bytes.fromhex(

@@ -1,6 +1,6 @@
 """A continuous `mirror run` keeps going through outages of either cluster (TCP proxy faults).
 
-One `mirror run` for the module, between two embedded brokers that it reaches only through
+One `mirror run` for each slot count (1 and 4), between two brokers that it reaches only through
 loopback proxies; the tests produce and verify directly on the brokers' own ports. Each test
 ends with every record exactly once (raw reader) and the run still alive.
 """
@@ -48,10 +48,12 @@ class Run:
         return self.log.read_text(errors="replace")
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+@pytest.fixture(scope="module", params=[1, 4], ids=["1-slot", "4-slots"])
+def run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Run]:
     if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
-        pytest.skip("proxy fault tests run on the embedded brokers only")
+        pytest.skip(
+            "proxy fault tests run on brokers this run starts (not MIRROR_TEST_*_BOOTSTRAP)"
+        )
     work = tmp_path_factory.mktemp("outages")
     with (
         proxied_broker("A", work / "a") as (broker_a, proxy_a),
@@ -62,9 +64,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             bootstrap(proxy_b),
             work / "state",
             topics="outage_.*",
-            # one slot: with two, the test broker can drop a committed ledger entry when the
-            # other slot's open transaction is aborted by fencing (test_tansu_limits.py)
-            **{"mirror.batch.max.records": "500", "tasks.max": "1"},
+            **{"mirror.batch.max.records": "500", "tasks.max": str(request.param)},
         )
         config = write_properties(work / "mm2.properties", props)
         log = work / "mirror.log"

@@ -28,19 +28,18 @@ def committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
     }
 
 
+@pytest.mark.parametrize("slots", [1, 4])
 def test_a_clean_stop_in_the_middle_of_a_slice_loses_and_duplicates_nothing(
-    spark, brokers, make_config, unique_name
+    spark, brokers, make_config, unique_name, slots
 ):
     create_topic(brokers.source, unique_name, 2)
     produce_exact(brokers.source, unique_name, mixed_records(3000, 2, "a"))
     config = make_config(
         topics=unique_name,
-        # one slot: the stop aborts open transactions, and with two slots the test broker can
-        # drop the other slot's committed ledger entry then (test_tansu_limits.py)
         **{
             "mirror.batch.duration.seconds": "300",
             "mirror.commit.max.records": "100",
-            "tasks.max": "1",
+            "tasks.max": str(slots),
         },
     )
     runner = FlowRunner(spark, config, "A->B")

@@ -1,11 +1,14 @@
-"""Pins a test-broker limit the crash test works around (DESIGN.md "Known test-broker limits").
+"""Pins a limit of the embedded broker beside Apache Kafka's behaviour.
+
+See docs/testing.md#test-broker-limits.
 
 tansu 0.6.0 applies the group offsets of a committed transaction only when no transaction of
 another transactional.id is open on a partition both wrote; otherwise it keeps them with the
 producer epoch and drops them if that epoch's next transaction is aborted (fencing after a kill).
 Copy tasks of different slots share the metrics and offset-syncs partitions, so a kill with two
-slots can lose a committed ledger entry. Should this test fail after a tansu upgrade, the limit is
-gone: the crash test can go back to two slots.
+slots can lose a committed ledger entry there. Apache Kafka applies them at commit, which is why
+the crash, outage and mid-slice-stop tests run with four slots on it. Should the tansu case fail
+after a tansu upgrade, the limit is gone.
 """
 
 from __future__ import annotations
@@ -31,10 +34,17 @@ def _ledger(bootstrap: str, group: str, topic: str) -> int:
         consumer.close()
 
 
-def test_tansu_drops_offsets_committed_beside_another_open_transaction(brokers, unique_name):
-    if brokers.real_kafka:
-        pytest.skip("a tansu limit; real Kafka applies the offsets at commit")
-    bootstrap, data, shared = brokers.target, f"{unique_name}-data", f"{unique_name}-shared"
+@pytest.mark.parametrize("broker", ["tansu", "kafka"])
+def test_offsets_committed_beside_another_open_transaction(request, broker, unique_name):
+    """tansu drops the committed offset 10; Apache Kafka keeps it."""
+    if broker == "kafka":
+        clusters = request.getfixturevalue("brokers")
+        if not clusters.real_kafka:
+            pytest.skip("needs Apache Kafka")
+        bootstrap = clusters.target
+    else:
+        bootstrap = request.getfixturevalue("tansu")
+    data, shared = f"{unique_name}-data", f"{unique_name}-shared"
     group = f"{unique_name}-ledger"
     create_topic(bootstrap, data, 2)
     create_topic(bootstrap, shared, 1)
@@ -58,9 +68,10 @@ def test_tansu_drops_offsets_committed_beside_another_open_transaction(brokers, 
         slot_a.flush(10)
         slot_a.send_offsets_to_transaction(offsets, ledger.consumer_group_metadata(), 30)
         if offsets[0].offset == 10:
-            slot_a.commit_transaction(30)  # accepted, but the ledger does not move
-            assert _ledger(bootstrap, group, data) == 0
+            slot_a.commit_transaction(30)  # tansu accepts it, but its ledger does not move
+            assert _ledger(bootstrap, group, data) == (0 if broker == "tansu" else 10)
     producer(0)  # slot A restarts while its second transaction is open: fenced and aborted
     producer(1)
-    assert _ledger(bootstrap, group, data) == 0, "the committed offset 10 was dropped"
+    expected = 0 if broker == "tansu" else 10  # tansu dropped the committed offset 10
+    assert _ledger(bootstrap, group, data) == expected
     ledger.close()

@@ -1,4 +1,5 @@
-"""Every notebook executed headless by nbval against two fresh embedded brokers.
+"""Every notebook executed headless by nbval against two fresh brokers (Apache Kafka by default,
+tansu under ``MIRROR_TEST_BROKER=tansu``).
 
 Parameters reach the notebooks as ``MIRROR_<NAME>`` environment variables (the kernel inherits
 the pytest subprocess's environment). ``--nbval-lax`` runs every cell (an exception fails it) and
@@ -19,7 +20,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirror_lib.config.parse import load_config
 from mirror_lib.replication.failover import translate_group
-from mirror_lib.testing import embedded, kafka_io
+from mirror_lib.testing import kafka_io
+from mirror_lib.testing.clusters import start_clusters
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -32,11 +34,11 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory):
-    started = embedded.start_brokers(2, ["nb-a", "nb-b"], tmp_path_factory.mktemp("nb-tansu"))
+    started = start_clusters(["nb-a", "nb-b"], tmp_path_factory.mktemp("nb-brokers"))
     try:
-        yield started[0].bootstrap_servers, started[1].bootstrap_servers
+        yield started.bootstraps["nb-a"], started.bootstraps["nb-b"]
     finally:
-        embedded.stop_brokers(started)
+        started.stop()
 
 
 def _workload(source: str) -> None:
@@ -108,9 +110,9 @@ def _pyspark_minor() -> tuple[int, int]:
 )
 def test_the_replication_notebook_runs_on_this_pyspark(tmp_path):
     """Notebook 02 alone, for the pyspark 4.0 tier (make test-spark40): replicates, shows status."""
-    started = embedded.start_brokers(2, ["nb40-a", "nb40-b"], tmp_path / "tansu")
+    started = start_clusters(["nb40-a", "nb40-b"], tmp_path / "brokers")
     try:
-        source, target = started[0].bootstrap_servers, started[1].bootstrap_servers
+        source, target = started.bootstraps["nb40-a"], started.bootstraps["nb40-b"]
         _workload(source)
         config_path = tmp_path / "mm2.properties"
         props = {
@@ -133,7 +135,7 @@ def test_the_replication_notebook_runs_on_this_pyspark(tmp_path):
         for topic, partitions in TOPICS.items():
             assert len(kafka_io.consume_all(target, f"A.{topic}")) == PER_PARTITION * partitions
     finally:
-        embedded.stop_brokers(started)
+        started.stop()
 
 
 def test_the_notebooks_run_headless_and_do_their_job(clusters, tmp_path):

@@ -6,7 +6,8 @@ the schema and volumes are bundle resources, job parameters reach every task and
 catalog.schema, one state volume), no target leaves state on local disk, serverless jobs have
 the shape serverless accepts, every notebook installs the wheel in its first cell, prod grants
 its service principal the schema and volumes and lets no defaulted group run its jobs, sync
-leaves out what no job reads, and the README's deploy steps say what the bundle cannot do.
+leaves out what no job reads, and the deploy steps of docs/databricks.md say what the bundle cannot
+do.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mirror_lib.app.bundle_tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[3]
 TEXT = (REPO / "databricks.yml").read_text()
-README = (REPO / "README.md").read_text()
+DEPLOY_PAGE = (REPO / "docs" / "databricks.md").read_text()
 BUNDLE = yaml.safe_load(TEXT)
 JOBS = BUNDLE["resources"]["jobs"]
 TASK_LIST = [(job, task) for job, spec in JOBS.items() for task in spec["tasks"]]
@@ -95,7 +96,7 @@ def test_every_variable_used_is_declared_and_every_declared_one_is_used():
     )
 
 
-#: Defaults that exist only in some workspaces -> what each description and the README offer.
+#: Defaults that exist only in some workspaces -> what each description and the deploy page offer.
 WORKSPACE_DEFAULTS = {
     "catalog": ("main", ["databricks catalogs list"]),
     "warehouse": ("Serverless Starter Warehouse", ["databricks warehouses list"]),
@@ -109,7 +110,7 @@ def test_defaults_not_every_workspace_has_say_what_to_pass_instead(name):
     variable = BUNDLE["variables"][name]
     assert variable["default"] == default  # the common case deploys without --var
     assert all(hint in variable["description"] for hint in hints), variable["description"]
-    deploy = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    deploy = DEPLOY_PAGE.split("## Deploy to Databricks")[1].split("\n## ")[0]
     assert f'--var="{name}=' in deploy and all(hint in deploy for hint in hints)
 
 
@@ -198,15 +199,16 @@ def test_prod_grants_its_run_as_principal_the_schema_and_volumes():
 
 def test_readme_says_what_the_bundle_cannot_grant():
     # the catalog is not the bundle's, the scope is a person's, run_as needs the deployer's role
-    deploy = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    deploy = DEPLOY_PAGE.split("## Deploy to Databricks")[1].split("\n## ")[0]
     assert "databricks secrets put-acl mirror <application-id> READ" in deploy
     assert "GRANT USE CATALOG ON CATALOG main TO `<application-id>`" in deploy
     assert "Service Principal User" in deploy
 
 
 def deploy_commands() -> list[str]:
-    """The commands of README "Deploy to Databricks", continued lines joined, comments dropped."""
-    section = README.split("### Deploy to Databricks")[1].split("\n## ")[0]
+    """The commands of docs/databricks.md "Deploy to Databricks", continued lines joined, comments
+    dropped."""
+    section = DEPLOY_PAGE.split("## Deploy to Databricks")[1].split("\n## ")[0]
     block = section.split("```bash\n")[1].split("```")[0].replace("\\\n", " ")
     return [" ".join(line.split()) for line in block.splitlines() if line.split("#")[0].strip()]
 
@@ -244,8 +246,8 @@ def test_no_prod_permission_lets_every_user_run_the_jobs():
 
 def test_sync_leaves_out_what_no_job_or_notebook_reads():
     excluded = BUNDLE["sync"]["exclude"]
-    assert excluded == ["tests/**", "bench/**", ".ci/**", "examples/**"]
-    for folder in ("tests", "bench", ".ci", "examples"):
+    assert excluded == ["tests/**", "bench/**", ".ci/**", "examples/**", "docs/**"]
+    for folder in ("tests", "bench", ".ci", "examples", "docs"):
         files = [p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob("*") if p.is_file()]
         assert files and all(any(fnmatch(f, x) for x in excluded) for f in files), folder
     needed = [*REPO.glob("jobs/*.py"), *NOTEBOOKS, *REPO.glob("dashboards/*"), REPO / "setup.py"]

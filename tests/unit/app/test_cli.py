@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +69,16 @@ def test_missing_file_and_bad_arguments_exit_2(tmp_path):
     out = mirror("frobnicate")
     assert out.returncode == 2
     assert "invalid input" in out.stderr
+
+
+def test_version_prints_the_installed_package_version():
+    out = mirror("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"mirror {importlib.metadata.version('mirror_lib')}\n"
+
+
+def test_the_package_version_is_one_number_in_setup_py_and_the_source():
+    import mirror_lib
+
+    setup = (EXAMPLE.parents[1] / "setup.py").read_text()
+    assert re.search(r'version="([^"]+)"', setup).group(1) == mirror_lib.__version__

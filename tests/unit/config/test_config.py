@@ -156,6 +156,35 @@ def test_unknown_keys_are_reported_not_fatal():
     assert set(config.unknown_keys) == {"emit.checkpoint.interval.seconds", "A->B.topic"}
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "security.protocol",
+        "A.security.protocol",
+        "B.producer.security.protocol",
+        "admin.security.protocol",
+        "A->B.consumer.security.protocol",
+        "A->B.producer.override.security.protocol",
+    ],
+)
+def test_a_security_protocol_that_names_none_is_refused_when_read(key):
+    """As MM2 refuses it when it reads its configuration: the library API fails, not only
+    validate (MirrorMakerConfigTest.testInvalidSecurityProtocol)."""
+    with pytest.raises(ConfigError, match="SASL_PLAINTEXT, SASL_SSL") as caught:
+        parse_config({**BASE, key: "abc"}, origin="mm2.properties")
+    assert (caught.value.key, caught.value.value, caught.value.where) == (
+        key,
+        "abc",
+        "mm2.properties",
+    )
+
+
+def test_a_security_protocol_in_any_case_or_as_a_reference_is_read():
+    config = cfg(**{"A.security.protocol": "sasl_ssl", "B.security.protocol": "${env:PROTO}"})
+    assert config.cluster("A").client["security.protocol"] == "sasl_ssl"
+    assert config.cluster("B").client["security.protocol"] == "${env:PROTO}"
+
+
 def test_plug_in_classes_at_their_default_are_accepted_quietly():
     config = cfg(
         **{

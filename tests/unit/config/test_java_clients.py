@@ -9,6 +9,7 @@ from mirror_lib.config.java_clients import IGNORED, RENAMED, translate
 from mirror_lib.config.librdkafka_conf import PROPERTIES
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
+from mirror_lib.kafka.client_check import client_specs
 from mirror_lib.kafka.clients import _translate_jaas, check_clients, client_config
 
 BASE = {
@@ -117,9 +118,42 @@ def test_values_checked_against_librdkafka_ranges():
     assert conf == {"auto.offset.reset": "error"}
 
 
-def test_unknown_client_key_suggests_the_librdkafka_name():
-    with pytest.raises(ConfigError, match=r"did you mean 'linger\.ms'"):
-        translate(props(linger__msec="5"), "producer")
+def test_unknown_client_key_is_ignored_once_with_the_closest_key_we_use():
+    """MM2's Java clients drop a key they do not know ("supplied but isn't a known config")."""
+    conf, notes = translate(props(linger__msec="5", xxx="yyy"), "producer")
+    assert conf == {}
+    assert notes == [
+        "A.linger.msec is ignored: not a client setting librdkafka or mirror_lib knows (MM2's "
+        'Java clients ignore it too, logging "supplied but isn\'t a known config"); did you '
+        "mean 'linger.ms'?",
+        "A.xxx is ignored: not a client setting librdkafka or mirror_lib knows (MM2's Java "
+        'clients ignore it too, logging "supplied but isn\'t a known config")',
+    ]
+    _, notes = translate(props(checkpoints__replication__factor="1"), "admin")
+    assert notes[0].endswith(
+        "did you mean 'checkpoints.topic.replication.factor'? (a flow setting: set it at the top "
+        "level or as <source>-><target>.checkpoints.topic.replication.factor)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "changes"),
+    [
+        ("ssl.trust.store", "TLS"),
+        ("sasl.user", "how the client logs in"),
+        ("security.protocl", "encrypted and authenticated"),
+        ("securty.protocol", "encrypted and authenticated"),
+        ("enable.idempotance", "duplicates after a retry"),
+        ("ack", "acknowledged before every replica"),
+        ("max.in.flight.request.per.connection", "order after a retry"),
+        ("isolation.levl", "aborted"),
+    ],
+)
+def test_unknown_key_that_would_change_security_or_delivery_is_refused(key, changes):
+    with pytest.raises(ConfigError, match="refused, not ignored") as caught:
+        translate({key: ("s3cret", f"A.{key}")}, "producer")
+    assert caught.value.key == f"A.{key}"
+    assert changes in caught.value.expected
 
 
 def test_java_cipher_names_are_refused():
@@ -202,6 +236,37 @@ def test_delivery_conflicts_and_per_flow_client_settings():
     assert "timeout.ms" not in client_config(config.cluster("A"), "admin")
 
 
+def test_a_target_without_idempotent_producers_is_served_at_least_once():
+    """OCI Streaming and other services without idempotent producers: at least once, with
+    neither transactions nor idempotence; under exactly-once the refusal names the way out."""
+    off = {"B.producer.enable.idempotence": "false"}
+    with pytest.raises(ConfigError) as caught:
+        check_clients(cfg(**off))
+    assert caught.value.key == "B.producer.enable.idempotence"
+    assert "A->B.mirror.delivery = at_least_once" in caught.value.expected
+    config = cfg(**off, **{"mirror.delivery": "at_least_once"})
+    assert check_clients(config) == [
+        "B.producer.enable.idempotence = false: flow A->B writes at least once without "
+        "idempotence: a produce request retried after its acknowledgement was lost writes its "
+        "records twice, and the copy counts each such duplicate in a warning"
+    ]
+    specs = client_specs(config)
+    producers = {s.alias: s.conf for s in specs if s.role == "producer"}
+    assert producers["B"]["enable.idempotence"] == "false"
+    assert producers["B"]["max.in.flight.requests.per.connection"] == 1  # no reordering
+    assert "transactional.id" not in producers["B"]
+    assert producers["A"]["enable.idempotence"] is True  # B->A's heartbeats: A has them
+    ok = {"mirror.delivery": "at_least_once", "B.producer.max.in.flight": "1"}
+    check_clients(cfg(**off, **ok))
+    for key, value, expected in (
+        ("B.producer.max.in.flight", "5", "reorder the partition"),
+        ("A->B.producer.acks", "1", "only the leader acknowledged"),
+    ):
+        with pytest.raises(ConfigError, match=expected) as caught:
+            check_clients(cfg(**off, **{"mirror.delivery": "at_least_once", key: value}))
+        assert caught.value.key == key
+
+
 def test_alias_keys_are_honoured_not_passed_to_clients():
     config = cfg(**{"source.cluster.alias": "A", "A->B.target.cluster.alias": "B"})
     assert "cluster.alias" not in str(client_config(config.cluster("A"), "consumer"))
@@ -263,7 +328,7 @@ def test_store_passwords_are_used_or_warned_never_dropped_silently():
     )
     assert conf == {"ssl.keystore.location": "/k.p12", "ssl.keystore.password": "store"}
     assert notes == [
-        "A.ssl.key.password is ignored: librdkafka opens a PKCS12 keystore's key with "
+        "A.ssl.key.password is ignored: a PKCS12 keystore's key is opened with "
         "ssl.keystore.password"
     ]
     conf, notes = translate(

@@ -25,6 +25,8 @@ from cryptography.x509.oid import NameOID
 from mirror_lib.app.cli import main
 from mirror_lib.config.model import ROLES, MirrorConfig
 from mirror_lib.config.parse import load_config
+from mirror_lib.errors import ConfigError
+from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.clients import check_clients, client_config
 from tests.helpers import keytool
 from tests.helpers.aws_env import offline_aws, token_url
@@ -77,6 +79,11 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     keytool.truststore(folder / "truststore.p12", "PKCS12", "changeit", cas)
     keytool.keystore(folder / "kafka.client.keystore.jks", "JKS", folder / "client.p12",
                      "changeit", "changeit", KEYPASS)  # fmt: skip
+    (folder / "stackable").mkdir()  # as Stackable's secret-operator mounts them: empty passwords
+    keytool.empty_password_pkcs12(folder / "client.p12", "changeit",
+                                  folder / "stackable" / "keystore.p12")  # fmt: skip
+    keytool.empty_password_pkcs12(folder / "truststore.p12", "changeit",
+                                  folder / "stackable" / "truststore.p12")  # fmt: skip
     return folder
 
 
@@ -205,6 +212,46 @@ def test_a_pkcs12_truststore_is_read_with_its_password(files, capsys, certs):
     assert built["B", "consumer"]["ssl.ca.pem"] == (certs / "ca.pem").read_text()
 
 
+def test_pkcs12_stores_with_an_empty_password_are_read_as_java_reads_them(files, capsys, certs):
+    """Stackable's default: librdkafka takes an empty ssl.keystore.password as none and refuses
+    the keystore, so the store is read here into PEM, as JKS keystores are."""
+    code, out, err = validate(files["stackable_pkcs12"], capsys)
+    assert code == 0, err
+    assert "not loaded" not in out
+    config = load_config(files["stackable_pkcs12"])
+    built = build_all(config)
+    for alias in ("primary", "dr"):
+        conf = built[alias, "producer"]
+        assert conf["ssl.ca.pem"] == (certs / "ca.pem").read_text()
+        assert conf["ssl.certificate.pem"].count("BEGIN CERTIFICATE") == 2  # client + CA
+        assert "BEGIN PRIVATE KEY" in conf["ssl.key.pem"]
+        assert not any(k.startswith(("ssl.keystore", "ssl.truststore")) for k in conf)
+    assert check_client_builds(config, resolve=True).built == 6  # as mirror run builds them
+
+
+def test_a_pkcs12_keystore_is_checked_by_validate_as_a_run_checks_it(files, capsys, tmp_path):
+    """validate refuses what run refuses: a keystore without a password (Java refuses it, and
+    librdkafka when the client is made) even when the store is not on the validating machine;
+    a store that the empty password does not open, on the password's key."""
+    text = files["stackable_pkcs12"].read_text()
+    absent = tmp_path / "absent.properties"
+    absent.write_text(text.replace("stackable/keystore.p12", "elsewhere/keystore.p12"))
+    code, out, err = validate(absent, capsys)
+    assert code == 0, err
+    assert "files not on this machine" in out and "elsewhere/keystore.p12" in out
+    unset = tmp_path / "unset.properties"
+    unset.write_text(absent.read_text().replace("ssl.keystore.password =\n", ""))
+    code, _out, err = validate(unset, capsys)
+    assert code == 2
+    assert "ssl.keystore.password = <missing>" in err
+    assert "key store password is not specified" in err
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(text.replace("stackable/keystore.p12", "client.p12"))  # password changeit
+    code, _out, err = validate(wrong, capsys)
+    assert code == 2
+    assert "ssl.keystore.password = '<redacted>'" in err and "does not open it" in err
+
+
 def test_sasl_plain_and_scram_quoted_single_quoted_and_unquoted(files, capsys):
     code, out, _ = validate(files["sasl_plain_scram"], capsys)
     assert code == 0, out
@@ -325,6 +372,70 @@ def test_docker_demo_with_java_tuning_and_the_old_identity_idiom(files, capsys):
     assert "cluster.alias" not in consumer
 
 
+def test_keys_mm2s_clients_do_not_know_are_warned_once_with_the_key_we_use(files, capsys):
+    """MM2 runs this file: its clients drop what they do not know. Each key is named once,
+    with the closest key mirror_lib uses, and the file runs."""
+    code, out, err = validate(files["operator_unknown_keys"], capsys)
+    assert code == 0, err
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    for key, closest in (
+        ("primary.xxx", None),
+        ("consumer.group.prefix", "group.id"),
+        ("primary.offsets.replication.factor", "offset-syncs.topic.replication.factor"),
+        ("backup.checkpoints.replication.factor", "checkpoints.topic.replication.factor"),
+        ("backup.heartbeats.replication.factor", "heartbeats.topic.replication.factor"),
+    ):
+        named = [w for w in warnings if w.startswith(f"warning: {key} is ignored: not a client")]
+        assert len(named) == 1, (key, warnings)
+        assert closest is None or f"did you mean {closest!r}?" in named[0]
+    assert "warning: unknown key 'source.alias' is ignored" in warnings
+    built = build_all(load_config(files["operator_unknown_keys"]))
+    assert not any(
+        "replication" in k or "xxx" in k or "prefix" in k for c in built.values() for k in c
+    )
+
+
+def test_oci_streaming_target_without_idempotent_producers(files, capsys, monkeypatch):
+    """At least once, with neither transactions nor idempotence on the target's producers."""
+    code, out, err = validate(files["oci_streaming"], capsys)
+    assert code == 0, err
+    assert "oci.producer.enable.idempotence = false: flow onprem->oci writes at least once" in out
+    monkeypatch.setenv("OCI_AUTH_TOKEN", "t0ken")
+    config = load_config(files["oci_streaming"])
+    built = build_all(config)
+    producer = built["oci", "producer"]
+    assert (producer["enable.idempotence"], producer["message.max.bytes"]) == ("false", "1048576")
+    assert producer["sasl.username"].endswith(
+        "/ocid1.streampool.oc1.eu-frankfurt-1.amaaaaaaexample"
+    )
+    assert producer["sasl.password"] == "t0ken"
+    assert check_client_builds(config, resolve=True).built == 6  # as mirror run builds them
+    exactly_once = load_config(files["oci_streaming"], **{"mirror.delivery": "exactly_once"})
+    with pytest.raises(ConfigError, match=r"onprem->oci\.mirror\.delivery = at_least_once"):
+        check_clients(exactly_once)
+
+
+def test_empty_separator_file_is_refused_and_runs_once_the_advice_is_followed(
+    files, capsys, tmp_path
+):
+    code, _out, err = validate(files["identity_empty_separator"], capsys)
+    assert code == 2
+    assert "no replication.policy.separator line (delete it)" in err
+    assert "dc1.heartbeats -> dc1heartbeats" in err
+    advised = tmp_path / "advised.properties"
+    advised.write_text(
+        files["identity_empty_separator"]
+        .read_text()
+        .replace("replication.policy.separator =\n", "")
+    )
+    code, _out, err = validate(advised, capsys)
+    assert code == 0, err
+    flow = load_config(advised).flow("dc1->dc2")
+    assert flow.policy().format_remote_topic("dc1", "orders") == "orders"
+    assert flow.policy().format_remote_topic("dc1", "heartbeats") == "dc1.heartbeats"
+    build_all(load_config(advised))
+
+
 def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
     path = tmp_path / "sep.properties"
     path.write_text(
@@ -335,6 +446,34 @@ def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
     assert code == 2
     assert "replication.policy.separator" in err
     assert "IdentityReplicationPolicy" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "renamed"),
+    [
+        ("", "mm2-offset-syncs.A.internal -> mm2-offset-syncsAinternal, A.checkpoints.internal"),
+        ("replication.policy.internal.topic.separator.enabled = false\n", "Aheartbeats (MM2"),
+    ],
+)
+def test_empty_separator_with_identity_policy_is_refused_with_advice_that_fits(
+    tmp_path, capsys, extra, renamed
+):
+    """The file already sets IdentityReplicationPolicy: the advice is to delete the empty
+    separator, and what it would have renamed."""
+    path = tmp_path / "sep.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+        "A->B.enabled = true\nreplication.policy.separator =\n"
+        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+        + extra
+    )
+    code, _out, err = validate(path, capsys)
+    assert code == 2
+    assert "replication.policy.separator = '': expected no replication.policy.separator line" in err
+    assert "(delete it): IdentityReplicationPolicy already keeps topic names" in err
+    assert "A.heartbeats -> Aheartbeats" in err
+    assert renamed in err
+    assert "prefer" not in err.lower()
 
 
 @pytest.mark.parametrize(
@@ -381,7 +520,7 @@ def test_flow_keys_naming_unknown_clusters_are_warned(files, capsys, tmp_path):
         ("target.producer.acks = 1", "target.producer.acks", "all or unset"),
         ("source.consumer.isolation.level = read_uncommitted", "isolation.level", "aborted"),
         ("target.producer.batch.size = 0", "target.producer.batch.size", "1 .. 2147483647"),
-        ("source.consumer.no.such.setting = 1", "source.consumer.no.such.setting", "librdkafka"),
+        ("source.consumer.ssl.no.such = 1", "source.consumer.ssl.no.such", "refused, not"),
         ("source.security.protocol = TLS", "source.security.protocol", "SASL_SSL"),
         ("source.sasl.mechanism = AWS_MSK_IAM", "source.sasl.jaas.config", "IAMLoginModule"),
         ("source.sasl.mechanism = KERBEROS", "source.sasl.mechanism", "SCRAM-SHA-512"),

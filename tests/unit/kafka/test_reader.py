@@ -23,11 +23,13 @@ class _SlowConsumer(FakeConsumer):
         return super().consume(1, timeout)
 
 
-def _read(monkeypatch: pytest.MonkeyPatch, messages: list[Any], step: float) -> list[int]:
+def _read(
+    monkeypatch: pytest.MonkeyPatch, messages: list[Any], step: float, **kw: Any
+) -> list[int]:
     clock = [0.0]
     monkeypatch.setattr(reader.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(reader, "Consumer", lambda _conf: _SlowConsumer(messages, clock, step))
-    return [m.offset() for m in reader.read_topic({}, "t", timeout_s=5)]
+    return [m.offset() for m in reader.read_topic({}, "t", timeout_s=5, **kw)]
 
 
 def test_a_read_longer_than_the_timeout_ends_while_records_keep_coming(
@@ -43,3 +45,11 @@ def test_no_record_and_no_end_for_the_timeout_is_a_transient_error(
     with pytest.raises(BrokerError, match="no record and no end for 5s") as err:
         _read(monkeypatch, [], step=2)
     assert err.value.transient
+
+
+def test_an_end_below_until_is_read_past(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an open transaction at 3 held the end there; once decided, 4-6 (committed) come, end at 8
+    messages = [FakeMessage("t", 0, i) for i in range(3)] + [FakeEof("t", 0, 3)]
+    messages += [FakeMessage("t", 0, i) for i in (4, 5, 6)] + [FakeEof("t", 0, 8)]
+    assert _read(monkeypatch, messages, step=1) == [0, 1, 2]
+    assert _read(monkeypatch, messages, step=1, until={0: 8}) == [0, 1, 2, 4, 5, 6]

@@ -1,4 +1,5 @@
-"""Tests of mirror_lib.mm2.filters against mm2.md §3.3, §6.3 and §6.4."""
+"""Tests of mirror_lib.mm2.filters against
+docs/mm2-reference.md#which-topics-a-flow-replicates and #filter-defaults."""
 
 from __future__ import annotations
 
@@ -209,7 +210,7 @@ def test_invalid_group_regex(kwargs: dict[str, str], key: str) -> None:
     assert err.value.__cause__.msg in err.value.expected  # carries the re error text
 
 
-# --- §3.3 MirrorSourceConnector.shouldReplicateTopic, flow A->B ---------------------------------
+# --- MirrorSourceConnector.shouldReplicateTopic, flow A->B ---------------------------------
 
 
 def test_cycles_are_skipped() -> None:

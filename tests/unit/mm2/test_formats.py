@@ -1,4 +1,5 @@
-"""Byte-exact tests of mirror_lib.mm2.formats against the worked examples of mm2.md §1."""
+"""Byte-exact tests of mirror_lib.mm2.formats against the worked examples of
+docs/mm2-reference.md#wire-formats."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ BYTES: Any = b"t"
 Record = OffsetSync | Checkpoint | Heartbeat
 Kind = type[OffsetSync] | type[Checkpoint] | type[Heartbeat]
 
-# --- Worked examples from mm2.md §1, hex copied verbatim. -------------------------------------
+# --- Worked examples from docs/mm2-reference.md#wire-formats, hex copied verbatim. -----------
 
 OFFSET_SYNC = OffsetSync("t", 0, 5, 7)
 OFFSET_SYNC_KEY = bytes.fromhex("00 01 74  00 00 00 00")

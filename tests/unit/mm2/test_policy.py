@@ -1,4 +1,5 @@
-"""Tests of mirror_lib.mm2.policy against mm2.md §2.1, §2.4, §3.1-3.3, §4.4 and §5."""
+"""Tests of mirror_lib.mm2.policy against docs/mm2-reference.md#internal-topics,
+#replication-policies and #mirrorclient."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ UNDERSCORE_COMPAT = DefaultReplicationPolicy(
 )
 JAVA = "org.apache.kafka.connect.mirror."
 
-# --- §2.1 names --------------------------------------------------------------------------------
+# --- names --------------------------------------------------------------------------------------
 
 
 def test_default_names() -> None:
@@ -85,7 +86,7 @@ def test_empty_separator_is_config_error() -> None:
     assert err.value.key == "replication.policy.separator"
 
 
-# --- §2.4 internal topics (Kafka 4.x rules) ----------------------------------------------------
+# --- internal topics (Kafka 4.x rules) --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -143,7 +144,7 @@ def test_heartbeats_with_custom_separator() -> None:
     assert not UNDERSCORE.is_heartbeats_topic("A.heartbeats")
 
 
-# --- §3.1 DefaultReplicationPolicy --------------------------------------------------------------
+# --- DefaultReplicationPolicy -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -230,7 +231,7 @@ def test_original_topic_of_n_fold_remote(sep: str, aliases: list[str], topic: st
     assert policy.is_heartbeats_topic(remote) == (topic == "heartbeats")
 
 
-# --- §3.2 IdentityReplicationPolicy --------------------------------------------------------------
+# --- IdentityReplicationPolicy -------------------------------------------------------------------
 
 
 def test_identity_plain_topics() -> None:
@@ -314,7 +315,7 @@ def test_make_policy_empty_separator() -> None:
     assert err.value.key == "replication.policy.separator"
 
 
-# --- §3.3 rule 3: cycles -------------------------------------------------------------------------
+# --- cycles ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -341,7 +342,7 @@ def test_is_cycle_property(aliases: list[str], target: str) -> None:
     assert is_cycle(DEFAULT, remote, target) == (target in aliases)
 
 
-# --- §4.4 checkpoint rename --------------------------------------------------------------------
+# --- checkpoint rename -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -356,7 +357,7 @@ def test_checkpoint_topic_name_identity() -> None:
     assert checkpoint_topic_name(IdentityReplicationPolicy("A"), "A", "B", "x") == "x"
 
 
-# --- §5 MirrorClient helpers ---------------------------------------------------------------------
+# --- MirrorClient helpers -----------------------------------------------------------------------
 
 ON_C = [
     "heartbeats",

@@ -1,5 +1,8 @@
-"""Tests of mirror_lib.offsets.checkpoints: checkpoint emission (mm2.md §4.4), the checkpoint store,
-group-offset sync (§4.5) and the scenarios of §9.1 steps 7-9, §9.6-9.8."""
+"""Tests of mirror_lib.offsets.checkpoints: checkpoint emission
+(docs/mm2-reference.md#checkpoints), the checkpoint store,
+group-offset sync (#group-offset-sync) and scenarios of MM2's integration tests
+(testReplication steps 7-9, testNoCheckpointsIfNoRecordsAreMirrored, testRestartReplication,
+testOffsetTranslationBehindReplicationFlow)."""
 
 from __future__ import annotations
 
@@ -100,7 +103,8 @@ def test_store_load_only_own_groups() -> None:
 
 
 def test_store_reload_then_identical_commit_is_suppressed() -> None:
-    """§9.7: after a restart the reloaded store keeps suppressing what was already emitted."""
+    """testRestartReplication: after a restart the reloaded store keeps suppressing what was already
+    emitted."""
     first = CheckpointStore()
     history = run({("t", 0): (10, None)}, plus(0), first)
     history += run({("t", 0): (20, None)}, plus(0), first)
@@ -140,7 +144,8 @@ def test_skips_untranslatable_and_negative_translation() -> None:
 
 
 def test_no_checkpoint_without_syncs_then_both() -> None:
-    """§9.6: an empty partition with no offset syncs gets no checkpoint until records flow."""
+    """testNoCheckpointsIfNoRecordsAreMirrored: an empty partition with no offset syncs gets no
+    checkpoint until records flow."""
     indexes = {("test-topic-1", 0): SegmentIndex([Segment(0, 99, 0, 99)])}
     store = CheckpointStore()
 
@@ -161,7 +166,8 @@ def test_no_checkpoint_without_syncs_then_both() -> None:
 def test_a_group_at_the_start_of_a_partition_gets_checkpoint_zero() -> None:
     """Downstream offset 0 is a translation like any other: only None and negative ones are
     dropped. (A partition with nothing replicated has no segments, so no translation and no
-    checkpoint at all: see the §9.6 test above; MM2's §9.2 empty partition is not covered here.)"""
+    checkpoint at all: see the test above; MM2's testReplicationWithEmptyPartition is not covered
+    here.)"""
     indexes = {("t", p): SegmentIndex([Segment(0, 9, 0, 9)]) for p in range(10)}
     committed = {("t", p): (10 if p < 9 else 0, "") for p in range(10)}
     out = run(committed, lambda t, p, up: indexes[(t, p)].translate(up))
@@ -244,8 +250,9 @@ def test_is_more_recent() -> None:
 
 
 def test_translation_behind_replication_flow() -> None:
-    """§9.8: 90% gives strictly larger checkpoints than the initial ones, then 10% strictly
-    smaller ones (the rewind propagates); the stream stays monotonic."""
+    """testOffsetTranslationBehindReplicationFlow: 90% gives strictly larger checkpoints than the
+    initial ones, then 10% strictly smaller ones (the rewind propagates); the stream stays
+    monotonic."""
     parts, per_part = 10, 1000
     # The downstream log starts at 500 (e.g. a pre-existing prefix) to make translation visible.
     index = SegmentIndex([Segment(0, per_part - 1, 500, 500 + per_part - 1)])
@@ -347,7 +354,7 @@ def test_group_sync_nothing_to_do() -> None:
 
 
 def test_failover_positions_within_bounds() -> None:
-    """§9.1 step 7: every partition has a checkpoint; synced position in (0, 100]."""
+    """testReplication step 7: every partition has a checkpoint; synced position in (0, 100]."""
     store = CheckpointStore()
     index = SegmentIndex([Segment(0, 9, 0, 9)])
     run({("test-topic-1", p): (10, "") for p in range(10)}, lambda *a: index.translate(a[2]), store)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mirror_lib.offsets.record_compare import (
+    STRAY_RANGES_MAX,
     OffsetMap,
     Rec,
     SkippedRanges,
@@ -59,11 +60,67 @@ def test_changed_value_is_reported_at_both_offsets():
     assert (out.records, out.upstream_next, out.downstream_next) == (6, 7, 11)
 
 
-def test_extra_record_on_the_target_inside_a_gap():
-    target = [*TARGET[:5], rec(7, 99), *TARGET[5:]]
-    u, d, why = run(SOURCE, target).difference
-    assert (u, d) == (6, 7)
-    assert "not a copy of a source record" in why
+def strays(out) -> tuple[int, list[tuple[int, int]], str]:
+    return out.strays.count, out.strays.ranges, out.strays.offsets()
+
+
+def test_a_record_in_a_gap_between_segments_is_stray_and_the_walk_goes_on():
+    target = [*TARGET[:5], rec(7, 99), rec(8, 98), *TARGET[5:]]
+    out = run(SOURCE, target)
+    assert out.difference is None
+    assert strays(out) == (2, [(7, 8)], "7-8")
+    assert (out.records, out.upstream_next, out.downstream_next) == (9, 10, 14)
+    assert out.checksum == run(SOURCE, TARGET).checksum  # strays are not in it
+
+
+def test_a_record_before_the_first_segment_is_stray():
+    segments = [Segment(0, 4, 2, 6)]  # 0-1: produced to the target before the first copy
+    target = [rec(0, 90), rec(1, 91), *(rec(u + 2, u) for u in range(5))]
+    out = run(SOURCE[:5], target, segments=segments)
+    assert out.difference is None and out.records == 5
+    assert strays(out) == (2, [(0, 1)], "0-1")
+
+
+def test_records_after_the_last_copied_one_are_stray():
+    out = run(SOURCE, [*TARGET, rec(14, 50), rec(16, 51)])  # 15: a marker of their transaction
+    assert out.difference is None
+    assert strays(out) == (2, [(14, 16)], "14-16")
+    assert (out.records, out.upstream_next, out.downstream_next) == (9, 10, 14)
+
+
+def test_strays_with_a_copy_between_them_are_separate_ranges():
+    segments = [Segment(0, 4, 1, 5), Segment(6, 9, 10, 13)]  # before, between and after them
+    target = [rec(0, 90), *(rec(u + 1, u) for u in range(5)), rec(7, 99)]
+    target += [*(rec(u + 4, u) for u in range(6, 10)), rec(20, 50)]
+    out = run(SOURCE, target, segments=segments)
+    assert out.difference is None and out.records == 9
+    assert strays(out) == (3, [(0, 0), (7, 7), (20, 20)], "0, 7, 20")
+
+
+def test_only_the_first_ranges_are_listed_and_every_stray_is_counted():
+    segments = [Segment(u, u, 2 * u + 1, 2 * u + 1) for u in range(30)]  # strays at 0, 2, ..
+    source = [rec(u, u) for u in range(30)]
+    target = [rec(d, d // 2 if d % 2 else 100 + d) for d in range(60)]
+    out = run(source, target, segments=segments)
+    assert out.difference is None and out.records == 30
+    count, ranges, text = strays(out)
+    assert (count, len(ranges), ranges[-1]) == (30, STRAY_RANGES_MAX, (38, 38))
+    assert text.startswith("0, 2, 4, ") and text.endswith(", 36, 38, ...")
+
+
+def test_copies_before_the_verified_point_are_passed_over_and_strays_there_found():
+    target = [*TARGET[:5], rec(7, 99), *TARGET[5:]]  # read from 0, resumed at 5/5
+    out = run(SOURCE[5:], target, u_from=5, d_from=5)
+    assert out.difference is None and out.records == 4
+    assert strays(out) == (1, [(7, 7)], "7")
+    assert strays(run(SOURCE[5:], TARGET, u_from=5, d_from=5))[0] == 0
+
+
+def test_a_difference_stops_the_walk_with_the_strays_seen_before_it():
+    target = [*TARGET[:5], rec(7, 99), TARGET[5], TARGET[6]._replace(value=b"x"), *TARGET[7:]]
+    out = run(SOURCE, target)
+    assert out.difference[:2] == (7, 11)
+    assert strays(out) == (1, [(7, 7)], "7")
 
 
 def test_record_missing_on_the_target():
@@ -106,12 +163,6 @@ def test_record_gone_from_the_source_after_the_copy():
     u, d, why = run(source, TARGET).difference
     assert (u, d) == (2, 2)
     assert "source no longer holds offset 2" in why
-
-
-def test_extra_record_after_the_last_copied_one():
-    u, d, why = run(SOURCE, [*TARGET, rec(14, 50)]).difference
-    assert (u, d) == (10, 14)
-    assert "not a copy" in why
 
 
 def test_headers_null_and_empty_values_are_distinguished():

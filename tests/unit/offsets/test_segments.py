@@ -1,5 +1,7 @@
-"""Tests of mirror_lib.offsets.segments: segments (D4), MM2 emission rules (mm2.md §4.1) and MM2's
-OffsetSyncStore translation (§4.2, §4.3, §9.16)."""
+"""Tests of mirror_lib.offsets.segments: segments (docs/design.md#d4-exact-offset-mapping),
+MM2 emission rules (docs/mm2-reference.md#when-mm2-writes-an-offset-sync) and MM2's
+OffsetSyncStore translation (docs/mm2-reference.md#translating-an-offset, and MM2's
+OffsetSyncStoreTest)."""
 
 from __future__ import annotations
 
@@ -166,7 +168,7 @@ def test_mm2_compatible_points_match_mm2_writer(u0: int, d0: int, n: int, lag: i
         assert translated <= d0 + k
 
 
-# --- MM2's emission rules (§4.1) ---------------------------------------------------------------
+# --- MM2's emission rules ----------------------------------------------------------------------
 
 
 def test_mm2_rule_1_first_record_of_lifetime() -> None:
@@ -228,7 +230,7 @@ def test_mm2_flush_promotes_latest_delayed_only() -> None:
         Mm2SyncRules(-1)
 
 
-# --- Exact translation from segments (D4) ------------------------------------------------------
+# --- Exact translation from segments -----------------------------------------------------------
 
 
 @given(RECORDS)
@@ -318,7 +320,7 @@ def test_translate_exact_replay_latest_copy_wins() -> None:
     assert index.translate(150) == 250
 
 
-# --- OffsetSyncStore (§4.2, §4.3) ---------------------------------------------------------------
+# --- OffsetSyncStore ---------------------------------------------------------------------------
 
 
 def _started_store() -> OffsetSyncStore:
@@ -426,7 +428,8 @@ def test_past_offset_translation_keeping_startup_syncs() -> None:
 
 
 def test_keep_most_distinct_syncs_fixed_steps() -> None:
-    """§9.16 with MM2's steps 1, 3, 7, ... (fewer iterations than MM2's 1,000,000)."""
+    """MM2's OffsetSyncStoreTest with its steps 1, 3, 7, ... (fewer iterations than MM2's
+    1,000,000)."""
     iterations = 20_000
     step = 1
     while step < 2**62 // iterations:
@@ -445,8 +448,9 @@ def test_keep_most_distinct_syncs_fixed_steps() -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**40), st.integers(1, 2**34), st.integers(1, 400))
 def test_keep_most_distinct_syncs_property(base: int, step: int, count: int) -> None:
-    """§9.16: each new sync removes at most one distinct stored sync (fixed sync spacing, as in
-    MM2's test); slot 0 holds the newest sync and slot 63 the earliest; B and C hold."""
+    """MM2's OffsetSyncStoreTest: each new sync removes at most one distinct stored sync (fixed sync
+    spacing, as in MM2's test); slot 0 holds the newest sync and slot 63 the earliest; B and C
+    hold."""
     store = _started_store()
     first = None
     last = 1

@@ -1,5 +1,5 @@
 """One checkpoint cycle of a flow A->B over fake clusters: what is written to the checkpoints
-topic and which group offsets on B are altered (mm2.md §4.4, §4.5)."""
+topic and which group offsets on B are altered (docs/mm2-reference.md#checkpoints)."""
 
 from __future__ import annotations
 
@@ -124,3 +124,19 @@ def test_group_sync_commits_the_checkpoint_with_its_metadata(clusters) -> None:
 
     assert run_checkpoints(ctx, _state(), force_group_sync=True) == (1, 0)
     assert clusters.target.altered == [("app", "A.orders", 0, 700 + SHIFT, "app-v2")]
+
+
+def test_at_least_once_writes_checkpoints_without_a_transaction(clusters, monkeypatch) -> None:
+    """mirror.delivery = at_least_once is for targets without transactions (nor, here,
+    idempotent producers): the checkpoints go out flushed, not in a transaction."""
+    confs: list[dict] = []
+    monkeypatch.setattr(checkpoint_job, "Producer", lambda conf: confs.append(conf) or clusters.log)
+    ctx = _ctx(**{"mirror.delivery": "at_least_once", "B.producer.enable.idempotence": "false"})
+    clusters.source.offsets["app"] = {("orders", 0): (700, "")}
+
+    assert run_checkpoints(ctx, _state()) == (1, 0)
+    assert clusters.checkpoints() == [Checkpoint("app", "A.orders", 0, 700, 700 + SHIFT)]
+    assert not clusters.log.transactional and clusters.log.committed == []
+    assert "transactional.id" not in confs[0]
+    assert confs[0]["enable.idempotence"] == "false"
+    assert confs[0]["max.in.flight.requests.per.connection"] == 1

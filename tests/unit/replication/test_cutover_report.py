@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.errors import ConfigError
+from mirror_lib.replication import cutover
 from mirror_lib.replication.cutover import (
     RULE,
     CutoverOptions,
@@ -14,6 +15,7 @@ from mirror_lib.replication.cutover import (
     format_cutover,
 )
 from mirror_lib.replication.cutover_groups import GroupMove, commit_group_moves
+from mirror_lib.replication.verify import PartitionVerification, VerifyReport
 
 
 def result(*steps: Step, dry_run: bool = True) -> CutoverResult:
@@ -50,3 +52,20 @@ def test_bad_options_are_refused_before_anything_starts():
         CutoverOptions(max_lag=-1)
     with pytest.raises(ConfigError, match="retire alone"):
         CutoverOptions(retire=True, producers_stopped=True)
+
+
+def test_a_stray_record_on_the_target_refuses_the_cutover(monkeypatch):
+    stray = PartitionVerification(
+        flow="A->B", topic="t", remote_topic="A.t", partition=1, status="stray", behind=0,
+        upstream_from=0, upstream_to=5, downstream_from=0, downstream_to=5, records=5,
+        total_records=5, checksum="c", source_end_offset=5, stray=1, stray_offsets="7",
+    )  # fmt: skip
+    report = VerifyReport("A->B", "r1", [stray])
+    monkeypatch.setattr(cutover, "verify_flow", lambda *_a, **_k: report)
+
+    class Ctx:
+        class flow:
+            name = "A->B"
+
+    step, _ = cutover._wait_verified(None, Ctx(), ["t"], CutoverOptions(apply=True), None)
+    assert (step.status, step.detail) == ("refused", f"t[1] {stray.describe()}")

@@ -1,4 +1,5 @@
-"""Unit tests of topic/config/ACL/partition sync (MM2 §8) against RecordingAdminOps."""
+"""Unit tests of topic/config/ACL/partition sync (docs/mm2-reference.md#topic-sync) against
+RecordingAdminOps."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from mirror_lib.replication.topic_sync import (
 )
 from tests.helpers.fake_admin import RecordingAdminOps
 
-# MM2 integration-test settings (§9 common setup).
+# The settings of MM2's integration tests (MirrorConnectorsIntegrationBaseTest).
 TEST_EXCLUDE = r"delete\.retention\..*"
 
 
@@ -79,7 +80,7 @@ def test_filter_rejects_bad_input() -> None:
         ConfigPropertyFilter("(unclosed")
 
 
-# --- §8.1 initial configs / §8.2 sync ops --------------------------------------------------
+# --- initial configs / sync ops -------------------------------------------------------------
 
 SOURCE_ENTRIES = {
     e.name: e
@@ -138,7 +139,7 @@ def test_unknown_source_uses_is_default_flag() -> None:
     assert config_sync_ops(entries, ConfigPropertyFilter()) == [ConfigOp("a", None, "DELETE")]
 
 
-# --- §9.9 / §9.10 / §9.11 through TopicSyncer ----------------------------------------------
+# --- MM2's testSyncTopicConfigs, testReplicateSourceDefault, testReplicateTargetDefault -----------
 
 
 def test_9_9_sync_topic_configs() -> None:
@@ -206,7 +207,7 @@ def test_sync_configs_unsupported_raises_other_errors_logged(
         syncer.sync_configs()
 
 
-# --- §8.1 creation ---------------------------------------------------------------------------
+# --- creation -------------------------------------------------------------------------------
 
 
 def test_create_missing_copies_partitions_and_filtered_configs() -> None:
@@ -233,7 +234,7 @@ def test_create_missing_subset_and_errors_are_not_fatal(caplog: pytest.LogCaptur
     assert tgt.calls_of("create_topics")[0][0][0].name == "primary.test-topic-2"
 
 
-# --- §8.3 ACLs ----------------------------------------------------------------------------------
+# --- ACLs ----------------------------------------------------------------------------------
 
 
 def _acl(op: str, perm: str = "ALLOW", name: str = "test-topic-1", pattern: str = "LITERAL", **kw):
@@ -308,12 +309,13 @@ def test_sync_acls_per_binding_errors_logged(caplog: pytest.LogCaptureFixture) -
     src, tgt, syncer = make()
     src.acls = [_acl("READ"), _acl("DESCRIBE")]
     bad = _acl("READ", name="primary.test-topic-1")
-    tgt.create_acls = lambda bs: {b: (broker_error("no", "X") if b == bad else None) for b in bs}  # type: ignore[method-assign]
+    # type: ignore[method-assign]
+    tgt.create_acls = lambda bs: {b: (broker_error("no", "X") if b == bad else None) for b in bs}
     assert syncer.sync_acls() == [_acl("DESCRIBE", name="primary.test-topic-1")]
     assert "could not create ACL" in caplog.text
 
 
-# --- §8.4 partitions ------------------------------------------------------------------------------
+# --- partitions ------------------------------------------------------------------------------
 
 
 def test_partition_plan() -> None:

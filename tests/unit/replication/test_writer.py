@@ -339,3 +339,41 @@ def test_a_slice_that_copied_nothing_writes_its_ledger_positions_unchanged(monke
     assert producer.log == {} and w.result.transactions == 0  # no records, no metrics
     w.refresh_ledger()
     assert len(producer.committed) == 1
+
+
+def test_without_idempotence_a_batch_a_retry_wrote_twice_is_counted_and_mapped_around(
+    monkeypatch, caplog
+):
+    """At least once to a target without idempotent producers: a request retried after its
+    acknowledgement was lost leaves its records twice on the target. Every record's offset is
+    reported, so the segments skip the copy nobody acknowledged, and the copy counts it."""
+    w, producer = _writer(
+        monkeypatch,
+        fanout=False,
+        flow="A->B",
+        props={
+            "mirror.fanout.enabled": "false",
+            "mirror.delivery": "at_least_once",
+            "B.producer.enable.idempotence": "false",
+        },
+    )
+    assert w.exact
+    w.accept(("T", 0), _records(0, 4), 0.0)
+    producer.lost_acks = 3  # the request with 5..7 is written, its answer lost, and retried
+    w.accept(("T", 0), _records(5, 7), 0.0)
+    w.accept(("T", 0), _records(8, 9), 0.0)
+    with caplog.at_level("WARNING"):
+        assert w.commit(_no_watermarks, wait=True)
+    assert _copied(producer) == [b"v%d" % o for o in (*range(8), *range(5, 10))]
+    metrics = [json.loads(v) for v in producer.log[("mm2-metrics.A.internal", 0)]]
+    segments = [e["segments"] for e in metrics if e["type"] == "segments"]
+    assert segments == [[[0, 4, 0, 4], [5, 9, 8, 12]]]
+    assert w.result.unreported == 3
+    assert "3 record(s) on target cluster B" in caplog.text and "A.T[0]: 3" in caplog.text
+    assert not producer.transactional and producer.committed == []
+    assert [tp.offset for tp in w.ledger.commits[-1]] == [10]
+    # the next commit counts from where this one ended: a retry of its first batch too
+    producer.lost_acks = 2
+    w.accept(("T", 0), _records(10, 11), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert w.result.unreported == 5

@@ -21,7 +21,7 @@ POLICY = make_policy("DefaultReplicationPolicy")
 UNDERSCORE = make_policy("DefaultReplicationPolicy", separator="__")
 TS = 1_700_000_000_000
 
-# --- Worked examples from mm2.md §1.1-1.3, hex copied verbatim. ------------------------------
+# --- Worked examples from docs/mm2-reference.md#wire-formats, hex copied verbatim. -----------
 
 SYNC_KEY = bytes.fromhex("00 01 74  00 00 00 00")
 SYNC_VALUE = bytes.fromhex("00 00 00 00 00 00 00 05  00 00 00 00 00 00 00 07")

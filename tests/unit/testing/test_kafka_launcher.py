@@ -1,0 +1,65 @@
+"""The Kafka launcher's pure parts: the jar fetch's failure and the broker settings it writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirror_lib.errors import EmbeddedBrokerError
+from mirror_lib.testing import kafka_broker, kafka_jars
+
+
+def test_jar_fetch_failure_names_what_was_tried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(kafka_jars.CACHE_ENV, str(tmp_path / "cache"))
+    fake = tmp_path / "mvn"
+    fake.write_text(
+        "#!/bin/sh\necho 'Could not transfer artifact: network is unreachable'\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv(kafka_jars.MAVEN_ENV, str(fake))
+    with pytest.raises(EmbeddedBrokerError) as info:
+        kafka_jars.jar_dir("kafka")
+    text = str(info.value)
+    assert f"org.apache.kafka:kafka_2.13:{kafka_jars.KAFKA_VERSION}" in text
+    assert "Maven Central" in text and "dependency:copy-dependencies" in text
+    assert "network is unreachable" in text
+    assert not (tmp_path / "cache" / f"kafka-{kafka_jars.KAFKA_VERSION}").exists()
+
+
+def _broker(options: kafka_broker.KafkaOptions) -> kafka_broker.KafkaBroker:
+    secure = 9003 if options.secure else None
+    return kafka_broker.KafkaBroker("x", Path("/w"), 9001, 9002, secure, "id", options)
+
+
+def test_settings_of_a_plain_cluster() -> None:
+    settings = kafka_broker._settings(_broker(kafka_broker.KafkaOptions()))
+    assert settings["listeners"] == "PLAINTEXT://127.0.0.1:9001,CONTROLLER://127.0.0.1:9002"
+    assert settings["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9001"
+    assert settings["controller.quorum.voters"] == "1@127.0.0.1:9002"
+    assert settings["log.dirs"] == "/w/data"
+    assert "authorizer.class.name" not in settings
+
+
+def test_settings_of_a_secured_cluster_with_an_authorizer_and_a_proxy() -> None:
+    options = kafka_broker.KafkaOptions(
+        secure=kafka_broker.SecureListener({"u": "p"}, tls_pem=Path("/w/broker.pem")),
+        authorizer=True,
+        proxied=(9004, 9005),
+        settings={"log.retention.check.interval.ms": "500"},
+    )
+    settings = kafka_broker._settings(_broker(options))
+    assert settings["listener.security.protocol.map"] == (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,SECURE:SASL_SSL"
+    )
+    assert "PROXIED://127.0.0.1:9005" in settings["advertised.listeners"]
+    assert "PROXIED://127.0.0.1:9004" in settings["listeners"]
+    assert "SECURE://127.0.0.1:9003" in settings["advertised.listeners"]
+    assert settings["listener.name.secure.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert settings["listener.name.secure.ssl.keystore.location"] == "/w/broker.pem"
+    assert settings["super.users"] == "User:ANONYMOUS"
+    assert settings["log.retention.check.interval.ms"] == "500"
+    plain = kafka_broker.SecureListener({"u": "p"})
+    assert plain.protocol == "SASL_PLAINTEXT"
