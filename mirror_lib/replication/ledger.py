@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import admin_client, lookup_error
@@ -22,6 +22,12 @@ from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wa
 from mirror_lib.replication.context import FlowContext, stable_slot
 
 TP = tuple[str, int]
+#: A group coordinator not ready yet: the ledger is asked again.
+COORDINATOR_CODES = frozenset({
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+})  # fmt: skip
 
 
 def flow_bounds(ctx: Any, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[int, int]]:
@@ -59,7 +65,9 @@ def read_ledger(
 
     A partition answered with an error (e.g. UNSTABLE_OFFSET_COMMIT while a fenced transaction
     is still being aborted) is asked again; it is never taken as "nothing delivered", which
-    would copy records twice. Still failing after ``timeout_s``: a transient BrokerError.
+    would copy records twice. So is a group coordinator that is not ready (a new cluster
+    creates its offsets topic on the first group's request). Still failing after ``timeout_s``:
+    a transient BrokerError.
     """
     tps = [TopicPartition(t, p) for t, p in sorted(set(remote_partitions))]
     if not tps:
@@ -67,8 +75,11 @@ def read_ledger(
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            committed = consumer.committed(tps, timeout=timeout_s)
+            committed = consumer.committed(tps, timeout=max(deadline - time.monotonic(), 1.0))
         except KafkaException as exc:
+            if exc.args[0].code() in COORDINATOR_CODES and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
             where_ = f" on {where}" if where else ""
             raise lookup_error(f"reading the delivery ledger{where_} failed", exc) from exc
         failed = [tp for tp in committed if tp.error is not None]

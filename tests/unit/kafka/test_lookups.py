@@ -6,7 +6,7 @@ import concurrent.futures
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
@@ -68,3 +68,26 @@ def test_an_end_below_the_start_is_the_start():
     the flow's position and recorded a second, false, truncation gap."""
     assert partition_bounds(_Offsets(45, 30), [("T", 0)]) == {("T", 0): (45, 45)}  # type: ignore[arg-type]
     assert partition_bounds(_Offsets(5, 30), [("T", 0)]) == {("T", 0): (5, 30)}  # type: ignore[arg-type]
+
+
+class _CoordinatorLoading:
+    """A ledger consumer whose first ``failures`` reads fail as a new cluster's do."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+
+    def committed(self, tps: list, timeout: float = 0) -> list:
+        if self.failures:
+            self.failures -= 1
+            raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+        return [TopicPartition(tp.topic, tp.partition, 7) for tp in tps]
+
+
+def test_the_ledger_is_read_again_while_the_group_coordinator_is_not_ready():
+    """A new Apache Kafka cluster answers the first group's reads with NOT_COORDINATOR while it
+    creates its offsets topic: the run failed at start instead of asking again."""
+    ledger = read_ledger(_CoordinatorLoading(2), [("A.T", 0)], timeout_s=10)  # type: ignore[arg-type]
+    assert ledger == {("A.T", 0): 7}
+    with pytest.raises(BrokerError, match="NOT_COORDINATOR") as late:
+        read_ledger(_CoordinatorLoading(100), [("A.T", 0)], timeout_s=0.5)  # type: ignore[arg-type]
+    assert late.value.transient
