@@ -4,7 +4,8 @@ The clusters are Apache Kafka by default: single-node KRaft clusters that this r
 (:mod:`mirror_lib.testing.kafka_broker`). ``MIRROR_TEST_BROKER=tansu`` runs the integration tier
 on the embedded tansu broker instead (fast, but docs/testing.md#test-broker-limits says what it
 hides). Clusters of your own: set ``MIRROR_TEST_SOURCE_BOOTSTRAP`` and
-``MIRROR_TEST_TARGET_BOOTSTRAP`` (optionally ``MIRROR_TEST_THIRD_BOOTSTRAP``). Tests marked ``real_kafka`` are skipped on tansu.
+``MIRROR_TEST_TARGET_BOOTSTRAP`` (optionally ``MIRROR_TEST_THIRD_BOOTSTRAP``). Tests marked
+``real_kafka`` are skipped on tansu.
 """
 
 from __future__ import annotations

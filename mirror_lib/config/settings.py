@@ -269,7 +269,7 @@ SETTINGS: tuple[Setting, ...] = (
         "on_gap",
         "fail",
         choice("fail", "skip"),
-        "a vanished source range fails the query (default) or is recorded and skipped",
+        "a vanished source range is a gap event, then fails the query (default) or is skipped",
     ),
     Setting(
         "mirror.skip.older.than.ms",

@@ -54,6 +54,9 @@ def partition_bounds(
     """(earliest, last stable offset) per partition: the range a read_committed reader sees.
 
     ``committed=False``: (earliest, high watermark), past the records of open transactions.
+    The end is never below the start: Kafka lists a last stable offset below the log start
+    when records deleted (retention, DeleteRecords) began a transaction that is still open, and
+    such a partition holds nothing readable yet, which is an end at its start.
     """
     tps = sorted(set(partitions))
     if not tps:
@@ -70,7 +73,7 @@ def partition_bounds(
             futures, named(admin, "listing offsets"), timeout_s + 5
         ).items():
             result[(tp.topic, tp.partition)][index] = max(int(info.offset), 0)
-    return {tp: (lo, hi) for tp, (lo, hi) in result.items()}
+    return {tp: (lo, max(lo, hi)) for tp, (lo, hi) in result.items()}
 
 
 def positions(offset: dict[str, Any] | None, key: str = "p") -> dict[TP, int]:

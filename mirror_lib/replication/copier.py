@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_lib.errors import BrokerError, DataLossError
+from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
@@ -319,17 +319,15 @@ class SliceCopy(TargetMembership):
         # an error of the consumer itself (its group, its login) names no partition
         where = f"{msg.topic()}[{msg.partition()}]" if msg.topic() else "records"
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            # deleted (retention, DeleteRecords) or truncated: the planner records the gap
+            # event and applies mirror.on.gap between slices, as for a gap found at planning
             positions = [w.parts[tp].expect for w in reader.writers if tp in w.parts]
-            gone = f"{where}: the records from offset {min(positions) if positions else '?'} are "
-            if self.ctx.settings.on_gap == "skip":  # the planner records the gap and skips it
-                log.warning("%sno longer on %s: ending the slice", gone, self.ctx.where("source"))
-                self.end_early = True
-                return
-            raise DataLossError(
-                f"{gone}no longer on {self.ctx.where('source')} ({err.str()}); nothing after "
-                f"them was copied. A restart records the gap and stops there again unless "
-                f"{self.ctx.flow.name}.mirror.on.gap=skip"
-            )
+            log.warning(
+                "%s: the records from offset %s are no longer on %s (%s): ending the slice",
+                where, min(positions) if positions else "?", self.ctx.where("source"), err.str(),
+            )  # fmt: skip
+            self.end_early = True
+            return
         if err.name() in AUTH_ERRORS:  # as MM2's task: credentials or ACLs, not an outage
             raise BrokerError(
                 f"consuming {where} from {self.ctx.where('source')} with consumer group "

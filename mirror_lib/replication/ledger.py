@@ -74,7 +74,7 @@ def read_ledger(
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            committed = consumer.committed(tps, timeout=timeout_s)
+            committed = consumer.committed(tps, timeout=max(deadline - time.monotonic(), 1.0))
         except KafkaException as exc:
             moving = exc.args and exc.args[0].code() in _COORDINATOR_MOVING
             if moving and time.monotonic() < deadline:

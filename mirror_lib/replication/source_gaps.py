@@ -1,7 +1,9 @@
 """Source ranges that vanished under a flow (docs/design.md#d10-nothing-lost-nothing-silent), as the
 planner finds them between slices.
 
-- Records deleted by retention before they were copied: the ledger is behind the earliest offset.
+- Records deleted (retention, DeleteRecords) before they were copied: the ledger is behind the
+  earliest offset. A copy task whose consumer meets the deletion ends its slice, so the planner
+  records it at once.
 - A topic deleted and re-created: its id changed since the last slice. A query on a new
   checkpoint has no last slice: it takes the id from the flow's newest ``segments`` event for the
   topic on its metrics topic (:func:`recorded_topic_ids`), which names the topic id the records
@@ -36,7 +38,7 @@ from mirror_lib.replication.translate import SEGMENTS_EVENT, reader_conf
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-RETENTION = "records were deleted (retention)"
+RETENTION = "records were deleted (retention or DeleteRecords)"
 RECREATED = "topic was deleted and re-created"
 TRUNCATED = (
     "the partition ends at offset {end}, before the flow's position: it was truncated (an "

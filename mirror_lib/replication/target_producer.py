@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, Producer
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES
 from mirror_lib.kafka.bounded import bounded
+from mirror_lib.kafka.clients import TRANSACTION_TIMEOUT_MS
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
@@ -99,10 +100,12 @@ def make_producer(
     *,
     remote_topics: Collection[str] = (),
     init_timeout_s: float = 60,
-) -> Producer:
+) -> tuple[Producer, int]:
     """The slot's producer: transactional (fencing older instances), or at least once without
     transactions (idempotent unless the user turned that off for a target without idempotent
-    producers), its batches no larger than any of ``remote_topics`` accepts."""
+    producers), its batches no larger than any of ``remote_topics`` accepts; with its
+    ``transaction.timeout.ms`` (the user's, else librdkafka's default), after which the broker
+    aborts an open transaction."""
     defaults = {
         "linger.ms": 5,
         "batch.size": BATCH_SIZE,
@@ -130,7 +133,32 @@ def make_producer(
             init_timeout_s,
             f"init_transactions on {ctx.where('target')}",
         )
-    return producer
+    timeout = str(conf.get("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS))
+    return producer, int(timeout) if timeout.isdigit() else TRANSACTION_TIMEOUT_MS
+
+
+def timed_out_error(
+    err: KafkaError, open_s: float, timeout_ms: int, target: str, setting: str
+) -> BrokerError | None:
+    """The error for a producer fenced after its transaction was open ``open_s`` seconds, past
+    its ``transaction.timeout.ms`` (None if it was fenced sooner, or not fenced).
+
+    The broker then aborted the transaction and bumped the producer's epoch, which librdkafka
+    reports as fenced by a newer instance. Nothing of the transaction is visible and the ledger
+    still holds its start, so this is transient: the query restarts and a new producer copies
+    the slice again from the last commit. A producer fenced sooner met another instance of the
+    same slot, and that stays terminal. ``open_s`` counts from before the transaction's first
+    record, so it is never shorter than the broker's count.
+    """
+    if err.code() not in _FENCED or open_s * 1000 < timeout_ms:
+        return None
+    return BrokerError(
+        f"the transaction to {target} was open for {open_s:.1f} s, longer than the producer's "
+        f"transaction.timeout.ms = {timeout_ms}, so the broker aborted it ({err.str()}); "
+        f"nothing of it is visible and the slice is copied again from its last commit (a task "
+        f"that holds transactions this long needs a higher {setting})",
+        transient=True,
+    )
 
 
 def commit_error(err: KafkaError, failed: list[KafkaError], target: str) -> BrokerError:

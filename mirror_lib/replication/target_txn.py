@@ -26,7 +26,12 @@ from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, PlainProducer
 from mirror_lib.replication.copy_state import PartState
 from mirror_lib.replication.ledger import ledger_offsets
-from mirror_lib.replication.target_producer import commit_error, passing_code, record_error
+from mirror_lib.replication.target_producer import (
+    commit_error,
+    passing_code,
+    record_error,
+    timed_out_error,
+)
 from mirror_lib.replication.txn_events import batch_events, skip_events, sync_records
 
 if TYPE_CHECKING:
@@ -50,6 +55,7 @@ class TargetTransactions:
     max_records: int
     max_bytes: int
     producer: Producer
+    txn_timeout_ms: int  # the producer's transaction.timeout.ms
     ledger: Any  # the ledger group's consumer: its group metadata goes into each transaction
     parts: dict[TP, PartState]
     skips: dict[TP, PartitionSkips]
@@ -105,7 +111,27 @@ class TargetTransactions:
         if not passing_code(err.code()):  # the target answers: end the transaction now
             self.abort()
         where = f"{part.topic}[{part.partition}] offset {offset}"
-        raise record_error(err, where, self.ctx.where("target"))
+        raise self._timed_out(err) or record_error(err, where, self.ctx.where("target"))
+
+    def _timed_out(self, err: KafkaError) -> BrokerError | None:
+        """A fenced producer whose transaction outlived its ``transaction.timeout.ms``: the
+        broker aborted it (see :func:`~mirror_lib.replication.target_producer.timed_out_error`).
+        """
+        if not self.eos:
+            return None
+        ctx = self.ctx
+        return timed_out_error(
+            err, time.monotonic() - self.txn_start, self.txn_timeout_ms, ctx.where("target"),
+            f"{ctx.target}.producer.transaction.timeout.ms",
+        )  # fmt: skip
+
+    def _flush(self, timeout_s: float) -> int:
+        """``producer.flush``, which raises a fatal producer error (fenced) as it is."""
+        try:
+            return self.producer.flush(timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise self._timed_out(err) or commit_error(err, [], self.ctx.where("target")) from exc
 
     def commit(self, watermarks: Callable[[Any], tuple[int, int]], *, wait: bool = True) -> bool:
         """Commit the open transaction; False when ``wait`` is off and acknowledgements are
@@ -114,7 +140,7 @@ class TargetTransactions:
             return True
         ctx = self.ctx
         if not wait:
-            if self.producer.flush(0) > 0:
+            if self._flush(0) > 0:
                 self.commit_pending = True
                 if time.monotonic() - self.txn_start > FLUSH_S:
                     raise BrokerError(
@@ -122,7 +148,7 @@ class TargetTransactions:
                         transient=True,
                     )
                 return False
-        elif self.producer.flush(self._flush_limit()) > 0:
+        elif self._flush(self._flush_limit()) > 0:
             raise BrokerError(
                 f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
                 transient=True,
@@ -179,7 +205,8 @@ class TargetTransactions:
                 if ledger:
                     self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
         except KafkaException as exc:
-            raise commit_error(exc.args[0], failed, ctx.where("target")) from exc
+            err = exc.args[0]
+            raise self._timed_out(err) or commit_error(err, failed, ctx.where("target")) from exc
         self.in_txn = False
         self.ledger_fresh = True
         if out:

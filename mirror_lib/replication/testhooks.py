@@ -4,7 +4,10 @@
 ``MIRROR_TEST_HOLD_AFTER_COMMITS`` (default 0) commits, :func:`hold_before_commit` creates
 ``<file>`` and blocks until the process is killed: a transaction is then open for sure.
 Python workers are not reused (mirror_lib/spark/session.py): each copy task counts its own
-commits.
+commits. With ``MIRROR_TEST_HOLD_SECONDS=<seconds>`` it blocks that long instead and then lets
+the commit go on, once: a hold finds ``<file>`` there already and does not block again (the
+task that replays the slice counts its commits anew). A hold longer than the producer's
+``transaction.timeout.ms`` has the broker abort the transaction under the task.
 
 ``MIRROR_TEST_END_SLICES_EARLY=1``: every copy task ends its slice before it copies anything
 (:func:`end_slice_early`), as a task would whose deliveries never count: ``--once`` must then
@@ -23,6 +26,7 @@ from pathlib import Path
 
 HOLD_ENV = "MIRROR_TEST_HOLD_BEFORE_COMMIT"
 AFTER_ENV = "MIRROR_TEST_HOLD_AFTER_COMMITS"
+SECONDS_ENV = "MIRROR_TEST_HOLD_SECONDS"
 HEARTBEAT_DELAY_ENV = "MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S"
 END_EARLY_ENV = "MIRROR_TEST_END_SLICES_EARLY"
 _commits = 0
@@ -30,17 +34,22 @@ _lock = threading.Lock()
 
 
 def hold_before_commit() -> None:
-    """Called right before a transaction commits; blocks forever when the test hook is armed."""
+    """Called right before a transaction commits; blocks when the test hook is armed (forever,
+    or ``MIRROR_TEST_HOLD_SECONDS`` once)."""
     global _commits
     path = os.environ.get(HOLD_ENV)
     if not path:
         return
+    seconds = os.environ.get(SECONDS_ENV)
     with _lock:
         due = _commits >= int(os.environ.get(AFTER_ENV, "0") or 0)
         _commits += 1
-    if not due:
+    if not due or (seconds and Path(path).exists()):
         return
     Path(path).touch()
+    if seconds:
+        time.sleep(float(seconds))
+        return
     while True:  # until the test kills the process
         time.sleep(3600)
 

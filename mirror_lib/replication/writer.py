@@ -105,7 +105,8 @@ class TargetWriter(TargetTransactions):
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
         init_s = FANOUT_INIT_S if fanout else 60.0
-        self.producer: Producer = make_producer(
+        self.producer: Producer
+        self.producer, self.txn_timeout_ms = make_producer(
             ctx, slot, remote_topics={ctx.remote_topic(t) for t, _ in partitions},
             init_timeout_s=init_s,
         )  # fmt: skip

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 # A slice plans only the topics that exist when it starts; one created later (say, by the first
 # heartbeat) is found by the copy tasks within a minute, and a --once run after it waits for that.
 FIRST_HEARTBEAT_WAIT_S = 15.0
+FAILURE_TABLES_S = 30.0  # a failed --once materializes its events at most this long
 
 
 def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
@@ -282,6 +283,8 @@ def run_flows(
         raise
     except BaseException as exc:
         run_events.error(exc)
+        if once and clusters and isinstance(exc, MirrorRuntimeError) and not exc.transient:
+            _materialize_failure(spark, config, clusters, report)
         raise
     finally:
         stops: list[Callable[[], Any]] = [exporter.stop] if exporter is not None else []
@@ -292,6 +295,21 @@ def run_flows(
             released.join()
         elif own_session:
             spark.stop()
+
+
+def _materialize_failure(
+    spark: Any, config: MirrorConfig, clusters: list[str], report: Callable[[str], None]
+) -> None:
+    """After ``--once`` failed for good (a gap with ``mirror.on.gap = fail``, refused
+    credentials): its ``gap`` and ``error`` events into ``flow_events`` now, as a successful
+    ``--once`` does at its end. Without this they reached the table only with a later
+    successful run, which a gap never allows. Best effort: the run's own error is what counts.
+    """
+    for cluster in clusters:
+        try:
+            report(materialize_now(spark, config, cluster, FAILURE_TABLES_S))
+        except Exception as exc:  # the run's own error follows
+            log.warning("materializing %s after the failure failed: %s", cluster, exc)
 
 
 def _stop_each(stops: list[Callable[[], Any]]) -> None:

@@ -367,6 +367,20 @@ def committed_records(bootstrap: str, topic: str, partitions: int) -> dict[int, 
     return {p: committed_view(read_batches(bootstrap, topic, p)) for p in range(partitions)}
 
 
+def aborted_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """Data records in the log of ``topic`` that an ABORT marker cancelled."""
+    total = 0
+    for p in range(partitions):
+        pending: dict[int, int] = {}
+        for batch in sorted(read_batches(bootstrap, topic, p), key=lambda b: b.base_offset):
+            for marker in batch.markers:
+                n = pending.pop(marker.producer_id, 0)
+                total += n if marker.kind == ABORT else 0
+            if batch.transactional and not batch.control:
+                pending[batch.producer_id] = pending.get(batch.producer_id, 0) + len(batch.records)
+    return total
+
+
 def iter_all(records: dict[int, list[RawRecord]]) -> Iterator[tuple[int, RawRecord]]:
     """(partition, record) pairs, partition by partition."""
     for p in sorted(records):

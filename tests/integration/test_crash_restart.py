@@ -19,7 +19,7 @@ import pytest
 from mirror_lib.replication.testhooks import AFTER_ENV, HOLD_ENV
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count
-from tests.helpers.kafka_raw import ABORT, read_batches
+from tests.helpers.kafka_raw import aborted_records
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
 from tests.integration.conftest import flow_properties, write_properties
 
@@ -33,20 +33,6 @@ def wait_for(check, proc: subprocess.Popen, timeout_s: float, what: str) -> None
         assert proc.poll() is None, f"mirror run exited early while waiting for {what}"
         assert time.monotonic() < deadline, f"{what} not within {timeout_s:.0f}s"
         time.sleep(0.1)
-
-
-def aborted_records(bootstrap: str, topic: str) -> int:
-    """Data records in the target's log that an ABORT marker cancelled."""
-    total = 0
-    for p in range(PARTITIONS):
-        pending: dict[int, int] = {}
-        for batch in sorted(read_batches(bootstrap, topic, p), key=lambda b: b.base_offset):
-            for marker in batch.markers:
-                n = pending.pop(marker.producer_id, 0)
-                total += n if marker.kind == ABORT else 0
-            if batch.transactional and not batch.control:
-                pending[batch.producer_id] = pending.get(batch.producer_id, 0) + len(batch.records)
-    return total
 
 
 def loaded_flow(brokers, tmp_path: Path, topic: str, slots: int) -> Path:
@@ -111,7 +97,9 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
     assert final.returncode == 0, final.stderr[-3000:]
     assert_exactly_once(brokers.source, unique_name, brokers.target, remote, PARTITIONS)
     # The held transactions were open at the kill and aborted by the restart's fencing.
-    assert aborted_records(brokers.target, remote) > 0, "no kill landed inside a transaction"
+    assert aborted_records(brokers.target, remote, PARTITIONS) > 0, (
+        "no kill landed inside a transaction"
+    )
 
 
 def test_unreachable_cluster_fails_fast_with_a_clear_message(brokers, tmp_path, subprocess_env):
@@ -155,4 +143,6 @@ def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
     final = run_mirror(config, subprocess_env, "--once", "--timeout", "300", timeout_s=400)
     assert final.returncode == 0, final.stderr[-3000:]
     assert_exactly_once(brokers.source, unique_name, brokers.target, remote, PARTITIONS)
-    assert aborted_records(brokers.target, remote) > 0, "Ctrl-C did not land inside a transaction"
+    assert aborted_records(brokers.target, remote, PARTITIONS) > 0, (
+        "Ctrl-C did not land inside a transaction"
+    )

@@ -5,6 +5,10 @@ The planner compares topic ids with its last slice, but a query on a new checkpo
 metrics topic, and failing that probes where the partition ends. Before, a topic re-created
 with fewer records than were copied made ``--once`` report "caught up" and copy nothing; with
 more, the flow skipped every new record below its old position.
+
+Records deleted under the flow (retention, DeleteRecords), which tansu cannot do, are tested on
+Apache Kafka in test_kafka_faults.py. A log truncated below the flow's position by an unclean
+leader election needs more than one broker; a re-created, shorter topic stands for it here.
 """
 
 from __future__ import annotations
@@ -78,8 +82,9 @@ def test_a_topic_recreated_under_a_new_checkpoint_is_a_gap(
 
 
 def test_the_test_brokers_short_listed_end_is_not_a_gap(brokers, make_config, unique_name):
-    """The test broker lists a partition's end as its last batch's base offset + 1; a position
-    past that but inside the log must not read as truncated."""
+    """A position inside the log is never reported, one past its end is, with the end. tansu
+    lists a partition's end as its last batch's base offset + 1, so there positions 20 and 25
+    lie past the listed end but inside the log, which the fetch clears; Kafka lists 25."""
     create_topic(brokers.source, unique_name, 1)
     producer = Producer({"bootstrap.servers": brokers.source, "linger.ms": 200})
     for i in range(25):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+from types import SimpleNamespace
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.lookups import list_topic_partitions
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.replication.ledger import read_ledger
 
 
@@ -42,19 +45,49 @@ def test_listing_topics_and_reading_the_ledger_retry_only_outages(code, transien
     assert "reading the delivery ledger on B failed" in str(ledger.value)
 
 
-def test_the_ledger_is_read_again_while_its_coordinator_is_not_ready():
-    """A new cluster's first group read answers NOT_COORDINATOR (real Kafka creates
-    __consumer_offsets then): asked again, not a failed run."""
+class _Offsets:
+    """An admin client whose ListOffsets answers ``earliest`` and ``latest`` for every
+    partition."""
 
-    class Moving(_Failing):
-        calls = 0
+    def __init__(self, earliest: int, latest: int) -> None:
+        self.answers = iter((earliest, latest))
 
-        def committed(self, tps: list, timeout: float = 0) -> list:
-            self.calls += 1
-            if self.calls < 3:
-                raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
-            return [TopicPartition("A.T", 0, 7)]
+    def list_offsets(self, specs: dict, **_kw: object) -> dict:
+        offset = next(self.answers)
+        done = {}
+        for tp in specs:
+            fut: concurrent.futures.Future = concurrent.futures.Future()
+            fut.set_result(SimpleNamespace(offset=offset))
+            done[tp] = fut
+        return done
 
-    consumer = Moving(KafkaError.NOT_COORDINATOR)
-    assert read_ledger(consumer, [("A.T", 0)], timeout_s=10) == {("A.T", 0): 7}  # type: ignore[arg-type]
-    assert consumer.calls == 3
+
+def test_an_end_below_the_start_is_the_start():
+    """Kafka lists a last stable offset of 30 and a log start of 45 once DeleteRecords removed
+    the start of a transaction still open: the planner read that as a partition ending before
+    the flow's position and recorded a second, false, truncation gap."""
+    assert partition_bounds(_Offsets(45, 30), [("T", 0)]) == {("T", 0): (45, 45)}  # type: ignore[arg-type]
+    assert partition_bounds(_Offsets(5, 30), [("T", 0)]) == {("T", 0): (5, 30)}  # type: ignore[arg-type]
+
+
+class _CoordinatorLoading:
+    """A ledger consumer whose first ``failures`` reads fail as a new cluster's do."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+
+    def committed(self, tps: list, timeout: float = 0) -> list:
+        if self.failures:
+            self.failures -= 1
+            raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+        return [TopicPartition(tp.topic, tp.partition, 7) for tp in tps]
+
+
+def test_the_ledger_is_read_again_while_the_group_coordinator_is_not_ready():
+    """A new Apache Kafka cluster answers the first group's reads with NOT_COORDINATOR while it
+    creates its offsets topic: the run failed at start instead of asking again."""
+    ledger = read_ledger(_CoordinatorLoading(2), [("A.T", 0)], timeout_s=10)  # type: ignore[arg-type]
+    assert ledger == {("A.T", 0): 7}
+    with pytest.raises(BrokerError, match="NOT_COORDINATOR") as late:
+        read_ledger(_CoordinatorLoading(100), [("A.T", 0)], timeout_s=0.5)  # type: ignore[arg-type]
+    assert late.value.transient

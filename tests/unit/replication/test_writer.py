@@ -43,7 +43,7 @@ def _writer(
 ):
     ctx = FlowContext.create(parse_config({**PROPS, **(props or {})}), flow)
     producer = FakeProducer()
-    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: producer)
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
     monkeypatch.setattr(
         writer_module, "ledger_consumer", lambda *a, **k: FakeLedger({("A.T", 0): start})
     )
@@ -303,7 +303,7 @@ def test_offset_syncs_not_acknowledged_at_the_slice_end_name_their_topic(monkeyp
 def _two_partition_writer(monkeypatch) -> tuple[TargetWriter, FakeProducer]:
     ctx = FlowContext.create(parse_config(PROPS), "A->B")
     producer = FakeProducer()
-    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: producer)
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
     positions = {("A.T", 0): 0, ("A.T", 1): 70}
     monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: FakeLedger(positions))
     w = TargetWriter(ctx, 0, [("T", 0), ("T", 1)], until={}, options_key="k", fanout=False)
