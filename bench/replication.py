@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Replication benchmark: hand-written confluent-kafka copy loop vs. the mirror flow (Spark).
 
-Starts two tansu brokers (source A, target B) on 127.0.0.1, loads the same data once per case and
-times, on the same brokers and data:
+Starts two brokers (source A, target B) on 127.0.0.1 (Apache Kafka; ``--broker tansu``: tansu),
+loads the same data once per case and times, on the same brokers and data:
 
 (a)   a single-process consume->produce loop (``baseline`` subcommand, run as a subprocess),
 (c)   the engine's copy loop without Spark (``copier`` subcommand, also a subprocess),

