@@ -34,13 +34,13 @@ from mirror_lib.testing.mm2 import Mm2Process, single_node_settings, start_mm2
 from tests.helpers.mirror_cli import run_mirror
 from tests.helpers.mm2_java import Mm2Java
 from tests.helpers.mm2_models import OffsetSyncStore
-from tests.integration.conftest import write_properties
+from tests.integration.conftest import metrics_events, write_properties
 
 pytestmark = pytest.mark.real_kafka
 
 TOPIC, PARTITIONS, PER_PARTITION = "orders", 3, 400
 GROUPS = [f"grp-{i:02d}" for i in range(16)]
-LOAD_TOPIC = "load"  # the take-over test's
+LOAD_TOPIC = "load"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -472,3 +472,142 @@ def test_failover_accuracy_mm2_and_ours(
     assert figures["ours"] == {"reread": 0, "skipped": 0, "untranslated": 0,
                                "partitions": len(GROUPS) * PARTITIONS}  # fmt: skip
     assert figures["mm2"]["partitions"] == len(GROUPS) * PARTITIONS
+
+
+# --- 4. taking over from a running MM2 ----------------------------------------------------------
+
+
+class Load:
+    """A steady producer on ``load`` (both partitions, ~200 records/s) in a thread; values
+    ``load-<n>`` are unique, so every record can be found on B."""
+
+    def __init__(self, bootstrap: str, first: int = 0) -> None:
+        import threading
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.first, self.sent = first, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _ in range(10):
+                n = self.first + self.sent
+                self.producer.produce(LOAD_TOPIC, value=f"load-{n}".encode(),
+                                      key=str(n % 7).encode(), partition=n % 2)  # fmt: skip
+                self.sent += 1
+            self.producer.poll(0)
+            time.sleep(0.05)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(30) == 0
+
+
+def remote_count(bootstrap: str, topic: str) -> int:
+    try:
+        return len(consume_all(bootstrap, topic))
+    except Exception:  # not there yet
+        return 0
+
+
+def commit_load(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = [TopicPartition(LOAD_TOPIC, p, o) for p, o in offsets.items()]
+        consumer.commit(offsets=tps, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        consumer.close()
+
+
+def test_taking_over_from_a_running_mm2(
+    kafka: dict[str, str], mm2: Mm2Process, java: Mm2Java, work: Path, env: dict[str, str]
+):
+    a, b, remote = kafka["A"], kafka["B"], f"A.{LOAD_TOPIC}"
+    with Load(a) as load:
+        wait_until(lambda: remote_count(b, remote) >= 600, 120, "MM2 to copy 600 load records")
+        # a group behind, in what MM2 copies: MM2 checkpoints it
+        commit_load(a, "grp-behind", {0: 100, 1: 150})
+        wait_until(
+            lambda: len(java.translate(b, "A", ["grp-behind"])["grp-behind"]) == 2,
+            60,
+            "MM2's checkpoint of grp-behind",
+        )
+        behind = java.translate(b, "A", ["grp-behind"])["grp-behind"]
+        mm2.kill()  # under load, as a crash or `kill -9` stops it: its last offsets uncommitted
+        stopped_at = load.sent
+        wait_until(lambda: load.sent >= stopped_at + 200, 30, "the load to go on without MM2")
+    assert mm2.log_path.exists() and mm2.log_count("Kafka MirrorMaker started") == 1
+    source = consume_all(a, LOAD_TOPIC)
+    ends = {p: max(r.offset for r in source if r.partition == p) + 1 for p in (0, 1)}
+    commit_load(a, "grp-ahead", ends)  # a group at the end: past where MM2 stopped
+    # `mirror run` on MM2's own mm2.properties, in a folder of its own (its state goes to the
+    # default ./mirror-state there)
+    folder = work / "takeover"
+    folder.mkdir()
+    path = write_properties(folder / "mm2.properties", mm2.properties)
+    done = run_mirror(path, env, "--once", timeout_s=300, cwd=folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # every record of A is on B once, in its order: MM2's copy, then ours
+    copied = consume_all(b, remote)
+    for p in (0, 1):
+        want = [r.value for r in source if r.partition == p]
+        got = [r.value for r in copied if r.partition == p]
+        missing = set(want) - set(got)
+        duplicates = len(got) - len(set(got))
+        print(f"take-over {LOAD_TOPIC}[{p}]: {len(want)} records, {len(missing)} missing, "
+              f"{duplicates} duplicates")  # fmt: skip
+        assert not missing, f"{LOAD_TOPIC}[{p}]: {len(missing)} records missing on B"
+        assert duplicates == 0, f"{LOAD_TOPIC}[{p}]: {duplicates} records copied twice"
+        assert got == want
+    # the boundary came from MM2's state: its last copied record, matched upstream
+    takeovers = [e for e in metrics_events(b) if e.get("type") == "takeover"]
+    load_takeovers = [e for e in takeovers if e["topic"] == LOAD_TOPIC]
+    assert {e["partition"] for e in load_takeovers} == {0, 1}
+    assert all(e["mm2_last_upstream"] is not None for e in load_takeovers), load_takeovers
+    print("take-over boundaries:", [(e["partition"], e["mm2_committed"],
+                                     e["mm2_last_upstream"]) for e in load_takeovers])  # fmt: skip
+    # checkpoints carry on: MM2's stands for the group behind, ours is exact for the group
+    # ahead, and both read through MM2's own client
+    exact = {r.value: r.offset for r in copied}
+    after = java.translate(b, "A", ["grp-behind", "grp-ahead"])
+    assert after["grp-behind"] == behind
+    ends_on_b = {p: max(r.offset for r in copied if r.partition == p) + 1 for p in (0, 1)}
+    assert after["grp-ahead"] == {(remote, p): ends_on_b[p] for p in (0, 1)}
+    # group offsets on B carry on too (sync.group.offsets.enabled): no jump for consumers on B
+    assert group_offsets(b, "grp-ahead", remote, 2) == ends_on_b
+    assert exact  # (values are unique: the positions above are the records themselves)
+    # `mirror verify` proves the copy from MM2's last record on
+    verified = subprocess_json(
+        env, folder, "verify", str(path), "--flow", "A->B", "--topics", LOAD_TOPIC, "--json"
+    )
+    assert verified["ok"] and verified["complete"], verified
+    for part in verified["partitions"]:
+        boundary = next(e for e in load_takeovers if e["partition"] == part["partition"])
+        assert part["upstream_from"] == boundary["mm2_last_upstream"], part
+
+
+def subprocess_json(env: dict[str, str], cwd: Path, *args: str) -> Any:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mirror_lib.app.cli", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    return json.loads(done.stdout)
