@@ -86,10 +86,10 @@ def refuse_running_mm2(ctx: FlowContext, wait_s: float = 30) -> None:
         time.sleep(1)
 
 
-def _content(msg: Any, compare_time: bool = True) -> Content:
+def _content(msg: Any) -> Content:
     ts_type, ts = msg.timestamp()
     headers = tuple((k, v) for k, v in (msg.headers() or []))
-    stamp = ts if compare_time and ts_type == 1 else None  # 1: CreateTime (copied by MM2)
+    stamp = ts if ts_type == 1 else None  # CreateTime, which MM2 copies (not LogAppendTime)
     return Content(msg.key(), msg.value(), headers, stamp)
 
 
@@ -168,8 +168,7 @@ def boundaries(
             last = _remote_last(remote_reader, remote, p, timeout_s)
             if last is None and (topic, p) not in committed:
                 continue
-            ts_type = last[1].timestamp()[0] if last else 1
-            remote_last = None if last is None else (last[0], _content(last[1], ts_type == 1))
+            remote_last = None if last is None else (last[0], _content(last[1]))
             start = committed.get((topic, p))
             lo = earliest.get((topic, p), 0)
             upstream = (
