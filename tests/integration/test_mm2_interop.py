@@ -611,3 +611,42 @@ def subprocess_json(env: dict[str, str], cwd: Path, *args: str) -> Any:
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stderr[-3000:]
     return json.loads(done.stdout)
+
+
+# --- 6. handing back to MM2 ----------------------------------------------------------------------
+
+
+def test_handing_back_to_mm2(
+    kafka: dict[str, str], mm2: Mm2Process, work: Path, env: dict[str, str]
+):
+    """After the take-over: `mirror hand-back --apply` writes MM2's positions where our ledger
+    stands, and a new MM2 on the same properties continues there, copying nothing twice."""
+    a, b, remote = kafka["A"], kafka["B"], f"A.{LOAD_TOPIC}"
+    folder = work / "takeover"  # where the take-over's `mirror run` kept its state
+    assert not mm2.is_running()
+    offsets_before = {r.key: r.partition for r in consume_all(b, "mm2-offsets.A.internal")}
+    rows = subprocess_json(env, folder, "hand-back", "mm2.properties", "--flow", "A->B", "--apply",
+                           "--json")  # fmt: skip
+    source = consume_all(a, LOAD_TOPIC)
+    ends = {p: max(r.offset for r in source if r.partition == p) + 1 for p in (0, 1)}
+    load_rows = {r["partition"]: r for r in rows if r["topic"] == LOAD_TOPIC}
+    assert {p: r["next_offset"] for p, r in load_rows.items()} == ends
+    assert {p: r["mm2_after"] for p, r in load_rows.items()} == {p: e - 1 for p, e in ends.items()}
+    # MM2's own keys, on the partitions MM2's producer chose for them
+    written = consume_all(b, "mm2-offsets.A.internal")
+    for r in written:
+        if r.key in offsets_before:
+            assert r.partition == offsets_before[r.key], r.key
+    with Load(a, first=100_000) as load:
+        wait_until(lambda: load.sent >= 300, 30, "300 more records")
+    back = start_mm2(mm2.properties, work / "mm2-back")
+    try:
+        source = consume_all(a, LOAD_TOPIC)
+        wait_until(lambda: remote_count(b, remote) >= len(source), 120, "MM2 to copy the rest")
+        copied = consume_all(b, remote)
+        for p in (0, 1):
+            want = [r.value for r in source if r.partition == p]
+            got = [r.value for r in copied if r.partition == p]
+            assert got == want, f"{LOAD_TOPIC}[{p}]: {len(got) - len(set(got))} duplicates"
+    finally:
+        back.stop()
