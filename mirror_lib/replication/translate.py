@@ -30,15 +30,13 @@ def add_segments(
     indexes: dict[TP, SegmentIndex],
     value: bytes | None,
     skips: dict[TP, list[tuple[int, int]]] | None = None,
-    mm2_below: dict[TP, int] | None = None,
 ) -> bool:
     """Add a metrics record's segments to ``indexes``; False when it cannot be decoded.
 
     With ``skips``, a ``skip`` event's range ``(first_offset, last_offset)`` is added to it;
-    with ``mm2_below``, a ``takeover`` event's floor (see :func:`parse_segments`); records of
-    other types are ignored (True).
+    records of other types are ignored (True).
     """
-    parsed = parse_segments(value, skips, mm2_below)
+    parsed = parse_segments(value, skips)
     if parsed is None:
         return False
     if parsed:
@@ -101,14 +99,12 @@ def load_segments(
     ctx: FlowContext,
     timeout_s: float = 60,
     skips: dict[TP, list[tuple[int, int]]] | None = None,
-    mm2_below: dict[TP, int] | None = None,
 ) -> dict[TP, SegmentIndex]:
     """Read the flow's segments from the target's metrics topic (undecodable records skipped);
-    with ``skips``, collect the ranges of its ``skip`` events there in the same read, with
-    ``mm2_below`` the floors of its ``takeover`` events."""
+    with ``skips``, collect the ranges of its ``skip`` events there in the same read."""
     indexes: dict[TP, SegmentIndex] = {}
     for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, timeout_s):
-        add_segments(indexes, msg.value(), skips, mm2_below)
+        add_segments(indexes, msg.value(), skips)
     return indexes
 
 
