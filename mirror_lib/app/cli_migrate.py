@@ -1,5 +1,6 @@
-"""Subcommands of ``mirror`` for migrations: ``verify``, ``cutover``, and the offsets of consumers
-that are not consumer groups (``translate --spark-checkpoint`` / ``--offsets-json``).
+"""Subcommands of ``mirror`` for migrations: ``verify``, ``cutover``, ``hand-back`` (to
+MirrorMaker 2), and the offsets of consumers that are not consumer groups
+(``translate --spark-checkpoint`` / ``--offsets-json``).
 
 Kept apart from :mod:`mirror_lib.app.cli`, which only registers them: argument parsing and printing
 here, one library call each.
@@ -80,6 +81,20 @@ def cmd_cutover(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_hand_back(args: argparse.Namespace) -> int:
+    """Exit 0 when MM2's positions were written (or, dry run, shown)."""
+    # lazy: confluent-kafka
+    from mirror_lib.replication.mm2_handback import format_hand_back, hand_back
+
+    config = load_config(args.config)
+    rows = hand_back(config, args.flow, apply=args.apply)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=2))
+    else:
+        print(format_hand_back(rows, args.apply))
+    return 0
+
+
 def cmd_translate_offsets(args: argparse.Namespace) -> int:
     """``translate --spark-checkpoint`` / ``--offsets-json``: startingOffsets for the target."""
     if not (args.source and args.target):
@@ -95,7 +110,7 @@ def cmd_translate_offsets(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    """Register ``verify`` and ``cutover`` on the ``mirror`` subparsers."""
+    """Register ``verify``, ``cutover`` and ``hand-back`` on the ``mirror`` subparsers."""
     verify = sub.add_parser("verify", help="prove the copy of a flow complete, per partition")
     verify.add_argument("config", help="mm2.properties file")
     verify.add_argument("--flow", required=True, help="A->B")
@@ -124,6 +139,14 @@ def add_commands(sub: Any) -> None:
     cut.add_argument("--spark", action="store_true", help="verify with Spark tasks")
     cut.add_argument("--json", action="store_true", help="machine-readable output")
     cut.set_defaults(func=cmd_cutover)
+    back = sub.add_parser(
+        "hand-back", help="write MirrorMaker 2's positions so that it continues where we stand"
+    )
+    back.add_argument("config", help="mm2.properties file (the one MirrorMaker 2 runs from)")
+    back.add_argument("--flow", required=True, help="A->B")
+    back.add_argument("--apply", action="store_true", help="write them (default: dry run)")
+    back.add_argument("--json", action="store_true", help="machine-readable output")
+    back.set_defaults(func=cmd_hand_back)
 
 
 def add_translate_options(cmd: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ from mirror_lib.offsets.segments import Segment, SegmentIndex
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import (
     SegmentScan,
+    copied_by_mm2,
     older_than_kept,
     parse_segments,
     reader_conf,
@@ -43,7 +44,8 @@ class SegmentView:
     ``exact_from[tp]``: offsets at or above it translate as with the whole topic; a partition
     not in it: ``default_from``. ``answers``: translations of offsets below that, kept while a
     group stays there. ``position``: the metrics topic's offset read up to; None before the
-    first read.
+    first read. ``mm2_below[tp]``: offsets below it were copied by MirrorMaker 2 before the
+    flow took the partition over; they have no answer of ours (known, not unread).
     """
 
     indexes: dict[TP, SegmentIndex] = field(default_factory=dict)
@@ -52,6 +54,7 @@ class SegmentView:
     answers: dict[tuple[TP, int], int | None] = field(default_factory=dict)
     position: int | None = None
     skipped: int = 0
+    mm2_below: dict[TP, int] = field(default_factory=dict)
     _offsets: dict[GroupTP, int] = field(default_factory=dict)
 
     def update(self, ctx: FlowContext, offsets: Mapping[GroupTP, int]) -> None:
@@ -75,6 +78,8 @@ class SegmentView:
             self.position = scan.end
             self.default_from = -1 if scan.complete else UNKNOWN
         self.skipped += scan.skipped
+        for tp, floor in scan.mm2_below.items():
+            self.mm2_below[tp] = max(floor, self.mm2_below.get(tp, floor))
         taken = scan.indexes.keys() | needed.keys() if first else needed.keys()
         for tp in taken:
             if tp in scan.indexes:
@@ -86,7 +91,7 @@ class SegmentView:
 
     def add(self, value: bytes | None) -> None:
         """Add one new metrics record (segments of later transactions)."""
-        parsed = parse_segments(value)
+        parsed = parse_segments(value, mm2_below=self.mm2_below)
         if parsed is None:
             self.skipped += 1
             return
@@ -114,7 +119,10 @@ class SegmentView:
         return _lowest({k: u for k, u in offsets.items() if not self.known(k[1], u)})
 
     def known(self, tp: TP, upstream: int) -> bool:
-        """Whether ``upstream`` of ``tp`` has an exact answer without reading back."""
+        """Whether ``upstream`` of ``tp`` has an exact answer (or none at all, below a takeover
+        from MirrorMaker 2) without reading back."""
+        if upstream < self.mm2_below.get(tp, -1):
+            return True
         return (tp, upstream) in self.answers or upstream >= self.exact_from.get(
             tp, self.default_from
         )
@@ -124,13 +132,15 @@ class SegmentView:
         nothing of ``tp`` was replicated (or the offset was not asked for in :meth:`update`)."""
         if (tp, upstream) in self.answers:
             return self.answers[(tp, upstream)]
-        if not self.known(tp, upstream):
+        if upstream < self.mm2_below.get(tp, -1) or not self.known(tp, upstream):
             return None
         index = self.indexes.get(tp)
         return None if index is None else index.translate(upstream)
 
     def why_unknown(self, tp: TP, upstream: int) -> str:
         """Why :meth:`translate` has no answer for ``upstream`` of ``tp``, for a report."""
+        if upstream < self.mm2_below.get(tp, -1):
+            return copied_by_mm2(self.mm2_below[tp])
         floor = self.exact_from.get(tp, self.default_from)
         if tp in self.indexes and -1 < floor < UNKNOWN and upstream < floor:
             return older_than_kept(floor)
@@ -158,7 +168,7 @@ class SegmentView:
 
     def to_json(self) -> dict[str, Any]:
         """The view as JSON data, for a reader that runs again later (``--once`` rounds)."""
-        tps = sorted(self.indexes.keys() | self.exact_from.keys())
+        tps = sorted(self.indexes.keys() | self.exact_from.keys() | self.mm2_below.keys())
         return {
             "position": self.position,
             "default_from": self.default_from,
@@ -167,6 +177,7 @@ class SegmentView:
                     "topic": t,
                     "partition": p,
                     "exact_from": self.exact_from.get((t, p)),
+                    "mm2_below": self.mm2_below.get((t, p)),
                     "segments": [
                         [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
                         for g in self.indexes.get((t, p), SegmentIndex()).segments
@@ -188,6 +199,8 @@ class SegmentView:
                 view.indexes[tp] = SegmentIndex(Segment(*g) for g in part["segments"])
             if part["exact_from"] is not None:
                 view.exact_from[tp] = part["exact_from"]
+            if part.get("mm2_below") is not None:  # absent in views saved by older versions
+                view.mm2_below[tp] = part["mm2_below"]
         view.answers = {((t, p), u): d for t, p, u, d in data["answers"]}
         view._offsets = {(g, (t, p)): u for g, t, p, u in data["offsets"]}
         return view

@@ -169,13 +169,15 @@ def translate_consumer_offsets(
 
     Exact: each offset becomes the target offset of the first record at or after it that
     was replicated, so the consumer neither re-reads nor skips a record. Fails for a partition
-    the flow has not replicated yet when its offset is past 0, and for an offset older than the
-    segments the metrics topic still keeps.
+    the flow has not replicated yet when its offset is past 0, for an offset older than the
+    segments the metrics topic still keeps, and for one MirrorMaker 2 copied before the flow
+    took the partition over.
     """
     batch = offsets.batch_id if isinstance(offsets, CheckpointOffsets) else None
     positions = offsets.offsets if isinstance(offsets, CheckpointOffsets) else offsets
     ctx = FlowContext.create(config, f"{source}->{target}")
-    from mirror_lib.replication.translate import older_than_kept, scan_segments  # confluent-kafka
+    # lazy: confluent-kafka
+    from mirror_lib.replication.translate import copied_by_mm2, older_than_kept, scan_segments
 
     needed = {(t, p): u for t, parts in positions.items() for p, u in parts.items()}
     scan = scan_segments(ctx, needed)  # back from the end, only as far as needed
@@ -183,6 +185,12 @@ def translate_consumer_offsets(
     for topic, parts in sorted(positions.items()):
         topics[topic] = ctx.remote_topic(topic)
         for partition, upstream in sorted(parts.items()):
+            mm2 = scan.mm2_below.get((topic, partition))
+            if mm2 is not None and upstream < mm2:
+                raise MirrorRuntimeError(
+                    f"{topic}[{partition}] at offset {upstream}: {copied_by_mm2(mm2)}; we have "
+                    "no exact translation of it"
+                )
             floor = scan.floor.get((topic, partition))
             if floor is not None and upstream < floor:
                 raise MirrorRuntimeError(

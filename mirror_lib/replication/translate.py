@@ -23,7 +23,8 @@ TP = tuple[str, int]
 
 _OTHER_EVENT = b'{"type":"'  # our events start with their type (events.encode)
 SEGMENTS_EVENT = b'{"type":"segments"'  # how a segments event's record value starts
-_WANTED_EVENTS = (SEGMENTS_EVENT, b'{"type":"skip"')
+TAKEOVER_EVENT = b'{"type":"takeover"'
+_WANTED_EVENTS = (SEGMENTS_EVENT, b'{"type":"skip"', TAKEOVER_EVENT)
 
 
 def add_segments(
@@ -48,10 +49,17 @@ def add_segments(
 
 
 def parse_segments(
-    value: bytes | None, skips: dict[TP, list[tuple[int, int]]] | None = None
+    value: bytes | None,
+    skips: dict[TP, list[tuple[int, int]]] | None = None,
+    mm2_below: dict[TP, int] | None = None,
 ) -> tuple[TP, list[Segment]] | tuple[()] | None:
     """A metrics record's ``(partition, segments)``; ``()`` for another event; None when it
-    cannot be decoded. With ``skips``, a ``skip`` event's range is added to it."""
+    cannot be decoded. With ``skips``, a ``skip`` event's range is added to it.
+
+    A ``takeover`` event (the flow took the partition over from MirrorMaker 2) gives the one
+    record it matched at the boundary as a segment, and with ``mm2_below`` sets the partition's
+    floor: offsets below it were copied by MM2, so our segments cannot translate them.
+    """
     if value and value.startswith(_OTHER_EVENT) and not value.startswith(_WANTED_EVENTS):
         return ()  # most records are ``batch`` events: not worth decoding here
     try:
@@ -60,12 +68,27 @@ def parse_segments(
         if kind == "skip" and skips is not None:
             tp = (event["topic"], int(event["partition"]))
             skips.setdefault(tp, []).append((int(event["first_offset"]), int(event["last_offset"])))
+        if kind == "takeover":
+            return _takeover(event, mm2_below)
         if kind != "segments":
             return ()
         tp = (event["topic"], int(event["partition"]))
         return tp, [Segment(us, ue, ds, de) for us, ue, ds, de in event["segments"]]
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _takeover(
+    event: dict[str, Any], mm2_below: dict[TP, int] | None
+) -> tuple[TP, list[Segment]] | tuple[()]:
+    tp = (event["topic"], int(event["partition"]))
+    matched, last = event.get("mm2_last_upstream"), event.get("mm2_last_downstream")
+    floor = int(event["upstream"]) if matched is None else int(matched)
+    if mm2_below is not None:
+        mm2_below[tp] = max(floor, mm2_below.get(tp, floor))
+    if matched is None or last is None:
+        return ()
+    return tp, [Segment(int(matched), int(matched), int(last), int(last))]
 
 
 def reader_conf(ctx: FlowContext) -> dict[str, Any]:
@@ -98,7 +121,9 @@ class SegmentScan:
     ``end``: the metrics topic's offset after the last record read (a reader goes on from there).
     ``complete``: the scan read the whole topic, and it never lost a record. Otherwise ``floor``
     holds, per partition, the lowest upstream offset of the segments read: a translation at or
-    above it is what the whole topic gives; below it, nothing is known.
+    above it is what the whole topic gives; below it, nothing is known. ``mm2_below``: per
+    partition taken over from MirrorMaker 2, the offset below which MM2 copied the records
+    (no translation of ours there).
     """
 
     indexes: dict[TP, SegmentIndex]
@@ -106,9 +131,12 @@ class SegmentScan:
     complete: bool
     floor: dict[TP, int] = field(default_factory=dict)
     skipped: int = 0
+    mm2_below: dict[TP, int] = field(default_factory=dict)
 
     def exact(self, tp: TP, upstream: int) -> bool:
         """Whether ``upstream`` of ``tp`` translates as with the whole topic."""
+        if upstream < self.mm2_below.get(tp, -1):
+            return False
         return self.complete or self.floor.get(tp, upstream + 1) <= upstream
 
 
@@ -133,11 +161,12 @@ def scan_segments(
     # where a reader goes on from: after the last record read, never the broker's end offset,
     # which can be past a transaction still open (its records would never be read)
     top, skipped, complete = end or 0, 0, True  # a missing or empty topic: nothing replicated
+    mm2_below: dict[TP, int] = {}
     for part in read_back(reader_conf(ctx), ctx.metrics_topic, end, timeout_s, first):
         chunk: dict[TP, list[Segment]] = {}
         for msg in part.records:
             top = max(top, msg.offset() + 1)
-            parsed = parse_segments(msg.value())
+            parsed = parse_segments(msg.value(), mm2_below=mm2_below)
             if parsed is None:
                 skipped += 1
             elif parsed:
@@ -158,7 +187,7 @@ def scan_segments(
             index = indexes.setdefault(tp, SegmentIndex())
             for seg in segments:
                 index.add(seg)
-    return SegmentScan(indexes, top, complete, {} if complete else floor, skipped)
+    return SegmentScan(indexes, top, complete, {} if complete else floor, skipped, mm2_below)
 
 
 def older_than_kept(floor: int) -> str:
@@ -167,6 +196,15 @@ def older_than_kept(floor: int) -> str:
     return (
         f"older than the segments the metrics topic still keeps (from upstream offset {floor}; "
         "retention removed the older ones)"
+    )
+
+
+def copied_by_mm2(floor: int) -> str:
+    """Why an offset below ``floor``, where the flow took its partition over from MirrorMaker 2,
+    has no answer of ours."""
+    return (
+        f"copied by MirrorMaker 2 before this flow took the partition over at upstream offset "
+        f"{floor}: MM2's own checkpoints stand for it"
     )
 
 

@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
 
 from mirror_lib.errors import BrokerError, DataLossError, MirrorRuntimeError, RemoteTopicError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
-from mirror_lib.replication import events
+from mirror_lib.replication import events, mm2_takeover
 from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.ledger import LedgerView, flows_short_of
 from mirror_lib.replication.protection import RemoteTopicGuard
@@ -282,6 +282,10 @@ class SlicePlanner(DataSourceStreamReader):
         delivered, starts = ledger.carried_positions(tps, last.get("k"))
         missing = [tp for tp in tps if tp not in delivered]
         former = ledger.former_positions(missing) if missing else {}
+        # a partition MirrorMaker 2 replicated before us: continue after its last record
+        fresh = [tp for tp in missing if tp not in former]
+        earliest = {tp: bounds[tp][0] for tp in fresh}
+        after_mm2 = mm2_takeover.boundaries(ctx, fresh, earliest) if fresh else {}
         # a new checkpoint: which topic ids the ledger's positions were copied from
         unplanned = {t for (t, p), pos in delivered.items() if t not in previous
                      and pos > bounds[(t, p)][0]}  # fmt: skip
@@ -300,6 +304,8 @@ class SlicePlanner(DataSourceStreamReader):
                 pos = lost_entry(ctx, topic, p, planned)
                 if pos is None:
                     pos = former.get((topic, p))
+                if pos is None and (topic, p) in after_mm2:
+                    pos = after_mm2[(topic, p)].next_offset
                 if pos is None:
                     latest = first and ctx.starting_offsets == "latest"
                     pos = hi if latest else lo

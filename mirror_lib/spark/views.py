@@ -41,11 +41,16 @@ VIEWS: dict[str, str] = {
                AND seg.remote_topic = cp.topic AND seg.partition = cp.partition
                AND seg.upstream_end >= cp.upstream_offset
           GROUP BY ALL),
-        last AS (SELECT source, target, remote_topic, partition, max(downstream_end) AS last_end
+        last AS (SELECT source, target, remote_topic, partition, max(downstream_end) AS last_end,
+                        min(upstream_start) AS first_start
                  FROM seg GROUP BY ALL)
         SELECT hit.source, hit.target, hit.group_id, hit.topic, hit.partition,
                hit.upstream_offset,
-               coalesce(hit.next_offset, last.last_end + 1, hit.downstream_offset) AS offset,
+               -- below the flow's first segment (a flow that took over from MirrorMaker 2):
+               -- not ours to translate, the checkpoint stands
+               CASE WHEN hit.upstream_offset < last.first_start THEN hit.downstream_offset
+                    ELSE coalesce(hit.next_offset, last.last_end + 1, hit.downstream_offset)
+               END AS offset,
                hit.downstream_offset AS checkpoint_offset
         FROM hit LEFT JOIN last ON last.source = hit.source AND last.target = hit.target
              AND last.remote_topic = hit.topic AND last.partition = hit.partition""",

@@ -29,7 +29,16 @@ from mirror_lib.tables.schemas import SCHEMAS
 
 __all__ = ["EVENT_TYPES", "RawRecord", "classify", "decode_records"]
 
-EVENT_TYPES = ("gap", "start", "stop", "error", "outage_started", "outage_ended", "skip")
+EVENT_TYPES = (
+    "gap",
+    "start",
+    "stop",
+    "error",
+    "outage_started",
+    "outage_ended",
+    "skip",
+    "takeover",
+)
 """Metrics-record types that become ``flow_events`` rows (besides ``decode_error``)."""
 
 _STATS = ("min", "avg", "max", "p50", "p99")

@@ -187,3 +187,38 @@ def test_an_offset_older_than_the_segments_retention_kept_has_no_answer(monkeypa
     assert "still keeps (from upstream offset 10000" in view.why_unknown(TP, 500)
     assert view.translate(TP, 12_345) == 12_345
     assert view.why_unknown(("u", 0), 5) == "nothing of the partition replicated"
+
+
+def _takeover_value(upstream: int, matched: int | None, last: int | None) -> bytes:
+    return _value("takeover", topic="t", remote_topic="A.t", partition=0, upstream=upstream,
+                  mm2_committed=3, mm2_last_upstream=matched, mm2_last_downstream=last)  # fmt: skip
+
+
+def test_takeover_from_mm2_is_the_floor_of_our_answers() -> None:
+    # MM2 copied upstream 0..41 to downstream 0..39 (two records lost to a compaction, say);
+    # we took over after its last record (41 -> 39) and copied 42.. to 40..
+    mm2_below: dict[tuple[str, int], int] = {}
+    parsed = parse_segments(_takeover_value(42, 41, 39), mm2_below=mm2_below)
+    assert parsed == (TP, [Segment(41, 41, 39, 39)])
+    assert mm2_below == {TP: 41}
+    view = SegmentView()
+    view.load(SegmentScan({}, 0, True), {TP: 0})
+    view.add(_takeover_value(42, 41, 39))  # written by the planner before our first slice
+    view.add(_segments_value((42, 99, 40, 97)))
+    # MM2's records: no answer of ours (not one past them: that would skip them), and
+    # nothing to read back for them either
+    assert view.known(TP, 5) and view.translate(TP, 5) is None
+    assert "MirrorMaker 2" in view.why_unknown(TP, 5)
+    assert view.translate(TP, 41) == 39  # the record matched at the boundary
+    assert view.translate(TP, 42) == 40 and view.translate(TP, 99) == 97
+    # a scan that meets the event sets the same floor, and the view keeps it when saved
+    scanned = SegmentView()
+    scanned.load(SegmentScan({TP: SegmentIndex()}, 10, True, mm2_below={TP: 41}), {TP: 0})
+    assert scanned.translate(TP, 5) is None and scanned.known(TP, 5)
+    assert SegmentView.from_json(scanned.to_json()).mm2_below == {TP: 41}
+
+
+def test_takeover_without_a_matched_record_floors_at_our_first_offset() -> None:
+    mm2_below: dict[tuple[str, int], int] = {}
+    assert parse_segments(_takeover_value(50, None, 39), mm2_below=mm2_below) == ()
+    assert mm2_below == {TP: 50}

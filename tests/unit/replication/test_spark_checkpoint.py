@@ -135,3 +135,24 @@ def test_an_offset_older_than_the_segments_kept_is_refused_not_moved_forward(mon
     assert [r["offset"] for r in restart.rows] == [12_000]
     with pytest.raises(MirrorRuntimeError, match=r"orders\[0\] at offset 500: older than"):
         translate_consumer_offsets(config, {"orders": {0: 500}}, "A", "B")
+
+
+def test_an_offset_mirrormaker_2_copied_before_the_take_over_is_refused(monkeypatch):
+    """A flow that took ``orders[0]`` over from MM2 at upstream 1000 (our first segment starts
+    there): a query at 500 would otherwise be moved to our first record, past MM2's copies."""
+    from mirror_lib.config.parse import parse_config
+    from mirror_lib.offsets.segments import Segment, SegmentIndex
+    from mirror_lib.replication import translate
+    from mirror_lib.replication.spark_checkpoint import translate_consumer_offsets
+    from mirror_lib.replication.translate import SegmentScan
+
+    ours = {("orders", 0): SegmentIndex([Segment(999, 1999, 990, 1990)])}
+    scan = SegmentScan(ours, 10, complete=True, mm2_below={("orders", 0): 999})
+    monkeypatch.setattr(translate, "scan_segments", lambda ctx, needed: scan)
+    props = {"clusters": "A, B", "A->B.enabled": "true"}
+    props |= {"A.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": "127.0.0.1:2"}
+    config = parse_config(props)
+    restart = translate_consumer_offsets(config, {"orders": {0: 999}}, "A", "B")
+    assert [r["offset"] for r in restart.rows] == [990]
+    with pytest.raises(MirrorRuntimeError, match=r"orders\[0\] at offset 500: copied by Mirr"):
+        translate_consumer_offsets(config, {"orders": {0: 500}}, "A", "B")
