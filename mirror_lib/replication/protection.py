@@ -18,10 +18,14 @@ topic is reported instead. Principals without any grant cannot write anyway, unl
 sets ``allow.everyone.if.no.acl.found=true`` and no ACL matches the topic at all.
 
 ``mirror cutover`` (applied, with ``--producers-stopped``) and ``mirror failover --apply`` lift
-it: they first add a marker binding on each topic (``DENY WRITE`` for
-:data:`LIFTED_PRINCIPAL`, a principal type no client can authenticate as, so it denies nobody),
-then delete the protection's DENY bindings. A running flow skips a topic with the marker, and
-takes back a DENY it added while a lift ran, so a lift is never undone.
+it: they first add a marker binding for each topic, then delete the protection's DENY bindings.
+A running flow skips a topic with the marker, and takes back a DENY it added while a lift ran,
+so a lift is never undone. The marker is ``DENY WRITE`` for :data:`LIFTED_PRINCIPAL` (a
+principal type no client can authenticate as) on the topic resource :data:`MARKER_PREFIX` +
+the topic's name, which no topic has: a binding on the topic itself would change who may use it
+on a broker with ``allow.everyone.if.no.acl.found=true``, where a topic with no ACL is open to
+all and a topic with any ACL only to those it names (seen on Apache Kafka: a marker on
+``A.heartbeats`` shut the flow itself out).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: The principal of the marker that says "protection lifted" on a topic (no client is one).
 LIFTED_PRINCIPAL = "Mirror:write-protection-lifted"
+#: The marker's resource: this prefix and the remote topic's name (a topic nobody creates).
+MARKER_PREFIX = "__mirror_write_protection_lifted."
 _WRITES = ("WRITE", "ALL")
 
 
@@ -70,13 +76,19 @@ def deny_write(topic: str, principal: str) -> AclBinding:
 
 
 def lifted_marker(topic: str) -> AclBinding:
-    """The binding that records that ``topic``'s protection was lifted (it denies nobody)."""
-    return deny_write(topic, LIFTED_PRINCIPAL)
+    """The binding that records that ``topic``'s protection was lifted (it denies nobody, and it
+    is not on ``topic`` itself)."""
+    return deny_write(MARKER_PREFIX + topic, LIFTED_PRINCIPAL)
 
 
 def lifted_topics(bindings: Iterable[AclBinding]) -> set[str]:
-    """Topics whose protection was lifted (they carry :func:`lifted_marker`)."""
-    return {b.resource_name for b in bindings if b == lifted_marker(b.resource_name)}
+    """Topics whose protection was lifted (they have a :func:`lifted_marker`)."""
+    return {
+        name
+        for b in bindings
+        if b.resource_name.startswith(MARKER_PREFIX)
+        and b == lifted_marker(name := b.resource_name[len(MARKER_PREFIX) :])
+    }
 
 
 def _is_wildcard(principal: str) -> bool:

@@ -188,6 +188,8 @@ def test_the_lift_line_names_topics_and_bindings():
         "write protection would lift on B for 1 remote topic (A.u): no DENY binding to remove"
     )
     assert lifted_marker("A.t").principal == LIFTED_PRINCIPAL
+    # not on the topic: with allow.everyone.if.no.acl.found, any ACL there would shut others out
+    assert lifted_marker("A.t").resource_name != "A.t"
 
 
 def test_a_lift_marks_first_then_removes_what_protects_then(monkeypatch):
