@@ -31,13 +31,15 @@ def add_segments(
     indexes: dict[TP, SegmentIndex],
     value: bytes | None,
     skips: dict[TP, list[tuple[int, int]]] | None = None,
+    mm2_below: dict[TP, int] | None = None,
 ) -> bool:
     """Add a metrics record's segments to ``indexes``; False when it cannot be decoded.
 
     With ``skips``, a ``skip`` event's range ``(first_offset, last_offset)`` is added to it;
-    records of other types are ignored (True).
+    with ``mm2_below``, a ``takeover`` event's floor (see :func:`parse_segments`); records of
+    other types are ignored (True).
     """
-    parsed = parse_segments(value, skips)
+    parsed = parse_segments(value, skips, mm2_below)
     if parsed is None:
         return False
     if parsed:
@@ -101,16 +103,18 @@ def load_segments(
     timeout_s: float = 60,
     skips: dict[TP, list[tuple[int, int]]] | None = None,
     until: int = 0,
+    mm2_below: dict[TP, int] | None = None,
 ) -> dict[TP, SegmentIndex]:
     """Read the flow's segments from the target's metrics topic (undecodable records skipped);
-    with ``skips``, collect the ranges of its ``skip`` events there in the same read.
+    with ``skips``, collect the ranges of its ``skip`` events there in the same read, and with
+    ``mm2_below`` the partitions taken over from MirrorMaker 2.
 
     ``until``: read at least the decided records below this offset (the topic's high watermark
     seen earlier), so every transaction committed by then is in the answer.
     """
     indexes: dict[TP, SegmentIndex] = {}
     for msg in read_topic(reader_conf(ctx), ctx.metrics_topic, timeout_s, until={0: until}):
-        add_segments(indexes, msg.value(), skips)
+        add_segments(indexes, msg.value(), skips, mm2_below)
     return indexes
 
 

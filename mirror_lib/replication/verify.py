@@ -131,6 +131,7 @@ def plan_task(
     *,
     target_end: int = 0,
     whole_history: bool = True,
+    taken_over: bool = False,
 ) -> PartitionTask:
     """Where to start: the stored verified point if it still fits the segments, else the start.
 
@@ -139,14 +140,17 @@ def plan_task(
     to ``target_end``, and from where a stray record may be unreported: its start when the
     verification starts over, else the stored point or the stray the last run reported first.
     Without the metrics topic's ``whole_history``, a record below the oldest segment may be a
-    copy whose segments retention removed: that part is not read.
+    copy whose segments retention removed: that part is not read. Nor is it when the flow
+    ``taken_over`` the partition from MirrorMaker 2: what lies below its first segment is MM2's
+    copy, of which we keep no mapping.
     """
     offsets = OffsetMap(segments)
     low, end = bounds
     first = segments[0].upstream_start if segments else low
     start = max(low, first)
     u_from, d_from = start, 0 if start == 0 else offsets.downstream(start)
-    known = 0 if whole_history else segments[0].downstream_start if segments else target_end
+    whole = whole_history and not taken_over
+    known = 0 if whole else segments[0].downstream_start if segments else target_end
     look_from = known
     total, seed, note = 0, "", ""
     if previous is not None:
@@ -229,7 +233,8 @@ def verify_flow(
     bounds = partition_bounds(admin_client(ctx.client("source", "admin")), tps)
     target = target_snapshot(ctx, tps)  # before the segments: they must cover what it holds
     skips: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    indexes = load_segments(ctx, skips=skips, until=target.metrics_end)
+    mm2_below: dict[tuple[str, int], int] = {}
+    indexes = load_segments(ctx, skips=skips, until=target.metrics_end, mm2_below=mm2_below)
     previous = _previous_points(config, ctx.flow.name, spark) if resume else {}
     tasks = [
         plan_task(
@@ -242,6 +247,7 @@ def verify_flow(
             skips.get((t, p), ()),
             target_end=target.ends.get((ctx.remote_topic(t), p), 0),
             whole_history=target.whole_history,
+            taken_over=(t, p) in mm2_below,
         )
         for t, p in tps
     ]

@@ -74,6 +74,13 @@ def test_without_the_whole_history_nothing_below_the_oldest_segment_is_read():
     assert reads(everything) == (0, 0, 0, 30)  # no segments at all: no record there is a copy
 
 
+def test_a_partition_taken_over_from_mm2_is_not_judged_below_the_first_segment():
+    """Below the take-over's segment lies MirrorMaker 2's copy, which no segment of ours maps:
+    its records are MM2's, not strays."""
+    task = plan_task(Ctx(), "t", 0, SEGMENTS, (20, 30), None, target_end=30, taken_over=True)
+    assert reads(task) == (20, 14, 2, 30)
+
+
 def test_a_resumed_verification_reads_the_target_from_its_point_or_the_first_stray():
     point = {"upstream_to": 25, "downstream_to": 19, "total_records": 5, "checksum": "c"}
     assert reads(plan_task(Ctx(), "t", 0, SEGMENTS, (20, 30), point, target_end=30)) == (
