@@ -255,8 +255,8 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
             for target in (brokers.target, c_direct):
                 wait_exactly_once(brokers.source, topic, target, remote, partitions, 30, alive)
             ends = source_ends(brokers.source, topic)
-            assert ledger(c_direct, "A->C", remote, partitions, slots=1) == ends
-            assert ledger(brokers.target, "A->B", remote, partitions, slots=1) == ends
+            assert ledger(c_direct, "A->C", remote, partitions, slots=slots) == ends
+            assert ledger(brokers.target, "A->B", remote, partitions, slots=slots) == ends
         finally:
             proxy_c.set_mode(OPEN)
             runner.stop()

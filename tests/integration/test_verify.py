@@ -14,9 +14,9 @@ from mirror_lib.spark.views import create_views
 from mirror_lib.tables.state_tables import read_rows
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import flow_properties, write_properties
+from tests.integration.test_replication import OLD_TIMESTAMP_MS
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
-
 
 ONE_STRAY = "1 record on the target that is not a copy of a source record, at downstream offset"
 
@@ -28,7 +28,7 @@ def records(tag: str, n: int, partitions: int = 2) -> list[dict]:
             "value": None if i % 7 == 3 else f"{tag}-v{i}".encode(),
             "headers": [("h", f"{i}".encode()), ("n", None)][: i % 3],
             "partition": i % partitions,
-            "timestamp": 1_700_000_000_000 + i,
+            "timestamp": OLD_TIMESTAMP_MS + i,
         }
         for i in range(n)
     ]
