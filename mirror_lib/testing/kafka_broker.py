@@ -132,8 +132,11 @@ OPEN_ACLS = KafkaOptions(
 
 
 @dataclasses.dataclass
-class KafkaBroker:
-    """One single-node Apache Kafka cluster: its ports, folders and (while running) process."""
+class KafkaBroker(processes.ChildProcess):
+    """One single-node Apache Kafka cluster: its ports, folders and (while running) process.
+
+    :meth:`stop` stops it cleanly and :meth:`kill` SIGKILLs it, as a crash would; its data stays,
+    and :meth:`start` brings it back on the same ports."""
 
     alias: str
     workdir: Path
@@ -142,8 +145,6 @@ class KafkaBroker:
     secure_port: int | None
     cluster_id: str
     options: KafkaOptions
-    process: subprocess.Popen[bytes] | None = dataclasses.field(default=None, repr=False)
-    owner_pid: int = dataclasses.field(default_factory=os.getpid, repr=False, compare=False)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -164,37 +165,12 @@ class KafkaBroker:
     def log_path(self) -> Path:
         return self.workdir / "broker.log"
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        """The last lines of the broker's log (for a failing test's message)."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "<no log>"
-
     def start(self, ready_timeout_s: float = 60) -> None:
         """Start the JVM on this cluster's ports and log directory; wait until it answers."""
         if self.is_running():
             return
         _launch(self)
         _wait_ready(self, time.monotonic() + ready_timeout_s)
-
-    def stop(self, timeout_s: float = 20) -> None:
-        """Stop the broker cleanly (SIGTERM; SIGKILL after ``timeout_s``). Its data stays."""
-        if self.process is not None and self.owner_pid == os.getpid():
-            processes.stop([self.process], timeout_s)
-
-    def kill(self) -> None:
-        """SIGKILL the broker, as a crash would. Its data stays; :meth:`start` brings it back."""
-        if self.process is not None and self.owner_pid == os.getpid():
-            processes.kill(self.process)
-            processes.forget(self.process)
 
     def restart(self, ready_timeout_s: float = 60) -> None:
         """Stop the broker cleanly and start it again on the same ports and data."""
@@ -316,9 +292,7 @@ def _launch(broker: KafkaBroker) -> None:
             )
         except OSError as e:
             raise EmbeddedBrokerError(f"cannot run java for Kafka {broker.alias!r}: {e}") from e
-    broker.process = proc
-    broker.owner_pid = os.getpid()
-    processes.register(proc)
+    broker.adopt(proc)
 
 
 def _port_lost(broker: KafkaBroker) -> bool:

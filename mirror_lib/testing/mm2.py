@@ -72,13 +72,14 @@ def single_node_settings() -> dict[str, str]:
 
 
 @dataclasses.dataclass
-class Mm2Process:
-    """One MirrorMaker 2 JVM in dedicated mode: its settings, work folder and process."""
+class Mm2Process(processes.ChildProcess):
+    """One MirrorMaker 2 JVM in dedicated mode: its settings, work folder and process.
+
+    :meth:`stop` stops it (SIGTERM, SIGKILL after the timeout) and :meth:`kill` SIGKILLs it, as
+    a crash would: Connect then commits no source offsets. Its log stays."""
 
     properties: dict[str, str]
     workdir: Path
-    process: subprocess.Popen[bytes] | None = dataclasses.field(default=None, repr=False)
-    owner_pid: int = dataclasses.field(default_factory=os.getpid, repr=False, compare=False)
 
     @property
     def config_path(self) -> Path:
@@ -88,26 +89,12 @@ class Mm2Process:
     def log_path(self) -> Path:
         return self.workdir / "mm2.log"
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def bootstrap(self, alias: str) -> str:
         """``<alias>.bootstrap.servers`` of the properties."""
         value = self.properties.get(f"{alias}.bootstrap.servers", "").strip()
         if not value:
             raise ConfigError(f"{alias}.bootstrap.servers", value, "the cluster's bootstrap")
         return value
-
-    def log_tail(self, lines: int = 30) -> str:
-        """The last lines of MM2's log (for a failing test's message)."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "<no log>"
 
     def log_count(self, text: str) -> int:
         """How many lines of the log contain ``text``."""
@@ -151,9 +138,7 @@ class Mm2Process:
                 )
             except OSError as e:
                 raise EmbeddedBrokerError(f"cannot run java for MirrorMaker 2: {e}") from e
-        self.process = proc
-        self.owner_pid = os.getpid()
-        processes.register(proc)
+        self.adopt(proc)
 
     def wait_replicating(
         self, flow: str, topic: str = PROBE_TOPIC, timeout_s: float = 120
@@ -191,17 +176,6 @@ class Mm2Process:
                     f"{self.log_tail()}"
                 )
             time.sleep(0.5)
-
-    def stop(self, timeout_s: float = 30) -> None:
-        """Stop MM2 (SIGTERM, SIGKILL after ``timeout_s``); its log stays."""
-        if self.process is not None and self.owner_pid == os.getpid():
-            processes.stop([self.process], timeout_s)
-
-    def kill(self) -> None:
-        """SIGKILL MM2, as a crash would: Connect commits no source offsets."""
-        if self.process is not None and self.owner_pid == os.getpid():
-            processes.kill(self.process)
-            processes.forget(self.process)
 
 
 def _flow(flow: str) -> tuple[str, str]:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from types import FrameType
 
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}  # pid -> child started by this process
@@ -84,3 +86,46 @@ def _install_exit_hooks() -> None:
         _HOOKS["sigterm"] = True
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ChildProcess:
+    """A test server this process runs in a child (a Kafka broker, MirrorMaker 2): its process
+    while it runs, and a log file (:attr:`log_path`, given by the subclass) kept after it."""
+
+    process: subprocess.Popen[bytes] | None = dataclasses.field(default=None, repr=False)
+    owner_pid: int = dataclasses.field(default_factory=os.getpid, repr=False, compare=False)
+
+    @property
+    def log_path(self) -> Path:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the log (for a failing test's message)."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "<no log>"
+
+    def adopt(self, process: subprocess.Popen[bytes]) -> None:
+        """``process`` is this server now: stopped at exit unless stopped before."""
+        self.process, self.owner_pid = process, os.getpid()
+        register(process)
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """Stop it cleanly (SIGTERM; SIGKILL after ``timeout_s``). Its files stay."""
+        if self.process is not None and self.owner_pid == os.getpid():
+            stop([self.process], timeout_s)
+
+    def kill(self) -> None:
+        """SIGKILL it, as a crash would. Its files stay."""
+        if self.process is not None and self.owner_pid == os.getpid():
+            kill(self.process)
+            forget(self.process)

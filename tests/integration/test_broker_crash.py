@@ -79,6 +79,17 @@ def tail(log: Path) -> str:
         return "<no output>"
 
 
+def first_copies(target: KafkaBroker, remote: str, proc: subprocess.Popen, log: Path) -> None:
+    """Wait until the run has committed records on the target: it copies now."""
+    wait_for(
+        lambda: committed_count(target.bootstrap_servers, remote, PARTITIONS) > 0,
+        proc,
+        240,
+        "the first copied records",
+        log,
+    )
+
+
 def crash_and_restart(broker: KafkaBroker, down_s: float) -> None:
     """SIGKILL the broker, keep it down ``down_s``, start it again on the same log directory."""
     broker.kill()
@@ -97,13 +108,7 @@ def test_broker_sigkill_mid_slice_run_goes_on_exactly_once(
     log = tmp_path / "run.log"
     proc = start_mirror(config(clusters, tmp_path, topic, slots), subprocess_env, log=log)
     try:
-        wait_for(
-            lambda: committed_count(target.bootstrap_servers, remote, PARTITIONS) > 0,
-            proc,
-            240,
-            "the first copied records",
-            log,
-        )
+        first_copies(target, remote, proc, log)
         crash_and_restart(clusters[victim], down_s=3)
         assert clusters[victim].is_running()
         produce(source, topic, 6000, 2000)
@@ -135,13 +140,7 @@ def test_broker_restart_during_once_ends_exactly_once(
     log, err = tmp_path / "once.out", tmp_path / "once.err"
     proc = start_mirror(path, subprocess_env, "--once", log=log, err=err)
     try:
-        wait_for(
-            lambda: committed_count(target.bootstrap_servers, remote, PARTITIONS) > 0,
-            proc,
-            240,
-            "the first copied records",
-            err,
-        )
+        first_copies(target, remote, proc, err)
         started = time.monotonic()
         target.restart()
         code = proc.wait(OUTAGE_MAX_S + 180)
