@@ -337,10 +337,15 @@ def _new_broker(alias: str, root: Path, options: KafkaOptions, used: set[int]) -
 
 
 def _cluster_id() -> str:
-    """A random cluster id in Kafka's form (base64 of 16 bytes, URL-safe, unpadded)."""
+    """A random cluster id in Kafka's form (base64 of 16 bytes, URL-safe, unpadded). Like
+    Kafka's own ``Uuid.randomUuid``, never one that starts with ``-``: the storage tool would
+    read it as an option."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 def _start_one(

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
-from tests.helpers.kafka_raw import committed_records, read_batches
+from tests.helpers.kafka_raw import RawKafkaError, committed_records, read_batches
 from tests.helpers.proxy import LostAckProxy, bootstrap, proxied_broker
 
 NO_IDEMPOTENCE = {"mirror.delivery": "at_least_once", "B.producer.enable.idempotence": "false"}
@@ -28,6 +28,7 @@ def test_at_least_once_copies_with_neither_transactions_nor_idempotence(
     sent = [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(300)]
     produce_exact(brokers.source, unique_name, sent)
     config = make_config(topics=unique_name, **NO_IDEMPOTENCE)
+    metrics_from = _end(brokers.target, "mm2-metrics.A.internal")  # earlier tests' flows wrote
     run_flows(spark, config, once=True, timeout_s=240, report=lambda *_: None)
 
     remote = f"A.{unique_name}"
@@ -37,8 +38,20 @@ def test_at_least_once_copies_with_neither_transactions_nor_idempotence(
         assert [(r.key, r.value) for r in copied[partition]] == source  # once each, in order
         batches = [b for b in read_batches(brokers.target, remote, partition) if not b.control]
         assert batches and all(b.producer_id == -1 and not b.transactional for b in batches)
-    metrics = read_batches(brokers.target, "mm2-metrics.A.internal", 0)
+    metrics = [
+        b
+        for b in read_batches(brokers.target, "mm2-metrics.A.internal", 0)
+        if b.base_offset >= metrics_from
+    ]
     assert metrics and not any(b.transactional or b.control for b in metrics)
+
+
+def _end(bootstrap: str, topic: str) -> int:
+    """The offset after the last batch of ``topic``'s partition 0 (0 when it does not exist)."""
+    try:
+        return max((b.last_offset + 1 for b in read_batches(bootstrap, topic, 0)), default=0)
+    except RawKafkaError:
+        return 0
 
 
 def test_a_retry_after_a_lost_acknowledgement_writes_a_request_twice(tmp_path, unique_name):

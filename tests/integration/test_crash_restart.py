@@ -53,9 +53,14 @@ def loaded_flow(brokers, tmp_path: Path, topic: str, slots: int) -> Path:
         brokers.target,
         tmp_path / "state",
         topics=topic,
-        # transactions end only between consume batches (up to 10,000 records), so 24k
-        # records take about three: a hold before a commit lands a stop inside one.
-        **{"mirror.commit.max.records": "50", "tasks.max": str(slots)},
+        # transactions end only between consume batches: 500 records each, so that each of
+        # four slots (6,000 records) also commits many times and a hold before a commit lands
+        # a stop inside one.
+        **{
+            "mirror.commit.max.records": "50",
+            "mirror.batch.max.records": "500",
+            "tasks.max": str(slots),
+        },
     )
     return write_properties(tmp_path / "mm2.properties", props)
 
