@@ -21,7 +21,7 @@ class Method:
 
 
 BASELINE = Method("baseline loop (a)", "baseline")
-# (a) with the engine's two prefetch settings (replication/source_reader.py make_consumer):
+# (a) with the engine's two prefetch settings (replication/copy/source_reader.py make_consumer):
 # librdkafka's 1 s fetch-queue backoff slows any loop that ever fills its consume queue; and
 # produce() with positional arguments, as the engine's writer calls it
 TUNED = Method("tuned loop (a')", "tuned", variant="tuned")

@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--tuned", action="store_true", help="the engine's prefetch and positional produce()"
     )
     cop = sub.add_parser(
-        "copier", help="(internal) mirror_lib.replication.copier.copy_slice without Spark"
+        "copier", help="(internal) mirror_lib.replication.copy.copier.copy_slice without Spark"
     )
     for name in ("--source", "--target", "--topic", "--state"):
         cop.add_argument(name, required=True)

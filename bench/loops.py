@@ -95,14 +95,14 @@ def baseline_main(args: argparse.Namespace) -> int:
 
 
 def copier_main(args: argparse.Namespace) -> int:
-    """(c) The engine's copy loop alone: ``mirror_lib.replication.copier.copy_slice`` for all
+    """(c) The engine's copy loop alone: ``mirror_lib.replication.copy.copier.copy_slice`` for all
     partitions in one slot up to their current end, without Spark, the planner or topic creation
     (the caller creates the topics; the start positions go into the ledger as the planner would
     write them)."""
     from mirror_lib.config.parse import parse_config
     from mirror_lib.replication.context import FlowContext
-    from mirror_lib.replication.copier import copy_slice
-    from mirror_lib.replication.ledger import LedgerView
+    from mirror_lib.replication.copy.copier import copy_slice
+    from mirror_lib.replication.copy.ledger import LedgerView
 
     props = mirror_props(args.source, args.target, Path(args.state), args.topic)
     props["mirror.delivery"] = args.delivery

@@ -15,7 +15,7 @@ from mirror_lib.app.cli import exit_code
 from mirror_lib.app.widgets import Param, Widgets, as_bool, as_number, text
 from mirror_lib.config.databricks import load_job_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.replication.companions import COMPANIONS
+from mirror_lib.replication.companions.threads import COMPANIONS
 
 COMMON = (
     text("config_path", "", "mm2.properties path", required=True, help="an mm2.properties path"),

@@ -101,7 +101,7 @@ def _print_offsets(rows: list, as_json: bool, with_current: bool = False) -> Non
 
 def _cmd_translate(args: argparse.Namespace) -> int:
     # lazy: confluent-kafka, needed by the Kafka commands only
-    from mirror_lib.replication.failover import translate_group
+    from mirror_lib.replication.migration.failover import translate_group
 
     if args.spark_checkpoint or args.offsets_json:
         return cmd_translate_offsets(args)
@@ -114,8 +114,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 def _cmd_failover(args: argparse.Namespace) -> int:
     # lazy: confluent-kafka, needed by the Kafka commands only
-    from mirror_lib.replication.failover import failover_group, format_failover
-    from mirror_lib.replication.protection import lift_flow_protection
+    from mirror_lib.replication.companions.protection import lift_flow_protection
+    from mirror_lib.replication.migration.failover import failover_group, format_failover
 
     config = load_config(args.config)
     rows = failover_group(

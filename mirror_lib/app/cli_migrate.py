@@ -14,7 +14,7 @@ from typing import Any
 
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.replication.spark_checkpoint import (
+from mirror_lib.replication.migration.spark_checkpoint import (
     format_restart,
     parse_offsets_json,
     read_spark_checkpoint,
@@ -41,7 +41,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no partition differs or holds stray records (and, with --require-complete,
     none is behind)."""
     from mirror_lib.kafka.reach import check_clusters  # lazy: confluent-kafka
-    from mirror_lib.replication.verify import format_report, verify_flow
+    from mirror_lib.replication.migration.verify import format_report, verify_flow
 
     config = load_config(args.config)
     flow = config.flow(args.flow)
@@ -62,7 +62,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_cutover(args: argparse.Namespace) -> int:
     """Exit 0 when every step asked for is done (or, dry run, would be allowed)."""
     # lazy: confluent-kafka, deltalake
-    from mirror_lib.replication.cutover import CutoverOptions, format_cutover, run_cutover
+    from mirror_lib.replication.migration.cutover import CutoverOptions, format_cutover, run_cutover
 
     config = load_config(args.config)
     options = CutoverOptions(
@@ -84,7 +84,7 @@ def cmd_cutover(args: argparse.Namespace) -> int:
 def cmd_hand_back(args: argparse.Namespace) -> int:
     """Exit 0 when MM2's positions were written (or, dry run, shown)."""
     # lazy: confluent-kafka
-    from mirror_lib.replication.mm2_handback import format_hand_back, hand_back
+    from mirror_lib.replication.migration.mm2_handback import format_hand_back, hand_back
 
     config = load_config(args.config)
     rows = hand_back(config, args.flow, apply=args.apply)

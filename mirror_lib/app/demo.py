@@ -21,7 +21,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import format_properties
 from mirror_lib.errors import MirrorError
-from mirror_lib.replication.failover import translate_group
+from mirror_lib.replication.migration.failover import translate_group
 from mirror_lib.testing.clusters import start_clusters
 from mirror_lib.testing.kafka_io import create_topic
 from mirror_lib.testing.processes import stop_all

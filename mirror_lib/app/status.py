@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.replication.supervise import current_outages
+from mirror_lib.replication.companions.supervise import current_outages
 from mirror_lib.tables.health import FlowHealth, flow_health
 
 __all__ = ["FlowHealth", "flow_status", "format_status"]

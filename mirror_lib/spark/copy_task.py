@@ -22,8 +22,8 @@ import struct
 
 import pyarrow as pa
 
-from mirror_lib.replication.copier import CopyResult, copy_slice
-from mirror_lib.replication.read_group import ReadGroup
+from mirror_lib.replication.copy.copier import CopyResult, copy_slice
+from mirror_lib.replication.copy.read_group import ReadGroup
 from mirror_lib.spark.slot_work import SlotWork
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The failover overview of notebook 03: SQL readiness and translation next to a dry run.
 
 Spark SQL over the views of :mod:`mirror_lib.spark.views`; the failover itself is
-:mod:`mirror_lib.replication.failover` (no Spark).
+:mod:`mirror_lib.replication.migration.failover` (no Spark).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.replication.failover import TranslatedOffset, failover_group
+from mirror_lib.replication.migration.failover import TranslatedOffset, failover_group
 from mirror_lib.spark.delta_source import sql_string
 from mirror_lib.spark.views import create_views
 

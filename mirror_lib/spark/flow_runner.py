@@ -16,12 +16,12 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
+from mirror_lib.replication.companions.supervise import outage_limit
 from mirror_lib.replication.context import FlowContext, flow_dir
-from mirror_lib.replication.flow_status import FlowStatus
-from mirror_lib.replication.ledger import LedgerView, flow_bounds, flows_short_of
-from mirror_lib.replication.read_group import ReadGroup
-from mirror_lib.replication.stall import StallWatch, stall_text
-from mirror_lib.replication.supervise import outage_limit
+from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds, flows_short_of
+from mirror_lib.replication.copy.read_group import ReadGroup
+from mirror_lib.replication.metrics.flow_status import FlowStatus
+from mirror_lib.replication.planning.stall import StallWatch, stall_text
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
 from mirror_lib.spark.source import format_until
@@ -274,7 +274,7 @@ class FlowRunner:
 
     def _next_slice(self) -> Any:
         """Start the next ``--once`` slice, unless the last ones left a partition where it was
-        for ``mirror.outage.max.seconds`` (:mod:`mirror_lib.replication.stall`)."""
+        for ``mirror.outage.max.seconds`` (:mod:`mirror_lib.replication.planning.stall`)."""
         until = self._until or {}
         by_flow = self.delivered_by_flow(list(until))
         delivered = _slowest(by_flow)

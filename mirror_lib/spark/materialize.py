@@ -6,7 +6,7 @@ it reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics 
 records-mode source and, in a ``foreachBatch`` on the driver, decodes them
 (:mod:`mirror_lib.tables.decode`) and appends with Delta's Spark writer (``txnAppId`` /
 ``txnVersion``). Over delta-rs ``run_flows`` needs no query: a driver thread
-(:class:`~mirror_lib.replication.companions.TablesJob`) and, for ``--once``,
+(:class:`~mirror_lib.replication.companions.threads.TablesJob`) and, for ``--once``,
 :func:`materialize_now` call :func:`~mirror_lib.tables.catch_up.materialize_once`.
 :func:`start_materialization` still runs the query over delta-rs
 (:func:`~mirror_lib.spark.delta_source.delta_rs_batch`), which is how the query is tested here.

@@ -28,7 +28,7 @@ from mirror_lib.kafka.lookups import (
     positions,
 )
 from mirror_lib.kafka.reader import read_ranges
-from mirror_lib.replication.budget import allocate
+from mirror_lib.replication.planning.budget import allocate
 
 SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

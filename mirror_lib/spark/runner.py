@@ -27,14 +27,14 @@ from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.principal import client_principal
 from mirror_lib.kafka.reach import check_client_addresses, check_clusters
-from mirror_lib.replication.checkpoint_job import SavedCheckpoints
-from mirror_lib.replication.companions import PARTS, CompanionJob, TablesJob
+from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
+from mirror_lib.replication.companions.heartbeats import emit_heartbeat
+from mirror_lib.replication.companions.supervise import Supervisor, Unit, failure_text
+from mirror_lib.replication.companions.threads import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.flow_status import FlowStatus
-from mirror_lib.replication.heartbeats import emit_heartbeat
-from mirror_lib.replication.metrics_endpoint import metrics_endpoint, start_exporter
-from mirror_lib.replication.run_events import RunEvents
-from mirror_lib.replication.supervise import Supervisor, Unit, failure_text
+from mirror_lib.replication.metrics.flow_status import FlowStatus
+from mirror_lib.replication.metrics.metrics_endpoint import metrics_endpoint, start_exporter
+from mirror_lib.replication.metrics.run_events import RunEvents
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
@@ -133,7 +133,8 @@ def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[C
 
     As in MM2, heartbeats run for all cluster pairs with emit.heartbeats.enabled (default true),
     not only replicating ones, so that a flow's source has a ``heartbeats`` topic to replicate.
-    They are driver threads (:mod:`mirror_lib.replication.companions`); ``spark`` is not used.
+    They are driver threads (:mod:`mirror_lib.replication.companions.threads`); ``spark`` is not
+    used.
     """
     jobs = []
     for name in names:
@@ -170,7 +171,7 @@ def run_flows(
     ``on_progress`` gets :func:`progress_rows` every ``progress_interval_s`` while running.
     ``metrics_port``/``metrics_host`` (else ``mirror.metrics.port``/``.host``): serve Prometheus
     metrics from before the queries start until return
-    (:mod:`mirror_lib.replication.metrics_endpoint`).
+    (:mod:`mirror_lib.replication.metrics.metrics_endpoint`).
     """
     names = flow_names or [f.name for f in config.enabled_flows()]
     if not names:

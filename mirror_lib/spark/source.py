@@ -5,7 +5,7 @@ every task slot copies its partitions continuously for ``mirror.batch.duration.s
 (:mod:`mirror_lib.spark.copy_task`, inside the source's own ``read()``). Between slices the
 planner lists the source topics the flow replicates (new topics and partitions are picked up),
 creates missing remote topics, reads where each partition stands from the delivery ledger
-(:mod:`mirror_lib.replication.ledger`, the truth about what was delivered), writes start
+(:mod:`mirror_lib.replication.copy.ledger`, the truth about what was delivered), writes start
 positions for partitions seen for the first time, and checks for vanished ranges.
 
 Offsets (JSON, string keys): ``{"v": 2, "slice": n, "k": tasks.max, "topics": {topic: {"id": id,
@@ -31,12 +31,17 @@ from pyspark.sql.datasource import (
 
 from mirror_lib.errors import BrokerError, DataLossError, MirrorRuntimeError, RemoteTopicError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
-from mirror_lib.replication import events, mm2_takeover
+from mirror_lib.replication import events
+from mirror_lib.replication.companions.protection import RemoteTopicGuard
+from mirror_lib.replication.companions.topic_sync import (
+    ConfigPropertyFilter,
+    TopicSyncer,
+    refusal_error,
+)
 from mirror_lib.replication.context import FlowContext, stable_slot
-from mirror_lib.replication.ledger import LedgerView, flows_short_of
-from mirror_lib.replication.protection import RemoteTopicGuard
-from mirror_lib.replication.read_group import ReadGroup
-from mirror_lib.replication.source_gaps import (
+from mirror_lib.replication.copy.ledger import LedgerView, flows_short_of
+from mirror_lib.replication.copy.read_group import ReadGroup
+from mirror_lib.replication.copy.source_gaps import (
     RECREATED,
     RETENTION,
     TRUNCATED,
@@ -45,7 +50,7 @@ from mirror_lib.replication.source_gaps import (
     lost_entry,
     recorded_topic_ids,
 )
-from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer, refusal_error
+from mirror_lib.replication.migration import mm2_takeover
 from mirror_lib.spark.copy_task import copy_slot, summary_batch
 from mirror_lib.spark.slot_work import SlotWork
 

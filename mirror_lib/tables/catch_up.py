@@ -1,9 +1,9 @@
 """Materialization on the driver: internal topics -> delta-rs tables, without a Spark query.
 
 Over delta-rs, a continuous ``mirror run`` calls :func:`materialize_once` every 30 s on a driver
-thread (:class:`~mirror_lib.replication.companions.TablesJob`) and ``--once`` calls it once at
-its end. Each call reads the internal topics from where the tables stand to their current end,
-decodes them (:mod:`mirror_lib.tables.decode`) and appends them with
+thread (:class:`~mirror_lib.replication.companions.threads.TablesJob`) and ``--once`` calls it
+once at its end. Each call reads the internal topics from where the tables stand to their
+current end, decodes them (:mod:`mirror_lib.tables.decode`) and appends them with
 :func:`~mirror_lib.tables.positions.append_unseen` in chunks. A Spark query instead cost a
 ``--once`` run 5-11 CPU-s and 5-9 s (bench/README.md, seventh findings).
 

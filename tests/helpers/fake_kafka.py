@@ -1,5 +1,5 @@
 """Stand-ins for confluent-kafka's Producer, Consumer and Message, for unit tests of a
-copy task's per-target bookkeeping (:mod:`mirror_lib.replication.writer`)."""
+copy task's per-target bookkeeping (:mod:`mirror_lib.replication.copy.writer`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirror_lib.replication.copy_state import bucket_counts
+from mirror_lib.replication.copy.copy_state import bucket_counts
 
 
 def batch_event(

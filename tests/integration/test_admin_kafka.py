@@ -20,7 +20,7 @@ import pytest
 from mirror_lib.errors import UnsupportedOperationError
 from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.kafka.admin_ops import ConfigOp, NewTopicSpec
-from mirror_lib.replication.topic_sync import ConfigPropertyFilter, TopicSyncer
+from mirror_lib.replication.companions.topic_sync import ConfigPropertyFilter, TopicSyncer
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.mirror_client import MirrorClient
-from mirror_lib.replication.failover import failover_group, translate_group
+from mirror_lib.replication.migration.failover import failover_group, translate_group
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import companion_jobs
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
@@ -385,7 +385,10 @@ def test_refresh_groups_disabled_keeps_the_groups_listed_first(
 ):
     """``refresh.groups.enabled = false`` (MM2): a checkpoint job checkpoints the groups it
     listed first; a group that appears later gets checkpoints only from a new job."""
-    from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
+    from mirror_lib.replication.companions.checkpoint_job import (
+        CheckpointState,
+        run_checkpoints,
+    )
     from mirror_lib.replication.context import FlowContext
     from mirror_lib.spark.runner import run_flows
     from tests.integration.test_tables import commit

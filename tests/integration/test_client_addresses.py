@@ -9,8 +9,8 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.reach import check_client_addresses
-from mirror_lib.replication.cutover import CutoverOptions, run_cutover
-from mirror_lib.replication.verify import verify_flow
+from mirror_lib.replication.migration.cutover import CutoverOptions, run_cutover
+from mirror_lib.replication.migration.verify import verify_flow
 from mirror_lib.testing.kafka_io import produce_exact
 from tests.helpers.mirror_cli import run_mirror
 from tests.integration.conftest import flow_properties, write_properties

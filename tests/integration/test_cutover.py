@@ -8,8 +8,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib.replication.cutover import CutoverOptions, run_cutover
-from mirror_lib.replication.verify import verify_flow
+from mirror_lib.replication.migration.cutover import CutoverOptions, run_cutover
+from mirror_lib.replication.migration.verify import verify_flow
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.state_tables import read_rows
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact

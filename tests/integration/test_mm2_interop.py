@@ -27,7 +27,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.mm2.formats import Checkpoint, Heartbeat, OffsetSync
 from mirror_lib.mm2.policy import DefaultReplicationPolicy
-from mirror_lib.replication.failover import translate_group
+from mirror_lib.replication.migration.failover import translate_group
 from mirror_lib.testing.kafka_broker import start_kafka, stop_kafka
 from mirror_lib.testing.kafka_io import Record, consume_all, create_topic
 from mirror_lib.testing.mm2 import Mm2Process, single_node_settings, start_mm2

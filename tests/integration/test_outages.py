@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.config.parse import load_config
-from mirror_lib.replication.supervise import current_outages
+from mirror_lib.replication.companions.supervise import current_outages
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.exactly_once import committed_count, wait_exactly_once
 from tests.helpers.mirror_cli import kill_group, start_mirror

@@ -248,7 +248,7 @@ def test_at_least_once_mode_and_once_run_checkpoints(spark, brokers, make_config
     """Without transactions the copy is still exact on a clean run, and --once checkpoints."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from mirror_lib.replication.failover import translate_group
+    from mirror_lib.replication.migration.failover import translate_group
 
     create_topic(brokers.source, unique_name, 2)
     produce_exact(brokers.source, unique_name, mixed_records(400, 2, "l"))

@@ -26,7 +26,7 @@ from confluent_kafka import admin as ka
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.kafka.admin_ops import AclBinding
-from mirror_lib.replication.protection import LIFTED_PRINCIPAL, MARKER_PREFIX
+from mirror_lib.replication.companions.protection import LIFTED_PRINCIPAL, MARKER_PREFIX
 from mirror_lib.testing.kafka_broker import KafkaOptions, SecureListener, start_kafka, stop_kafka
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror

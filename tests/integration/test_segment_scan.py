@@ -17,7 +17,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.replication import events, segment_view
-from mirror_lib.replication.checkpoint_job import (
+from mirror_lib.replication.companions.checkpoint_job import (
     CheckpointState,
     SavedCheckpoints,
     run_checkpoints,

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.kafka.lookups import partition_bounds
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.source_gaps import ends_before
+from mirror_lib.replication.copy.source_gaps import ends_before
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.integration.conftest import metrics_events

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from mirror_lib.replication.spark_checkpoint import spark_restart_on_target
+from mirror_lib.replication.migration.spark_checkpoint import spark_restart_on_target
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import consume_all, create_topic
 from tests.integration.conftest import write_properties

@@ -15,9 +15,9 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.failover import translate_group
+from mirror_lib.replication.migration.failover import translate_group
+from mirror_lib.replication.migration.verify import format_report, verify_flow
 from mirror_lib.replication.translate import load_segments, translate
-from mirror_lib.replication.verify import format_report, verify_flow
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records

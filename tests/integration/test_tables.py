@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_lib.replication.failover import translate_group, translate_group_as_of
+from mirror_lib.replication.migration.failover import translate_group, translate_group_as_of
 from mirror_lib.spark.materialize import (
     maintain_tables,
     materialize_caught_up,

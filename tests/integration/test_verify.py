@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mirror_lib.replication.verify import verify_flow
+from mirror_lib.replication.migration.verify import verify_flow
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.state_tables import read_rows

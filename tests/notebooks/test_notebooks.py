@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirror_lib.config.parse import load_config
-from mirror_lib.replication.failover import translate_group
+from mirror_lib.replication.migration.failover import translate_group
 from mirror_lib.testing import kafka_io
 from mirror_lib.testing.clusters import start_clusters
 

@@ -7,7 +7,7 @@ import pytest
 from mirror_lib.app.bundle_tasks import TASKS, main, run_task
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.replication.companions import PARTS
+from mirror_lib.replication.companions.threads import PARTS
 from mirror_lib.spark.materialize import maintain_tables
 from mirror_lib.tables.schemas import TABLES
 

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
-from mirror_lib.replication.ledger import read_ledger
+from mirror_lib.replication.copy.ledger import read_ledger
 
 
 class _Failing:

@@ -11,7 +11,7 @@ from mirror_lib.offsets.record_compare import (
     encode_record,
 )
 from mirror_lib.offsets.segments import Segment
-from mirror_lib.replication.verify import fits
+from mirror_lib.replication.migration.verify import fits
 
 
 def rec(offset: int, n: int, **change) -> Rec:

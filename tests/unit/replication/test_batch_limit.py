@@ -10,8 +10,8 @@ import pytest
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.admin_ops import broker_error
-from mirror_lib.replication import target_producer
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy import target_producer
 from tests.helpers.fake_admin import RecordingAdminOps
 
 PROPS = {

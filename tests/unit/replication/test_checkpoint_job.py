@@ -12,8 +12,12 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.mm2.formats import Checkpoint
 from mirror_lib.offsets.segments import Segment, SegmentIndex
-from mirror_lib.replication import checkpoint_job, segment_view
-from mirror_lib.replication.checkpoint_job import CheckpointState, run_checkpoints
+from mirror_lib.replication import segment_view
+from mirror_lib.replication.companions import checkpoint_job
+from mirror_lib.replication.companions.checkpoint_job import (
+    CheckpointState,
+    run_checkpoints,
+)
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.segment_view import SegmentView
 from tests.helpers.fake_admin import RecordingAdminOps

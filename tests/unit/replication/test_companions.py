@@ -6,7 +6,7 @@ import threading
 import time
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.replication import companions
+from mirror_lib.replication.companions import threads as companions
 
 PROPS = {
     "clusters": "A, B",

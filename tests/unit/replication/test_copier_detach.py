@@ -11,8 +11,8 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copier import SliceCopy
-from mirror_lib.replication.writer import CopyResult
+from mirror_lib.replication.copy.copier import SliceCopy
+from mirror_lib.replication.copy.writer import CopyResult
 
 PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
          "C.bootstrap.servers": "c:1", "A->B.enabled": "true", "A->C.enabled": "true"}  # fmt: skip

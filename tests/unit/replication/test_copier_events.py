@@ -8,8 +8,8 @@ from confluent_kafka import KafkaError
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copier import SliceCopy
-from mirror_lib.replication.source_reader import Reader
+from mirror_lib.replication.copy.copier import SliceCopy
+from mirror_lib.replication.copy.source_reader import Reader
 from tests.helpers.fake_kafka import FakeErrorEvent
 
 PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",

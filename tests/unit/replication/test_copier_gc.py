@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from mirror_lib.replication.copier import CopyResult, SliceCopy, cyclic_gc_paused
+from mirror_lib.replication.copy.copier import CopyResult, SliceCopy, cyclic_gc_paused
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.errors import ConfigError
-from mirror_lib.replication import cutover
-from mirror_lib.replication.cutover import (
+from mirror_lib.replication.migration import cutover
+from mirror_lib.replication.migration.cutover import (
     RULE,
     CutoverOptions,
     CutoverResult,
@@ -14,8 +14,8 @@ from mirror_lib.replication.cutover import (
     Step,
     format_cutover,
 )
-from mirror_lib.replication.cutover_groups import GroupMove, commit_group_moves
-from mirror_lib.replication.verify import PartitionVerification, VerifyReport
+from mirror_lib.replication.migration.cutover_groups import GroupMove, commit_group_moves
+from mirror_lib.replication.migration.verify import PartitionVerification, VerifyReport
 
 
 def result(*steps: Step, dry_run: bool = True) -> CutoverResult:

@@ -9,8 +9,9 @@ from mirror_lib.app import cli
 from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka import mirror_client
 from mirror_lib.mm2.formats import Checkpoint
-from mirror_lib.replication import failover, protection
-from mirror_lib.replication.failover import KEPT, failover_group, format_failover
+from mirror_lib.replication.companions import protection
+from mirror_lib.replication.migration import failover
+from mirror_lib.replication.migration.failover import KEPT, failover_group, format_failover
 from tests.helpers.fake_groups import FakeGroupAdmin, topic_reader
 from tests.helpers.fake_kafka import FakeProducer
 

@@ -10,9 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.replication.copy_state import LATENCY_BUCKETS_MS, bucket_counts
-from mirror_lib.replication.metrics_endpoint import metrics_endpoint
-from mirror_lib.replication.prometheus import FlowMetrics, MirrorCollector
+from mirror_lib.replication.copy.copy_state import LATENCY_BUCKETS_MS, bucket_counts
+from mirror_lib.replication.metrics.metrics_endpoint import metrics_endpoint
+from mirror_lib.replication.metrics.prometheus import FlowMetrics, MirrorCollector
 from tests.helpers.fake_metrics import FakeCompanion, FakeTables, batch_event
 
 

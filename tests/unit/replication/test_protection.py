@@ -9,8 +9,7 @@ import pytest
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka.admin_ops import AclBinding, broker_error
-from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.protection import (
+from mirror_lib.replication.companions.protection import (
     LIFTED_PRINCIPAL,
     Lift,
     RemoteTopicGuard,
@@ -23,6 +22,7 @@ from mirror_lib.replication.protection import (
     plan_lift,
     plan_protection,
 )
+from mirror_lib.replication.context import FlowContext
 from tests.helpers.fake_admin import RecordingAdminOps
 
 FLOW = "User:mirror"

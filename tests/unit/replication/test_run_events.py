@@ -6,8 +6,9 @@ import pytest
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, MirrorRuntimeError
-from mirror_lib.replication import events, run_events
-from mirror_lib.replication.run_events import RunEvents
+from mirror_lib.replication import events
+from mirror_lib.replication.metrics import run_events
+from mirror_lib.replication.metrics.run_events import RunEvents
 
 CONFIG = parse_config(
     {

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.replication import checkpoint_job
-from mirror_lib.replication.checkpoint_job import SavedCheckpoints
+from mirror_lib.replication.companions import checkpoint_job
+from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.context import FlowContext
 
 PROPS = {

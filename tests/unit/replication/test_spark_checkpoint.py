@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
-from mirror_lib.replication.spark_checkpoint import (
+from mirror_lib.replication.migration.spark_checkpoint import (
     ConsumerRestart,
     format_restart,
     parse_offset_log,
@@ -122,7 +122,7 @@ def test_an_offset_older_than_the_segments_kept_is_refused_not_moved_forward(mon
     from mirror_lib.config.parse import parse_config
     from mirror_lib.offsets.segments import Segment, SegmentIndex
     from mirror_lib.replication import translate
-    from mirror_lib.replication.spark_checkpoint import translate_consumer_offsets
+    from mirror_lib.replication.migration.spark_checkpoint import translate_consumer_offsets
     from mirror_lib.replication.translate import SegmentScan
 
     kept = {("orders", 0): SegmentIndex([Segment(10_000, 19_999, 10_000, 19_999)])}
@@ -143,7 +143,7 @@ def test_an_offset_mirrormaker_2_copied_before_the_take_over_is_refused(monkeypa
     from mirror_lib.config.parse import parse_config
     from mirror_lib.offsets.segments import Segment, SegmentIndex
     from mirror_lib.replication import translate
-    from mirror_lib.replication.spark_checkpoint import translate_consumer_offsets
+    from mirror_lib.replication.migration.spark_checkpoint import translate_consumer_offsets
     from mirror_lib.replication.translate import SegmentScan
 
     ours = {("orders", 0): SegmentIndex([Segment(999, 1999, 990, 1990)])}

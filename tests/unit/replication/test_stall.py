@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mirror_lib.replication.ledger import flows_short_of
-from mirror_lib.replication.stall import StallWatch, idle_slice_text, stall_text
+from mirror_lib.replication.copy.ledger import flows_short_of
+from mirror_lib.replication.planning.stall import StallWatch, idle_slice_text, stall_text
 
 A0, A1 = ("a", 0), ("a", 1)
 ENDS = {A0: 10, A1: 20}

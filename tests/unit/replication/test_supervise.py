@@ -14,15 +14,15 @@ from mirror_lib.errors import (
     RecordTooLargeError,
     is_transient_text,
 )
-from mirror_lib.replication import supervise
-from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.supervise import (
+from mirror_lib.replication.companions import supervise
+from mirror_lib.replication.companions.supervise import (
     Supervisor,
     Unit,
     backoff,
     current_outages,
     outage_limit,
 )
+from mirror_lib.replication.context import FlowContext
 from tests.helpers.fake_query import FakeQuery
 
 

@@ -7,11 +7,11 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
-from mirror_lib.replication import target_producer
-from mirror_lib.replication import writer as writer_module
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.target_producer import commit_error, record_error, timed_out_error
-from mirror_lib.replication.writer import TargetWriter
+from mirror_lib.replication.copy import target_producer
+from mirror_lib.replication.copy import writer as writer_module
+from mirror_lib.replication.copy.target_producer import commit_error, record_error, timed_out_error
+from mirror_lib.replication.copy.writer import TargetWriter
 from tests.helpers.fake_kafka import FakeLedger, FakeMessage, FakeProducer
 
 PROPS = {

@@ -16,7 +16,7 @@ from mirror_lib.kafka.admin_ops import (
     broker_error,
     kafka_error_name,
 )
-from mirror_lib.replication.topic_sync import (
+from mirror_lib.replication.companions.topic_sync import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     ConfigPropertyFilter,
     TopicSyncer,

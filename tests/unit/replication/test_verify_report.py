@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 from mirror_lib.offsets.segments import Segment
-from mirror_lib.replication.translate import add_segments
-from mirror_lib.replication.verify import (
+from mirror_lib.replication.migration.verify import (
     PartitionVerification,
     VerifyReport,
     format_report,
     plan_task,
 )
+from mirror_lib.replication.translate import add_segments
 
 
 def event(kind: str, **fields) -> bytes:

@@ -11,12 +11,12 @@ import pytest
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
-from mirror_lib.replication import source_reader, target_txn
-from mirror_lib.replication import writer as writer_module
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copier import SliceCopy
-from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader
-from mirror_lib.replication.writer import CopyResult, TargetWriter
+from mirror_lib.replication.copy import source_reader, target_txn
+from mirror_lib.replication.copy import writer as writer_module
+from mirror_lib.replication.copy.copier import SliceCopy
+from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
+from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 from tests.helpers.fake_kafka import FakeConsumer, FakeLedger, FakeMessage, FakeProducer
 
 PROPS = {

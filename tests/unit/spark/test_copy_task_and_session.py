@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from mirror_lib.replication.writer import CopyResult
+from mirror_lib.replication.copy.writer import CopyResult
 from mirror_lib.spark import session
 from mirror_lib.spark.copy_task import summary_batch
 from mirror_lib.spark.source import SCHEMA
@@ -26,7 +26,7 @@ def test_summary_batch_does_not_import_pandas():
     code = textwrap.dedent(
         """
         import sys
-        from mirror_lib.replication.writer import CopyResult
+        from mirror_lib.replication.copy.writer import CopyResult
         from mirror_lib.spark.copy_task import summary_batch
         summary_batch(0, CopyResult(0, records=1, transactions=1))
         import pyarrow as pa

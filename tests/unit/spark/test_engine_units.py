@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.replication.budget import allocate
 from mirror_lib.replication.context import stable_slot
+from mirror_lib.replication.planning.budget import allocate
 from mirror_lib.spark.progress import end_offsets
 from mirror_lib.tables.location import tables_enabled, tables_writer
 from tests.helpers.fake_spark_conf import FakeSpark

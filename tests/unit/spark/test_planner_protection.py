@@ -1,5 +1,6 @@
 """The planner write-protects the flow's remote topics at its first plan (and as it creates
-them), then on the ACL sync interval (mirror_lib.replication.protection does the work)."""
+them), then on the ACL sync interval (mirror_lib.replication.companions.protection does the
+work)."""
 
 from __future__ import annotations
 

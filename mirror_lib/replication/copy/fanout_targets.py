@@ -1,5 +1,5 @@
 """Which targets of a fan-out group copy in a slice, a part of
-:class:`~mirror_lib.replication.copier.SliceCopy`.
+:class:`~mirror_lib.replication.copy.copier.SliceCopy`.
 
 One target never stops the others: a target that fails, falls more than
 ``mirror.fanout.max.lag.records`` behind or stops acknowledging leaves the slice (its open
@@ -21,8 +21,8 @@ from confluent_kafka import KafkaException
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.source_reader import Reader
-from mirror_lib.replication.writer import CopyResult, TargetWriter
+from mirror_lib.replication.copy.source_reader import Reader
+from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,16 @@
 """One target of a copy task: its transactional producer, its ledger and its open transaction.
 
-A copy task (:mod:`mirror_lib.replication.copier`) reads its partitions once and hands every
+A copy task (:mod:`mirror_lib.replication.copy.copier`) reads its partitions once and hands every
 consumed batch to one :class:`TargetWriter` per target: one for a flow ``A->B``, several for a
 fan-out group ``A->B,C``. A writer copies what its target has not yet received (records before
 its ledger position are dropped, so targets at different positions can share a read) and keeps
 its own exactly-once guarantee through its transactions
-(:mod:`mirror_lib.replication.target_txn`: when they commit, and what each one holds).
+(:mod:`mirror_lib.replication.copy.target_txn`: when they commit, and what each one holds).
 
 Downstream offsets come from two delivery reports per partition and consume batch (the first
 record of a transaction and the last of each batch): records of one transaction to one partition
-are contiguous downstream, which :mod:`mirror_lib.replication.copy_state` checks. Should another
-producer write into a remote partition, :class:`Interleaved` is raised at commit; the copier
+are contiguous downstream, which :mod:`mirror_lib.replication.copy.copy_state` checks. Should
+another producer write into a remote partition, :class:`Interleaved` is raised at commit; the copier
 aborts, and the writer reports every record from then on (``exact``).
 
 In a fan-out group a writer never blocks the others: it commits only once its target
@@ -34,10 +34,10 @@ from mirror_lib.config import stale
 from mirror_lib.config.stale import PartitionSkips, SkipPolicy, split_stale
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext, PlainProducer
-from mirror_lib.replication.copy_state import PartState
-from mirror_lib.replication.ledger import ledger_consumer, read_ledger
-from mirror_lib.replication.target_producer import make_producer
-from mirror_lib.replication.target_txn import TargetTransactions
+from mirror_lib.replication.copy.copy_state import PartState
+from mirror_lib.replication.copy.ledger import ledger_consumer, read_ledger
+from mirror_lib.replication.copy.target_producer import make_producer
+from mirror_lib.replication.copy.target_txn import TargetTransactions
 
 log = logging.getLogger(__name__)
 

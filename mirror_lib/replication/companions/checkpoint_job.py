@@ -42,7 +42,7 @@ TP = tuple[str, int]
 class CheckpointState:
     """What one checkpoint job has read so far, so each cycle reads only what is new.
 
-    Owned by the job (a :class:`~mirror_lib.replication.companions.CompanionJob`, or one
+    Owned by the job (a :class:`~mirror_lib.replication.companions.threads.CompanionJob`, or one
     ``--once`` round), never shared through the process: it is rebuilt from Kafka when new.
     """
 

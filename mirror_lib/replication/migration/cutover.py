@@ -4,11 +4,11 @@
 2. producers: until the user confirms producers write to B (``producers_stopped``), the partitions
    are recorded ``migrating``; then A's end offsets are the cutover point;
 3. replicated: wait until A's end offsets are replicated and verified
-(:mod:`mirror_lib.replication.verify`);
+(:mod:`mirror_lib.replication.migration.verify`);
 4. groups: translate every selected group's offsets on A exactly (segments) and commit them on
    B - idle groups only, never rewinding an offset B already has;
 5. protection: lift the write protection of the remote topics on B
-   (:mod:`mirror_lib.replication.protection`), so that producers may write there;
+   (:mod:`mirror_lib.replication.companions.protection`), so that producers may write there;
 6. report: per partition A's end offset and the matching offset on B (``migrated``);
 7. later, ``retire``: A's topics may be deleted (``retired``).
 Without ``apply`` nothing is changed (a dry run); each applied step appends rows to ``migrations``.
@@ -30,12 +30,16 @@ from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.kafka.reach import check_client_addresses, check_clusters
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.replication.companions.protection import lift_protection
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.cutover_groups import GroupMove, commit_group_moves, plan_group_moves
-from mirror_lib.replication.protection import lift_protection
+from mirror_lib.replication.migration.cutover_groups import (
+    GroupMove,
+    commit_group_moves,
+    plan_group_moves,
+)
+from mirror_lib.replication.migration.verify import flow_partitions, record_report, verify_flow
 from mirror_lib.replication.segment_view import SegmentView
 from mirror_lib.replication.translate import reader_conf
-from mirror_lib.replication.verify import flow_partitions, record_report, verify_flow
 
 TP = tuple[str, int]
 RULE = (

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 if TYPE_CHECKING:
     from mirror_lib.replication.context import FlowContext
-    from mirror_lib.replication.writer import TargetWriter
+    from mirror_lib.replication.copy.writer import TargetWriter
 
 TP = tuple[str, int]
 CONSUME_BATCH = 10_000

@@ -2,15 +2,15 @@
 each target.
 
 A slice task keeps ``read_committed`` source consumers and, per target, a
-:class:`~mirror_lib.replication.writer.TargetWriter` (one transactional producer and one
+:class:`~mirror_lib.replication.copy.writer.TargetWriter` (one transactional producer and one
 ``init_transactions`` per slot per slice, which fences zombies) and copies records as they
 arrive. A flow ``A->B`` has one writer; a fan-out group ``A->B,C`` has one per target, fed from
-one consumer (:mod:`~mirror_lib.replication.source_reader`): each consumed batch goes to every
+one consumer (:mod:`~mirror_lib.replication.copy.source_reader`): each consumed batch goes to every
 writer, which keeps what its target still needs. Each writer's ledger says where its target
 continues, so targets at different positions share a read safely.
 
 In a fan-out group one target never stops the others
-(:mod:`~mirror_lib.replication.fanout_targets`).
+(:mod:`~mirror_lib.replication.copy.fanout_targets`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy_state import Interleaved
-from mirror_lib.replication.fanout_targets import TARGET_ERRORS, TargetMembership
-from mirror_lib.replication.plan_changes import PlanChanges
-from mirror_lib.replication.source_reader import CONSUME_BATCH, Reader
-from mirror_lib.replication.stall import idle_slice_text
-from mirror_lib.replication.writer import CopyResult, TargetWriter
+from mirror_lib.replication.copy.copy_state import Interleaved
+from mirror_lib.replication.copy.fanout_targets import TARGET_ERRORS, TargetMembership
+from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
+from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
+from mirror_lib.replication.planning.plan_changes import PlanChanges
+from mirror_lib.replication.planning.stall import idle_slice_text
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.reader import read_back
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.source_reader import make_consumer
+from mirror_lib.replication.copy.source_reader import make_consumer
 from mirror_lib.replication.translate import SEGMENTS_EVENT, reader_conf
 
 log = logging.getLogger(__name__)

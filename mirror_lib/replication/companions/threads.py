@@ -19,10 +19,10 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
-from mirror_lib.replication.checkpoint_job import SavedCheckpoints
+from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
+from mirror_lib.replication.companions.heartbeats import Heartbeater
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.flow_status import FlowStatus
-from mirror_lib.replication.heartbeats import Heartbeater
+from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.testhooks import delay_first_heartbeat
 from mirror_lib.tables.catch_up import materialize_once, positions_file
 

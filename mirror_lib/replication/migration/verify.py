@@ -7,9 +7,9 @@ are accounted for, and its ``skip`` events say which source records were left ou
 Per partition the source records of ``[verified point, replicated end)`` are walked in lockstep
 with the target records of the mapped range and compared field by field (key, value, headers,
 timestamp); the first mismatch is reported with both offsets
-(:mod:`mirror_lib.replication.verify_partition`). The target is also read where a record the
-source never had may lie: before the replicated range (on a first verification), between its
-copies, and after it up to the target's end; every record there that no segment maps is
+(:mod:`mirror_lib.replication.migration.verify_partition`). The target is also read where a
+record the source never had may lie: before the replicated range (on a first verification),
+between its copies, and after it up to the target's end; every record there that no segment maps is
 reported as stray, by offset. A sha256 chained over every verified record (count and checksum
 are stored with the verified point in the ``verifications`` table), so the next run resumes
 there. Partitions run in parallel: Spark tasks when a session is given, threads otherwise.
@@ -31,13 +31,13 @@ from mirror_lib.kafka.reach import check_client_addresses
 from mirror_lib.offsets.record_compare import OffsetMap
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.translate import load_segments
-from mirror_lib.replication.verify_partition import (
+from mirror_lib.replication.migration.verify_partition import (
     PartitionTask,
     PartitionVerification,
     run_tasks,
     skipped_text,
 )
+from mirror_lib.replication.translate import load_segments
 
 # --- A flow -------------------------------------------------------------------------------------
 

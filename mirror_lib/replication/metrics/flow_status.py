@@ -1,6 +1,6 @@
 """A snapshot of a running flow part (replication query or companion thread) for notebooks and the
 CLI: the common status type of :class:`~mirror_lib.spark.runner.FlowRunner` and
-:class:`~mirror_lib.replication.companions.CompanionJob`.
+:class:`~mirror_lib.replication.companions.threads.CompanionJob`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The open transaction of one partition inside a copy task (:mod:`mirror_lib.replication.copier`).
+"""The open transaction of one partition inside a copy task
+(:mod:`mirror_lib.replication.copy.copier`).
 
 Per partition: where it stands, the upstream runs of the transaction, the two delivery reports
 that give its downstream range (or every report, in exact mode), and the record timestamps that
@@ -18,7 +19,7 @@ from mirror_lib.errors import BrokerError
 from mirror_lib.offsets.segments import Segment
 
 #: Upper bounds (ms, inclusive) of the latency histogram in ``batch`` events; one more bucket
-#: counts what is above the last (:mod:`mirror_lib.replication.prometheus` exposes it).
+#: counts what is above the last (:mod:`mirror_lib.replication.metrics.prometheus` exposes it).
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
 
 

@@ -5,7 +5,7 @@ events: records, bytes, latency and age summaries and histogram, transaction num
 ``skip`` events), and the driver knows the lag from the delivery ledger and the companions' last
 successful run. :class:`FlowMetrics` accumulates one flow's events (pure, no Kafka);
 :class:`MirrorCollector` turns them into metric families when Prometheus scrapes
-(:mod:`mirror_lib.replication.metrics_endpoint` feeds and serves them).
+(:mod:`mirror_lib.replication.metrics.metrics_endpoint` feeds and serves them).
 
 Names: MM2's metrics keep the names the Prometheus JMX exporter gives them for MM2 (as in
 Strimzi's rules: ``kafka_connect_mirror_source_connector_<mm2 name with _>``, gauges), so MM2
@@ -26,7 +26,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from mirror_lib.replication.copy_state import LATENCY_BUCKETS_MS
+from mirror_lib.replication.copy.copy_state import LATENCY_BUCKETS_MS
 
 MM2 = "kafka_connect_mirror_source_connector_"
 FLOW_LABELS = ("flow", "source", "target")
@@ -209,9 +209,9 @@ class MirrorCollector(Collector):
     """Metric families of the run at scrape time: flows' events, lag and companions' ages.
 
     ``jobs``: objects with ``job`` and ``last_success_s``, and ``ctx.flow`` for heartbeats and
-    checkpoints (:class:`~mirror_lib.replication.companions.CompanionJob`) or ``name``, the
-    cluster, for tables (:class:`~mirror_lib.replication.companions.TablesJob`); ``queries``:
-    (flow, job, is-active callable).
+    checkpoints (:class:`~mirror_lib.replication.companions.threads.CompanionJob`) or ``name``,
+    the cluster, for tables (:class:`~mirror_lib.replication.companions.threads.TablesJob`);
+    ``queries``: (flow, job, is-active callable).
     """
 
     def __init__(

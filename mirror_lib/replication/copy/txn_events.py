@@ -1,5 +1,5 @@
 """What a target's transaction carries besides the records: offset syncs, ``batch`` and
-``segments`` events, ``skip`` events (:mod:`mirror_lib.replication.writer` commits them)."""
+``segments`` events, ``skip`` events (:mod:`mirror_lib.replication.copy.writer` commits them)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def batch_events(
 
     A ``segments`` event names the source topic's id when the plan knew it: a planner on a
     new checkpoint finds there which topic the ledger's positions belong to
-    (:func:`~mirror_lib.replication.source_gaps.recorded_topic_ids`)."""
+    (:func:`~mirror_lib.replication.copy.source_gaps.recorded_topic_ids`)."""
     out = []
     for tp, segs in segments.items():
         part = w.parts[tp]

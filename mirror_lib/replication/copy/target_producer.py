@@ -1,5 +1,5 @@
 """The slot's producer on the target, and what its failures mean: an outage the run waits
-through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replication.writer`.
+through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replication.copy.writer`.
 """
 
 from __future__ import annotations

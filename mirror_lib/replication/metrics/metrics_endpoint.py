@@ -8,7 +8,8 @@ Per replicated flow, a :class:`FlowFeed` on two driver threads tails the flow's 
 the target from where it ended when the run started (the events the copy tasks commit with the
 data) and measures the lag per partition from the delivery ledger every few seconds, as
 :meth:`FlowRunner.progress` does. A scrape only reads what they gathered
-(:class:`~mirror_lib.replication.prometheus.MirrorCollector`), so it never waits on a cluster.
+(:class:`~mirror_lib.replication.metrics.prometheus.MirrorCollector`), so it never waits on a
+cluster.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.ledger import LedgerView, flow_bounds
+from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.translate import reader_conf
 
 log = logging.getLogger(__name__)
@@ -107,11 +108,11 @@ def metrics_endpoint(
 
 
 class FlowFeed:
-    """One flow's :class:`~mirror_lib.replication.prometheus.FlowMetrics`, fed on two driver
+    """One flow's :class:`~mirror_lib.replication.metrics.prometheus.FlowMetrics`, fed on two driver
     threads."""
 
     def __init__(self, ctx: FlowContext, lag_interval_s: float = LAG_INTERVAL_S) -> None:
-        from mirror_lib.replication.prometheus import FlowMetrics
+        from mirror_lib.replication.metrics.prometheus import FlowMetrics
 
         self.ctx = ctx
         self.metrics = FlowMetrics(ctx.flow.name, ctx.source, ctx.target, ctx.remote_topic)
@@ -235,7 +236,7 @@ def start_exporter(
     # lazy: optional extra "prometheus"
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from mirror_lib.replication.prometheus import MirrorCollector
+    from mirror_lib.replication.metrics.prometheus import MirrorCollector
 
     contexts = [c for r in runners for c in r.group.contexts]  # each target of a fan-out
     exporter = MetricsExporter(endpoint, [FlowFeed(c) for c in contexts])

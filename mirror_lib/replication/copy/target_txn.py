@@ -1,8 +1,8 @@
-"""A target's transactions, a part of :class:`~mirror_lib.replication.writer.TargetWriter`.
+"""A target's transactions, a part of :class:`~mirror_lib.replication.copy.writer.TargetWriter`.
 
 Each transaction holds the records, their offset syncs (when that topic is on the target), the
 ``batch``, ``segments`` and ``skip`` events and the ledger offsets
-(:mod:`mirror_lib.replication.ledger`), so a crash leaves all of a transaction or none. It
+(:mod:`mirror_lib.replication.copy.ledger`), so a crash leaves all of a transaction or none. It
 commits every ``mirror.commit.interval.ms`` while at the source's head (or after
 ``mirror.commit.max.records`` / ``.bytes``; behind the head, it grows up to ``BEHIND_FACTOR``
 intervals). In a fan-out group a commit waits for nothing (``wait=False``): it is done once the
@@ -24,18 +24,18 @@ from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, PlainProducer
-from mirror_lib.replication.copy_state import PartState
-from mirror_lib.replication.ledger import ledger_offsets
-from mirror_lib.replication.target_producer import (
+from mirror_lib.replication.copy.copy_state import PartState
+from mirror_lib.replication.copy.ledger import ledger_offsets
+from mirror_lib.replication.copy.target_producer import (
     commit_error,
     passing_code,
     record_error,
     timed_out_error,
 )
-from mirror_lib.replication.txn_events import batch_events, skip_events, sync_records
+from mirror_lib.replication.copy.txn_events import batch_events, skip_events, sync_records
 
 if TYPE_CHECKING:
-    from mirror_lib.replication.writer import CopyResult
+    from mirror_lib.replication.copy.writer import CopyResult
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,8 @@ class TargetTransactions:
 
     def _timed_out(self, err: KafkaError) -> BrokerError | None:
         """A fenced producer whose transaction outlived its ``transaction.timeout.ms``: the
-        broker aborted it (see :func:`~mirror_lib.replication.target_producer.timed_out_error`).
+        broker aborted it (see
+        :func:`~mirror_lib.replication.copy.target_producer.timed_out_error`).
         """
         if not self.eos:
             return None

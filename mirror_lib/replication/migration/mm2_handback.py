@@ -25,8 +25,8 @@ from mirror_lib.errors import BrokerError, MirrorRuntimeError
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.mm2.connect_offsets import offsets_topic, source_offset_record
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.ledger import LedgerView, flow_bounds
-from mirror_lib.replication.mm2_takeover import mm2_committed
+from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
+from mirror_lib.replication.migration.mm2_takeover import mm2_committed
 
 TP = tuple[str, int]
 #: Connect's default partition count of its offsets topic (``offset.storage.partitions``).
