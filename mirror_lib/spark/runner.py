@@ -35,6 +35,7 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.metrics.metrics_endpoint import metrics_endpoint, start_exporter
 from mirror_lib.replication.metrics.run_events import RunEvents
+from mirror_lib.spark.compute import check_compute
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
@@ -181,6 +182,7 @@ def run_flows(
         raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
     flows = [config.flow(name) for name in names]
     endpoint = metrics_endpoint(config, metrics_port, metrics_host)  # None: no endpoint
+    check_compute(spark, once=once, endpoint=endpoint)  # e.g. continuous on serverless
     if endpoint is not None:
         endpoint.check_free()  # a port in use fails here, before anything starts
     check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects

@@ -14,9 +14,14 @@ import threading
 from typing import Any
 
 from mirror_lib.config.databricks import on_databricks
-from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.spark.delta_source import DeltaRsDataSource
-from mirror_lib.spark.jvm import driver_java_options, lean_spark_home, wait_for_archive_at_exit
+from mirror_lib.spark.jvm import (
+    LOCAL_CONF,
+    driver_java_options,
+    lean_spark_home,
+    wait_for_archive_at_exit,
+)
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.source import MirrorDataSource
 
@@ -53,20 +58,7 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, never the LAN
     builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        # A task killed by a query's stop returned its worker to the reuse pool before the worker
-        # died, and the next query's task failed on it ("Python worker exited unexpectedly").
-        # Copy tasks live for a slice, so a fresh worker per task costs nothing measurable.
-        .config("spark.python.worker.reuse", "false")
-        .config("spark.python.worker.faulthandler.enabled", "true")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
+        SparkSession.builder.master(f"local[{cores}]").appName(app_name).config(map=LOCAL_CONF)
     )
     launches = SparkContext._gateway is None  # JVM options only matter to a JVM not yet running
     if launches and "SPARK_HOME" not in os.environ:  # pip's pyspark: workers import it compiled
@@ -109,7 +101,8 @@ ONE_RUN_CONF = {"spark.python.use.daemon": "false"}
 
 
 def get_spark(**conf: str) -> Any:
-    """The active session (Databricks, a notebook) or a new local one with ``conf`` added."""
+    """The active session (Databricks, a notebook), a Spark Connect session to ``SPARK_REMOTE``,
+    or a new local one; ``conf`` is added to a new session."""
     try:
         from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
@@ -121,7 +114,51 @@ def get_spark(**conf: str) -> Any:
     if active is not None:
         register_sources(active)
         return active
+    url = connect_url()
+    if url is not None:
+        # ONE_RUN_CONF is about the daemons of a JVM this process starts: a Connect server's
+        # workers are the server's business.
+        return connect_session(url, **{k: v for k, v in conf.items() if k not in ONE_RUN_CONF})
     return local_spark_session(**conf)
+
+
+def connect_url() -> str | None:
+    """``SPARK_REMOTE`` (pyspark's own variable, e.g. ``sc://127.0.0.1:15002``): the Spark
+    Connect server that :func:`get_spark` connects to instead of starting a local session."""
+    return os.environ.get("SPARK_REMOTE", "").strip() or None
+
+
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session: no JVM and no SparkContext in this process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def connect_session(url: str, **conf: str) -> Any:
+    """A Spark Connect session to ``url`` with the runtime settings ``conf``.
+
+    A static setting (the driver's memory, the warehouse folder, ...) belongs to the server,
+    which already runs: it is refused, not dropped as pyspark's builder does with a warning.
+    """
+    try:
+        from pyspark.sql.connect.session import SparkSession  # lazy: optional extra "connect"
+    except ImportError as exc:
+        raise MirrorRuntimeError(
+            f"SPARK_REMOTE = {url} needs pyspark's Spark Connect client: "
+            f"`pip install mirror_lib[connect]` (or run `make venv`); {exc}"
+        ) from exc
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in conf.items():
+        if not spark.conf.isModifiable(key):
+            raise ConfigError(
+                key,
+                value,
+                "a runtime setting: a Spark Connect session cannot change the server's static "
+                "settings; set it where the server starts (spark-submit --conf, the cluster)",
+                where=f"the Spark Connect session to {url}",
+            )
+        spark.conf.set(key, value)
+    register_sources(spark)
+    return spark
 
 
 def session_for_run(**conf: str) -> Any:

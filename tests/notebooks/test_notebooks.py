@@ -22,12 +22,14 @@ from mirror_lib.config.parse import load_config
 from mirror_lib.replication.migration.failover import translate_group
 from mirror_lib.testing import kafka_io
 from mirror_lib.testing.clusters import start_clusters
+from mirror_lib.testing.connect_server import start_connect_server
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 TOPICS = {"orders": 3, "payments": 2}
 GROUP = "nb-orders-app"
 PER_PARTITION = 40
+NOTEBOOKS_UNDER_CONNECT = ["01_configure_flows.ipynb", "02_run_replication.ipynb"]
 
 pytestmark = pytest.mark.integration
 
@@ -171,6 +173,40 @@ def test_the_notebooks_run_headless_and_do_their_job(clusters, tmp_path):
     # the bundle's mirror_cutover job runs 03 without a group: only the flow's cutover, a dry run
     env.update(MIRROR_GROUP="", MIRROR_APPLY="no", MIRROR_CONFIRM_GROUP="")
     _nbval([REPO / "notebooks" / "03_failover.ipynb"], tmp_path, env)  # every cell passes
+
+
+def test_notebooks_01_and_02_run_under_spark_connect(tmp_path):
+    """As on shared or serverless compute: the kernel has no JVM; ``get_spark()`` connects to
+    ``SPARK_REMOTE``, a local Spark Connect server."""
+    started = start_clusters(["nbc-a", "nbc-b"], tmp_path / "brokers")
+    server = None
+    try:
+        server = start_connect_server(tmp_path / "connect")
+        source, target = started.bootstraps["nbc-a"], started.bootstraps["nbc-b"]
+        _workload(source)
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=path,
+            SPARK_REMOTE=server.url,
+            MIRROR_SOURCE_BOOTSTRAP=source,
+            MIRROR_TARGET_BOOTSTRAP=target,
+            MIRROR_TOPICS="orders, payments",
+            MIRROR_GROUPS="nb-.*",
+            MIRROR_REPLICATION_FACTOR="1",
+            MIRROR_STATE_DIR=str(tmp_path / "state"),
+            MIRROR_CONFIG_PATH=str(tmp_path / "conf" / "mm2.properties"),
+            MIRROR_MODE="once",
+        )
+        _nbval([REPO / "notebooks" / n for n in NOTEBOOKS_UNDER_CONNECT], tmp_path, env)
+        for topic, partitions in TOPICS.items():
+            assert len(kafka_io.consume_all(target, f"A.{topic}")) == PER_PARTITION * partitions
+        # 02's replication query ran on the server, not in a JVM of the kernel's own
+        assert "Starting mirror-replication-A->B" in server.log_path.read_text()
+    finally:
+        if server is not None:
+            server.stop()
+        started.stop()
 
 
 def test_every_notebook_follows_the_pattern():
