@@ -1,12 +1,19 @@
-"""A copy task's summary row without pandas, and the local session of a bounded run."""
+"""A copy task's summary row without pandas, and the local session of a run (bounded, or on
+separate executors)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import pytest
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import ConfigError
 from mirror_lib.replication.copy.writer import CopyResult
 from mirror_lib.spark import session
 from mirror_lib.spark.copy_task import summary_batch
@@ -67,3 +74,40 @@ def test_a_run_keeps_its_ctrl_c_handler_when_spark_installs_its_own(monkeypatch)
         assert signal.getsignal(signal.SIGINT) is before
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+BASE = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:9092",
+    "B.bootstrap.servers": "b:9092",
+    "A->B.enabled": "true",
+}
+
+
+def test_a_run_starts_its_local_session_on_mirror_spark_master():
+    cluster = parse_config({**BASE, "mirror.spark.master": " local-cluster[2, 1, 1024] "})
+    assert session.run_conf(cluster, once=False) == {"spark.master": "local-cluster[2,1,1024]"}
+    assert session.run_conf(parse_config(BASE), once=True) == session.ONE_RUN_CONF
+
+
+@pytest.mark.parametrize(
+    "master", ["yarn", "spark://h:7077", "local[0]", "local-cluster[2,1]", "local-cluster[2,1,256]"]
+)
+def test_a_master_a_local_run_cannot_start_is_refused_before_anything_starts(master):
+    with pytest.raises(ConfigError) as err:
+        parse_config({**BASE, "mirror.spark.master": master})
+    assert err.value.key == "mirror.spark.master"
+    assert "local-cluster[E,C,M]" in str(err.value) and "M >= 450" in str(err.value)
+
+
+def test_local_cluster_executors_get_the_worker_memory_and_this_mirror_lib(monkeypatch):
+    """A Python worker of an executor starts in the executor's work folder: it finds this
+    checkout's mirror_lib only through PYTHONPATH."""
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.setattr(session.site, "getsitepackages", lambda: ["/no/site-packages"])
+    conf = session.cluster_conf("local-cluster[2,1,512]")
+    assert conf["spark.executor.memory"] == "512m"  # the default 1g would never start on 512
+    checkout = str(Path(session.__file__).resolve().parents[2])
+    assert conf["spark.executorEnv.PYTHONPATH"].split(os.pathsep) == [checkout, "/elsewhere"]
+    monkeypatch.setattr(session.site, "getsitepackages", lambda: [checkout])  # installed there
+    assert "spark.executorEnv.PYTHONPATH" not in session.cluster_conf("local-cluster[2,1,512]")
