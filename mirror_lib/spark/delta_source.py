@@ -9,6 +9,8 @@ The files and commits themselves are :mod:`mirror_lib.tables.delta_rs` (no Spark
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +113,13 @@ class DeltaRsDataSource(DataSource):
         full = dt.to_pyarrow_dataset().schema
         wanted = pa.schema([full.field(name) for name in schema.fieldNames()])
         pinned = self.options.get("versionAsOf") or self.options.get("timestampAsOf")
-        return DeltaRsReader(self.options["path"], dt.version() if pinned else None, wanted)
+        path = self.options["path"]
+        if not _URI.match(path):  # a relative path means the driver's working folder, not
+            path = os.path.abspath(path)  # the one an executor's Python worker starts in
+        return DeltaRsReader(path, dt.version() if pinned else None, wanted)
+
+
+_URI = re.compile(r"^[A-Za-z][\w+.-]*:")  # s3://..., dbfs:/..., file:///...
 
 
 def sql_string(value: str) -> str:

@@ -10,13 +10,17 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
+from pyspark.sql.types import LongType, StructField, StructType
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.copy.writer import CopyResult
 from mirror_lib.spark import session
 from mirror_lib.spark.copy_task import summary_batch
+from mirror_lib.spark.delta_source import DeltaRsDataSource
 from mirror_lib.spark.source import SCHEMA
 
 
@@ -111,3 +115,12 @@ def test_local_cluster_executors_get_the_worker_memory_and_this_mirror_lib(monke
     assert conf["spark.executorEnv.PYTHONPATH"].split(os.pathsep) == [checkout, "/elsewhere"]
     monkeypatch.setattr(session.site, "getsitepackages", lambda: [checkout])  # installed there
     assert "spark.executorEnv.PYTHONPATH" not in session.cluster_conf("local-cluster[2,1,512]")
+
+
+def test_deltars_reader_takes_a_relative_path_as_the_driver_s(tmp_path, monkeypatch):
+    """Executors read the table in their own work folder: the pickled reader holds an absolute
+    path."""
+    write_deltalake(str(tmp_path / "t"), pa.table({"n": pa.array([1], pa.int64())}))
+    monkeypatch.chdir(tmp_path)
+    schema = StructType([StructField("n", LongType())])
+    assert DeltaRsDataSource({"path": "t"}).reader(schema).path == str(tmp_path / "t")
