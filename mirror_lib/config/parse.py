@@ -372,7 +372,17 @@ FILE_SETTINGS = (
     "sasl.oauthbearer.assertion.jwt.template.file",
     "sasl.oauthbearer.assertion.private.key.file",
 )
-_URI = re.compile(r"^[A-Za-z][\w+.-]*:")
+_URI = re.compile(r"^[A-Za-z][\w+.-]*:")  # s3://..., dbfs:/..., file:///...
+
+
+def driver_path(path: str) -> str:
+    """``path`` as the driver means it, for another process (an executor's Python worker starts
+    in its own work folder): a relative local path made absolute against the driver's working
+    folder; absolute paths, URIs and ``${...}`` references as given."""
+    name = path.strip()
+    if not name or os.path.isabs(name) or _URI.match(name) or has_reference(name):
+        return path
+    return os.path.abspath(name)
 
 
 def resolved_flow_properties(props: Mapping[str, str]) -> dict[str, str]:
@@ -391,9 +401,7 @@ def resolved_flow_properties(props: Mapping[str, str]) -> dict[str, str]:
         if has_reference(value) and (_is_setting(name) or (match and name == "enabled")):
             out[key] = resolve_setting(key, value, providers)
         elif any(key == k or key.endswith(f".{k}") for k in FILE_SETTINGS):
-            path = value.strip()
-            kept = not path or path == "probe" or has_reference(path) or _URI.match(path)
-            out[key] = value if kept or os.path.isabs(path) else os.path.abspath(path)
+            out[key] = value if value.strip() == "probe" else driver_path(value)
     return out
 
 

@@ -9,8 +9,6 @@ The files and commits themselves are :mod:`mirror_lib.tables.delta_rs` (no Spark
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.parse import driver_path
 from mirror_lib.tables.delta_rs import _open, ensure_tables, table_path
 from mirror_lib.tables.location import spark_table_name
 from mirror_lib.tables.positions import append_unseen
@@ -113,13 +112,8 @@ class DeltaRsDataSource(DataSource):
         full = dt.to_pyarrow_dataset().schema
         wanted = pa.schema([full.field(name) for name in schema.fieldNames()])
         pinned = self.options.get("versionAsOf") or self.options.get("timestampAsOf")
-        path = self.options["path"]
-        if not _URI.match(path):  # a relative path means the driver's working folder, not
-            path = os.path.abspath(path)  # the one an executor's Python worker starts in
+        path = driver_path(self.options["path"])  # executors read it, elsewhere
         return DeltaRsReader(path, dt.version() if pinned else None, wanted)
-
-
-_URI = re.compile(r"^[A-Za-z][\w+.-]*:")  # s3://..., dbfs:/..., file:///...
 
 
 def sql_string(value: str) -> str:
