@@ -105,21 +105,49 @@ def flow(brokers, tmp_path_factory: pytest.TempPathFactory) -> Flow:
     return Flow(name, folder, path, brokers.source, brokers.target)
 
 
-def test_once_copies_exactly_once_on_two_executors(flow: Flow):
+def test_once_on_two_executors_with_one_killed_mid_slice(flow: Flow):
+    """`--once` with two slots; the executor JVM whose copy task holds an open transaction is
+    killed. In `--once` (no pyspark daemon) its Python worker is a child of that JVM and ends
+    with it; the run ends well, every record exactly once."""
     topic = f"{flow.name}-once"
     flow.load(topic, 2000)
-    out, err = flow.folder / "once.out", flow.folder / "once.err"
-    env = checkout_env()
+    held, out, err = (flow.folder / name for name in ("held-once", "once.out", "once.err"))
+    env = {**checkout_env(), HOLD_ENV: str(held), TOPIC_ENV: f"A.{topic}", SECONDS_ENV: "120"}
     proc = start_mirror(
         flow.config_path, env, "--once", "--timeout", "300", log=out, err=err, cwd=REPO
     )
     try:
-        wait_for(lambda: len(executor_jvms(proc.pid)) == 2, proc, 180, "two executor JVMs")
+        worker, executor = held_task_executor(proc, held)
+        os.kill(executor, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while running(worker):
+            assert time.monotonic() < deadline, "the killed executor's Python worker lives on"
+            time.sleep(0.2)
         assert proc.wait(400) == 0, err.read_text(errors="replace")[-3000:]
     finally:
         kill_group(proc)
     assert "A->B: caught up with" in out.read_text()
     assert_exactly_once(flow.source, topic, flow.target, f"A.{topic}", PARTITIONS)
+    assert aborted_records(flow.target, f"A.{topic}", PARTITIONS) > 0, "no open transaction hit"
+
+
+def held_task_executor(proc: subprocess.Popen, held: Path) -> tuple[int, int]:
+    """The process ids of the copy task that holds its transaction open and of its executor JVM
+    (one of two, found in the run's process tree)."""
+    pid = int(wait_for(lambda: held.exists() and held.read_text().strip(), proc, 300, "the hold"))
+    executors = executor_jvms(proc.pid)
+    assert len(executors) == 2, f"expected two executor JVMs, found {executors}"
+    (executor,) = [e for e in executors if pid in descendants(e)]
+    return pid, executor
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def executor_jvms(run_pid: int) -> list[int]:
@@ -184,10 +212,7 @@ def live(flow: Flow) -> Iterator[tuple[subprocess.Popen, str, Path]]:
 def test_executor_killed_mid_slice_then_every_record_arrives_exactly_once(flow: Flow, live):
     proc, topic, held = live
     remote = f"A.{topic}"
-    pid = int(wait_for(lambda: held.exists() and held.read_text().strip(), proc, 300, "the hold"))
-    executors = executor_jvms(proc.pid)
-    assert len(executors) == 2, f"expected two executor JVMs, found {executors}"
-    (victim,) = [e for e in executors if pid in descendants(e)]
+    _worker, victim = held_task_executor(proc, held)
     assert committed_count(flow.target, remote, PARTITIONS) < LIVE_RECORDS, "not mid-copy"
     os.kill(victim, signal.SIGKILL)
     wait_for(

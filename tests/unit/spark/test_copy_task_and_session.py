@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -124,3 +125,42 @@ def test_deltars_reader_takes_a_relative_path_as_the_driver_s(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     schema = StructType([StructField("n", LongType())])
     assert DeltaRsDataSource({"path": "t"}).reader(schema).path == str(tmp_path / "t")
+
+
+def test_a_copy_worker_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """As a Python worker whose executor JVM is SIGKILLed (no pyspark daemon, ``--once``)."""
+    started = tmp_path / "worker.pid"
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import os, sys, time\n"
+        "from mirror_lib.spark.copy_task import exit_with_parent\n"
+        "exit_with_parent(0.1)\n"
+        f"open({str(started)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(120)\n"
+    )
+    starter = f"import subprocess, sys, time; subprocess.Popen([sys.executable, {str(worker)!r}])"
+    env = {**os.environ, "PYTHONPATH": str(Path(session.__file__).resolve().parents[2])}
+    parent = subprocess.Popen([sys.executable, "-c", starter + "; time.sleep(120)"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not (started.exists() and started.read_text()):
+            assert time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.1)
+        pid = int(started.read_text())
+        parent.kill()  # SIGKILL
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _running(pid):
+            assert time.monotonic() < deadline, "the worker outlived the process that started it"
+            time.sleep(0.1)
+    finally:
+        parent.kill()
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its (new) parent to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
