@@ -6,7 +6,9 @@ the executors' workers find this mirror_lib only because the session tells them 
 What Spark does when an executor JVM is SIGKILLed in the middle of a slice (the executors'
 logs, ``$SPARK_HOME/work/app-*/<executor>/stderr``, show it): the driver logs ``Lost executor 0
 ... Command exited with code 137`` at once, and the killed executor's Python workers die with it
-(pyspark's daemon sees its JVM gone and hangs up on them). The standalone master inside the
+(pyspark's daemon sees its JVM gone and hangs up on them; in ``--once``, which runs no daemon,
+the worker sees its parent change and exits: mirror_lib/spark/copy_task.py). The standalone
+master inside the
 driver starts a new executor JVM on the worker that lost one, within about 3 s, and the task's
 next attempt (``task 1.1``) runs there some 6 s after the loss; the surviving executor keeps its
 one core busy with its own slot until the slice ends, so the retry does not wait for it. A
