@@ -8,14 +8,13 @@ logs, ``$SPARK_HOME/work/app-*/<executor>/stderr``, show it): the driver logs ``
 ... Command exited with code 137`` at once, and the killed executor's Python workers die with it
 (pyspark's daemon sees its JVM gone and hangs up on them; in ``--once``, which runs no daemon,
 the worker sees its parent change and exits: mirror_lib/spark/copy_task.py). The standalone
-master inside the
-driver starts a new executor JVM on the worker that lost one, within about 3 s, and the task's
-next attempt (``task 1.1``) runs there some 6 s after the loss; the surviving executor keeps its
-one core busy with its own slot until the slice ends, so the retry does not wait for it. A
-cluster master allows ``spark.task.maxFailures`` = 4 attempts (``local[N]`` allows one). The new
-attempt copies the same slot with the same transactional id, which fences the killed attempt's
-open transaction (the broker aborts it), and continues from the delivery ledger. The slice does
-not fail; the query and the run go on.
+master inside the driver starts a new executor JVM on the worker that lost one, within about
+3 s, and the task's next attempt (``task 1.1``) runs there some 6 s after the loss; the
+surviving executor keeps its one core busy with its own slot until the slice ends, so the retry
+does not wait for it. A cluster master allows ``spark.task.maxFailures`` = 4 attempts
+(``local[N]`` allows one). The new attempt copies the same slot with the same transactional id,
+which fences the killed attempt's open transaction (the broker aborts it), and continues from
+the delivery ledger. The slice does not fail; the query and the run go on.
 """
 
 from __future__ import annotations
@@ -114,10 +113,11 @@ def test_once_on_two_executors_with_one_killed_mid_slice(flow: Flow):
     topic = f"{flow.name}-once"
     flow.load(topic, 2000)
     held, out, err = (flow.folder / name for name in ("held-once", "once.out", "once.err"))
-    env = {**checkout_env(), HOLD_ENV: str(held), TOPIC_ENV: f"A.{topic}", SECONDS_ENV: "120"}
+    env = {**checkout_env(), HOLD_ENV: str(held), TOPIC_ENV: f"A.{topic}", SECONDS_ENV: str(HOLD_S)}
     proc = start_mirror(
         flow.config_path, env, "--once", "--timeout", "300", log=out, err=err, cwd=REPO
     )
+    worker = None
     try:
         worker, executor = held_task_executor(proc, held)
         os.kill(executor, signal.SIGKILL)
@@ -128,6 +128,8 @@ def test_once_on_two_executors_with_one_killed_mid_slice(flow: Flow):
         assert proc.wait(400) == 0, err.read_text(errors="replace")[-3000:]
     finally:
         kill_group(proc)
+        if worker is not None and running(worker):  # no longer in the run's process tree
+            os.kill(worker, signal.SIGKILL)
     assert "A->B: caught up with" in out.read_text()
     assert_exactly_once(flow.source, topic, flow.target, f"A.{topic}", PARTITIONS)
     assert aborted_records(flow.target, f"A.{topic}", PARTITIONS) > 0, "no open transaction hit"
