@@ -55,11 +55,11 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
     flows = [f.strip() for f in values["flows"].split(",") if f.strip()] or None
     for flow in flows or []:
         config.flow(flow)
-    from mirror_lib.spark.session import get_spark  # lazy: pyspark
+    from mirror_lib.spark.session import get_spark, run_conf  # lazy: pyspark
 
     # Never a session of our own: tasks of one job share the cluster's, and stopping it on
-    # return would stop the other tasks' queries.
-    spark = spark if spark is not None else get_spark()
+    # return would stop the other tasks' queries. Outside Databricks, mirror.spark.master.
+    spark = spark if spark is not None else get_spark(**run_conf(config, once=False))
     if parts is None:
         from mirror_lib.spark.materialize import maintain_tables  # lazy: pyspark
 

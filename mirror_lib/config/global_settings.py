@@ -1,4 +1,5 @@
-"""Process-wide ``mirror.*`` keys (top level, never per flow): MLflow, outages, tables, metrics.
+"""Process-wide ``mirror.*`` keys (top level, never per flow): MLflow, outages, tables, metrics,
+the local Spark master.
 
 Read one with :func:`global_setting`; per-flow keys are in :mod:`mirror_lib.config.settings`.
 """
@@ -147,6 +148,36 @@ GLOBAL_SETTINGS += (
         "127.0.0.1",
         _metrics_host,
         "address the metrics endpoint listens on (also `mirror run --metrics-host`)",
+    ),
+)
+EXECUTOR_MIN_MB = 450  # Spark refuses an executor below 1.5 x its 300 MB reserve
+_MASTER = re.compile(r"local(\[(\d+|\*)\])?|local-cluster\[(\d+),(\d+),(\d+)\]")
+
+
+def _spark_master(key: str, raw: str) -> str:
+    value = raw.strip().replace(" ", "")
+    match = _MASTER.fullmatch(value)
+    counts = [int(g) for g in match.groups() if g and g.isdigit()] if match else []
+    too_small = bool(match and match.group(5)) and int(match.group(5)) < EXECUTOR_MIN_MB
+    if value and (match is None or 0 in counts or too_small):
+        raise ConfigError(
+            key,
+            raw,
+            "local, local[N], local[*] or local-cluster[E,C,M] (E executor processes of C "
+            f"cores and M MB each; N, E, C > 0, M >= {EXECUTOR_MIN_MB}), or empty for "
+            "local[6]; to run on another cluster, pass its session to run_flows",
+        )
+    return value
+
+
+GLOBAL_SETTINGS += (
+    Setting(
+        "mirror.spark.master",
+        "spark_master",
+        "",
+        _spark_master,
+        "the master of the local Spark session a run starts when it finds none: local[N] or "
+        "local-cluster[E,C,M] (separate executor processes, as on a cluster); empty: local[6]",
     ),
 )
 GLOBAL_BY_KEY: dict[str, Setting] = {s.key: s for s in GLOBAL_SETTINGS}

@@ -358,10 +358,41 @@ def _frozen_clusters(clusters: dict[str, ClusterConfig]) -> Mapping[str, Cluster
     return MappingProxyType(clusters)
 
 
+#: Client settings that name a file (librdkafka's and Java's).
+FILE_SETTINGS = (
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.keystore.location",
+    "ssl.truststore.location",
+    "ssl.crl.location",
+    "https.ca.location",
+    "sasl.kerberos.keytab",
+    "sasl.oauthbearer.assertion.file",
+    "sasl.oauthbearer.assertion.jwt.template.file",
+    "sasl.oauthbearer.assertion.private.key.file",
+)
+_URI = re.compile(r"^[A-Za-z][\w+.-]*:")  # s3://..., dbfs:/..., file:///...
+
+
+def driver_path(path: str) -> str:
+    """``path`` as the driver means it, for another process (an executor's Python worker starts
+    in its own work folder): a relative local path made absolute against the driver's working
+    folder; absolute paths, URIs and ``${...}`` references as given."""
+    name = path.strip()
+    if not name or os.path.isabs(name) or _URI.match(name) or has_reference(name):
+        return path
+    return os.path.abspath(name)
+
+
 def resolved_flow_properties(props: Mapping[str, str]) -> dict[str, str]:
     """``props`` with the references of flow settings resolved (``A->B.topics = ${env:X}``): what
     the driver ships to Spark's executors, where the variable or file may not exist. Client
-    settings keep theirs (secrets are resolved only where clients are built)."""
+    settings keep theirs (secrets are resolved only where clients are built).
+
+    A relative file of a client setting (``A.ssl.ca.location = certs/ca.pem``) is made absolute:
+    it means the driver's working folder, and an executor's Python worker starts in another.
+    """
     providers = parse_providers(props)
     out = dict(props)
     for key, value in props.items():
@@ -369,6 +400,8 @@ def resolved_flow_properties(props: Mapping[str, str]) -> dict[str, str]:
         name = match["rest"] if match else key
         if has_reference(value) and (_is_setting(name) or (match and name == "enabled")):
             out[key] = resolve_setting(key, value, providers)
+        elif any(key == k or key.endswith(f".{k}") for k in FILE_SETTINGS):
+            out[key] = value if value.strip() == "probe" else driver_path(value)
     return out
 
 

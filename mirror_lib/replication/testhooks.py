@@ -2,9 +2,12 @@
 
 ``MIRROR_TEST_HOLD_BEFORE_COMMIT=<file>``: once this process has passed
 ``MIRROR_TEST_HOLD_AFTER_COMMITS`` (default 0) commits, :func:`hold_before_commit` creates
-``<file>`` and blocks until the process is killed: a transaction is then open for sure.
+``<file>`` (holding its process id, so that a test can find the process, or the executor it
+runs in) and blocks until the process is killed: a transaction is then open for sure.
 Python workers are not reused (mirror_lib/spark/session.py): each copy task counts its own
-commits. With ``MIRROR_TEST_HOLD_SECONDS=<seconds>`` it blocks that long instead and then lets
+commits. With ``MIRROR_TEST_HOLD_TOPIC=<remote topic>`` only transactions that carry records of
+that topic count (not, say, one of the heartbeats a run replicates all along).
+With ``MIRROR_TEST_HOLD_SECONDS=<seconds>`` it blocks that long instead and then lets
 the commit go on, once: a hold finds ``<file>`` there already and does not block again (the
 task that replays the slice counts its commits anew). A hold longer than the producer's
 ``transaction.timeout.ms`` has the broker abort the transaction under the task.
@@ -22,23 +25,26 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 HOLD_ENV = "MIRROR_TEST_HOLD_BEFORE_COMMIT"
 AFTER_ENV = "MIRROR_TEST_HOLD_AFTER_COMMITS"
 SECONDS_ENV = "MIRROR_TEST_HOLD_SECONDS"
+TOPIC_ENV = "MIRROR_TEST_HOLD_TOPIC"
 HEARTBEAT_DELAY_ENV = "MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S"
 END_EARLY_ENV = "MIRROR_TEST_END_SLICES_EARLY"
 _commits = 0
 _lock = threading.Lock()
 
 
-def hold_before_commit() -> None:
-    """Called right before a transaction commits; blocks when the test hook is armed (forever,
-    or ``MIRROR_TEST_HOLD_SECONDS`` once)."""
+def hold_before_commit(topics: Collection[str] = ()) -> None:
+    """Called right before a transaction that wrote to the remote ``topics`` commits; blocks
+    when the test hook is armed (forever, or ``MIRROR_TEST_HOLD_SECONDS`` once)."""
     global _commits
     path = os.environ.get(HOLD_ENV)
-    if not path:
+    only = os.environ.get(TOPIC_ENV)
+    if not path or (only and only not in topics):
         return
     seconds = os.environ.get(SECONDS_ENV)
     with _lock:
@@ -46,7 +52,7 @@ def hold_before_commit() -> None:
         _commits += 1
     if not due or (seconds and Path(path).exists()):
         return
-    Path(path).touch()
+    Path(path).write_text(str(os.getpid()))
     if seconds:
         time.sleep(float(seconds))
         return

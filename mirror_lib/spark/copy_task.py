@@ -18,7 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import struct
+import threading
+import time
 
 import pyarrow as pa
 
@@ -28,6 +31,8 @@ from mirror_lib.spark.slot_work import SlotWork
 
 log = logging.getLogger(__name__)
 _GROUPS: dict[str, ReadGroup] = {}
+_WATCHED = False  # exit_with_parent() runs its thread once per process
+_WATCH_LOCK = threading.Lock()
 
 
 def read_group(options: dict[str, str]) -> tuple[ReadGroup, str]:
@@ -39,10 +44,36 @@ def read_group(options: dict[str, str]) -> tuple[ReadGroup, str]:
     return _GROUPS[key], key
 
 
+def exit_with_parent(poll_s: float = 1.0) -> None:
+    """End this process once the one that started it is gone (once per process).
+
+    Without pyspark's daemon (``--once``) a Python worker is the child of its executor's JVM; a
+    JVM killed mid-slice left its copy task running on its own, copying with a producer the
+    task's next attempt has fenced, until the slice ended, and after the run if that ended
+    first. Its open transaction is aborted by that fencing either way. (A daemon's workers get
+    SIGHUP from their daemon instead.)
+    """
+    global _WATCHED
+    with _WATCH_LOCK:
+        if _WATCHED:
+            return
+        _WATCHED = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        log.warning("the process that started this copy task (pid %d) is gone: exiting", parent)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="mirror-exit-with-parent", daemon=True).start()
+
+
 def copy_slot(options: dict[str, str], work: SlotWork) -> CopyResult:
     """Copy one slot's slice inside the running Spark task (its batch and query ids name it)."""
     from pyspark import TaskContext
 
+    exit_with_parent()
     task = TaskContext.get()
     batch_id = int(task.getLocalProperty("streaming.sql.batchId") or -1) if task else -1
     query_id = (task.getLocalProperty("sql.streaming.queryId") or "") if task else ""

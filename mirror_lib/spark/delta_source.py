@@ -18,6 +18,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mirror_lib.config.model import MirrorConfig
+from mirror_lib.config.parse import driver_path
 from mirror_lib.tables.delta_rs import _open, ensure_tables, table_path
 from mirror_lib.tables.location import spark_table_name
 from mirror_lib.tables.positions import append_unseen
@@ -111,7 +112,8 @@ class DeltaRsDataSource(DataSource):
         full = dt.to_pyarrow_dataset().schema
         wanted = pa.schema([full.field(name) for name in schema.fieldNames()])
         pinned = self.options.get("versionAsOf") or self.options.get("timestampAsOf")
-        return DeltaRsReader(self.options["path"], dt.version() if pinned else None, wanted)
+        path = driver_path(self.options["path"])  # executors read it, elsewhere
+        return DeltaRsReader(path, dt.version() if pinned else None, wanted)
 
 
 def sql_string(value: str) -> str:

@@ -9,14 +9,19 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import site
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.databricks import on_databricks
+from mirror_lib.config.global_settings import global_setting
+from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.spark.delta_source import DeltaRsDataSource
 from mirror_lib.spark.jvm import (
+    LEAN_OPTIONS,
     LOCAL_CONF,
     driver_java_options,
     lean_spark_home,
@@ -43,6 +48,9 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
 
     ``cores`` are task slots, not CPUs: copy tasks hold a slot for a whole slice while mostly
     waiting on Kafka, so there are more slots than CPUs, leaving room for materialization.
+    ``spark.master`` in ``conf`` replaces ``local[cores]``: ``local-cluster[E,C,M]`` starts E
+    executor processes (:func:`cluster_conf`), so that tasks run as on a cluster, away from the
+    driver's process and working folder.
     """
     java = check_java()
     try:
@@ -57,9 +65,8 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, never the LAN
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]").appName(app_name).config(map=LOCAL_CONF)
-    )
+    master = conf.pop("spark.master", "") or f"local[{cores}]"
+    builder = SparkSession.builder.master(master).appName(app_name).config(map=LOCAL_CONF)
     launches = SparkContext._gateway is None  # JVM options only matter to a JVM not yet running
     if launches and "SPARK_HOME" not in os.environ:  # pip's pyspark: workers import it compiled
         spark_home = lean_spark_home(spark_home)
@@ -67,6 +74,8 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         builder = builder.config(
             "spark.driver.extraJavaOptions", driver_java_options(java, spark_home)
         )
+    if launches and master.startswith("local-cluster"):
+        conf = {**cluster_conf(master), **conf}
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = _launch(builder, spark_home if launches else None)
@@ -93,11 +102,48 @@ def _launch(builder: Any, spark_home: str | None) -> Any:
             os.environ["SPARK_HOME"] = before
 
 
+def cluster_conf(master: str) -> dict[str, str]:
+    """Executor settings of a ``local-cluster[E,C,M]`` session.
+
+    - ``spark.executor.memory`` = M MB: Spark's default (1g) is more than a smaller worker
+      offers, and then no executor would ever start;
+    - the driver's lean JVM options (:mod:`mirror_lib.spark.jvm`; records never pass through
+      an executor's JVM either), without its class archive, made for the driver's class path;
+    - ``PYTHONPATH`` with the folder this ``mirror_lib`` was imported from, unless it is
+      installed in site-packages: a Python worker of an executor starts in that executor's work
+      folder, so a ``mirror_lib`` that the driver found in its working folder would not be found.
+    """
+    memory_mb = master.rstrip("]").split(",")[-1].strip()
+    conf = {
+        "spark.executor.memory": f"{memory_mb}m",
+        "spark.executor.extraJavaOptions": " ".join(LEAN_OPTIONS),
+        # each session leaves its executors' folders (their logs) in $SPARK_HOME/work; the
+        # workers of a later session remove those older than a day
+        "spark.worker.cleanup.enabled": "true",
+        "spark.worker.cleanup.interval": "60",
+        "spark.worker.cleanup.appDataTtl": str(24 * 3600),
+    }
+    root = str(Path(__file__).resolve().parents[2])
+    site_dirs = (*site.getsitepackages(), site.getusersitepackages())
+    installed = {str(Path(p).resolve()) for p in site_dirs}
+    if root not in installed:
+        paths = [root, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+        conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return conf
+
+
 #: A local session for one bounded run (``mirror run --once``): no pyspark daemons. A daemon per
 #: kind of Python process (task worker, each planner) imports pyspark once and then forks; a
 #: bounded run uses each kind once or twice, so the daemons only stay behind, idle, at 45-70 MB
 #: each. A continuous run keeps them: there tasks recur, and forking is cheaper than starting.
 ONE_RUN_CONF = {"spark.python.use.daemon": "false"}
+
+
+def run_conf(config: MirrorConfig, once: bool) -> dict[str, str]:
+    """The conf of the local session a run starts: ``mirror.spark.master`` (if set), and
+    :data:`ONE_RUN_CONF` for ``--once``."""
+    master = global_setting(config.properties, "mirror.spark.master")
+    return {**(ONE_RUN_CONF if once else {}), **({"spark.master": master} if master else {})}
 
 
 def get_spark(**conf: str) -> Any:

@@ -191,7 +191,7 @@ class TargetTransactions:
                     60,
                     f"the ledger's send_offsets_to_transaction on {ctx.where('target')}",
                 )
-                testhooks.hold_before_commit()
+                testhooks.hold_before_commit({part.remote for part in moved.values()})
                 bounded(
                     lambda: self.producer.commit_transaction(60),
                     60,

@@ -8,6 +8,7 @@ from mirror_lib.app.bundle_tasks import TASKS, main, run_task
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.companions.threads import PARTS
+from mirror_lib.spark import runner, session
 from mirror_lib.spark.materialize import maintain_tables
 from mirror_lib.tables.schemas import TABLES
 
@@ -25,6 +26,19 @@ def test_bad_parameters_fail_before_anything_starts(tmp_path, capsys):
     config.write_text("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n")
     assert main("replication", ["--config-path", str(config), "--flows", "A->C"]) == 2
     assert "A->C" in capsys.readouterr().err
+
+
+def test_a_task_outside_databricks_starts_its_session_on_mirror_spark_master(tmp_path, monkeypatch):
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+        "A->B.enabled = true\nmirror.spark.master = local-cluster[2,1,1024]\n"
+    )
+    asked: list[dict[str, str]] = []
+    monkeypatch.setattr(session, "get_spark", lambda **conf: asked.append(conf) or "spark")
+    monkeypatch.setattr(runner, "run_flows", lambda spark, *a, **k: spark)
+    assert run_task("replication", ["--config-path", str(config)]) == "spark"
+    assert asked == [{"spark.master": "local-cluster[2,1,1024]"}]
 
 
 class RecordingSpark:

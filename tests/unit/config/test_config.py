@@ -539,3 +539,25 @@ def test_a_key_set_twice_is_warned_with_its_lines_and_the_last_value_is_used(tmp
     )
     assert "s3cret" not in " ".join(config.warnings)
     assert client_config(config.cluster("B"), "producer")["sasl.username"] == "u"
+
+
+def test_relative_client_files_reach_the_executors_as_absolute_paths(tmp_path, monkeypatch):
+    """An executor's Python worker starts in its own work folder, not the driver's."""
+    from mirror_lib.config.parse import resolved_flow_properties
+
+    monkeypatch.chdir(tmp_path)
+    given = {
+        **BASE,
+        "A.ssl.ca.location": "certs/ca.pem",
+        "A->B.target.producer.ssl.key.location": " key.pem",
+        "B.ssl.ca.location": "probe",
+        "B.ssl.keystore.location": "/abs/store.p12",
+        "B.ssl.truststore.location": "dbfs:/Volumes/x/trust.jks",
+        "offset-syncs.topic.location": "target",
+    }
+    shipped = resolved_flow_properties(given)
+    assert shipped["A.ssl.ca.location"] == str(tmp_path / "certs" / "ca.pem")
+    assert shipped["A->B.target.producer.ssl.key.location"] == str(tmp_path / "key.pem")
+    kept = ("B.ssl.ca.location", "B.ssl.keystore.location", "B.ssl.truststore.location")
+    for key in (*kept, "offset-syncs.topic.location"):
+        assert shipped[key] == given[key]

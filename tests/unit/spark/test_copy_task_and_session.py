@@ -1,15 +1,27 @@
-"""A copy task's summary row without pandas, and the local session of a bounded run."""
+"""A copy task's summary row without pandas, and the local session of a run (bounded, or on
+separate executors)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+from pyspark.sql.types import LongType, StructField, StructType
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import ConfigError
 from mirror_lib.replication.copy.writer import CopyResult
 from mirror_lib.spark import session
 from mirror_lib.spark.copy_task import summary_batch
+from mirror_lib.spark.delta_source import DeltaRsDataSource
 from mirror_lib.spark.source import SCHEMA
 
 
@@ -67,3 +79,88 @@ def test_a_run_keeps_its_ctrl_c_handler_when_spark_installs_its_own(monkeypatch)
         assert signal.getsignal(signal.SIGINT) is before
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+BASE = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:9092",
+    "B.bootstrap.servers": "b:9092",
+    "A->B.enabled": "true",
+}
+
+
+def test_a_run_starts_its_local_session_on_mirror_spark_master():
+    cluster = parse_config({**BASE, "mirror.spark.master": " local-cluster[2, 1, 1024] "})
+    assert session.run_conf(cluster, once=False) == {"spark.master": "local-cluster[2,1,1024]"}
+    assert session.run_conf(parse_config(BASE), once=True) == session.ONE_RUN_CONF
+
+
+@pytest.mark.parametrize(
+    "master", ["yarn", "spark://h:7077", "local[0]", "local-cluster[2,1]", "local-cluster[2,1,256]"]
+)
+def test_a_master_a_local_run_cannot_start_is_refused_before_anything_starts(master):
+    with pytest.raises(ConfigError) as err:
+        parse_config({**BASE, "mirror.spark.master": master})
+    assert err.value.key == "mirror.spark.master"
+    assert "local-cluster[E,C,M]" in str(err.value) and "M >= 450" in str(err.value)
+
+
+def test_local_cluster_executors_get_the_worker_memory_and_this_mirror_lib(monkeypatch):
+    """A Python worker of an executor starts in the executor's work folder: it finds this
+    checkout's mirror_lib only through PYTHONPATH."""
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.setattr(session.site, "getsitepackages", lambda: ["/no/site-packages"])
+    conf = session.cluster_conf("local-cluster[2,1,512]")
+    assert conf["spark.executor.memory"] == "512m"  # the default 1g would never start on 512
+    checkout = str(Path(session.__file__).resolve().parents[2])
+    assert conf["spark.executorEnv.PYTHONPATH"].split(os.pathsep) == [checkout, "/elsewhere"]
+    monkeypatch.setattr(session.site, "getsitepackages", lambda: [checkout])  # installed there
+    assert "spark.executorEnv.PYTHONPATH" not in session.cluster_conf("local-cluster[2,1,512]")
+
+
+def test_deltars_reader_takes_a_relative_path_as_the_driver_s(tmp_path, monkeypatch):
+    """Executors read the table in their own work folder: the pickled reader holds an absolute
+    path."""
+    write_deltalake(str(tmp_path / "t"), pa.table({"n": pa.array([1], pa.int64())}))
+    monkeypatch.chdir(tmp_path)
+    schema = StructType([StructField("n", LongType())])
+    assert DeltaRsDataSource({"path": "t"}).reader(schema).path == str(tmp_path / "t")
+
+
+def test_a_copy_worker_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """As a Python worker whose executor JVM is SIGKILLed (no pyspark daemon, ``--once``)."""
+    started = tmp_path / "worker.pid"
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import os, sys, time\n"
+        "from mirror_lib.spark.copy_task import exit_with_parent\n"
+        "exit_with_parent(0.1)\n"
+        f"open({str(started)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(120)\n"
+    )
+    starter = f"import subprocess, sys, time; subprocess.Popen([sys.executable, {str(worker)!r}])"
+    env = {**os.environ, "PYTHONPATH": str(Path(session.__file__).resolve().parents[2])}
+    parent = subprocess.Popen([sys.executable, "-c", starter + "; time.sleep(120)"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not (started.exists() and started.read_text()):
+            assert time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.1)
+        pid = int(started.read_text())
+        parent.kill()  # SIGKILL
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _running(pid):
+            assert time.monotonic() < deadline, "the worker outlived the process that started it"
+            time.sleep(0.1)
+    finally:
+        parent.kill()
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its (new) parent to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
