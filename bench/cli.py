@@ -106,7 +106,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="mirror.fanout.max.lag.records of the fanout case (default: the engine's)",
     )
     parser.add_argument("--mirror-timeout", type=float, default=None, help="per copy, seconds")
-    parser.add_argument("--max-minutes", type=float, default=45, help="watchdog for everything")
+    parser.add_argument("--max-minutes", type=float, default=90, help="watchdog for everything")
     parser.add_argument(
         "--readme",
         default=None,

@@ -207,6 +207,7 @@ class TailWatch:
     def __init__(self, bootstrap: str, topic: str, last: dict[int, bytes]) -> None:
         self.topic, self.last = topic, last
         self.done: set[int] = set()
+        self.closed = False
         self.consumer = ck.Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -230,10 +231,10 @@ class TailWatch:
             self.consumer.assign([ck.TopicPartition(self.topic, p, max(0, hw - 8))])
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
-                m = self.consumer.poll(0.2)
-                if m is None:
-                    break
-                if m.error() is None and (m.key() or b"") + (m.value() or b"") == self.last[p]:
+                m = self.consumer.poll(0.1)
+                if m is None or m.error() is not None:
+                    continue  # not fetched yet, or an open transaction (read_committed waits)
+                if (m.key() or b"") + (m.value() or b"") == self.last[p]:
                     self.done.add(p)
                     break
                 if m.offset() >= hw - 1:
@@ -243,4 +244,7 @@ class TailWatch:
         return True
 
     def close(self) -> None:
-        self.consumer.close()
+        """Close the consumer (once; again is a no-op)."""
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()

@@ -141,9 +141,7 @@ def prepare(site: Site, case: Case, method: Method, index: int, timeout_s: float
         cmd = mm2_job_command(site, name, topic, method.overrides, method.mm2_eos)
         how = ", ".join(f"{k}={v}" for k, v in method.overrides.items()) or "defaults"
         log(f"{method.label}: MirrorMaker 2 {topic} -> {remote} ({how}, EOS {method.mm2_eos})")
-        return copy_until_complete(
-            site, topic, remote, cmd, name, timeout_s, "  mm2", MM2_TASKS_STARTED
-        )
+        return copy_until_complete(site, topic, remote, cmd, name, timeout_s, method.label)
     if method.kind == "spark-kafka":
         dest = f"spark.{topic}"
         create_topic(site.tgt, dest)
@@ -209,25 +207,25 @@ def copy_until_complete(
     cmd: list[str],
     name: str,
     timeout_s: float,
-    echo: str,
-    started_text: str,
+    tag: str,
 ) -> Job:
-    """A job that copies ``topic`` to ``dest`` and never exits by itself: it is over once
-    ``dest`` holds the source's last record of every partition (then stopped by the runner)."""
+    """MirrorMaker 2's job: it copies ``topic`` to ``dest`` and never exits by itself; it is
+    over once ``dest`` holds the source's last record of every partition (then stopped by the
+    runner). Its output (MM2's log) goes to the file ``<name>.out``."""
     watch = TailWatch(site.tgt, dest, last_records(site.src, topic))
     seen: dict[str, float] = {}
 
     def until() -> bool:
         if watch.complete():
             seen["at"] = time.monotonic()
-            watch.close()
             return True
         return False
 
     def details(run: Started) -> dict[str, Any]:
-        return exit_details(run, started_text, seen.get("at"))
+        watch.close()
+        return exit_details(run, MM2_TASKS_STARTED, seen.get("at"))
 
-    return Job(name, cmd, dest, f"{name}.err", timeout_s, details, None, until)
+    return Job(tag, cmd, dest, f"{name}.err", timeout_s, details, None, until)
 
 
 def exit_details(run: Started, started_text: str, done: float | None) -> dict[str, Any]:

@@ -164,9 +164,10 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             continue
         steady = f"{e['steady_rps']:,}" if "steady_rps" in e else ""
         lines.append(
-            f"| {r.case} | {r.method} | {e.get('started_s')} | {e.get('first_metrics_s')} | "
-            f"{e.get('caught_up_s')} | {r.m.wall_s:.1f} | {steady} | "
-            f"{e.get('steady_mbps', '')} | {e.get('batches')} | {e.get('slots')} | {kinds} |"
+            f"| {r.case} | {r.method} | {cell(e.get('started_s'))} | "
+            f"{cell(e.get('first_metrics_s'))} | {cell(e.get('caught_up_s'))} | {r.m.wall_s:.1f} | "
+            f"{steady} | {cell(e.get('steady_mbps'))} | {cell(e.get('batches'))} | "
+            f"{cell(e.get('slots'))} | {kinds} |"
         )
     if bench.steady:
         lines += [
@@ -232,6 +233,11 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         + ".",
     ]
     return "\n".join(lines) + "\n"
+
+
+def cell(value: Any) -> str:
+    """A table cell: empty for a value not measured (None), else the value."""
+    return "" if value is None else str(value)
 
 
 def dup(s: dict[str, Any]) -> str:

@@ -45,12 +45,6 @@ from bench.peers import mm2_command
 from bench.procs import Lines, log, popen, stop_all_groups, stop_group, write_props
 
 
-def keep_output(out: Lines, path: Path) -> None:
-    """Write a process's collected stdout lines to ``path`` (MM2 logs there)."""
-    out.join()
-    path.write_text("".join(line + "\n" for _t, line in out.lines))
-
-
 def jvm_archive_present() -> bool:
     """Whether the engine's local JVM class-data archive exists, or a run has just written it
     (``spark-*.jsa.<pid>.partial``, which the next run checks and takes; ``mirror_lib.spark.jvm``).
@@ -220,13 +214,14 @@ class Runner:
         grace_s: float = 30,
     ) -> Iterator[Launched]:
         """Start ``cmd`` under a meter; on leaving, stop its process group with ``stop_signal``
-        (SIGKILL after ``grace_s``), read its output to the end and close the meter."""
+        (SIGKILL after ``grace_s``), read its output to the end and close the meter. Its stdout
+        is echoed with the prefix ``echo``, or else written to ``<log_name stem>.out``."""
         with Meter.with_background(self.broker_pids, self.keep) as meter:
             t0, t0_epoch_ms = time.monotonic(), time.time() * 1000
             proc = popen(cmd, self.workdir / log_name)
             self.keep.add(proc.pid)
             meter.attach(proc.pid)
-            out = Lines(proc.stdout, echo=echo)
+            out = Lines(proc.stdout, echo, (self.workdir / log_name).with_suffix(".out"))
             try:
                 yield Launched(proc, out, meter, Started(out, t0, t0_epoch_ms))
             finally:
@@ -265,8 +260,6 @@ class Runner:
             rc = (
                 run.wait(job.wait_s) if job.until is None else run.wait_until(job.until, job.wait_s)
             )
-        if job.echo is None:
-            keep_output(run.out, (self.workdir / job.log_name).with_suffix(".out"))
         copied = scan(self.tgt, job.dest)
         ok = rc == 0 and copied.counts == source.counts and copied.crcs == source.crcs
         extra = job.details(run.started)
@@ -302,8 +295,6 @@ class Runner:
                 proc.meter,
                 proc.started.t0,
             )
-        if echo is None:
-            keep_output(proc.out, self.workdir / f"steady-{n}.out")
         metrics = [
             e
             for e in read_metrics(self.tgt)
@@ -395,7 +386,6 @@ class Runner:
             result["mm2_checkpoints_settled"] = fo.wait_for(settled, 60)
             result.update(figures[0])
             result["mm2_running"] = run.proc.poll() is None
-        keep_output(run.out, self.workdir / "failover-mm2.out")
         result["ok"] = result["ours_rc"] == 0 and result["mm2_settled"] and bool(result.get("ours"))
         self.failover = result
         log(f"failover: {result}")

@@ -169,7 +169,7 @@ def test_block_shows_the_peers_idle_mm2_failover_and_what_the_connector_lacks(
         Row("200B", "Spark Kafka connector (s)", 1000, 205_000, m, True, {"started_s": 8.0}),
     ]
     block = report.render(runner, runner.args, "CMD", "now", 60)
-    assert "| 200B | MM2 defaults, tasks.max=1 (m) | 4.0 | None | 10.0 | 10.0 | 166 |" in block
+    assert "| 200B | MM2 defaults, tasks.max=1 (m) | 4.0 |  | 10.0 | 10.0 | 166 |  |  |  |" in block
     assert "| timestamps | not written: the copy gets new CreateTimes | the source's |" in block
     assert "Failover" not in block and "Idle MM2" not in block
     runner.idle_mm2 = {"rc": 0, "cpu_pct": 6.5, "peak_rss_mb": 400, "peak_pss_mb": 390}
