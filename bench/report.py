@@ -185,20 +185,21 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             " consumer of their copy, each from the source record's CreateTime (the connector"
             " writes new timestamps): MM2 with its defaults (tasks.max=1) and with exactly-once,"
             " Spark's Kafka connector with a processing-time trigger of the same 0.5 s; (ii) is"
-            " the mirror's own. Brokers cores: both brokers' CPU over the same window.",
+            " the mirror's own. Tool cores: the CPU of the tool's process tree, brokers cores: both"
+            " brokers', over the same window.",
             "",
             "| run | queries | warm-up s | received | (i) p50 ms | (i) p99 ms | (i) max ms "
             "| (ii) median p50 ms | (ii) max p99 ms | (iii) p50 / p99 ms | (iv) p50 / p99 / max ms "
-            "| chunks | machine cores busy | mirror cores | brokers cores | mirror peak RSS MB |",
+            "| chunks | machine cores busy | tool cores | brokers cores | tool peak RSS MB |",
             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
             "| ---: | ---: | ---: | ---: |",
         ]
         for s in bench.steady:
             lines.append(
-                f"| {s['label']} | {s['queries']} | {s['warmup_s']} | {s['received']:,}/"
+                f"| {s['label']} | {cell(s['queries'])} | {s['warmup_s']} | {s['received']:,}/"
                 f"{s['sent']:,}{'' if s['ok'] else ' MISSING'}{dup(s)} | {s['e2e_p50_ms']} | "
-                f"{s['e2e_p99_ms']} | {s['e2e_max_ms']} | {s['metrics_median_p50_ms']} | "
-                f"{s['metrics_max_p99_ms']} | {s.get('source_ack_p50_ms')} / "
+                f"{s['e2e_p99_ms']} | {s['e2e_max_ms']} | {cell(s['metrics_median_p50_ms'])} | "
+                f"{cell(s['metrics_max_p99_ms'])} | {s.get('source_ack_p50_ms')} / "
                 f"{s.get('source_ack_p99_ms')} | {s.get('after_ack_p50_ms')} / "
                 f"{s.get('after_ack_p99_ms')} / {s.get('after_ack_max_ms')} | "
                 f"{s['metrics_chunks']} | {s['machine_cpu_per_s']} | "

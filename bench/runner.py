@@ -302,7 +302,11 @@ class Runner:
             and e.get("remote_topic") == remote
             and e["ts_ms"] > load.start_ms
         ]
-        queries = sum(1 for _t, line in proc.out.lines if line.startswith("started "))
+        queries = (  # the mirror's queries; a peer's is not counted
+            sum(1 for _t, line in proc.out.lines if line.startswith("started "))
+            if run.kind == "mirror"
+            else None
+        )
         result = steady_load.summarize(
             run.label, load, metrics, queries, a.rate, proc.meter.m.peak_rss_mb
         )
@@ -324,7 +328,8 @@ class Runner:
         if run.kind == "spark-kafka":
             dest = f"spark.{topic}"
             create_topic(self.tgt, dest)
-            trigger = f"{STEADY_TRIGGER['mirror.trigger.interval.seconds']} seconds"
+            seconds = float(STEADY_TRIGGER["mirror.trigger.interval.seconds"])
+            trigger = f"{round(seconds * 1000)} milliseconds"  # the mirror's trigger interval
             cmd = spark_kafka_job_command(self.site, f"spark-steady-{n}", topic, dest, trigger)
             return cmd, dest, signal.SIGTERM, None
         overrides = {**STEADY_TRIGGER, **run.overrides}

@@ -203,7 +203,7 @@ def summarize(
     label: str,
     load: Load,
     metrics: list[dict[str, Any]],
-    queries: int,
+    queries: int | None,
     rate: float,
     peak_rss_mb: float,
 ) -> dict[str, Any]:

@@ -181,3 +181,15 @@ def test_block_shows_the_peers_idle_mm2_failover_and_what_the_connector_lacks(
     assert "CPU 6.5 % of a core over 25 s (brokers meanwhile: 1.5 %)." in block
     assert "| MM2 | 1,234 | 0 | 0 | 48 |\n| mirror | 0 | 0 | 0 | 48 |" in block
     assert "| failover of 16 groups: records re-read / skipped at the translated offsets" in block
+
+
+def test_defaults_rows_drop_the_benchs_own_tasks_max() -> None:
+    from bench.cases import MIRROR_DEFAULTS
+    from bench.methods import with_overrides
+    from bench.procs import mirror_props
+
+    props = mirror_props("a:1", "b:1", Path("/state"), "t")
+    assert props["tasks.max"] == "2"
+    untuned = with_overrides(props, MIRROR_DEFAULTS.overrides)
+    assert "tasks.max" not in untuned and untuned["topics"] == "t"
+    assert with_overrides(props, {"tasks.max": "4"})["tasks.max"] == "4"
