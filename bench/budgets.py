@@ -11,10 +11,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import idle as idle_flow
+from bench.cases import (
+    MIRROR_DEFAULTS,
+    MIRROR_TASKS4,
+    MM2_DEFAULTS,
+    MM2_EOS,
+    MM2_TASKS4,
+    STEADY_DEFAULT,
+    STEADY_MM2,
+)
 from bench.runner import Row
 
 BASELINE, MIRROR = "baseline loop (a)", "mirror EOS (b)"
-DEFAULT_STEADY = "default: all queries of `mirror run`"
+DEFAULT_STEADY = STEADY_DEFAULT.label
+# (ours, MM2's, what the pair compares): the same tasks.max; MM2 EOS against our default (EOS)
+MM2_PAIRS = (
+    (MIRROR_DEFAULTS.label, MM2_DEFAULTS.label, "tasks.max=1, each tool's defaults"),
+    (MIRROR_TASKS4.label, MM2_TASKS4.label, "tasks.max=4"),
+    (MIRROR_DEFAULTS.label, MM2_EOS.label, "tasks.max=1, both exactly-once"),
+)
 
 
 @dataclass(frozen=True)
@@ -74,8 +89,76 @@ def _steady_rate(row: Row, key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def against_mm2(rows: list[Row]) -> list[Budget]:
+    """Per case and pair of :data:`MM2_PAIRS`: our records/s of wall time >= 1.5x MM2's, at no
+    more own CPU (process tree + brokers) per record; and our defaults >= MM2's defaults."""
+    out = []
+    for case in dict.fromkeys(r.case for r in rows):
+        found = {r.method: r for r in rows if r.case == case}
+        for ours_label, theirs_label, what in MM2_PAIRS:
+            ours, theirs = found.get(ours_label), found.get(theirs_label)
+            if ours is None or theirs is None or not theirs.rps or not theirs.m.own_cpu_s:
+                continue
+            speed = ours.rps / theirs.rps
+            cpu = ours.m.own_cpu_s / theirs.m.own_cpu_s  # the same records: CPU per record
+            ok = ours.ok and theirs.ok
+            steady = _steady_rate(ours, "steady_rps"), _steady_rate(theirs, "steady_rps")
+            aside = f"; steady {steady[0] / steady[1]:.2f}x" if steady[0] and steady[1] else ""
+            out.append(
+                Budget(
+                    f"{case}: throughput against MM2, {what}",
+                    ">= 1.5x MM2's rec/s, CPU per record <= MM2's",
+                    f"{speed:.2f}x, CPU per record {cpu:.2f}x{aside}",
+                    ok and speed >= 1.5 and cpu <= 1.0,
+                )
+            )
+            if ours_label == MIRROR_DEFAULTS.label and theirs_label == MM2_DEFAULTS.label:
+                out.append(
+                    Budget(
+                        f"{case}: untuned mirror against untuned MM2",
+                        ">= 1x MM2's rec/s",
+                        f"{speed:.2f}x",
+                        ok and speed >= 1.0,
+                    )
+                )
+    return out
+
+
+def steady_against_mm2(steady: list[dict[str, Any]]) -> Budget | None:
+    """The default steady run's p99 against MM2's (its defaults), both end to end."""
+    ours = next((s for s in steady if s["label"] == DEFAULT_STEADY), None)
+    theirs = next((s for s in steady if s["label"] == STEADY_MM2.label), None)
+    if ours is None or theirs is None:
+        return None
+    p99, mm2_p99 = ours["e2e_p99_ms"], theirs["e2e_p99_ms"]
+    met = ours["ok"] and p99 is not None and mm2_p99 is not None and p99 <= mm2_p99
+    return Budget(
+        "steady 5,000 rec/s: p99 against MM2's (defaults, tasks.max=1)",
+        "<= MM2's p99",
+        f"{p99} ms against {mm2_p99} ms",
+        met,
+    )
+
+
+def failover(result: dict[str, Any] | None) -> Budget | None:
+    """Ours after a failover of every group: nothing read again, nothing skipped."""
+    if result is None or not result.get("ours"):
+        return None
+    ours, mm2 = result["ours"], result.get("mm2", {})
+    return Budget(
+        f"failover of {result['groups']} groups: records re-read / skipped at the translated"
+        " offsets",
+        "0 / 0 (every partition translated)",
+        f"{ours['reread']} / {ours['skipped']} (MM2: {mm2.get('reread')} / {mm2.get('skipped')})",
+        result["ok"] and ours["reread"] == 0 and ours["skipped"] == 0 and not ours["untranslated"],
+    )
+
+
 def evaluate(
-    rows: list[Row], steady: list[dict[str, Any]], idle: dict[str, Any] | None
+    rows: list[Row],
+    steady: list[dict[str, Any]],
+    idle: dict[str, Any] | None,
+    failover_result: dict[str, Any] | None = None,
 ) -> list[Budget]:
     """The budgets this run measured, in the issue's order."""
     out: list[Budget | None] = [
@@ -124,6 +207,9 @@ def evaluate(
                 run["ok"] and p50 is not None and p50 <= 200 and p99 <= 1_000,
             )
         )
+    out.append(steady_against_mm2(steady))
+    out += against_mm2(rows)
+    out.append(failover(failover_result))
     if idle is not None:
         pct = idle["cpu_pct"]
         out.append(
@@ -150,13 +236,19 @@ def whole_run_10kb(rows: list[Row]) -> str:
     )
 
 
-def render(rows: list[Row], steady: list[dict[str, Any]], idle: dict[str, Any] | None) -> list[str]:
+def render(
+    rows: list[Row],
+    steady: list[dict[str, Any]],
+    idle: dict[str, Any] | None,
+    failover_result: dict[str, Any] | None = None,
+) -> list[str]:
     """The budgets table of the results block (nothing when no budget was measured)."""
-    budgets = evaluate(rows, steady, idle)
+    budgets = evaluate(rows, steady, idle, failover_result)
     if not budgets:
         return []
     lines = [
-        'Budgets (issue "Replication at Kafka speed"; the loop is (a) of the same case):',
+        'Budgets (issue "Replication at Kafka speed"; the loop is (a) of the same case; rec/s'
+        " of wall time, own CPU = process tree + brokers):",
         "",
         "| budget | limit | measured | met |",
         "| --- | --- | --- | --- |",

@@ -15,9 +15,14 @@ class Method:
     """One way of copying a case's topic: a row of the throughput table."""
 
     label: str  # the row's method column
-    kind: str  # "baseline" | "tuned" | "copier" (internal subcommands) | "mirror" (`mirror run`)
-    overrides: dict[str, str] = field(default_factory=dict)  # flow properties (kind mirror)
+    # "baseline" | "tuned" | "copier" (internal subcommands) | "mirror" (`mirror run`)
+    # | "mm2" (MirrorMaker 2) | "spark-kafka" (Spark's Kafka connector)
+    kind: str
+    # flow properties (kind mirror), mm2.properties (kind mm2); None = drop the bench's setting
+    overrides: dict[str, str | None] = field(default_factory=dict)
     variant: str = ""  # the variant `--no-<variant>` leaves out ("" = always run)
+    peer: str = ""  # the peer (bench.peers.PEERS) the row is run with ("" = always run)
+    mm2_eos: bool = False  # kind mm2: with Connect's exactly-once source support
 
 
 BASELINE = Method("baseline loop (a)", "baseline")
@@ -29,7 +34,27 @@ COPIER = Method("engine copier, no Spark (c)", "copier", variant="copier")
 MIRROR_EOS = Method("mirror EOS (b)", "mirror")
 MIRROR_ALO = Method("mirror ALO (b')", "mirror", {"mirror.delivery": "at_least_once"}, "alo")
 MIRROR_TASKS4 = Method("mirror EOS tasks.max=4 (b'')", "mirror", {"tasks.max": "4"}, "tasks4")
-METHODS = (BASELINE, TUNED, COPIER, MIRROR_EOS, MIRROR_ALO, MIRROR_TASKS4)  # the order of the rows
+# the engine's defaults (tasks.max = 1): the row beside MM2's defaults
+MIRROR_DEFAULTS = Method(
+    "mirror defaults, tasks.max=1 (b1)", "mirror", {"tasks.max": None}, "", "mm2"
+)
+MM2_DEFAULTS = Method("MM2 defaults, tasks.max=1 (m)", "mm2", {}, "", "mm2")
+MM2_TASKS4 = Method("MM2 tasks.max=4 (m'')", "mm2", {"tasks.max": "4"}, "tasks4", "mm2")
+MM2_EOS = Method("MM2 EOS tasks.max=1 (m-eos)", "mm2", {}, "", "mm2", mm2_eos=True)
+SPARK_KAFKA = Method("Spark Kafka connector (s)", "spark-kafka", {}, "", "spark-kafka")
+METHODS = (  # the order of the rows
+    BASELINE,
+    TUNED,
+    COPIER,
+    MIRROR_EOS,
+    MIRROR_ALO,
+    MIRROR_DEFAULTS,
+    MIRROR_TASKS4,
+    MM2_DEFAULTS,
+    MM2_TASKS4,
+    MM2_EOS,
+    SPARK_KAFKA,
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +70,14 @@ class Case:
 
 @dataclass(frozen=True)
 class SteadyRun:
-    """A steady-load latency run of `mirror run --duration` with these flow properties."""
+    """A steady-load latency run of ``kind`` (as :class:`Method`: mirror, mm2, spark-kafka) with
+    these properties."""
 
     label: str
-    overrides: dict[str, str] = field(default_factory=dict)
+    overrides: dict[str, str | None] = field(default_factory=dict)
+    kind: str = "mirror"
+    peer: str = ""
+    mm2_eos: bool = False
 
 
 STEADY_TRIGGER = {"mirror.trigger.interval.seconds": "0.5"}  # every steady run
@@ -56,6 +85,11 @@ STEADY_DEFAULT = SteadyRun("default: all queries of `mirror run`")
 STEADY_LEAN = SteadyRun(
     "replication query only (checkpoints, heartbeats off)",
     {"emit.checkpoints.enabled": "false", "emit.heartbeats.enabled": "false"},
+)
+STEADY_MM2 = SteadyRun("MM2 defaults, tasks.max=1", {}, "mm2", "mm2")
+STEADY_MM2_EOS = SteadyRun("MM2 EOS, tasks.max=1", {}, "mm2", "mm2", mm2_eos=True)
+STEADY_SPARK_KAFKA = SteadyRun(
+    "Spark Kafka connector, processingTime 0.5 s", {}, "spark-kafka", "spark-kafka"
 )
 
 
@@ -70,22 +104,42 @@ def variants(args: argparse.Namespace) -> list[str]:
     return [name for name, skipped in off.items() if not skipped]
 
 
+def peers(args: argparse.Namespace) -> list[str]:
+    """The peers this run compares with (``--peers`` less ``--no-mm2`` / ``--no-spark-kafka``),
+    in the order of bench.peers.PEERS; an unknown name is an error."""
+    from bench.peers import PEERS
+
+    named = [p.strip() for p in args.peers.split(",") if p.strip()]
+    unknown = [p for p in named if p not in PEERS]
+    if unknown:
+        raise ValueError(f"--peers {args.peers!r}: unknown {unknown}; valid: {', '.join(PEERS)}")
+    off = {"mm2": args.no_mm2, "spark-kafka": args.no_spark_kafka}
+    return [p for p in PEERS if p in named and not off[p]]
+
+
 def plan(args: argparse.Namespace) -> tuple[list[Case], list[SteadyRun]]:
-    """The cases and steady runs that ``--cases`` and the ``--no-*`` flags select."""
+    """The cases and steady runs that ``--cases``, ``--peers`` and the ``--no-*`` flags select."""
     chosen = {c.strip() for c in args.cases.split(",")}
-    on = set(variants(args))
+    on, with_peers = set(variants(args)), set(peers(args))
 
     def methods(allowed: set[str]) -> tuple[Method, ...]:
-        return tuple(m for m in METHODS if not m.variant or m.variant in allowed)
+        return tuple(
+            m
+            for m in METHODS
+            if (not m.variant or m.variant in allowed) and (not m.peer or m.peer in with_peers)
+        )
 
     cases = []
     if "200B" in chosen:
         cases.append(Case("200B", "bench200", args.records, 200, methods(on)))
-    if "10KB" in chosen:  # tasks.max=4 only for 200 B records
-        cases.append(Case("10KB", "bench10k", args.big_records, 10_240, methods(on - {"tasks4"})))
+    if "10KB" in chosen:  # tasks.max=4 for 10 KB records only beside MM2's
+        allowed = on if "mm2" in with_peers else on - {"tasks4"}
+        cases.append(Case("10KB", "bench10k", args.big_records, 10_240, methods(allowed)))
     steady = []
     if "steady" in chosen:
         steady.append(STEADY_DEFAULT)
         if not args.no_steady_lean:
             steady.append(STEADY_LEAN)
+        peer_runs = (STEADY_MM2, STEADY_MM2_EOS, STEADY_SPARK_KAFKA)
+        steady += [r for r in peer_runs if r.peer in with_peers]
     return cases, steady

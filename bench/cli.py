@@ -17,7 +17,7 @@ from typing import Any
 
 from bench import fanout
 from bench import idle as idle_flow
-from bench.cases import plan
+from bench.cases import peers, plan
 from bench.engine import ROOT, export_engine
 from bench.loops import baseline_main, copier_main
 from bench.measure import make_subreaper, reap_all_orphans
@@ -75,9 +75,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="skip the second steady run with checkpoints and heartbeats disabled",
     )
     parser.add_argument(
+        "--peers",
+        default="mm2,spark-kafka",
+        help="the tools compared with `mirror run` in the same run: mm2 (MirrorMaker 2),"
+        " spark-kafka (Spark's Kafka connector); comma list, '' for none",
+    )
+    parser.add_argument("--no-mm2", action="store_true", help="leave MirrorMaker 2 out")
+    parser.add_argument(
+        "--no-spark-kafka", action="store_true", help="leave Spark's Kafka connector out"
+    )
+    parser.add_argument(
         "--cases",
-        default="200B,10KB,steady,idle",
-        help="comma list to run: 200B, 10KB, steady, idle, fanout (three brokers, its own block)",
+        default="200B,10KB,steady,idle,failover",
+        help="comma list to run: 200B, 10KB, steady, idle, failover (MM2's checkpoints vs ours),"
+        " fanout (three brokers, its own block)",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=150, help="how long the idle flow's run lasts"
@@ -95,7 +106,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="mirror.fanout.max.lag.records of the fanout case (default: the engine's)",
     )
     parser.add_argument("--mirror-timeout", type=float, default=None, help="per copy, seconds")
-    parser.add_argument("--max-minutes", type=float, default=45, help="watchdog for everything")
+    parser.add_argument("--max-minutes", type=float, default=90, help="watchdog for everything")
     parser.add_argument(
         "--readme",
         default=None,
@@ -147,6 +158,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.no_alo = args.no_tasks4 = True
     if args.readme is None and not args.quick:
         args.readme = str(ROOT / "bench" / "README.md")
+    try:
+        peers(args)
+    except ValueError as e:
+        parser.error(str(e))
     return args
 
 
@@ -184,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     cases, steady_runs = plan(args)
     chosen = {c.strip() for c in args.cases.split(",")}
     idle = "idle" in chosen
-    main_runs = bool(cases or steady_runs or idle)
+    failover = "failover" in chosen and "mm2" in peers(args)
+    if "failover" in chosen and not failover:
+        log("the failover case compares MM2's checkpoints with ours: left out without --peers mm2")
+    main_runs = bool(cases or steady_runs or idle or failover)
     fanout_runs: list[fanout.FanoutRun] = []
     try:
         if main_runs:
@@ -197,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             runner.run_steady(run)
         if idle:
             runner.run_idle()
+        if failover:
+            runner.run_failover()
         if "fanout" in chosen:
             fanout_runs = fanout.run_fanout(args, workdir)
     finally:
@@ -227,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         and all(s["ok"] for s in runner.steady)
         and all(r.ok for r in fanout_runs)
         and (runner.idle is None or idle_flow.sampled(runner.idle))
+        and (runner.idle_mm2 is None or idle_flow.sampled(runner.idle_mm2))
+        and (runner.failover is None or runner.failover["ok"])
     )
     log(f"done in {took / 60:.1f} min; all verified: {ok}; work dir {workdir}")
     return 0 if ok else 1

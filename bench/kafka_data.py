@@ -177,3 +177,74 @@ def high_watermark(bootstrap: str, topic: str, p: int) -> int:
         return c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
     finally:
         c.close()
+
+
+def last_records(bootstrap: str, topic: str) -> dict[int, bytes]:
+    """Key+value of the last record of each partition (at its high watermark - 1)."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-last-{uuid.uuid4().hex}"})
+    try:
+        out: dict[int, bytes] = {}
+        for p in range(PARTITIONS):
+            hw = c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
+            c.assign([ck.TopicPartition(topic, p, hw - 1)])
+            m = c.poll(30)
+            if m is None or m.error() is not None:
+                raise RuntimeError(
+                    f"cannot read the last record of {topic}[{p}]: {m and m.error()}"
+                )
+            out[p] = (m.key() or b"") + (m.value() or b"")
+        return out
+    finally:
+        c.close()
+
+
+class TailWatch:
+    """Whether a copy holds the source's last record of every partition yet: a copy that keeps
+    each partition's order (MM2, the connector told the partition) is then complete, which the
+    verifying ``scan`` confirms. Reads only the last few offsets of each copied partition
+    (read_committed; transaction markers take offsets too)."""
+
+    def __init__(self, bootstrap: str, topic: str, last: dict[int, bytes]) -> None:
+        self.topic, self.last = topic, last
+        self.done: set[int] = set()
+        self.closed = False
+        self.consumer = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-tail-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            }
+        )
+
+    def complete(self) -> bool:
+        """True once every partition's last record is in the copy."""
+        for p in set(self.last) - self.done:
+            tp = ck.TopicPartition(self.topic, p)
+            try:
+                hw = self.consumer.get_watermark_offsets(tp, timeout=5)[1]
+            except ck.KafkaException:
+                return False  # the copy's topic is not there yet
+            if hw <= 0:
+                return False
+            self.consumer.assign([ck.TopicPartition(self.topic, p, max(0, hw - 8))])
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                m = self.consumer.poll(0.1)
+                if m is None or m.error() is not None:
+                    continue  # not fetched yet, or an open transaction (read_committed waits)
+                if (m.key() or b"") + (m.value() or b"") == self.last[p]:
+                    self.done.add(p)
+                    break
+                if m.offset() >= hw - 1:
+                    break
+            if p not in self.done:
+                return False
+        return True
+
+    def close(self) -> None:
+        """Close the consumer (once; again is a no-op)."""
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()

@@ -229,7 +229,9 @@ def role(pid: int, comm: str) -> str:
     except OSError:
         return comm
     if comm.startswith("java"):
-        return "jvm"
+        return "mm2 jvm" if "org.apache.kafka.connect.mirror.MirrorMaker" in args else "jvm"
+    if any(a.endswith("spark_kafka.py") for a in args):
+        return "spark-kafka job (driver)"
     if "pyspark.daemon" in args:
         return "pyspark " + args[-1].rsplit(".", 1)[-1]  # worker kind, e.g. worker, *_runner
     if "mirror_lib.app.cli" in args:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,15 @@ from typing import Any
 
 from bench.cases import Case, Method
 from bench.engine import SCRIPT
-from bench.kafka_data import PARTITIONS, create_topic, read_metrics
+from bench.kafka_data import PARTITIONS, TailWatch, create_topic, last_records, read_metrics
 from bench.measure import MB
+from bench.peers import (
+    MM2_TASKS_STARTED,
+    mm2_command,
+    mm2_eos,
+    mm2_properties,
+    spark_kafka_command,
+)
 from bench.procs import Lines, log, mirror_props, write_props
 
 METRICS_TOPIC = "mm2-metrics.A.internal"
@@ -52,13 +60,44 @@ class Job:
     wait_s: float
     details: Callable[[Started], dict[str, Any]]  # the row's extra columns
     echo: str | None = None  # echo its stdout lines with this prefix
+    # for a process that does not exit by itself (MM2): the copy is over once this is true
+    until: Callable[[], bool] | None = None
 
 
-def mirror_config(site: Site, name: str, topic: str, overrides: dict[str, str]) -> Path:
+def with_overrides(props: dict[str, str], overrides: dict[str, str | None]) -> dict[str, str]:
+    """``props`` with ``overrides`` applied; a None value removes that key (a default applies)."""
+    out = dict(props)
+    for key, value in overrides.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def mirror_config(site: Site, name: str, topic: str, overrides: dict[str, str | None]) -> Path:
     """A flow config file for ``topic`` with a fresh state folder."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=site.workdir))
-    props = mirror_props(site.src, site.tgt, state, topic, **overrides)
+    props = with_overrides(mirror_props(site.src, site.tgt, state, topic), overrides)
     return write_props(site.workdir / name, props)
+
+
+def mm2_job_command(
+    site: Site, name: str, topic: str, overrides: dict[str, str | None], eos: bool
+) -> list[str]:
+    """MirrorMaker 2 replicating ``topic`` (files in the work folder's ``name``)."""
+    props = with_overrides(mm2_properties(site.src, site.tgt, topic), overrides)
+    if eos:
+        props.update(mm2_eos())
+    return mm2_command(props, site.workdir / name)
+
+
+def spark_kafka_job_command(
+    site: Site, name: str, topic: str, dest: str, trigger: str
+) -> list[str]:
+    """Spark's Kafka connector copying ``topic`` to ``dest`` (checkpoint in a fresh folder)."""
+    checkpoint = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=site.workdir))
+    return spark_kafka_command(site.src, site.tgt, topic, dest, checkpoint, trigger)
 
 
 def mirror_cmd(config: Path, *flags: str) -> list[str]:
@@ -97,8 +136,30 @@ def prepare(site: Site, case: Case, method: Method, index: int, timeout_s: float
         log(f"(c) engine copy loop without Spark: copy_slice {topic} -> {remote}")
         cmd = loop_cmd(site, "copier", topic, "--state", str(state))
         return Job("(c)", cmd, remote, f"copier-{case.name}.err", timeout_s, loop_details)
+    if method.kind == "mm2":
+        name = f"mm2-{case.name}-{index}"
+        cmd = mm2_job_command(site, name, topic, method.overrides, method.mm2_eos)
+        how = ", ".join(f"{k}={v}" for k, v in method.overrides.items()) or "defaults"
+        log(f"{method.label}: MirrorMaker 2 {topic} -> {remote} ({how}, EOS {method.mm2_eos})")
+        return copy_until_complete(site, topic, remote, cmd, name, timeout_s, method.label)
+    if method.kind == "spark-kafka":
+        dest = f"spark.{topic}"
+        create_topic(site.tgt, dest)
+        name = f"spark-kafka-{case.name}-{index}"
+        log(f"{method.label}: Spark's Kafka connector, availableNow, {topic} -> {dest}")
+        cmd = spark_kafka_job_command(site, name, topic, dest, "availableNow")
+
+        def spark_details(run: Started) -> dict[str, Any]:
+            return exit_details(run, "started query", run.out.first("done"))
+
+        return Job(
+            method.label, cmd, dest, f"{name}.err", timeout_s + 120, spark_details, "  spark"
+        )
     if method.kind != "mirror":
-        raise ValueError(f"method kind {method.kind!r}: expected baseline, copier or mirror")
+        raise ValueError(
+            f"method kind {method.kind!r}: expected baseline, tuned, copier, mirror, mm2 or"
+            " spark-kafka"
+        )
     cfg = mirror_config(site, f"mm2-{case.name}-{index}.properties", topic, method.overrides)
     how = ", ".join(f"{k}={v}" for k, v in method.overrides.items()) or "defaults"
     log(f"{method.label}: mirror run {cfg.name} --once ({how})")
@@ -137,3 +198,42 @@ def mirror_details(target: str, remote: str, run: Started) -> dict[str, Any]:
             extra["steady_mbps"] = round(sum(e["bytes"] for e in after) / MB / seconds, 1)
         extra["metrics_records"] = sum(e["records"] for e in metrics)
     return extra
+
+
+def copy_until_complete(
+    site: Site,
+    topic: str,
+    dest: str,
+    cmd: list[str],
+    name: str,
+    timeout_s: float,
+    tag: str,
+) -> Job:
+    """MirrorMaker 2's job: it copies ``topic`` to ``dest`` and never exits by itself; it is
+    over once ``dest`` holds the source's last record of every partition (then stopped by the
+    runner). Its output (MM2's log) goes to the file ``<name>.out``."""
+    watch = TailWatch(site.tgt, dest, last_records(site.src, topic))
+    seen: dict[str, float] = {}
+
+    def until() -> bool:
+        if watch.complete():
+            seen["at"] = time.monotonic()
+            return True
+        return False
+
+    def details(run: Started) -> dict[str, Any]:
+        watch.close()
+        return exit_details(run, MM2_TASKS_STARTED, seen.get("at"))
+
+    return Job(tag, cmd, dest, f"{name}.err", timeout_s, details, None, until)
+
+
+def exit_details(run: Started, started_text: str, done: float | None) -> dict[str, Any]:
+    """Start-up of a peer: ``started_s`` when its output first says ``started_text``,
+    ``caught_up_s`` when the copy was complete (``done``); the runner adds the rate between the
+    two (the peer's steady state, start-up left out)."""
+    started = run.out.first(started_text)
+    return {
+        "started_s": round(started - run.t0, 1) if started else None,
+        "caught_up_s": round(done - run.t0, 1) if done else None,
+    }

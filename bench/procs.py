@@ -51,20 +51,30 @@ def stop_all_groups() -> None:
 
 
 class Lines:
-    """Collect (monotonic time, line) of a pipe in a thread."""
+    """Collect (monotonic time, line) of a pipe in a thread; echo each line with the prefix
+    ``echo``, or else write it to the file ``tee`` as it comes."""
 
-    def __init__(self, pipe: Any, echo: str | None = None) -> None:
+    def __init__(self, pipe: Any, echo: str | None = None, tee: Path | None = None) -> None:
         self.lines: list[tuple[float, str]] = []
         self.echo = echo
+        self.tee = tee
         self._thread = threading.Thread(target=self._run, args=(pipe,), daemon=True)
         self._thread.start()
 
     def _run(self, pipe: Any) -> None:
-        for raw in pipe:
-            line = raw.rstrip("\n")
-            self.lines.append((time.monotonic(), line))
-            if self.echo:
-                log(f"{self.echo}: {line}")
+        out = open(self.tee, "w") if self.tee and not self.echo else None  # noqa: SIM115
+        try:
+            for raw in pipe:
+                line = raw.rstrip("\n")
+                self.lines.append((time.monotonic(), line))
+                if self.echo:
+                    log(f"{self.echo}: {line}")
+                elif out is not None:
+                    out.write(raw)
+                    out.flush()
+        finally:
+            if out is not None:
+                out.close()
 
     def join(self) -> None:
         """Wait (up to 10 s) until the pipe is read to its end."""

@@ -20,7 +20,7 @@ import confluent_kafka as ck
 
 from bench import budgets
 from bench import idle as idle_flow
-from bench.cases import variants
+from bench.cases import SPARK_KAFKA, peers, variants
 from bench.engine import git_state
 from bench.kafka_data import PARTITIONS
 from bench.runner import Row, Runner
@@ -100,7 +100,7 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         "Machine and software: " + "; ".join(f"{k} {v}" for k, v in f.items()),
         "",
         *warmup_line(bench.warmup),
-        *budgets.render(bench.rows, bench.steady, bench.idle),
+        *budgets.render(bench.rows, bench.steady, bench.idle, bench.failover),
         "Throughput: wall time from process start to process exit (the mirror rows include JVM +"
         " Spark start-up and shutdown); MB = 10^6 bytes of key+value; machine CPU-s = delta of"
         " /proc/stat user+nice+system over the run (includes both brokers and anything else"
@@ -112,7 +112,13 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         " pages counted once); (a') = (a) with the engine's prefetch (queued.min.messages ="
         " 20000, fetch.queue.backoff.ms = 10) and produce() arguments by position; ratios are to"
         " the baseline (a) of the same case: wall, machine CPU-s, and own CPU-s = copier +"
-        " brokers (insensitive to other workloads).",
+        " brokers (insensitive to other workloads). MM2 rows: MirrorMaker 2 (dedicated mode,"
+        " Apache Kafka's own, the brokers' release) with its defaults and the replication"
+        " factors of single-node clusters; wall = JVM start until the remote topic has the"
+        " source's last record of every partition, after which it is stopped (its shutdown's"
+        " CPU counts); EOS = Connect's exactly-once source support. Spark Kafka connector row:"
+        ' bench/spark_kafka.py, `readStream.format("kafka")` -> `writeStream.format("kafka")`'
+        " with trigger availableNow, process start to exit.",
         "",
         "| case | method | records | wall s | rec/s | MB/s | machine CPU-s | copier CPU-s "
         "| brokers CPU-s | other CPU-s | peak RSS (PSS) MB | wall /(a) | machine CPU /(a) "
@@ -138,7 +144,10 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
     lines += [
         "",
         "Mirror start-up and steady state (times from process start; steady = records committed"
-        " after the first chunk / time between the first and the last metrics record):",
+        " after the first chunk / time between the first and the last metrics record; for MM2,"
+        " query started = its log's first `Starting task MirrorSourceConnector`, caught up ="
+        " the copy complete, steady = records / the time between the two; for the connector,"
+        " query started = the query's start, caught up = the availableNow run's end):",
         "",
         "| case | method | query started s | first metrics s | caught up s | exit s | steady rec/s"
         " | steady MB/s | micro-batches | slots used | copier CPU-s by process |",
@@ -155,9 +164,10 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             continue
         steady = f"{e['steady_rps']:,}" if "steady_rps" in e else ""
         lines.append(
-            f"| {r.case} | {r.method} | {e.get('started_s')} | {e.get('first_metrics_s')} | "
-            f"{e.get('caught_up_s')} | {r.m.wall_s:.1f} | {steady} | "
-            f"{e.get('steady_mbps', '')} | {e.get('batches')} | {e.get('slots')} | {kinds} |"
+            f"| {r.case} | {r.method} | {cell(e.get('started_s'))} | "
+            f"{cell(e.get('first_metrics_s'))} | {cell(e.get('caught_up_s'))} | {r.m.wall_s:.1f} | "
+            f"{steady} | {cell(e.get('steady_mbps'))} | {cell(e.get('batches'))} | "
+            f"{cell(e.get('slots'))} | {kinds} |"
         )
     if bench.steady:
         lines += [
@@ -171,24 +181,29 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             " transaction commits): median of the per-chunk p50 and max of the per-chunk p99;"
             " (iii) the source broker's acknowledgement to the load's producer - CreateTime, every"
             " record: time the record spent before the mirror could read it; (iv) = (i) - (iii)"
-            " per record: the mirror's share.",
+            " per record: the mirror's share. The peers run the same load, measured by the same"
+            " consumer of their copy, each from the source record's CreateTime (the connector"
+            " writes new timestamps): MM2 with its defaults (tasks.max=1) and with exactly-once,"
+            " Spark's Kafka connector with a processing-time trigger of the same 0.5 s; (ii) is"
+            " the mirror's own. Tool cores: the CPU of the tool's process tree, brokers cores: both"
+            " brokers', over the same window.",
             "",
             "| run | queries | warm-up s | received | (i) p50 ms | (i) p99 ms | (i) max ms "
             "| (ii) median p50 ms | (ii) max p99 ms | (iii) p50 / p99 ms | (iv) p50 / p99 / max ms "
-            "| chunks | machine cores busy | mirror cores | mirror peak RSS MB |",
+            "| chunks | machine cores busy | tool cores | brokers cores | tool peak RSS MB |",
             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-            "| ---: | ---: | ---: |",
+            "| ---: | ---: | ---: | ---: |",
         ]
         for s in bench.steady:
             lines.append(
-                f"| {s['label']} | {s['queries']} | {s['warmup_s']} | {s['received']:,}/"
-                f"{s['sent']:,}{'' if s['ok'] else ' MISSING'} | {s['e2e_p50_ms']} | "
-                f"{s['e2e_p99_ms']} | {s['e2e_max_ms']} | {s['metrics_median_p50_ms']} | "
-                f"{s['metrics_max_p99_ms']} | {s.get('source_ack_p50_ms')} / "
+                f"| {s['label']} | {cell(s['queries'])} | {s['warmup_s']} | {s['received']:,}/"
+                f"{s['sent']:,}{'' if s['ok'] else ' MISSING'}{dup(s)} | {s['e2e_p50_ms']} | "
+                f"{s['e2e_p99_ms']} | {s['e2e_max_ms']} | {cell(s['metrics_median_p50_ms'])} | "
+                f"{cell(s['metrics_max_p99_ms'])} | {s.get('source_ack_p50_ms')} / "
                 f"{s.get('source_ack_p99_ms')} | {s.get('after_ack_p50_ms')} / "
                 f"{s.get('after_ack_p99_ms')} / {s.get('after_ack_max_ms')} | "
                 f"{s['metrics_chunks']} | {s['machine_cpu_per_s']} | "
-                f"{s['mirror_cpu_per_s']} | {s['peak_rss_mb']} |"
+                f"{s['mirror_cpu_per_s']} | {s.get('broker_cpu_per_s', '')} | {s['peak_rss_mb']} |"
             )
     if bench.idle is not None:
         lines += [
@@ -199,6 +214,17 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             + idle_flow.line(bench.idle)
             + ".",
         ]
+    if bench.idle_mm2 is not None:
+        lines += [
+            "",
+            f"Idle MM2 (MirrorMaker 2 with its defaults on an empty topic, the same"
+            f" {args.idle_seconds:.0f} s and samples): " + idle_flow.line(bench.idle_mm2) + ".",
+        ]
+    lines += failover_lines(bench.failover)
+    if any(r.method == SPARK_KAFKA.label for r in bench.rows) or any(
+        s.get("kind") == "spark-kafka" for s in bench.steady
+    ):
+        lines += ["", *CONNECTOR_GAPS]
     lines += [
         "",
         "Memory (MemAvailable / broker RSS source, target) along the run: "
@@ -208,6 +234,64 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
         + ".",
     ]
     return "\n".join(lines) + "\n"
+
+
+def cell(value: Any) -> str:
+    """A table cell: empty for a value not measured (None), else the value."""
+    return "" if value is None else str(value)
+
+
+def dup(s: dict[str, Any]) -> str:
+    """`` (N twice)`` when the steady run's consumer got load records more than once."""
+    return f" ({s['duplicates']:,} twice)" if s.get("duplicates") else ""
+
+
+def failover_lines(result: dict[str, Any] | None) -> list[str]:
+    """The failover case: records re-read and skipped per tool."""
+    if result is None:
+        return []
+    head = [
+        "",
+        f"Failover ({result.get('groups')} groups at random positions of `orders`, 3 partitions,"
+        " a third of it in transactions; MM2 and `mirror run --once` over the same brokers; each"
+        " group moved to B at the offsets each tool's checkpoints translate it to, as MM2's"
+        " client reads them; re-read = records the group had consumed on A at or after that"
+        " offset, skipped = records it had not consumed before it):",
+        "",
+        "| tool | re-read | skipped | partitions untranslated | partitions |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    rows = [
+        f"| {name} | {c['reread']:,} | {c['skipped']:,} | {c['untranslated']} | {c['partitions']} |"
+        for name, c in (("MM2", result.get("mm2")), ("mirror", result.get("ours")))
+        if c
+    ]
+    notes = []
+    if not result.get("mm2_settled"):
+        notes = ["", "MM2 had not written the offset syncs of the last records within 180 s."]
+    if result.get("ours_rc") != 0:
+        notes += ["", f"`mirror run --once` exited {result.get('ours_rc')}."]
+    return head + rows + notes
+
+
+# What Spark's Kafka connector leaves to its user, beside its rows (bench/README.md says why).
+CONNECTOR_GAPS = [
+    "What Spark's Kafka connector does not do, against `mirror run`:",
+    "",
+    "| | Spark Kafka connector | `mirror run` |",
+    "| --- | --- | --- |",
+    "| partitions | by the key's hash unless the job writes a `partition` column (the bench's"
+    " does) | the source partition |",
+    "| delivery | at least once (a restart may write a micro-batch again) | exactly once"
+    " (transactions), or at least once |",
+    "| headers | only with `includeHeaders` on read and a `headers` column (the bench's does) |"
+    " always |",
+    "| timestamps | not written: the copy gets new CreateTimes | the source's |",
+    "| offset translation | none (its checkpoint holds its own positions) | offset syncs, MM2's"
+    " format |",
+    "| consumer group offsets | not copied | checkpoints and group offset sync |",
+    "| checkpoints for failover (`A.checkpoints.internal`) | none | written, MM2's format |",
+]
 
 
 def write_readme(path: Path, block: str) -> None:
@@ -262,6 +346,7 @@ def log_mlflow(uri: str, bench: Runner, args: argparse.Namespace, command: str, 
         k: getattr(args, k)
         for k in ("records", "big_records", "steady_seconds", "rate", "cases", "quick")
     }
+    workload["peers"] = ",".join(peers(args))
     workload.update(
         partitions=PARTITIONS,
         engine=args.engine_ref or "working tree",
@@ -288,9 +373,18 @@ def log_mlflow(uri: str, bench: Runner, args: argparse.Namespace, command: str, 
         run_params = {k: result[k] for k in ("label", "rate", "seconds", "queries")}
         child = start(f"steady {result['label']}", run_params, result, parent)
         client.set_terminated(child, "FINISHED" if result["ok"] else "FAILED")
-    if bench.idle is not None:
-        child = start("idle flow", {"seconds": args.idle_seconds}, bench.idle, parent)
-        client.set_terminated(child, "FINISHED" if idle_flow.sampled(bench.idle) else "FAILED")
+    for name, idle in (("idle flow", bench.idle), ("idle MM2", bench.idle_mm2)):
+        if idle is not None:
+            child = start(name, {"seconds": args.idle_seconds}, idle, parent)
+            client.set_terminated(child, "FINISHED" if idle_flow.sampled(idle) else "FAILED")
+    if bench.failover is not None:
+        figures = {
+            f"{tool}_{k}": v
+            for tool in ("mm2", "ours")
+            for k, v in (bench.failover.get(tool) or {}).items()
+        }
+        child = start("failover", {"groups": bench.failover.get("groups")}, figures, parent)
+        client.set_terminated(child, "FINISHED" if bench.failover["ok"] else "FAILED")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "results.md").write_text(block)
         client.log_artifact(parent, str(Path(tmp) / "results.md"))
@@ -310,6 +404,8 @@ def write_json(path: Path, bench: Runner) -> None:
                 "memory": bench.memory,
                 "warmup": bench.warmup,
                 "idle": bench.idle,
+                "idle_mm2": bench.idle_mm2,
+                "failover": bench.failover,
                 "facts": facts(),
             },
             indent=2,

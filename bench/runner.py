@@ -13,14 +13,14 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import idle as idle_flow
 from bench import steady as steady_load
-from bench.cases import STEADY_TRIGGER, Case, Method, SteadyRun
+from bench.cases import STEADY_TRIGGER, Case, Method, SteadyRun, peers
 from bench.kafka_data import (
     PARTITIONS,
     Scan,
@@ -32,8 +32,17 @@ from bench.kafka_data import (
     wipe,
 )
 from bench.measure import MB, Measure, Meter, proc_stat
-from bench.methods import Site, Started, mirror_cmd, mirror_config, prepare
-from bench.procs import Lines, log, popen, stop_all_groups, stop_group
+from bench.methods import (
+    Site,
+    Started,
+    mirror_cmd,
+    mirror_config,
+    mm2_job_command,
+    prepare,
+    spark_kafka_job_command,
+)
+from bench.peers import mm2_command
+from bench.procs import Lines, log, popen, stop_all_groups, stop_group, write_props
 
 
 def jvm_archive_present() -> bool:
@@ -87,6 +96,22 @@ class Launched:
         finally:
             self.meter.mark_end()
 
+    def wait_until(self, done: Callable[[], bool], timeout_s: float) -> int:
+        """For a process that does not exit by itself: 0 once ``done()`` (the measured wall time
+        ends there; the caller then stops it), -1 after ``timeout_s``, and its exit code (or -2)
+        if it exited first."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    return self.proc.returncode or -2
+                if done():
+                    return 0
+                time.sleep(0.25)
+            return -1
+        finally:
+            self.meter.mark_end()
+
 
 class Runner:
     """Runs the cases and steady runs on two brokers and keeps their results."""
@@ -100,6 +125,8 @@ class Runner:
         self.keep: set[int] = set()  # our child processes that Popen objects own
         self.warmup: dict[str, Any] = {}
         self.idle: dict[str, Any] | None = None
+        self.idle_mm2: dict[str, Any] | None = None
+        self.failover: dict[str, Any] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -145,6 +172,16 @@ class Runner:
             "archive_before": had_archive,
             "archive_after": jvm_archive_present(),
         }
+        if "spark-kafka" in peers(self.args):
+            # the connector's first run fetches its jars (spark.jars.packages) into the Ivy cache
+            create_topic(self.tgt, f"spark.{topic}")
+            cmd = spark_kafka_job_command(
+                self.site, "spark-warmup", topic, f"spark.{topic}", "availableNow"
+            )
+            log("warm-up: Spark's Kafka connector, availableNow (fetches its jars once)")
+            with self.launched(cmd, "spark-warmup.err") as run:
+                self.warmup["spark_kafka_rc"] = run.wait(600)
+            self.warmup["spark_kafka_seconds"] = round(run.meter.m.wall_s, 1)
         log(f"warm-up: {self.warmup}")
         wipe(self.src)
         self.clean_target()
@@ -164,7 +201,8 @@ class Runner:
 
     def clean_target(self) -> None:
         """Delete the target's topics and the ledger groups, so each copy starts on an empty B."""
-        wipe(self.tgt, groups=tuple(f"__mirror_ledger.A->B.{slot}" for slot in range(8)))
+        ledgers = tuple(f"__mirror_ledger.A->B.{slot}" for slot in range(8))
+        wipe(self.tgt, groups=(*ledgers, "A-mm2"))  # and MM2's Connect worker group
 
     @contextlib.contextmanager
     def launched(
@@ -176,13 +214,14 @@ class Runner:
         grace_s: float = 30,
     ) -> Iterator[Launched]:
         """Start ``cmd`` under a meter; on leaving, stop its process group with ``stop_signal``
-        (SIGKILL after ``grace_s``), read its output to the end and close the meter."""
+        (SIGKILL after ``grace_s``), read its output to the end and close the meter. Its stdout
+        is echoed with the prefix ``echo``, or else written to ``<log_name stem>.out``."""
         with Meter.with_background(self.broker_pids, self.keep) as meter:
             t0, t0_epoch_ms = time.monotonic(), time.time() * 1000
             proc = popen(cmd, self.workdir / log_name)
             self.keep.add(proc.pid)
             meter.attach(proc.pid)
-            out = Lines(proc.stdout, echo=echo)
+            out = Lines(proc.stdout, echo, (self.workdir / log_name).with_suffix(".out"))
             try:
                 yield Launched(proc, out, meter, Started(out, t0, t0_epoch_ms))
             finally:
@@ -218,10 +257,16 @@ class Runner:
         timeout = self.args.mirror_timeout or max(300, case.records / 2_000)
         job = prepare(self.site, case, method, len(self.rows), timeout)
         with self.launched(job.cmd, job.log_name, echo=job.echo) as run:
-            rc = run.wait(job.wait_s)
+            rc = (
+                run.wait(job.wait_s) if job.until is None else run.wait_until(job.until, job.wait_s)
+            )
         copied = scan(self.tgt, job.dest)
         ok = rc == 0 and copied.counts == source.counts and copied.crcs == source.crcs
         extra = job.details(run.started)
+        started, done = extra.get("started_s"), extra.get("caught_up_s")
+        if "steady_rps" not in extra and started is not None and done and done > started:
+            extra["steady_rps"] = round(source.records / (done - started))
+            extra["steady_mbps"] = round(source.bytes / MB / (done - started), 1)
         log(
             f"{job.tag}: rc={rc} {copied.records:,} records in {run.meter.m.wall_s:.1f} s; "
             f"verified={ok}; {extra}"
@@ -230,17 +275,15 @@ class Runner:
 
     # -- steady load ------------------------------------------------------------------------
     def run_steady(self, run: SteadyRun) -> None:
-        """A fixed-rate load while `mirror run --duration` runs: latency, CPU, memory."""
+        """A fixed-rate load while `mirror run --duration` (or a peer) runs: latency, CPU,
+        memory."""
         a = self.args
-        topic, remote = "steady", "A.steady"
+        topic = "steady"
         log(f"=== steady load ({run.label}): {a.rate} records/s x 200 B for {a.steady_seconds} s")
         create_topic(self.src, topic)
         n = len(self.steady)
-        overrides = {**STEADY_TRIGGER, **run.overrides}
-        cfg = mirror_config(self.site, f"mm2-steady-{n}.properties", topic, overrides)
-        cmd = mirror_cmd(cfg, "--duration", str(a.steady_seconds + 300))
-        # SIGINT ends `--duration` early
-        with self.launched(cmd, f"mirror-steady-{n}.err", "  mirror", signal.SIGINT, 60) as mirror:
+        cmd, remote, stop_signal, echo = self.steady_command(run, topic, n)
+        with self.launched(cmd, f"steady-{n}.err", echo, stop_signal, 60) as proc:
             load = steady_load.drive(
                 self.src,
                 self.tgt,
@@ -248,9 +291,9 @@ class Runner:
                 remote,
                 a.rate,
                 a.steady_seconds,
-                mirror.proc,
-                mirror.meter,
-                mirror.started.t0,
+                proc.proc,
+                proc.meter,
+                proc.started.t0,
             )
         metrics = [
             e
@@ -259,23 +302,98 @@ class Runner:
             and e.get("remote_topic") == remote
             and e["ts_ms"] > load.start_ms
         ]
-        queries = sum(1 for _t, line in mirror.out.lines if line.startswith("started "))
-        result = steady_load.summarize(
-            run.label, load, metrics, queries, a.rate, mirror.meter.m.peak_rss_mb
+        queries = (  # the mirror's queries; a peer's is not counted
+            sum(1 for _t, line in proc.out.lines if line.startswith("started "))
+            if run.kind == "mirror"
+            else None
         )
+        result = steady_load.summarize(
+            run.label, load, metrics, queries, a.rate, proc.meter.m.peak_rss_mb
+        )
+        result["kind"] = run.kind
         self.steady.append(result)
         log(f"steady: {result}")
         wipe(self.src)
         self.clean_target()
 
+    def steady_command(
+        self, run: SteadyRun, topic: str, n: int
+    ) -> tuple[list[str], str, int, str | None]:
+        """What a steady run starts: its command, the topic its copy lands in, the signal that
+        stops it and the prefix its output is echoed with (None: kept in a file)."""
+        a = self.args
+        if run.kind == "mm2":
+            cmd = mm2_job_command(self.site, f"mm2-steady-{n}", topic, run.overrides, run.mm2_eos)
+            return cmd, f"A.{topic}", signal.SIGTERM, None
+        if run.kind == "spark-kafka":
+            dest = f"spark.{topic}"
+            create_topic(self.tgt, dest)
+            seconds = float(STEADY_TRIGGER["mirror.trigger.interval.seconds"])
+            trigger = f"{round(seconds * 1000)} milliseconds"  # the mirror's trigger interval
+            cmd = spark_kafka_job_command(self.site, f"spark-steady-{n}", topic, dest, trigger)
+            return cmd, dest, signal.SIGTERM, None
+        overrides = {**STEADY_TRIGGER, **run.overrides}
+        cfg = mirror_config(self.site, f"mm2-steady-{n}.properties", topic, overrides)
+        cmd = mirror_cmd(cfg, "--duration", str(a.steady_seconds + 300))
+        return cmd, f"A.{topic}", signal.SIGINT, "  mirror"  # SIGINT ends `--duration` early
+
     # -- idle flow --------------------------------------------------------------------------
     def run_idle(self) -> None:
-        """`mirror run` with every part on an empty topic: the tree's CPU and memory at rest."""
+        """`mirror run` with every part on an empty topic, then MM2 with its defaults (with
+        ``--peers mm2``) for as long: each tree's CPU and memory at rest."""
         a = self.args
         log(f"=== idle flow: mirror run for {a.idle_seconds} s, sampled after {a.idle_warm_up} s")
+        pids = tuple(self.broker_pids)
         self.idle = idle_flow.measure(
-            self.src, self.tgt, self.workdir / "idle", a.idle_seconds, a.idle_warm_up
+            self.src, self.tgt, self.workdir / "idle", a.idle_seconds, a.idle_warm_up, pids
         )
         log(f"idle: {idle_flow.line(self.idle)}")
         wipe(self.src)
+        self.clean_target()
+        if "mm2" not in peers(a):
+            return
+        log(f"=== idle MM2: MirrorMaker 2 for {a.idle_seconds} s, sampled after {a.idle_warm_up} s")
+        self.idle_mm2 = idle_flow.measure_mm2(
+            self.src, self.tgt, self.workdir / "idle-mm2", a.idle_seconds, a.idle_warm_up, pids
+        )
+        log(f"idle MM2: {idle_flow.line(self.idle_mm2)}")
+        wipe(self.src)
+        self.clean_target()
+
+    # -- failover accuracy ------------------------------------------------------------------
+    def run_failover(self) -> None:
+        """MM2 and `mirror run --once` over the same groups; then each group moved to B at the
+        offsets each tool's checkpoints give: records re-read and skipped (per tool)."""
+        from mirror_lib.testing import failover as fo  # the engine's, after --engine-ref
+
+        log(f"=== failover: {len(fo.GROUPS)} groups x {fo.PARTITIONS} partitions, MM2 and ours")
+        work = self.workdir / "failover"
+        work.mkdir(parents=True, exist_ok=True)
+        create_topic(self.src, fo.TOPIC, fo.PARTITIONS)
+        mm2 = mm2_command(fo.mm2_properties(self.src, self.tgt), work / "mm2")
+        result: dict[str, Any] = {}
+        with self.launched(mm2, "failover-mm2.err") as run:
+            dataset = fo.make_dataset(self.src)
+            props = fo.ours_properties(self.src, self.tgt, str(work / "state"))
+            cfg = write_props(work / "ours.properties", props)
+            cmd = mirror_cmd(cfg, "--once", "--timeout", "300")
+            with self.launched(cmd, "failover-ours.err", "  mirror") as ours:
+                result["ours_rc"] = ours.wait(420)
+            # MM2 sends the syncs of the last records at its offset flush (60 s by default)
+            result["mm2_settled"] = fo.wait_for(lambda: fo.mm2_settled(self.src, dataset), 180)
+            figures: list[dict[str, Any]] = [{}]
+
+            def settled() -> bool:  # MM2's checkpoints follow its syncs within seconds
+                now = fo.failover_figures(self.tgt, dataset)
+                same, figures[0] = now == figures[0], now
+                return same and now["mm2"]["untranslated"] == 0
+
+            result["mm2_checkpoints_settled"] = fo.wait_for(settled, 60)
+            result.update(figures[0])
+            result["mm2_running"] = run.proc.poll() is None
+        result["ok"] = result["ours_rc"] == 0 and result["mm2_settled"] and bool(result.get("ours"))
+        self.failover = result
+        log(f"failover: {result}")
+        wipe(self.src, groups=tuple(fo.GROUPS))
+        wipe(self.tgt, groups=tuple(fo.GROUPS))
         self.clean_target()

@@ -21,17 +21,20 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
 
 from bench.kafka_data import PARTITIONS, make_value, value_pool
-from bench.measure import Meter, machine_cpu_s
+from bench.measure import Meter, broker_cpu_s, machine_cpu_s
 from bench.procs import log
 
 
 class Receiver:
-    """A read_committed consumer of the remote topic in a thread: records per key kind and the
-    end-to-end latency (receive time - CreateTime) of every load record."""
+    """A read_committed consumer of the copy in a thread, the same for every tool: records per
+    key kind, the receive time of every load record and then (:meth:`time_against`) its
+    end-to-end latency: receive time - the source record's CreateTime (a copy's own timestamp
+    need not be the source's: Spark's connector writes new ones)."""
 
     def __init__(self, target: str, remote: str) -> None:
         self.target, self.remote = target, remote
         self.got = {"w": 0, "s": 0, "t": 0}
+        self.arrived: dict[int, float] = {}  # load record number -> receive time, epoch ms
         self.lat: list[float] = []
         self.by_seq: dict[int, float] = {}  # load record number -> end-to-end ms
         self._stop = threading.Event()
@@ -46,6 +49,11 @@ class Receiver:
         """Stop and close the consumer."""
         self._stop.set()
         self._thread.join(10)
+
+    def time_against(self, created: dict[int, float]) -> None:
+        """End-to-end latency of every received load record from its source CreateTime."""
+        self.by_seq = {n: t - created[n] for n, t in self.arrived.items() if n in created}
+        self.lat = sorted(self.by_seq.values())
 
     def _run(self) -> None:
         admin = AdminClient({"bootstrap.servers": self.target})
@@ -79,8 +87,7 @@ class Receiver:
                     kind = chr(m.key()[0])
                     self.got[kind] = self.got.get(kind, 0) + 1
                     if kind == "s":
-                        self.lat.append(now - m.timestamp()[1])
-                        self.by_seq[int(m.key()[1:])] = self.lat[-1]
+                        self.arrived.setdefault(int(m.key()[1:]), now)
         finally:
             c.close()
 
@@ -97,17 +104,21 @@ def send_singles(source: str, topic: str, pool: bytes, kind: str) -> None:
 
 def send_at_rate(
     source: str, topic: str, pool: bytes, rate: float, seconds: float
-) -> dict[int, float]:
+) -> tuple[dict[int, float], dict[int, float]]:
     """``rate`` records/s of 200 B for ``seconds`` over the partitions; returns, per record
-    number, the source broker's acknowledgement time - CreateTime in ms."""
+    number, its CreateTime (epoch ms) and the source broker's acknowledgement time - CreateTime
+    in ms."""
     p = ck.Producer(
         {"bootstrap.servers": source, "linger.ms": 5, "acks": "all", "batch.size": 1_000_000}
     )
+    created: dict[int, float] = {}
     acked: dict[int, float] = {}
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is None:
-            acked[int(msg.key()[1:])] = time.time() * 1000 - msg.timestamp()[1]
+            n, ts = int(msg.key()[1:]), msg.timestamp()[1]
+            created[n] = ts
+            acked[n] = time.time() * 1000 - ts
 
     total = int(rate * seconds)
     start = time.monotonic()
@@ -127,7 +138,7 @@ def send_at_rate(
         time.sleep(0.002)
     if p.flush(60) > 0 or len(acked) != total:
         raise RuntimeError(f"steady producer: {len(acked)} of {total} records acknowledged")
-    return acked
+    return created, acked
 
 
 @dataclass
@@ -142,6 +153,7 @@ class Load:
     mirror_cpu_s: float  # the mirror's process tree, over the window
     start_ms: float
     end_ms: float
+    broker_cpu_s: float = 0.0  # both brokers, over the window
 
 
 def drive(
@@ -168,27 +180,30 @@ def drive(
         warm = time.monotonic() - t0
         log(f"warm-up replicated after {warm:.1f} s; starting the load")
         cpu0, tree0, tc0 = machine_cpu_s(), meter.sampler.cpu_total(), time.monotonic()
+        brokers0 = broker_cpu_s(meter.broker_pids)
         start_ms = time.time() * 1000
-        source_ack = send_at_rate(source, topic, pool, rate, seconds)
+        created, source_ack = send_at_rate(source, topic, pool, rate, seconds)
         end_ms = time.time() * 1000
         send_singles(source, topic, pool, "t")  # push the high watermark past the last batch
         deadline = time.monotonic() + 120
-        while receiver.got["s"] < len(source_ack) and time.monotonic() < deadline:
+        while len(receiver.arrived) < len(source_ack) and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(1)
         window = time.monotonic() - tc0
         load_cpu = machine_cpu_s() - cpu0
         tree_cpu = meter.sampler.cpu_total() - tree0
+        brokers = broker_cpu_s(meter.broker_pids) - brokers0
     finally:
         receiver.stop()
-    return Load(receiver, source_ack, warm, window, load_cpu, tree_cpu, start_ms, end_ms)
+    receiver.time_against(created)
+    return Load(receiver, source_ack, warm, window, load_cpu, tree_cpu, start_ms, end_ms, brokers)
 
 
 def summarize(
     label: str,
     load: Load,
     metrics: list[dict[str, Any]],
-    queries: int,
+    queries: int | None,
     rate: float,
     peak_rss_mb: float,
 ) -> dict[str, Any]:
@@ -196,7 +211,7 @@ def summarize(
     lat = sorted(load.receiver.lat)
     acks = sorted(load.source_ack.values())
     after = sorted(e2e - load.source_ack[n] for n, e2e in load.receiver.by_seq.items())
-    received = load.receiver.got["s"]
+    received = len(load.receiver.by_seq)
     p50s = [e["latency_ms"]["p50"] for e in metrics if e.get("latency_ms")]
     p99s = [e["latency_ms"]["p99"] for e in metrics if e.get("latency_ms")]
     return {
@@ -222,8 +237,10 @@ def summarize(
         "metrics_max_p99_ms": round(max(p99s), 1) if p99s else None,
         "machine_cpu_per_s": round(load.machine_cpu_s / load.window_s, 2),
         "mirror_cpu_per_s": round(load.mirror_cpu_s / load.window_s, 2),
+        "broker_cpu_per_s": round(load.broker_cpu_s / load.window_s, 2),
         "peak_rss_mb": round(peak_rss_mb),
-        "ok": received == len(load.source_ack),
+        "duplicates": load.receiver.got["s"] - received,
+        "ok": received == len(load.source_ack) and load.receiver.got["s"] == received,
     }
 
 

@@ -71,6 +71,18 @@ def single_node_settings() -> dict[str, str]:
     }
 
 
+def exactly_once_settings(rest_port: int, source: str = "A", target: str = "B") -> dict[str, str]:
+    """Connect's exactly-once source support (KIP-618) for the flow ``source->target`` in
+    dedicated mode: enabled on the target's worker, with the internal REST server (KIP-710) on
+    ``127.0.0.1:rest_port``, and a ``read_committed`` source consumer."""
+    return {
+        "dedicated.mode.enable.internal.rest": "true",
+        "listeners": f"http://127.0.0.1:{rest_port}",
+        f"{target}.exactly.once.source.support": "enabled",
+        f"{source}.consumer.isolation.level": "read_committed",
+    }
+
+
 @dataclasses.dataclass
 class Mm2Process(processes.ChildProcess):
     """One MirrorMaker 2 JVM in dedicated mode: its settings, work folder and process.
@@ -105,15 +117,14 @@ class Mm2Process(processes.ChildProcess):
         except OSError:
             return 0
 
-    def start(self) -> None:
-        """Write the properties and start the JVM (no wait; see :meth:`wait_replicating`)."""
-        if self.is_running():
-            return
+    def command(self) -> list[str]:
+        """Write the properties and the log settings; the ``java`` command that runs MM2 on them
+        (logging to stdout). The bench runs it under its own meter."""
         self.config_path.write_text("".join(f"{k} = {v}\n" for k, v in self.properties.items()))
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(_LOG4J)
         heap = int(os.environ.get(HEAP_ENV, "512"))
-        cmd = [
+        return [
             java_binary(),
             "-Xms64m",
             f"-Xmx{heap}m",
@@ -125,6 +136,12 @@ class Mm2Process(processes.ChildProcess):
             MAIN_CLASS,
             str(self.config_path),
         ]
+
+    def start(self) -> None:
+        """Write the properties and start the JVM (no wait; see :meth:`wait_replicating`)."""
+        if self.is_running():
+            return
+        cmd = self.command()
         with open(self.log_path, "ab") as log:
             log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             log.flush()

@@ -13,10 +13,8 @@ and the ``OffsetSync``/``Checkpoint``/``Heartbeat`` deserializers, compiled at t
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +22,24 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.mm2.formats import Checkpoint, Heartbeat, OffsetSync
-from mirror_lib.mm2.policy import DefaultReplicationPolicy
 from mirror_lib.replication.migration.failover import translate_group
+from mirror_lib.testing.failover import (
+    GROUPS,
+    PARTITIONS,
+    TOPIC,
+    DataSet,
+    client,
+    failover_figures,
+    make_dataset,
+    mm2_properties,
+    mm2_settled,
+    mm2_syncs,
+    ours_properties,
+)
 from mirror_lib.testing.kafka_broker import start_kafka, stop_kafka
 from mirror_lib.testing.kafka_io import Record, consume_all, create_topic
-from mirror_lib.testing.mm2 import Mm2Process, single_node_settings, start_mm2
+from mirror_lib.testing.mm2 import Mm2Process, start_mm2
 from tests.helpers.mirror_cli import run_mirror
 from tests.helpers.mm2_java import Mm2Java
 from tests.helpers.mm2_models import OffsetSyncStore
@@ -38,8 +47,6 @@ from tests.integration.conftest import metrics_events, write_properties
 
 pytestmark = pytest.mark.real_kafka
 
-TOPIC, PARTITIONS, PER_PARTITION = "orders", 3, 400
-GROUPS = [f"grp-{i:02d}" for i in range(16)]
 LOAD_TOPIC = "load"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,75 +78,7 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def mm2_properties(kafka: dict[str, str]) -> dict[str, str]:
-    """The mm2.properties MM2 runs from (and `mirror run` takes over with): A->B, MM2's
-    defaults for everything that moves data; checkpoints, group sync and group discovery every
-    second or two so that the module stays short."""
-    return {
-        "clusters": "A, B",
-        "A.bootstrap.servers": kafka["A"],
-        "B.bootstrap.servers": kafka["B"],
-        "A->B.enabled": "true",
-        "A->B.topics": f"{TOPIC}, {LOAD_TOPIC}, mm2-launcher-probe",
-        "B->A.enabled": "false",
-        **single_node_settings(),
-        "emit.checkpoints.interval.seconds": "1",
-        "sync.group.offsets.enabled": "true",
-        "sync.group.offsets.interval.seconds": "1",
-        "refresh.groups.interval.seconds": "2",
-    }
-
-
 # --- the data: one topic, groups at random positions -------------------------------------------
-
-
-@dataclass
-class DataSet:
-    """``orders`` on A and where each group stands: ``committed[group][partition]``."""
-
-    records: list[Record]
-    committed: dict[str, dict[int, int]]
-
-    def partition(self, p: int) -> list[Record]:
-        return [r for r in self.records if r.partition == p]
-
-
-def produce_orders(bootstrap: str) -> list[Record]:
-    """400 records per partition, with keys, headers and CreateTime; a third of them in
-    committed transactions, so that upstream offsets have gaps (the commit markers)."""
-    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "orders-txn"})
-    txn.init_transactions(30)
-    for i in range(PER_PARTITION):
-        for p in range(PARTITIONS):
-            args = {
-                "topic": TOPIC,
-                "partition": p,
-                "key": f"k{i % 37}".encode(),
-                "value": f"{TOPIC}-{p}-{i}".encode(),
-                "headers": [("n", str(i).encode())] if i % 3 else None,
-            }
-            if (i // 20) % 3 == 1:  # runs of 20 records in transactions of 20
-                if i % 20 == 0 and p == 0:
-                    txn.begin_transaction()
-                txn.produce(**args)
-                if i % 20 == 19 and p == PARTITIONS - 1:
-                    txn.commit_transaction(30)
-            else:
-                plain.produce(**args)
-        plain.flush(30)
-    assert plain.flush(30) == 0
-    return consume_all(bootstrap, TOPIC)
-
-
-def commit_offsets(bootstrap: str, group: str, offsets: dict[int, int], metadata: str) -> None:
-    """Commit ``offsets`` for ``group`` on ``TOPIC`` without joining the group."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = [TopicPartition(TOPIC, p, off, metadata=metadata) for p, off in offsets.items()]
-        consumer.commit(offsets=tps, asynchronous=False)
-    finally:
-        consumer.close()
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +88,8 @@ def mm2(kafka: dict[str, str], work: Path) -> Iterator[Mm2Process]:
     create_topic(kafka["A"], TOPIC, PARTITIONS)
     create_topic(kafka["A"], LOAD_TOPIC, 2)
     started = time.monotonic()
-    process = start_mm2(mm2_properties(kafka), work / "mm2")
+    props = mm2_properties(kafka["A"], kafka["B"], LOAD_TOPIC, "mm2-launcher-probe")
+    process = start_mm2(props, work / "mm2")
     process.start_seconds = time.monotonic() - started  # type: ignore[attr-defined]
     try:
         yield process
@@ -159,35 +99,8 @@ def mm2(kafka: dict[str, str], work: Path) -> Iterator[Mm2Process]:
 
 @pytest.fixture(scope="module")
 def dataset(kafka: dict[str, str], mm2: Mm2Process) -> DataSet:
-    """``orders`` produced while MM2 runs, then every group committed at random positions
-    (each partition: anywhere from 0 to the end; metadata on every other group)."""
-    records = produce_orders(kafka["A"])
-    ends = {p: max(r.offset for r in records if r.partition == p) + 1 for p in range(PARTITIONS)}
-    rng = random.Random(41)
-    committed: dict[str, dict[int, int]] = {}
-    for n, group in enumerate(GROUPS):
-        offsets = {p: rng.choice([0, ends[p], *(rng.randrange(ends[p]) for _ in range(6))])
-                   for p in range(PARTITIONS)}  # fmt: skip
-        commit_offsets(kafka["A"], group, offsets, f"meta-{group}" if n % 2 else "")
-        committed[group] = offsets
-    return DataSet(records, committed)
-
-
-def ours_properties(kafka: dict[str, str], state: Path) -> dict[str, str]:
-    """Our flow C->D over the same brokers as MM2's A->B (C is A, D is B)."""
-    return {
-        "clusters": "C, D",
-        "C.bootstrap.servers": kafka["A"],
-        "D.bootstrap.servers": kafka["B"],
-        "C->D.enabled": "true",
-        "C->D.topics": TOPIC,
-        "C->D.groups": "grp-.*",
-        "D->C.emit.heartbeats.enabled": "false",
-        **single_node_settings(),
-        "emit.checkpoints.interval.seconds": "1",
-        "mirror.state.dir": str(state),
-        "mirror.tables.enabled": "false",
-    }
+    """``orders`` produced while MM2 runs, then every group committed at random positions."""
+    return make_dataset(kafka["A"])
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +108,9 @@ def ours(kafka: dict[str, str], dataset: DataSet, work: Path, env: dict[str, str
     """`mirror run --once` of C->D over the data set; returns its properties file."""
     folder = work / "ours"
     folder.mkdir()
-    path = write_properties(folder / "mm2.properties", ours_properties(kafka, folder / "state"))
+    path = write_properties(
+        folder / "mm2.properties", ours_properties(kafka["A"], kafka["B"], str(folder / "state"))
+    )
     done = run_mirror(path, env, "--once", timeout_s=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return path
@@ -217,10 +132,6 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str | Callable[
         time.sleep(0.5)
 
 
-def client(bootstrap: str) -> MirrorClient:
-    return MirrorClient({"bootstrap.servers": bootstrap}, DefaultReplicationPolicy(), timeout_s=30)
-
-
 def expected_translation(dataset: DataSet, remote: list[Record]) -> dict[tuple[int, int], int]:
     """Exact answer per (partition, upstream offset): the downstream offset of the first record
     at or after it, matched by value (unique); the remote end when there is none."""
@@ -234,36 +145,6 @@ def expected_translation(dataset: DataSet, remote: list[Record]) -> dict[tuple[i
             nxt = next((r for r in rows if r.offset >= c), None)
             out[(p, c)] = where[nxt.value] if nxt is not None else end
     return out
-
-
-def failover_counts(
-    dataset: DataSet, remote: list[Record], translated: dict[str, dict[tuple[str, int], int]]
-) -> dict[str, int]:
-    """Records each group would read again and skip if it moved to B at its translated offsets.
-
-    Re-read: records on B at or after the translated offset that the group had consumed on A.
-    Skipped: records the group had not consumed on A that lie on B before the translated offset.
-    A partition without a translation counts as not failed over (``untranslated``).
-    """
-    upstream = {r.value: r.offset for r in dataset.records}
-    counts = {"reread": 0, "skipped": 0, "untranslated": 0, "partitions": 0}
-    for group, offsets in dataset.committed.items():
-        for p, c in offsets.items():
-            remote_topic = next(iter({t for t, _ in translated[group]} or {""}))
-            t = translated[group].get((remote_topic, p))
-            counts["partitions"] += 1
-            if t is None:
-                counts["untranslated"] += 1
-                continue
-            for r in remote:
-                if r.partition != p:
-                    continue
-                consumed = upstream[r.value] < c
-                if r.offset >= t and consumed:
-                    counts["reread"] += 1
-                elif r.offset < t and not consumed:
-                    counts["skipped"] += 1
-    return counts
 
 
 def decode_all(bootstrap: str, topic: str, kind: type) -> list[dict[str, Any]]:
@@ -329,26 +210,12 @@ def test_mm2_reads_what_we_write(kafka: dict[str, str], java: Mm2Java, dataset: 
 # --- 3. MM2 writes, we read ----------------------------------------------------------------------
 
 
-def mm2_syncs(kafka: dict[str, str]) -> list[dict[str, Any]]:
-    """MM2's offset syncs of ``orders`` (on A: MM2's default offset-syncs.topic.location)."""
-    syncs = decode_all(kafka["A"], "mm2-offset-syncs.B.internal", OffsetSync)
-    return [s for s in syncs if s["topic"] == TOPIC]
-
-
-def mm2_settled(kafka: dict[str, str], dataset: DataSet) -> bool:
-    """MM2 wrote the sync of every partition's last record: it sends these delayed syncs at
-    each Connect offset flush (offset.flush.interval.ms, 60 s by default)."""
-    last = {p: max(r.offset for r in dataset.partition(p)) for p in range(PARTITIONS)}
-    synced = {(s["partition"], s["upstream"]) for s in mm2_syncs(kafka)}
-    return all((p, u) in synced for p, u in last.items())
-
-
 def conservative(kafka: dict[str, str], dataset: DataSet) -> dict[tuple[str, int, int], int]:
     """MM2's rule as our model has it (tests/helpers/mm2_models.py), over MM2's own syncs:
     ``{(topic, partition, upstream): downstream}`` for every group's committed offset."""
     store = OffsetSyncStore(initialization_must_read_to_end=False)
     store.start()
-    for s in mm2_syncs(kafka):
+    for s in mm2_syncs(kafka["A"]):
         store.handle_sync(s["partition"], s["upstream"], s["downstream"])
     return {
         (TOPIC, p, c): store.translate_downstream(p, c)
@@ -388,7 +255,7 @@ def test_we_read_what_mm2_writes(
     work: Path,
     env: dict[str, str],
 ):
-    wait_until(lambda: mm2_settled(kafka, dataset), 180, "MM2's syncs of the last records")
+    wait_until(lambda: mm2_settled(kafka["A"], dataset), 180, "MM2's syncs of the last records")
     # MM2's conservative rule, ours (the model the unit tests hold our syncs to) and MM2's own
     # OffsetSyncStore, over the syncs MM2 wrote: the same answer for every group's offset
     rule = conservative(kafka, dataset)
@@ -457,15 +324,8 @@ def test_failover_accuracy_mm2_and_ours(
     kafka: dict[str, str], dataset: DataSet, mm2: Mm2Process, ours: Path, work: Path,
     record_property: Callable[[str, object], None],
 ):  # fmt: skip
-    wait_until(lambda: mm2_settled(kafka, dataset), 180, "MM2's syncs of the last records")
-    b = client(kafka["B"])
-    figures = {}
-    for name, alias in (("mm2", "A"), ("ours", "C")):
-        translated = b.consumer_offsets_all_groups(alias, groups=GROUPS)
-        translated = {g: translated.get(g, {}) for g in GROUPS}
-        figures[name] = failover_counts(dataset, consume_all(kafka["B"], f"{alias}.{TOPIC}"),
-                                        translated)  # fmt: skip
-    figures["groups"] = len(GROUPS)
+    wait_until(lambda: mm2_settled(kafka["A"], dataset), 180, "MM2's syncs of the last records")
+    figures = failover_figures(kafka["B"], dataset)
     (work / "failover-accuracy.json").write_text(json.dumps(figures, indent=2))
     record_property("failover_accuracy", json.dumps(figures))
     print(f"failover of {len(GROUPS)} groups x {PARTITIONS} partitions: {figures}")

@@ -75,3 +75,50 @@ def test_a_mirror_run_without_a_steady_state_has_no_rate_budget() -> None:
     rows = [row("200B", LOOP, 30, 800_000_000), row("200B", MIRROR, 26, 800_000_000)]
     names = [b.name for b in budgets.evaluate(rows, [], None)]
     assert not any("rate" in n for n in names) and any("wall" in n for n in names)
+
+
+OURS, MM2 = budgets.MIRROR_DEFAULTS.label, budgets.MM2_DEFAULTS.label
+
+
+def test_against_mm2_the_rate_must_be_1_5x_at_no_more_cpu_per_record() -> None:
+    rows = [row("200B", OURS, 10, 800_000_000), row("200B", MM2, 20, 800_000_000)]
+    rate, untuned = budgets.evaluate(rows, [], None)
+    assert rate.name == "200B: throughput against MM2, tasks.max=1, each tool's defaults"
+    assert (rate.measured, rate.met) == ("2.00x, CPU per record 0.55x", True)
+    assert (untuned.measured, untuned.met) == ("2.00x", True)
+    rows[1].m.wall_s = 14  # 1.43x: not 1.5x, but still ahead of untuned MM2
+    rate, untuned = budgets.evaluate(rows, [], None)
+    assert (rate.met, untuned.met) == (False, True)
+    rows[1].m.wall_s, rows[0].m.tree_cpu_s = 20, 30  # fast, but more CPU per record
+    rate, _ = budgets.evaluate(rows, [], None)
+    assert not rate.met and "CPU per record 1.45x" in rate.measured
+    rows[0].ok = False
+    assert not any(b.met for b in budgets.evaluate(rows, [], None))
+
+
+def test_tasks4_and_exactly_once_pairs_compare_the_same_settings() -> None:
+    rows = [
+        row("10KB", budgets.MIRROR_TASKS4.label, 10, 1_500_000_000),
+        row("10KB", budgets.MM2_TASKS4.label, 16, 1_500_000_000),
+        row("10KB", OURS, 10, 1_500_000_000),
+        row("10KB", budgets.MM2_EOS.label, 30, 1_500_000_000),
+    ]
+    names = [(b.name, b.met) for b in budgets.evaluate(rows, [], None)]
+    assert names == [
+        ("10KB: throughput against MM2, tasks.max=4", True),
+        ("10KB: throughput against MM2, tasks.max=1, both exactly-once", True),
+    ]
+
+
+def test_steady_p99_against_mm2_and_the_failover_counts() -> None:
+    mm2_steady = {**steady(90, 400), "label": budgets.STEADY_MM2.label}
+    (p99,) = [
+        b for b in budgets.evaluate([], [steady(150, 450), mm2_steady], None) if "MM2" in b.name
+    ]
+    assert (p99.measured, p99.met) == ("450 ms against 400 ms", False)
+    counts = {"reread": 0, "skipped": 0, "untranslated": 0, "partitions": 48}
+    result = {"ok": True, "groups": 16, "ours": counts, "mm2": {**counts, "reread": 31}}
+    (fo,) = budgets.evaluate([], [], None, result)
+    assert (fo.measured, fo.met) == ("0 / 0 (MM2: 31 / 0)", True)
+    result["ours"] = {**counts, "skipped": 2}
+    assert not budgets.evaluate([], [], None, result)[0].met

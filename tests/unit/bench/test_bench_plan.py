@@ -20,18 +20,60 @@ def labels(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     return {c.name: [m.label for m in c.methods] for c in cases}, [s.label for s in steady]
 
 
-def test_full_run_has_every_method_and_tasks4_only_for_200_bytes() -> None:
+MINE = [
+    "baseline loop (a)",
+    "tuned loop (a')",
+    "engine copier, no Spark (c)",
+    "mirror EOS (b)",
+    "mirror ALO (b')",
+]
+PEER_ROWS = [
+    "mirror defaults, tasks.max=1 (b1)",
+    "mirror EOS tasks.max=4 (b'')",
+    "MM2 defaults, tasks.max=1 (m)",
+    "MM2 tasks.max=4 (m'')",
+    "MM2 EOS tasks.max=1 (m-eos)",
+    "Spark Kafka connector (s)",
+]
+STEADY_MINE = [
+    "default: all queries of `mirror run`",
+    "replication query only (checkpoints, heartbeats off)",
+]
+
+
+def test_full_run_has_every_method_and_both_peers_in_both_cases() -> None:
     cases, steady = labels([])
-    assert cases["200B"] == [
-        "baseline loop (a)",
-        "tuned loop (a')",
-        "engine copier, no Spark (c)",
-        "mirror EOS (b)",
-        "mirror ALO (b')",
-        "mirror EOS tasks.max=4 (b'')",
+    assert cases["200B"] == cases["10KB"] == MINE + PEER_ROWS
+    assert steady == [
+        *STEADY_MINE,
+        "MM2 defaults, tasks.max=1",
+        "MM2 EOS, tasks.max=1",
+        "Spark Kafka connector, processingTime 0.5 s",
     ]
-    assert cases["10KB"] == cases["200B"][:-1]
-    assert len(steady) == 2
+    assert parse_args([]).cases.split(",") == ["200B", "10KB", "steady", "idle", "failover"]
+
+
+def test_without_peers_the_plan_is_the_mirrors_own_and_tasks4_only_for_200_bytes() -> None:
+    for argv in (["--no-mm2", "--no-spark-kafka"], ["--peers", ""]):
+        cases, steady = labels(argv)
+        assert cases["200B"] == [*MINE, "mirror EOS tasks.max=4 (b'')"]
+        assert cases["10KB"] == MINE
+        assert steady == STEADY_MINE
+
+
+def test_one_peer_brings_only_its_rows() -> None:
+    cases, steady = labels(["--peers", "spark-kafka", "--cases", "200B,steady"])
+    assert cases["200B"] == [*MINE, "mirror EOS tasks.max=4 (b'')", "Spark Kafka connector (s)"]
+    assert steady == [*STEADY_MINE, "Spark Kafka connector, processingTime 0.5 s"]
+    cases, _ = labels(["--no-spark-kafka", "--no-tasks4", "--cases", "10KB"])
+    assert cases["10KB"] == [*MINE, *PEER_ROWS[:1], *PEER_ROWS[2:3], PEER_ROWS[4]]
+
+
+def test_an_unknown_peer_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--peers", "mm2,flink"])
+    err = capsys.readouterr().err
+    assert "--peers 'mm2,flink'" in err and "['flink']" in err and "mm2, spark-kafka" in err
 
 
 def test_quick_and_no_flags_leave_out_their_methods() -> None:
@@ -41,9 +83,13 @@ def test_quick_and_no_flags_leave_out_their_methods() -> None:
         "tuned loop (a')",
         "engine copier, no Spark (c)",
         "mirror EOS (b)",
+        "mirror defaults, tasks.max=1 (b1)",
+        "MM2 defaults, tasks.max=1 (m)",
+        "MM2 EOS tasks.max=1 (m-eos)",
+        "Spark Kafka connector (s)",
     ]
     cases, steady = labels(
-        ["--cases", "10KB,steady", "--no-copier", "--no-tuned", "--no-steady-lean"]
+        ["--cases", "10KB,steady", "--no-copier", "--no-tuned", "--no-steady-lean", "--peers", ""]
     )
     assert cases == {"10KB": ["baseline loop (a)", "mirror EOS (b)", "mirror ALO (b')"]}
     assert steady == ["default: all queries of `mirror run`"]
@@ -109,3 +155,41 @@ def test_steady_latency_is_split_at_the_source_brokers_ack() -> None:
 def test_slow_seconds_place_the_tail_in_the_load() -> None:
     by_seq = {0: 100.0, 4_999: 1_200.0, 5_000: 1_500.0, 5_001: 900.0, 20_000: 2_000.0}
     assert steady.slow_seconds(by_seq, 5_000) == {0: 1, 1: 1, 4: 1}
+
+
+def test_block_shows_the_peers_idle_mm2_failover_and_what_the_connector_lacks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(report, "facts", lambda: {"nproc": "2"})
+    runner = Runner(parse_args(["--quick"]), tmp_path)
+    m = Measure(wall_s=10, machine_cpu_s=20, broker_cpu_s=2, peak_rss_mb=100, peak_pss_mb=90)
+    mm2 = {"started_s": 4.0, "caught_up_s": 10.0, "steady_rps": 166}
+    runner.rows = [
+        Row("200B", "MM2 defaults, tasks.max=1 (m)", 1000, 205_000, m, True, mm2),
+        Row("200B", "Spark Kafka connector (s)", 1000, 205_000, m, True, {"started_s": 8.0}),
+    ]
+    block = report.render(runner, runner.args, "CMD", "now", 60)
+    assert "| 200B | MM2 defaults, tasks.max=1 (m) | 4.0 |  | 10.0 | 10.0 | 166 |  |  |  |" in block
+    assert "| timestamps | not written: the copy gets new CreateTimes | the source's |" in block
+    assert "Failover" not in block and "Idle MM2" not in block
+    runner.idle_mm2 = {"rc": 0, "cpu_pct": 6.5, "peak_rss_mb": 400, "peak_pss_mb": 390}
+    runner.idle_mm2.update(processes=1, sampled_s=25, warm_up_s=30, log="x", broker_cpu_pct=1.5)
+    counts = {"reread": 0, "skipped": 0, "untranslated": 0, "partitions": 48}
+    runner.failover = {"ok": True, "groups": 16, "ours": counts, "ours_rc": 0}
+    runner.failover.update(mm2={**counts, "reread": 1_234}, mm2_settled=True)
+    block = report.render(runner, runner.args, "CMD", "now", 60)
+    assert "CPU 6.5 % of a core over 25 s (brokers meanwhile: 1.5 %)." in block
+    assert "| MM2 | 1,234 | 0 | 0 | 48 |\n| mirror | 0 | 0 | 0 | 48 |" in block
+    assert "| failover of 16 groups: records re-read / skipped at the translated offsets" in block
+
+
+def test_defaults_rows_drop_the_benchs_own_tasks_max() -> None:
+    from bench.cases import MIRROR_DEFAULTS
+    from bench.methods import with_overrides
+    from bench.procs import mirror_props
+
+    props = mirror_props("a:1", "b:1", Path("/state"), "t")
+    assert props["tasks.max"] == "2"
+    untuned = with_overrides(props, MIRROR_DEFAULTS.overrides)
+    assert "tasks.max" not in untuned and untuned["topics"] == "t"
+    assert with_overrides(props, {"tasks.max": "4"})["tasks.max"] == "4"
