@@ -119,7 +119,6 @@ def mirror_props(
         "checkpoints.topic.replication.factor": "1",
         "heartbeats.topic.replication.factor": "1",
         "mirror.state.dir": str(state_dir),
-        "tasks.max": "2",
     }
     props.update(extra)
     return props

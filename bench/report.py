@@ -174,8 +174,9 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             "",
             f"Steady load: {args.rate:,.0f} records/s x 200 B over {PARTITIONS} partitions for "
             f"{args.steady_seconds:.0f} s, produced while `mirror run CONFIG --duration N` runs"
-            " (exactly-once, tasks.max=2, **`mirror.trigger.interval.seconds = 0.5`**); the load"
-            " starts once a warm-up record was replicated. (i) end-to-end = receive time in a"
+            " (exactly-once, default tasks.max, **`mirror.trigger.interval.seconds = 0.5`**);"
+            " the load starts once a warm-up record was replicated."
+            " (i) end-to-end = receive time in a"
             " read_committed consumer of the remote topic - record CreateTime, every record;"
             " (ii) from the metrics topic (`latency_ms` = producer ack - CreateTime, before the"
             " transaction commits): median of the per-chunk p50 and max of the per-chunk p99;"

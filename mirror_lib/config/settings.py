@@ -212,7 +212,14 @@ SETTINGS: tuple[Setting, ...] = (
         replication_factor,
         "heartbeats topic",
     ),
-    Setting("tasks.max", "tasks", "1", int_at_least(1), "task slots (stable partition owners)"),
+    Setting(
+        "tasks.max",
+        "tasks",
+        "2",
+        int_at_least(1),
+        "task slots (stable partition owners, as MM2's tasks); the default is a fixed 2, not the "
+        "machine's cores, so that a partition keeps its slot on any machine",
+    ),
     Setting(
         "admin.timeout.ms",
         "admin_timeout_ms",

@@ -3,9 +3,14 @@
 Exactly once is checked on the committed view computed by the raw reader and, on Apache Kafka,
 on the broker's read_committed view too (they must agree). Kills land inside an open transaction
 for sure through the test hook ``MIRROR_TEST_HOLD_BEFORE_COMMIT``
-(mirror_lib/replication/testhooks.py). With four slots the held run still committed every
-record before its first hold, so these run with one slot; the broker kills of
-test_broker_crash.py run with four.
+(mirror_lib/replication/testhooks.py). Each test runs with one slot and with four.
+
+A hold before a copy task's second commit is a kill mid-copy only if that task's partitions need
+more than one transaction. A transaction ends between two ``consume()`` calls of the task, each
+taking up to ``CONSUME_BATCH`` records, so each partition holds more than that: with four slots
+(one partition each) 6,000 records a partition went out in each task's first transaction, and
+the only second one was a record of the session's ``heartbeats`` topic, held after every record
+of the test's topic was committed.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from mirror_lib.replication.copy.source_reader import CONSUME_BATCH
 from mirror_lib.replication.testhooks import AFTER_ENV, HOLD_ENV
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count
@@ -25,8 +31,8 @@ from tests.helpers.kafka_raw import aborted_records
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
 from tests.integration.conftest import flow_properties, write_properties
 
-TOTAL = 24_000
 PARTITIONS = 4
+TOTAL = PARTITIONS * (CONSUME_BATCH + 2_000)  # two transactions at least in every partition
 
 
 def wait_for(check, proc: subprocess.Popen, timeout_s: float, what: str) -> None:
@@ -48,26 +54,28 @@ def loaded_flow(brokers, tmp_path: Path, topic: str, slots: int) -> Path:
             {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % PARTITIONS}
             for i in range(TOTAL)
         ],
-        timeout_s=120,  # 24k records into a broker on a busy machine
+        # one record per produce request only where tansu needs it: 48k of them take 25 s
+        config={"batch.num.messages": 10_000, "linger.ms": 20} if brokers.real_kafka else None,
+        timeout_s=240,  # 48k records into a broker on a busy machine
     )
     props = flow_properties(
         brokers.source,
         brokers.target,
         tmp_path / "state",
         topics=topic,
-        # transactions end only between consume batches: 500 records each, so that each of
-        # four slots (6,000 records) also commits many times and a hold before a commit lands
-        # a stop inside one.
         **{
+            # a transaction ends after every consume batch: each task commits before it holds
             "mirror.commit.max.records": "50",
-            "mirror.batch.max.records": "500",
+            # only the test's topic: a first transaction of the session's heartbeats alone
+            # would let a task hold before it committed anything
+            "heartbeats.replication.enabled": "false",
             "tasks.max": str(slots),
         },
     )
     return write_properties(tmp_path / "mm2.properties", props)
 
 
-@pytest.mark.parametrize("slots", [1])  # four slots: see the module docstring
+@pytest.mark.parametrize("slots", [1, 4])
 def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
     brokers, tmp_path, unique_name, subprocess_env, slots
 ):
@@ -120,7 +128,7 @@ def test_unreachable_cluster_fails_fast_with_a_clear_message(brokers, tmp_path, 
     assert time.monotonic() - started < 60
 
 
-@pytest.mark.parametrize("slots", [1])  # four slots: see the module docstring
+@pytest.mark.parametrize("slots", [1, 4])
 def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
     brokers, tmp_path, unique_name, subprocess_env, slots
 ):

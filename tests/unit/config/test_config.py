@@ -61,10 +61,16 @@ def test_defaults_match_mm2():
     assert s.refresh_topics_interval == 600
     assert s.offset_lag_max == 100
     assert s.replication_factor == 2
-    assert s.tasks == 1
+    assert s.tasks == 2  # ours: a fixed 2 uses a 2-core machine (MM2: 1)
     assert s.exactly_once
     assert s.separator == "."
     assert s.offset_syncs_location == "target"  # ours: atomic with the data (MM2: source)
+
+
+@pytest.mark.parametrize("value", ["1", "2", "7"])
+def test_an_explicit_tasks_max_keeps_its_meaning(value):
+    assert cfg(**{"tasks.max": value}).flow("A->B").settings.tasks == int(value)
+    assert cfg(**{"A->B.tasks.max": value}).flow("A->B").settings.tasks == int(value)
 
 
 def test_flow_overrides_win_over_top_level():

@@ -173,7 +173,7 @@ def test_the_same_values_set_per_flow_agree():
 
 def test_check_group_names_the_file_it_looked_in():
     # fan-out off, so parsing accepts it; check_group is what the runner calls on a group
-    cfg = config(**{"A->B.enabled": "true", "A->C.enabled": "true", "A->C.tasks.max": "2"})
+    cfg = config(**{"A->B.enabled": "true", "A->C.enabled": "true", "A->C.tasks.max": "3"})
     with pytest.raises(ConfigError) as caught:
         check_group([cfg.flow("A->B"), cfg.flow("A->C")], origin="mm2.properties")
     assert caught.value.key == "A->C.tasks.max"

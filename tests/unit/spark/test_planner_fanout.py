@@ -13,7 +13,7 @@ from tests.helpers.fake_planner import Clusters, fake_clusters, planner
 
 PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
          "C.bootstrap.servers": "c:1", "A->B.enabled": "true", "A->C.enabled": "true",
-         "topics": "orders", "mirror.fanout.enabled": "true"}  # fmt: skip
+         "topics": "orders", "mirror.fanout.enabled": "true", "tasks.max": "1"}  # fmt: skip
 GROW = BrokerError("grow topic A.orders to 2 partitions: not supported")
 
 

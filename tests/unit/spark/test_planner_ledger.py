@@ -7,7 +7,7 @@ from mirror_lib.spark.source import plan_positions
 from tests.helpers.fake_planner import Clusters, fake_clusters, planner
 
 PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
-         "A->B.enabled": "true", "A->B.topics": "orders"}  # fmt: skip
+         "A->B.enabled": "true", "A->B.topics": "orders", "tasks.max": "1"}  # fmt: skip
 
 
 def _group(tasks: int, partition: int) -> str:
