@@ -27,6 +27,7 @@ from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.principal import client_principal
 from mirror_lib.kafka.reach import check_client_addresses, check_clusters
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions.heartbeats import emit_heartbeat
 from mirror_lib.replication.companions.supervise import Supervisor, Unit, failure_text
@@ -95,7 +96,7 @@ def _table_unit(spark: Any, config: MirrorConfig, tables: list[Any], i: int, clu
 
 def _catch_up_through_outages(
     r: FlowRunner,
-    target: dict[tuple[str, int], int],
+    target: dict[TP, int],
     limit: float | None,
     bar: Any,
     sup: Supervisor,

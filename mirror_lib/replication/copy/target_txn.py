@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mirror_lib.config.stale import PartitionSkips
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.bounded import bounded
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, PlainProducer
 from mirror_lib.replication.copy.copy_state import PartState
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
 FLUSH_S = 30.0  # a target that acknowledges nothing this long fails (transient)
 

@@ -9,11 +9,9 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from mirror_lib.config.stale import skip_event_fields
-from mirror_lib.mm2.formats import OffsetSync
+from mirror_lib.mm2.formats import TP, OffsetSync
 from mirror_lib.offsets.segments import Segment, mm2_compatible_points
 from mirror_lib.replication import events
-
-TP = tuple[str, int]
 
 
 def sync_records(settings: Any, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:

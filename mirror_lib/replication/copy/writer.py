@@ -33,6 +33,7 @@ from confluent_kafka import KafkaException, Producer
 from mirror_lib.config import stale
 from mirror_lib.config.stale import PartitionSkips, SkipPolicy, split_stale
 from mirror_lib.errors import BrokerError
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, PlainProducer
 from mirror_lib.replication.copy.copy_state import PartState
 from mirror_lib.replication.copy.ledger import ledger_consumer, read_ledger
@@ -41,7 +42,6 @@ from mirror_lib.replication.copy.target_txn import TargetTransactions
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 NO_END = 2**63 - 1
 FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the others longer
 
