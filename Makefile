@@ -44,10 +44,11 @@ demo: $(STAMP) ## run the embedded demo (two local brokers, Spark local, Delta o
 	$(BIN)/mirror validate examples/mm2.properties
 	$(BIN)/mirror demo
 
-lint: $(STAMP) ## ruff lint + format check + the architecture contract (pyproject.toml, ARCHITECTURE.md)
+lint: $(STAMP) ## ruff, the architecture contract (ARCHITECTURE.md), mypy against mypy-baseline.txt
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/python tests/tools/mypy_baseline.py
 
 # The documentation site (mkdocs.yml, docs/), built in strict mode: a broken link, a missing page
 # or anchor fails the build, and so `make test`. docs/configuration.md's reference of every key is
@@ -85,4 +86,4 @@ bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/replication.py
 
 clean: ## remove the virtualenv and local state
-	rm -rf $(VENV) $(VENV40) mirror-state site .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV40) mirror-state site .pytest_cache .ruff_cache .mypy_cache

@@ -32,6 +32,7 @@ EXTRAS = {
         "hypothesis>=6.100",
         "ruff>=0.6",
         "import-linter>=2.1",
+        "mypy>=2.4",
         "nbval>=0.11",
         "pyyaml>=6",
         "cryptography>=42",

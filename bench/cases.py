@@ -31,13 +31,11 @@ BASELINE = Method("baseline loop (a)", "baseline")
 # produce() with positional arguments, as the engine's writer calls it
 TUNED = Method("tuned loop (a')", "tuned", variant="tuned")
 COPIER = Method("engine copier, no Spark (c)", "copier", variant="copier")
-MIRROR_EOS = Method("mirror EOS (b)", "mirror")
+MIRROR_EOS = Method("mirror EOS (b)", "mirror")  # the engine's defaults: no tuning at all
 MIRROR_ALO = Method("mirror ALO (b')", "mirror", {"mirror.delivery": "at_least_once"}, "alo")
 MIRROR_TASKS4 = Method("mirror EOS tasks.max=4 (b'')", "mirror", {"tasks.max": "4"}, "tasks4")
-# the engine's defaults (tasks.max = 1): the row beside MM2's defaults
-MIRROR_DEFAULTS = Method(
-    "mirror defaults, tasks.max=1 (b1)", "mirror", {"tasks.max": None}, "", "mm2"
-)
+# MM2's default slot count, so that the pair compares the same tasks.max
+MIRROR_TASKS1 = Method("mirror EOS tasks.max=1 (b1)", "mirror", {"tasks.max": "1"}, "", "mm2")
 MM2_DEFAULTS = Method("MM2 defaults, tasks.max=1 (m)", "mm2", {}, "", "mm2")
 MM2_TASKS4 = Method("MM2 tasks.max=4 (m'')", "mm2", {"tasks.max": "4"}, "tasks4", "mm2")
 MM2_EOS = Method("MM2 EOS tasks.max=1 (m-eos)", "mm2", {}, "", "mm2", mm2_eos=True)
@@ -48,7 +46,7 @@ METHODS = (  # the order of the rows
     COPIER,
     MIRROR_EOS,
     MIRROR_ALO,
-    MIRROR_DEFAULTS,
+    MIRROR_TASKS1,
     MIRROR_TASKS4,
     MM2_DEFAULTS,
     MM2_TASKS4,

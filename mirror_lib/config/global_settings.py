@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal, get_args, overload
 
 from mirror_lib.config.setting_values import Setting, boolean, choice
 from mirror_lib.errors import ConfigError
@@ -31,6 +31,8 @@ def _experiment(key: str, raw: str) -> str:
         raise ConfigError(key, raw, "a non-empty MLflow experiment name")
     return raw.strip()
 
+
+TablesWriter = Literal["auto", "delta-rs", "spark"]
 
 _SCHEMA = r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)?|`[^`]+`(\.`[^`]+`)?"
 
@@ -100,7 +102,7 @@ GLOBAL_SETTINGS += (
         "mirror.tables.writer",
         "tables_writer",
         "auto",
-        choice("auto", "delta-rs", "spark"),
+        choice(*get_args(TablesWriter)),
         "delta-rs, Delta's Spark writer, or auto",
     ),
     Setting(
@@ -158,7 +160,8 @@ def _spark_master(key: str, raw: str) -> str:
     value = raw.strip().replace(" ", "")
     match = _MASTER.fullmatch(value)
     counts = [int(g) for g in match.groups() if g and g.isdigit()] if match else []
-    too_small = bool(match and match.group(5)) and int(match.group(5)) < EXECUTOR_MIN_MB
+    memory = match.group(5) if match else None
+    too_small = memory is not None and int(memory) < EXECUTOR_MIN_MB
     if value and (match is None or 0 in counts or too_small):
         raise ConfigError(
             key,
@@ -183,7 +186,33 @@ GLOBAL_SETTINGS += (
 GLOBAL_BY_KEY: dict[str, Setting] = {s.key: s for s in GLOBAL_SETTINGS}
 
 
-def global_setting(props: Mapping[str, str], key: str) -> Any:
+_Flag = Literal["mirror.mlflow.enabled", "mirror.tables.enabled"]
+_Text = Literal[
+    "mirror.mlflow.tracking.uri",
+    "mirror.mlflow.experiment",
+    "mirror.tables.schema",
+    "mirror.metrics.host",
+    "mirror.spark.master",
+]
+
+
+# One overload per type of value, so that a caller's use of the value is type-checked and an
+# unknown key is a type error.
+@overload
+def global_setting(props: Mapping[str, str], key: _Flag) -> bool: ...
+@overload
+def global_setting(props: Mapping[str, str], key: _Text) -> str: ...
+@overload
+def global_setting(
+    props: Mapping[str, str], key: Literal["mirror.tables.writer"]
+) -> TablesWriter: ...
+@overload
+def global_setting(props: Mapping[str, str], key: Literal["mirror.metrics.port"]) -> int: ...
+@overload
+def global_setting(
+    props: Mapping[str, str], key: Literal["mirror.outage.max.seconds"]
+) -> float | None: ...
+def global_setting(props: Mapping[str, str], key: str) -> object:
     """The parsed value of a top-level key of :data:`GLOBAL_SETTINGS`, else its default."""
     setting = GLOBAL_BY_KEY[key]
     return setting.parse(key, props.get(key, setting.default))

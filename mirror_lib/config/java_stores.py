@@ -72,7 +72,7 @@ class _Reader:
         return self.data[self.pos - n : self.pos]
 
     def u32(self) -> int:
-        return struct.unpack(">I", self.take(4))[0]
+        return int.from_bytes(self.take(4), "big")
 
     def utf(self) -> str:
         (n,) = struct.unpack(">H", self.take(2))

@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 from mirror_lib.config.fanout import read_groups
 from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings
-from mirror_lib.config.global_settings import GLOBAL_BY_KEY, global_setting
+from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.java_clients import checked_protocol
 from mirror_lib.config.key_checks import (
     connector_extra,
@@ -264,9 +264,9 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
             f"{', '.join(transform_keys)} {'is' if len(transform_keys) == 1 else 'are'} ignored: "
             "no transforms or predicates are listed, so none runs (as in MM2)"
         )
-    for key in GLOBAL_BY_KEY:
+    for key, setting in GLOBAL_BY_KEY.items():
         if key in props:
-            global_setting(props, key)  # fails early, like the per-flow settings
+            setting.parse(key, props[key])  # fails early, like the per-flow settings
     flows = []
     for src in aliases:
         for tgt in aliases:

@@ -10,7 +10,7 @@ the default (MM2's resolution order). Process-wide keys, never per flow, are in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from mirror_lib.config.setting_values import (
     Setting,
@@ -32,6 +32,14 @@ DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
     r"unclean\.leader\.election\.enable, min\.insync\.replicas"
 )
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+# The settings that take one of a few words: their parsers accept exactly these, so a comparison
+# with another word is an error mypy reports.
+DefaultsFrom = Literal["target", "source"]
+SyncsLocation = Literal["source", "target"]
+Delivery = Literal["exactly_once", "at_least_once"]
+StartingOffsets = Literal["", "earliest", "latest"]
+OnGap = Literal["fail", "skip"]
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -164,7 +172,7 @@ SETTINGS: tuple[Setting, ...] = (
         "use.defaults.from",
         "use_defaults_from",
         "target",
-        choice("target", "source"),
+        choice(*get_args(DefaultsFrom)),
         "whose defaults apply to synced topic configs (KIP-894)",
     ),
     Setting("offset.lag.max", "offset_lag_max", "100", int_at_least(0), "MM2 sync spacing"),
@@ -172,7 +180,7 @@ SETTINGS: tuple[Setting, ...] = (
         "offset-syncs.topic.location",
         "offset_syncs_location",
         "target",
-        choice("source", "target"),
+        choice(*get_args(SyncsLocation)),
         "cluster holding the offset-syncs topic (KIP-716); target = written in the data's "
         "transaction (MM2's default is source)",
     ),
@@ -231,14 +239,14 @@ SETTINGS: tuple[Setting, ...] = (
         "mirror.delivery",
         "delivery",
         "exactly_once",
-        choice("exactly_once", "at_least_once"),
+        choice(*get_args(Delivery)),
         "transactions + ledger, or plain idempotent producer",
     ),
     Setting(
         "mirror.starting.offsets",
         "starting_offsets",
         "",
-        choice("", "earliest", "latest"),
+        choice(*get_args(StartingOffsets)),
         "where a new flow starts; default: its source consumer's auto.offset.reset, else earliest",
     ),
     Setting(
@@ -275,7 +283,7 @@ SETTINGS: tuple[Setting, ...] = (
         "mirror.on.gap",
         "on_gap",
         "fail",
-        choice("fail", "skip"),
+        choice(*get_args(OnGap)),
         "a vanished source range is a gap event, then fails the query (default) or is skipped",
     ),
     Setting(
@@ -395,9 +403,9 @@ class FlowSettings:
     protect_remote_topics: bool
     protect_principal: str
     config_properties_exclude: tuple[str, ...]
-    use_defaults_from: str
+    use_defaults_from: DefaultsFrom
     offset_lag_max: int
-    offset_syncs_location: str
+    offset_syncs_location: SyncsLocation
     emit_offset_syncs: bool
     heartbeats_replication: bool
     replication_factor: int
@@ -406,13 +414,13 @@ class FlowSettings:
     heartbeats_replication_factor: int
     tasks: int
     admin_timeout_ms: int
-    delivery: str
-    starting_offsets: str
+    delivery: Delivery
+    starting_offsets: StartingOffsets
     batch_duration: float
     commit_interval_ms: int
     commit_max_records: int
     commit_max_bytes: int
-    on_gap: str
+    on_gap: OnGap
     skip_older_than_ms: int
     skip_max_records: int
     skip_max_bytes: int

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirror_lib.config.settings import FlowSettings
 from mirror_lib.errors import ConfigError
 from mirror_lib.mm2.filters import compile_patterns
 
@@ -37,7 +38,7 @@ TOPICS_KEY = "mirror.skip.topics"
 ON_GAP_KEY = "mirror.on.gap"
 
 
-def check_settings(flow: str, settings: Any, origin: str | None = None) -> None:
+def check_settings(flow: str, settings: FlowSettings, origin: str | None = None) -> None:
     """Refuse skip settings that cannot mean what they say (an enabled flow's settings).
 
     A cap without ``mirror.skip.older.than.ms`` would be ignored, and skipping on purpose
@@ -82,7 +83,7 @@ class SkipPolicy:
     topics: tuple[re.Pattern[str], ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Any) -> SkipPolicy:
+    def from_settings(cls, settings: FlowSettings) -> SkipPolicy:
         """The policy of a flow's :class:`~mirror_lib.config.settings.FlowSettings`."""
         return cls(
             settings.skip_older_than_ms,

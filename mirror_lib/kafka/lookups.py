@@ -14,8 +14,7 @@ except ImportError:  # pragma: no cover
     from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
 
 from mirror_lib.kafka.admin import future_result, lookup_error
-
-TP = tuple[str, int]
+from mirror_lib.mm2.formats import TP
 
 
 def named(admin: Any, what: str) -> str:

@@ -20,12 +20,12 @@ from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2 import policy as pol
+from mirror_lib.mm2.formats import TP as TopicPartition  # its name in MM2's MirrorClient
 from mirror_lib.mm2.formats import Checkpoint, Heartbeat
 from mirror_lib.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
 
 __all__ = ["MirrorClient", "TopicPartition"]
 
-TopicPartition = tuple[str, int]
 #: Broker-internal topics that Java's ``Admin.listTopics()`` leaves out by default.
 _BROKER_INTERNAL = frozenset({"__consumer_offsets", "__transaction_state"})
 #: Reader defaults (overridable by ``conf``): end-of-partition arrives fast on short scans.

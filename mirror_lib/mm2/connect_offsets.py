@@ -21,6 +21,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from mirror_lib.mm2.formats import TP
+
 SOURCE_CONNECTOR = "MirrorSourceConnector"
 
 
@@ -45,7 +47,7 @@ def worker_group(properties: Mapping[str, str], source: str, target: str) -> str
 
 def parse_source_offset(
     key: bytes | None, value: bytes | None, source: str
-) -> tuple[tuple[str, int], int | None] | None:
+) -> tuple[TP, int | None] | None:
     """``((topic, partition), offset)`` of one offsets-topic record of the MirrorSourceConnector
     replicating from cluster ``source``; offset None for a tombstone (a reset). None for any
     other record (another connector or cluster, or bytes that are not Connect's JSON)."""

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from mirror_lib.errors import DecodeError
 
-__all__ = ["VERSION", "Checkpoint", "Heartbeat", "OffsetSync"]
+__all__ = ["TP", "VERSION", "Checkpoint", "Heartbeat", "OffsetSync"]
+
+TP: TypeAlias = tuple[str, int]
+"""A partition of a topic, ``(topic, partition)``: the one partition type of mirror_lib. A plain
+tuple, so the copy path's dict keys cost nothing and any ``(topic, partition)`` pair is one."""
 
 VERSION = 0
 """The only value-schema version of checkpoints and heartbeats."""

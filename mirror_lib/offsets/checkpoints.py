@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import Protocol
 
-from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.mm2.formats import TP, Checkpoint
 from mirror_lib.mm2.policy import ReplicationPolicy, checkpoint_topic_name
 
 __all__ = [
@@ -31,8 +31,6 @@ __all__ = [
     "is_idle_group",
     "is_more_recent",
 ]
-
-TopicPartition = tuple[str, int]
 
 INTERNAL_GROUP_PREFIX = "__mirror"
 """Our own consumer groups; never checkpointed, whatever ``groups`` says."""
@@ -53,7 +51,7 @@ class CheckpointStore:
     """
 
     def __init__(self, checkpoints: Iterable[Checkpoint] = ()) -> None:
-        self._by_group: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        self._by_group: dict[str, dict[TP, Checkpoint]] = {}
         self.load(checkpoints)
 
     def load(
@@ -72,7 +70,7 @@ class CheckpointStore:
         """The latest checkpoint for the key, or None."""
         return self._by_group.get(group, {}).get((topic, partition))
 
-    def latest(self, group: str) -> dict[TopicPartition, Checkpoint]:
+    def latest(self, group: str) -> dict[TP, Checkpoint]:
         """A copy of the group's latest checkpoints keyed by (target topic, partition)."""
         return dict(self._by_group.get(group, {}))
 
@@ -100,7 +98,7 @@ def is_more_recent(cp: Checkpoint, previous: Checkpoint | None) -> bool:
 def compute_checkpoints(
     *,
     group: str,
-    committed: Mapping[TopicPartition, tuple[int, str | None] | None],
+    committed: Mapping[TP, tuple[int, str | None] | None],
     translate: Callable[[str, int, int], int | None],
     policy: ReplicationPolicy,
     source_alias: str,
@@ -160,11 +158,11 @@ def is_idle_group(state: str | None, members: int) -> bool:
 
 def group_offsets_to_sync(
     *,
-    checkpoints: Mapping[TopicPartition, Checkpoint],
+    checkpoints: Mapping[TP, Checkpoint],
     target_state: str | None,
     target_members: int,
-    target_offsets: Mapping[TopicPartition, int],
-) -> dict[TopicPartition, int]:
+    target_offsets: Mapping[TP, int],
+) -> dict[TP, int]:
     """Target offsets to write for one group from its latest checkpoints (KIP-545).
 
     Stricter than MM2: a group with active members (``target_members > 0`` or a state other than
@@ -175,7 +173,7 @@ def group_offsets_to_sync(
     """
     if not is_idle_group(target_state, target_members):
         return {}
-    out: dict[TopicPartition, int] = {}
+    out: dict[TP, int] = {}
     for tp, cp in checkpoints.items():
         downstream = cp.downstream_offset
         if downstream < 0:

@@ -21,6 +21,7 @@ from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.model import FlowConfig, MirrorConfig
 from mirror_lib.config.parse import parse_config, resolved_flow_properties
 from mirror_lib.config.properties import has_reference, is_sensitive
+from mirror_lib.config.settings import FlowSettings
 from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka.clients import client_config, idempotence_off, producer_defaults
 from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
@@ -94,7 +95,7 @@ class FlowContext:
         return self.flow.target
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> FlowSettings:
         return self.flow.settings
 
     @cached_property

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.kafka.reader import read_topic
+from mirror_lib.mm2.formats import TP
 from mirror_lib.offsets.segments import Segment, SegmentIndex
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import (
@@ -32,7 +33,6 @@ from mirror_lib.replication.translate import (
 )
 
 log = logging.getLogger(__name__)
-TP = tuple[str, int]
 GroupTP = tuple[str, TP]
 UNKNOWN = 1 << 62  # no offset of a partition is known to translate exactly
 

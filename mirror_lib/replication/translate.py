@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirror_lib.kafka.reader import read_back, read_topic
+from mirror_lib.mm2.formats import TP
 from mirror_lib.offsets.segments import Segment, SegmentIndex
 from mirror_lib.replication.context import FlowContext
-
-TP = tuple[str, int]
-
 
 _OTHER_EVENT = b'{"type":"'  # our events start with their type (events.encode)
 SEGMENTS_EVENT = b'{"type":"segments"'  # how a segments event's record value starts

@@ -16,6 +16,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.supervise import outage_limit
 from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds, flows_short_of
@@ -70,11 +71,11 @@ class FlowRunner:
                 raise ConfigError(f"{ctx.flow.name}.enabled", "false", "true to replicate it")
         self.query: Any = None
         self._ledgers: dict[str, LedgerView] = {}
-        self._known: dict[str, dict[tuple[str, int], int]] = {}  # last ledger read per target
+        self._known: dict[str, dict[TP, int]] = {}  # last ledger read per target
         self._unread: set[str] = set()  # targets whose last ledger read failed
         self._sample: tuple[int, int, float] | None = None
-        self._until: dict[tuple[str, int], int] | None = None
-        self._parts: list[tuple[str, int]] = []
+        self._until: dict[TP, int] | None = None
+        self._parts: list[TP] = []
         self._stall = StallWatch(outage_limit(config, once=True))
 
     @property
@@ -93,8 +94,8 @@ class FlowRunner:
 
     def start(
         self,
-        until: dict[tuple[str, int], int] | None = None,
-        snapshot: dict[tuple[str, int], int] | None = None,
+        until: dict[TP, int] | None = None,
+        snapshot: dict[TP, int] | None = None,
     ) -> Any:
         """Start the query. ``until``: copy only up to these offsets (``--once``). ``snapshot``:
         a :meth:`snapshot` the caller just took (else one is taken here, for progress).
@@ -146,7 +147,7 @@ class FlowRunner:
             message=q.status["message"] if q is not None else "not started",
         )
 
-    def snapshot(self) -> dict[tuple[str, int], int]:
+    def snapshot(self) -> dict[TP, int]:
         """Last stable offsets of every partition the flow replicates, right now."""
         bounds = flow_bounds(self.group, self.ctx.admin("source"))
         self._parts = list(bounds)
@@ -163,22 +164,20 @@ class FlowRunner:
         except MirrorError:
             return -1
 
-    def delivered(
-        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
-    ) -> dict[tuple[str, int], int]:
+    def delivered(self, partitions: Collection[TP], timeout_s: float = 30) -> dict[TP, int]:
         """Next upstream offset per partition, from the delivery ledger (the truth); in a
         fan-out group, of the target furthest behind."""
         return _slowest(self.delivered_by_flow(partitions, timeout_s))
 
     def delivered_by_flow(
-        self, partitions: Collection[tuple[str, int]], timeout_s: float = 30
-    ) -> dict[str, dict[tuple[str, int], int]]:
+        self, partitions: Collection[TP], timeout_s: float = 30
+    ) -> dict[str, dict[TP, int]]:
         """The ledger of each target of the query, for the partitions its flow replicates.
 
         In a fan-out group a target that cannot be read now counts with its last known
         positions (asked with a short timeout), so that the others are still measured.
         """
-        out: dict[str, dict[tuple[str, int], int]] = {}
+        out: dict[str, dict[TP, int]] = {}
         for ctx in self.group.contexts:
             mine = [tp for tp in partitions if ctx.should_replicate(tp[0])]
             name = ctx.flow.name
@@ -219,8 +218,8 @@ class FlowRunner:
     def _lag(
         self,
         ctx: FlowContext,
-        by_flow: dict[str, dict[tuple[str, int], int]],
-        snapshot: dict[tuple[str, int], int],
+        by_flow: dict[str, dict[TP, int]],
+        snapshot: dict[TP, int],
     ) -> int | None:
         """Records one target still has to get; None when its ledger was never read."""
         name = ctx.flow.name
@@ -233,7 +232,7 @@ class FlowRunner:
             if ctx.should_replicate(tp[0])
         )
 
-    def caught_up(self, target: dict[tuple[str, int], int]) -> bool:
+    def caught_up(self, target: dict[TP, int]) -> bool:
         """True when the ledger of every target reached ``target`` for every partition."""
         wanted = {tp: off for tp, off in target.items() if off > 0}
         by_flow = self.delivered_by_flow(wanted)
@@ -245,7 +244,7 @@ class FlowRunner:
         )
 
     def await_caught_up(
-        self, target: dict[tuple[str, int], int], timeout_s: float | None, on_progress: Any = None
+        self, target: dict[TP, int], timeout_s: float | None, on_progress: Any = None
     ) -> bool:
         """Wait until caught up with ``target``; False on timeout. Query failures raise.
 
@@ -300,9 +299,9 @@ class FlowRunner:
         )
 
 
-def _slowest(by_flow: dict[str, dict[tuple[str, int], int]]) -> dict[tuple[str, int], int]:
+def _slowest(by_flow: dict[str, dict[TP, int]]) -> dict[TP, int]:
     """Per partition, the position of the target furthest behind."""
-    out: dict[tuple[str, int], int] = {}
+    out: dict[TP, int] = {}
     for positions in by_flow.values():
         for tp, pos in positions.items():
             out[tp] = min(pos, out.get(tp, pos))

@@ -37,7 +37,7 @@ from typing import Any
 
 #: Settings of a local driver (a local session's, the test Spark Connect server's): loopback
 #: only, no UI, small shuffles, UTC.
-LOCAL_CONF = {
+LOCAL_CONF: dict[str, bool | float | int | str | None] = {
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",

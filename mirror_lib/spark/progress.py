@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.kafka.lookups import positions
+from mirror_lib.mm2.formats import TP
 
-TP = tuple[str, int]
 LINE_SECONDS = 5.0
 
 
@@ -68,7 +68,7 @@ class CatchUpProgress:
             self.stream.write("\n")
 
 
-def end_offsets(progress: dict[str, Any] | None) -> dict[tuple[str, int], int]:
+def end_offsets(progress: dict[str, Any] | None) -> dict[TP, int]:
     """End offset per (topic, partition) of a mirror source's last progress ({} if none)."""
     if not progress or not progress.get("sources"):
         return {}

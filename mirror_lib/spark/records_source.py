@@ -28,6 +28,7 @@ from mirror_lib.kafka.lookups import (
     positions,
 )
 from mirror_lib.kafka.reader import read_ranges
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.planning.budget import allocate
 
 SCHEMA = (
@@ -73,7 +74,7 @@ class RecordsReader(DataSourceStreamReader):
         self._admin: Any = None
         self._position: dict[str, Any] | None = None
 
-    def _bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+    def _bounds(self) -> dict[TP, tuple[int, int]]:
 
         if self._admin is None:
             self._admin = admin_client(_cluster_conf(self.options, "admin"))

@@ -5,6 +5,10 @@ query), :class:`CompanionJob` threads (heartbeats, checkpoints) and the tables' 
 supervised through outages. ``--once`` gives availableNow semantics on Spark 4.1: it snapshots the
 source's end offsets, passes them to the planner as ``until``, and stops when the delivery ledger
 reached them for every partition.
+
+:func:`run_flows` resolves a :class:`RunPlan` once (the flows and their contexts, the parts, the
+mode, the metrics endpoint: every check before anything starts), then runs it in phases: start,
+then once or continuous, and stop.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from mirror_lib.config.fanout import group_name, read_groups
@@ -27,13 +32,18 @@ from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.principal import client_principal
 from mirror_lib.kafka.reach import check_client_addresses, check_clusters
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions.heartbeats import emit_heartbeat
 from mirror_lib.replication.companions.supervise import Supervisor, Unit, failure_text
 from mirror_lib.replication.companions.threads import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.metrics.flow_status import FlowStatus
-from mirror_lib.replication.metrics.metrics_endpoint import metrics_endpoint, start_exporter
+from mirror_lib.replication.metrics.metrics_endpoint import (
+    MetricsEndpoint,
+    metrics_endpoint,
+    start_exporter,
+)
 from mirror_lib.replication.metrics.run_events import RunEvents
 from mirror_lib.spark.compute import check_compute
 from mirror_lib.spark.flow_runner import FlowRunner
@@ -96,7 +106,7 @@ def _table_unit(spark: Any, config: MirrorConfig, tables: list[Any], i: int, clu
 
 def _catch_up_through_outages(
     r: FlowRunner,
-    target: dict[tuple[str, int], int],
+    target: dict[TP, int],
     limit: float | None,
     bar: Any,
     sup: Supervisor,
@@ -146,6 +156,214 @@ def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[C
     return jobs
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What one :func:`run_flows` call runs, resolved and checked once before anything starts:
+    the flows (each with its context), the parts, the mode and the metrics endpoint."""
+
+    config: MirrorConfig
+    names: list[str]
+    contexts: tuple[FlowContext, ...]  # one per name, in order
+    parts: Collection[str]
+    once: bool
+    duration_s: float | None
+    endpoint: MetricsEndpoint | None
+
+    @classmethod
+    def resolve(
+        cls,
+        config: MirrorConfig,
+        flow_names: list[str] | None,
+        *,
+        parts: Collection[str],
+        once: bool,
+        duration_s: float | None,
+        metrics_port: int | None,
+        metrics_host: str | None,
+    ) -> RunPlan:
+        """The plan of the given (default: all enabled) flows; bad input and unreachable
+        clusters fail here, before a session or a query starts."""
+        names = flow_names or [f.name for f in config.enabled_flows()]
+        if not names:
+            raise ConfigError(
+                "A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)"
+            )
+        unknown = sorted(set(parts) - set(PARTS))
+        if unknown or not parts:
+            raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
+        contexts = tuple(FlowContext.create(config, name) for name in names)
+        endpoint = metrics_endpoint(config, metrics_port, metrics_host)  # None: no endpoint
+        if endpoint is not None:
+            endpoint.check_free()  # a port in use fails here, before anything starts
+        check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects
+        check_clusters(config, [alias for c in contexts for alias in (c.source, c.target)])
+        check_client_addresses(config, names)  # a role's own bootstrap.servers: the same cluster
+        return cls(config, names, contexts, parts, once, duration_s, endpoint)
+
+    @property
+    def mode(self) -> str:
+        """How the run ends, for its events: ``once``, ``continuous`` or ``for <n>s``."""
+        if self.once:
+            return "once"
+        return "continuous" if self.duration_s is None else f"for {self.duration_s:g}s"
+
+
+class _Run:
+    """The parts of one run over a session (replication queries, companion threads, the
+    tables), started, driven and stopped in phases: :meth:`start`, then :meth:`once` or
+    :meth:`continuous`, and :meth:`stop` in every case."""
+
+    def __init__(self, plan: RunPlan, spark: Any, report: Any) -> None:
+        config, parts = plan.config, plan.parts
+        self.plan, self.config, self.report = plan, config, report
+        self.own_session = False  # stop only a session made here, never e.g. a Databricks job's
+        if spark is None:
+            from pyspark.sql import SparkSession  # lazy: optional extra "spark"
+
+            self.own_session = SparkSession.getActiveSession() is None
+            spark = session_for_run(**run_conf(plan.config, plan.once))
+        self.spark = spark
+        flows = [c.flow for c in plan.contexts]
+        groups = [group_name(g) for g in read_groups(flows)]  # fan-out flows share one query
+        self.runners = (
+            [FlowRunner(spark, config, g) for g in groups] if "replication" in parts else []
+        )
+        self.jobs = (
+            []
+            if plan.once
+            else [j for j in companion_jobs(spark, config, plan.names) if j.job in parts]
+        )
+        clusters = (
+            materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
+        )
+        self.writer = tables_writer(spark, config) if clusters else "delta-rs"
+        if clusters and not plan.once and self.writer == "delta-rs":
+            self.jobs += [TablesJob(config, c) for c in clusters]  # driver threads, no Spark query
+            clusters = []
+        self.clusters = clusters  # materialized by Spark queries (continuous) or at the end (once)
+        self.tables: list[Any] = []
+        self.lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
+        self.sup = Supervisor(config, plan.once, report, self.lags.get)
+        self.events = RunEvents(config, plan.names if self.runners else [], plan.mode)
+        self.exporter: Any = None
+        self.released: threading.Thread | None = None  # stops the queries and the session (--once)
+        self.targets: dict[str, dict[TP, int]] = {}
+        self.deadline: float | None = None
+
+    def start(self) -> None:
+        """Snapshot the sources, then start the companions and the replication queries."""
+        report, once = self.report, self.plan.once
+        if self.plan.endpoint is not None:
+            self.exporter = start_exporter(self.plan.endpoint, self.runners, self.jobs, report)
+        self.targets = {r.name: r.snapshot() for r in self.runners}
+        for r in self.runners:
+            for ctx in r.group.contexts:
+                _check_matches(ctx, self.targets[r.name], once, report)
+                ctx.refuse_loops({t for t, _p in self.targets[r.name] if ctx.should_replicate(t)})
+        for j in self.jobs:
+            j.start()
+            report(f"started {j.job} of {j.name} (a driver thread, every {j.interval}s)")
+        # as in MM2, the heartbeats topic exists before the first slice is planned
+        for j in self.jobs:
+            if j.job == "heartbeats":
+                j.first_run_done(FIRST_HEARTBEAT_WAIT_S)
+        for r in self.runners:
+            target = self.targets[r.name]
+            r.start(target if once else None, snapshot=target)
+            report(f"started {r.job} of {r.name} (checkpoint {r.checkpoint})")
+        self.events.start()
+        duration_s = self.plan.duration_s
+        self.deadline = None if duration_s is None else time.monotonic() + duration_s
+
+    def once(self, timeout_s: float | None, show_progress: bool) -> dict[str, FlowStatus]:
+        """``--once``: wait until every query caught up with its snapshot, release Spark, then
+        one heartbeat and checkpoint round and the tables."""
+        report, spark, config = self.report, self.spark, self.config
+        deadline = self.deadline
+        limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
+        for r in self.runners:
+            bar = CatchUpProgress(r.name) if show_progress else None
+            caught = _catch_up_through_outages(r, self.targets[r.name], limit, bar, self.sup)
+            if bar is not None:
+                bar.finish()
+            if not caught:
+                raise MirrorRuntimeError(
+                    f"flow {r.name} did not catch up within {limit:.0f}s; "
+                    "everything committed so far is kept"
+                )
+            report(f"{r.name}: caught up with {sum(self.targets[r.name].values())} source offsets")
+        statuses = {r.name: r.status() for r in self.runners}
+        if self.own_session and self.writer == "delta-rs":  # what is left needs no Spark
+            self.released = _release_spark(spark, self.runners)
+        self.events.stop("--once: caught up with the snapshot taken at start")
+        for ctx in self.plan.contexts:
+            _one_round(ctx, report, self.plan.parts)
+        for cluster in self.clusters:
+            report(materialize_now(spark, config, cluster, timeout_s, self.writer))
+        return statuses
+
+    def continuous(
+        self,
+        on_progress: Callable[[list[dict[str, Any]]], None] | None,
+        progress_interval_s: float,
+    ) -> dict[str, FlowStatus]:
+        """Until the deadline (else until interrupted): watch every part through outages, and
+        measure progress every ``progress_interval_s``."""
+        spark, config, sup, tables = self.spark, self.config, self.sup, self.tables
+        runners, jobs, clusters = self.runners, self.jobs, self.clusters
+        tables += [start_materialization(spark, config, c) for c in clusters]
+        units = [(_runner_unit(r), r.raise_if_failed) for r in runners]
+        units += [
+            (
+                _table_unit(spark, config, tables, i, c),
+                lambda i=i, c=c: raise_query_error(tables[i], f"materialization of {c}"),
+            )
+            for i, c in enumerate(clusters)
+        ]
+        next_progress = time.monotonic() + progress_interval_s
+        while self.deadline is None or time.monotonic() < self.deadline:
+            for unit, raise_terminal in units:
+                sup.watch(unit, raise_terminal)
+            for j in jobs:  # companions retry transient errors on their own thread
+                j.raise_if_failed()
+            if time.monotonic() >= next_progress:
+                rows: list[dict[str, Any]] = []
+                if on_progress is not None:
+                    rows = progress_rows(runners + jobs, tables, clusters, sup.waiting())
+                    on_progress(rows)
+                elif not sup.outages:  # records behind, for the next outage's events
+                    rows = progress_rows(runners, [], [])
+                self.lags.update({x["flow"]: x["lag"] for x in rows if x["lag"] is not None})
+                next_progress = time.monotonic() + progress_interval_s
+            time.sleep(1)
+        self.events.stop(f"--duration of {self.plan.duration_s:g}s reached")
+        if on_progress is not None:
+            on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
+        return {r.name: r.status() for r in runners}
+
+    def failed(self, exc: BaseException) -> None:
+        """The run failed: its error event, and for ``--once`` the tables that show it."""
+        self.events.error(exc)
+        terminal = isinstance(exc, MirrorRuntimeError) and not exc.transient
+        if self.plan.once and self.clusters and terminal:
+            _materialize_failure(self.spark, self.config, self.clusters, self.report)
+
+    def stop(self) -> None:
+        """Stop every part that runs, and the session if it was started here."""
+        spark = self.spark
+        stops: list[Callable[[], Any]] = [self.exporter.stop] if self.exporter is not None else []
+        stops += [
+            self.sup.close,
+            *(r.stop for r in ([] if self.released else self.runners) + self.jobs),
+        ]
+        stops += [lambda q=q: stop_query(spark, q) for q in self.tables]
+        _stop_each(stops)
+        if self.released is not None:
+            self.released.join()
+        elif self.own_session:
+            spark.stop()
+
+
 def run_flows(
     spark: Any,
     config: MirrorConfig,
@@ -174,130 +392,30 @@ def run_flows(
     metrics from before the queries start until return
     (:mod:`mirror_lib.replication.metrics.metrics_endpoint`).
     """
-    names = flow_names or [f.name for f in config.enabled_flows()]
-    if not names:
-        raise ConfigError("A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)")
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown or not parts:
-        raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
-    flows = [config.flow(name) for name in names]
-    endpoint = metrics_endpoint(config, metrics_port, metrics_host)  # None: no endpoint
-    check_compute(spark, once=once, endpoint=endpoint)  # e.g. continuous on serverless
-    if endpoint is not None:
-        endpoint.check_free()  # a port in use fails here, before anything starts
-    check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects
-    check_clusters(config, [alias for f in flows for alias in (f.source, f.target)])
-    check_client_addresses(config, names)  # a role's own bootstrap.servers: the same cluster
-    own_session = False  # stop only a session made here, never e.g. a Databricks job's
-    if spark is None:
-        from pyspark.sql import SparkSession  # lazy: optional extra "spark"
-
-        own_session = SparkSession.getActiveSession() is None
-        spark = session_for_run(**run_conf(config, once))
-    groups = [group_name(g) for g in read_groups(flows)]  # fan-out flows share one query
-    runners = [FlowRunner(spark, config, g) for g in groups] if "replication" in parts else []
-    jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]
-    clusters = materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
-    if clusters and not once and tables_writer(spark, config) == "delta-rs":
-        jobs += [TablesJob(config, c) for c in clusters]  # driver threads, no Spark query
-        clusters = []
-    tables: list[Any] = []
-    lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
-    sup = Supervisor(config, once, report, lags.get)
-    mode = "once" if once else "continuous" if duration_s is None else f"for {duration_s:g}s"
-    run_events = RunEvents(config, names if runners else [], mode)
-    exporter = None
-    released: threading.Thread | None = None  # stops the queries and the session (--once)
+    plan = RunPlan.resolve(
+        config,
+        flow_names,
+        parts=parts,
+        once=once,
+        duration_s=duration_s,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+    )
+    check_compute(spark, once=once, endpoint=plan.endpoint)  # e.g. continuous on serverless
+    run = _Run(plan, spark, report)
     try:
-        if endpoint is not None:
-            exporter = start_exporter(endpoint, runners, jobs, report)
-        targets = {r.name: r.snapshot() for r in runners}
-        for r in runners:
-            for ctx in r.group.contexts:
-                _check_matches(ctx, targets[r.name], once, report)
-                ctx.refuse_loops({t for t, _p in targets[r.name] if ctx.should_replicate(t)})
-        for j in jobs:
-            j.start()
-            report(f"started {j.job} of {j.name} (a driver thread, every {j.interval}s)")
-        for j in jobs:  # as in MM2, the heartbeats topic exists before the first slice is planned
-            if j.job == "heartbeats":
-                j.first_run_done(FIRST_HEARTBEAT_WAIT_S)
-        for r in runners:
-            target = targets[r.name]
-            r.start(target if once else None, snapshot=target)
-            report(f"started {r.job} of {r.name} (checkpoint {r.checkpoint})")
-        run_events.start()
-        deadline = None if duration_s is None else time.monotonic() + duration_s
+        run.start()
         if once:
-            limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
-            for r in runners:
-                bar = CatchUpProgress(r.name) if show_progress else None
-                caught = _catch_up_through_outages(r, targets[r.name], limit, bar, sup)
-                if bar is not None:
-                    bar.finish()
-                if not caught:
-                    raise MirrorRuntimeError(
-                        f"flow {r.name} did not catch up within {limit:.0f}s; "
-                        "everything committed so far is kept"
-                    )
-                report(f"{r.name}: caught up with {sum(targets[r.name].values())} source offsets")
-            statuses = {r.name: r.status() for r in runners}
-            writer = tables_writer(spark, config) if clusters else "delta-rs"
-            if own_session and writer == "delta-rs":  # what is left needs no Spark
-                released = _release_spark(spark, runners)
-            run_events.stop("--once: caught up with the snapshot taken at start")
-            for name in names:
-                _one_round(FlowContext.create(config, name), report, parts)
-            for cluster in clusters:
-                report(materialize_now(spark, config, cluster, timeout_s, writer))
-            return statuses
-        else:
-            tables = [start_materialization(spark, config, c) for c in clusters]
-            units = [(_runner_unit(r), r.raise_if_failed) for r in runners]
-            units += [
-                (
-                    _table_unit(spark, config, tables, i, c),
-                    lambda i=i, c=c: raise_query_error(tables[i], f"materialization of {c}"),
-                )
-                for i, c in enumerate(clusters)
-            ]
-            next_progress = time.monotonic() + progress_interval_s
-            while deadline is None or time.monotonic() < deadline:
-                for unit, raise_terminal in units:
-                    sup.watch(unit, raise_terminal)
-                for j in jobs:  # companions retry transient errors on their own thread
-                    j.raise_if_failed()
-                if time.monotonic() >= next_progress:
-                    rows: list[dict[str, Any]] = []
-                    if on_progress is not None:
-                        rows = progress_rows(runners + jobs, tables, clusters, sup.waiting())
-                        on_progress(rows)
-                    elif not sup.outages:  # records behind, for the next outage's events
-                        rows = progress_rows(runners, [], [])
-                    lags.update({x["flow"]: x["lag"] for x in rows if x["lag"] is not None})
-                    next_progress = time.monotonic() + progress_interval_s
-                time.sleep(1)
-            run_events.stop(f"--duration of {duration_s:g}s reached")
-            if on_progress is not None:
-                on_progress(progress_rows(runners + jobs, tables, clusters, sup.waiting()))
-        return {r.name: r.status() for r in runners}
+            return run.once(timeout_s, show_progress)
+        return run.continuous(on_progress, progress_interval_s)
     except KeyboardInterrupt:
-        run_events.stop("interrupted (Ctrl-C, SIGINT or a job cancel)")
+        run.events.stop("interrupted (Ctrl-C, SIGINT or a job cancel)")
         raise
     except BaseException as exc:
-        run_events.error(exc)
-        if once and clusters and isinstance(exc, MirrorRuntimeError) and not exc.transient:
-            _materialize_failure(spark, config, clusters, report)
+        run.failed(exc)
         raise
     finally:
-        stops: list[Callable[[], Any]] = [exporter.stop] if exporter is not None else []
-        stops += [sup.close, *(r.stop for r in ([] if released else runners) + jobs)]
-        stops += [lambda q=q: stop_query(spark, q) for q in tables]
-        _stop_each(stops)
-        if released is not None:
-            released.join()
-        elif own_session:
-            spark.stop()
+        run.stop()
 
 
 def _materialize_failure(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
-TP = tuple[str, int]
+from mirror_lib.mm2.formats import TP
 
 
 @dataclass

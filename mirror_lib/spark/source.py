@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
 
 from mirror_lib.errors import BrokerError, DataLossError, MirrorRuntimeError, RemoteTopicError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events
 from mirror_lib.replication.companions.protection import RemoteTopicGuard
 from mirror_lib.replication.companions.topic_sync import (
@@ -58,7 +59,6 @@ log = logging.getLogger(__name__)
 
 PROBE_S = 5.0  # a fan-out target that does not answer this fast is left out of the slice
 SCHEMA = "slot int, records long, transactions long"
-TP = tuple[str, int]
 
 
 def parse_until(text: str | None) -> dict[TP, int]:

@@ -31,6 +31,7 @@ from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, positions
 from mirror_lib.kafka.reader import read_ranges
+from mirror_lib.mm2.formats import TP
 from mirror_lib.tables.decode import RawRecord, decode_records
 from mirror_lib.tables.delta_rs import ensure_tables
 from mirror_lib.tables.location import tables_root
@@ -40,8 +41,6 @@ from mirror_lib.tables.positions import append_unseen
 INTERNAL_PATTERN = r".*(mm2-offset-syncs|checkpoints|heartbeats|mm2-metrics).*"
 #: Records decoded and committed together (bounds the driver's memory on a long backlog).
 CHUNK_RECORDS = 50_000
-
-TP = tuple[str, int]
 
 
 def policy_and_location(config: MirrorConfig, cluster: str) -> tuple[Any, str]:

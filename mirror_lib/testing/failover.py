@@ -85,7 +85,7 @@ def produce_orders(bootstrap: str) -> list[Record]:
     txn.init_transactions(30)
     for i in range(PER_PARTITION):
         for p in range(PARTITIONS):
-            args = {
+            args: dict[str, Any] = {
                 "topic": TOPIC,
                 "partition": p,
                 "key": f"k{i % 37}".encode(),

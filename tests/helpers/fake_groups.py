@@ -10,9 +10,8 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupState, TopicPartition
 
+from mirror_lib.mm2.formats import TP
 from tests.helpers.fake_kafka import FakeMessage, FakeProducer
-
-TP = tuple[str, int]
 
 
 def _done(value: Any) -> Future:

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 
 from mirror_lib.config.parse import parse_config
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.copy import ledger as ledger_module
 from mirror_lib.replication.copy.read_group import ReadGroup
 from mirror_lib.spark import source as source_module
-
-TP = tuple[str, int]
 
 
 @dataclass

@@ -23,7 +23,7 @@ from mirror_lib.kafka.admin import AUTH_ERRORS, admin_client, future_result
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.lookups import topic_ids, wait_futures
 from mirror_lib.kafka.reader import read_topic
-from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.mm2.formats import TP, Checkpoint
 from mirror_lib.offsets.checkpoints import (
     CheckpointStore,
     accept_group,
@@ -35,7 +35,6 @@ from mirror_lib.replication.segment_view import SegmentView, load_view, save_vie
 from mirror_lib.replication.translate import reader_conf
 
 log = logging.getLogger(__name__)
-TP = tuple[str, int]
 
 
 @dataclass

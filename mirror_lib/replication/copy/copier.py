@@ -26,6 +26,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.copy_state import Interleaved
@@ -39,7 +40,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 
-TP = tuple[str, int]
 IDLE_POLL_S = 0.1
 PENDING_POLL_S = 0.01  # a fan-out commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.source_reader import Reader
@@ -26,7 +27,6 @@ from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 #: What a target's writer raises for its own target: in a fan-out group it leaves only that target
 #: out (a fenced producer, a fatal KafkaException, still stops the slot).
 TARGET_ERRORS = (BrokerError, KafkaException, RecordTooLargeError)

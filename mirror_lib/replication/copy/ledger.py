@@ -19,9 +19,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import admin_client, lookup_error
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wait_futures
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, stable_slot
 
-TP = tuple[str, int]
 #: The group coordinator is elsewhere or not ready yet (a new cluster's first group, a leader that
 #: moved): librdkafka gives up on these at once, so the ledger read asks again.
 _COORDINATOR_MOVING = frozenset({

@@ -30,6 +30,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError, DataLossError
 from mirror_lib.kafka.reader import read_back
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.source_reader import make_consumer
@@ -37,7 +38,6 @@ from mirror_lib.replication.translate import SEGMENTS_EVENT, reader_conf
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 RETENTION = "records were deleted (retention or DeleteRecords)"
 RECREATED = "topic was deleted and re-created"
 TRUNCATED = (

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mirror_lib.mm2.formats import TP
+
 if TYPE_CHECKING:
     from mirror_lib.replication.context import FlowContext
     from mirror_lib.replication.copy.writer import TargetWriter
 
-TP = tuple[str, int]
 CONSUME_BATCH = 10_000
 HEAD_PACE_MS = 50  # at the head, a partition is fetched again this long after its last records
 HEAD_LAG_RECORDS = CONSUME_BATCH  # fewer records than this to the high watermark: at the head

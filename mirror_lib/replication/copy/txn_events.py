@@ -8,15 +8,14 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from mirror_lib.config.settings import FlowSettings
 from mirror_lib.config.stale import skip_event_fields
-from mirror_lib.mm2.formats import OffsetSync
+from mirror_lib.mm2.formats import TP, OffsetSync
 from mirror_lib.offsets.segments import Segment, mm2_compatible_points
 from mirror_lib.replication import events
 
-TP = tuple[str, int]
 
-
-def sync_records(settings: Any, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
+def sync_records(settings: FlowSettings, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
     """MM2 offset syncs for the transaction's segments (none when the flow emits none)."""
     if not settings.emit_offset_syncs:
         return []

@@ -28,6 +28,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.translate import reader_conf
@@ -186,7 +187,7 @@ class FlowFeed:
     def _measure_lag(self) -> None:
         ctx = self.ctx
         ledger = LedgerView(ctx)
-        done: dict[tuple[str, int], int] = {}
+        done: dict[TP, int] = {}
         try:
             admin = ctx.admin("source")
             while not self._stop.is_set():

@@ -26,6 +26,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.copy.copy_state import LATENCY_BUCKETS_MS
 
 MM2 = "kafka_connect_mirror_source_connector_"
@@ -41,8 +42,6 @@ MM2_NAMES = {
     "record-age-ms": MM2 + "record_age_ms",
     "replication-latency-ms": MM2 + "replication_latency_ms",
 }
-
-TP = tuple[str, int]
 
 
 @dataclass

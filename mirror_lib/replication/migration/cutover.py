@@ -29,7 +29,7 @@ from mirror_lib.kafka.lookups import partition_bounds
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.kafka.reach import check_client_addresses, check_clusters
 from mirror_lib.kafka.reader import read_topic
-from mirror_lib.mm2.formats import Checkpoint
+from mirror_lib.mm2.formats import TP, Checkpoint
 from mirror_lib.replication.companions.protection import lift_protection
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.migration.cutover_groups import (
@@ -41,7 +41,6 @@ from mirror_lib.replication.migration.verify import flow_partitions, record_repo
 from mirror_lib.replication.segment_view import SegmentView
 from mirror_lib.replication.translate import reader_conf
 
-TP = tuple[str, int]
 RULE = (
     "a consumer that keeps offsets outside Kafka: offsets below A's end offset map through the "
     "translation (`mirror translate --offsets-json` / `--spark-checkpoint`); a consumer at A's "

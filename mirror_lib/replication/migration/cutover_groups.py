@@ -15,11 +15,10 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_lib.kafka.admin import admin_client, future_result
 from mirror_lib.kafka.lookups import wait_futures
+from mirror_lib.mm2.formats import TP
 from mirror_lib.offsets.checkpoints import KEPT, is_idle_group, moves_forward
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.segment_view import SegmentView
-
-TP = tuple[str, int]
 
 
 @dataclass

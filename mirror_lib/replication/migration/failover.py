@@ -21,6 +21,7 @@ from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.kafka.mirror_client import MirrorClient
+from mirror_lib.mm2.formats import TP
 from mirror_lib.offsets.checkpoints import KEPT, is_idle_group, moves_forward
 from mirror_lib.tables.location import tables_root
 
@@ -166,7 +167,7 @@ def translate_group_as_of(
     from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 
     table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
-    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    latest: dict[TP, dict[str, Any]] = {}
     for row in table.to_pylist():
         if (row["group_id"], row["source"], row["target"]) != (group, source, target):
             continue

@@ -28,7 +28,6 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.migration.mm2_takeover import mm2_committed
 
-TP = tuple[str, int]
 #: Connect's default partition count of its offsets topic (``offset.storage.partitions``).
 OFFSETS_PARTITIONS = 25
 

@@ -27,12 +27,12 @@ from mirror_lib.errors import BrokerError, MirrorRuntimeError
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.connect_offsets import offsets_topic, parse_source_offset, worker_group
+from mirror_lib.mm2.formats import TP
 from mirror_lib.offsets.takeover import Boundary, Content, find_boundary
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
-TP = tuple[str, int]
 TAIL = 64  # remote records read back from the end to find the last one (markers, aborts)
 
 

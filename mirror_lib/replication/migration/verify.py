@@ -28,6 +28,7 @@ from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
 from mirror_lib.kafka.reach import check_client_addresses
+from mirror_lib.mm2.formats import TP
 from mirror_lib.offsets.record_compare import OffsetMap
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.context import FlowContext
@@ -66,12 +67,10 @@ def flow_partitions(ctx: FlowContext, topics: Sequence[str] | None = None) -> di
     return {t: replicated[t] for t in sorted(set(topics))}
 
 
-def _previous_points(
-    config: MirrorConfig, flow: str, spark: Any
-) -> dict[tuple[str, int], dict[str, Any]]:
+def _previous_points(config: MirrorConfig, flow: str, spark: Any) -> dict[TP, dict[str, Any]]:
     from mirror_lib.tables.state_tables import read_rows  # lazy: deltalake, pyarrow
 
-    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    latest: dict[TP, dict[str, Any]] = {}
     for row in read_rows(config, "verifications", spark):
         if row["flow"] != flow:
             continue
@@ -102,12 +101,12 @@ class TargetSnapshot:
     flow copying meanwhile can show its newest records as strays.
     """
 
-    ends: dict[tuple[str, int], int]  # remote partition -> last stable offset
+    ends: dict[TP, int]  # remote partition -> last stable offset
     metrics_end: int = 0
     whole_history: bool = True  # the metrics topic never lost a record (retention)
 
 
-def target_snapshot(ctx: FlowContext, tps: Sequence[tuple[str, int]]) -> TargetSnapshot:
+def target_snapshot(ctx: FlowContext, tps: Sequence[TP]) -> TargetSnapshot:
     """The ends of the remote partitions of ``tps`` that exist, then the metrics topic's."""
     admin = admin_client(ctx.client("target", "admin"))
     existing = list_topic_partitions(admin)
@@ -232,8 +231,8 @@ def verify_flow(
     tps = [(t, p) for t, n in partitions.items() for p in range(n)]
     bounds = partition_bounds(admin_client(ctx.client("source", "admin")), tps)
     target = target_snapshot(ctx, tps)  # before the segments: they must cover what it holds
-    skips: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    mm2_below: dict[tuple[str, int], int] = {}
+    skips: dict[TP, list[tuple[int, int]]] = {}
+    mm2_below: dict[TP, int] = {}
     indexes = load_segments(ctx, skips=skips, until=target.metrics_end, mm2_below=mm2_below)
     previous = _previous_points(config, ctx.flow.name, spark) if resume else {}
     tasks = [

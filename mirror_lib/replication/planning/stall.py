@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TP = tuple[str, int]
+from mirror_lib.mm2.formats import TP
 
 MIN_SLICES = 3  # a long slice that ended early once or twice is not a stall
 

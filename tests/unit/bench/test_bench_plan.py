@@ -28,7 +28,7 @@ MINE = [
     "mirror ALO (b')",
 ]
 PEER_ROWS = [
-    "mirror defaults, tasks.max=1 (b1)",
+    "mirror EOS tasks.max=1 (b1)",
     "mirror EOS tasks.max=4 (b'')",
     "MM2 defaults, tasks.max=1 (m)",
     "MM2 tasks.max=4 (m'')",
@@ -83,7 +83,7 @@ def test_quick_and_no_flags_leave_out_their_methods() -> None:
         "tuned loop (a')",
         "engine copier, no Spark (c)",
         "mirror EOS (b)",
-        "mirror defaults, tasks.max=1 (b1)",
+        "mirror EOS tasks.max=1 (b1)",
         "MM2 defaults, tasks.max=1 (m)",
         "MM2 EOS tasks.max=1 (m-eos)",
         "Spark Kafka connector (s)",
@@ -183,13 +183,12 @@ def test_block_shows_the_peers_idle_mm2_failover_and_what_the_connector_lacks(
     assert "| failover of 16 groups: records re-read / skipped at the translated offsets" in block
 
 
-def test_defaults_rows_drop_the_benchs_own_tasks_max() -> None:
-    from bench.cases import MIRROR_DEFAULTS
+def test_the_defaults_row_sets_no_tasks_max_and_the_pairs_set_mm2s() -> None:
+    from bench.cases import MIRROR_TASKS1, MIRROR_TASKS4
     from bench.methods import with_overrides
     from bench.procs import mirror_props
 
     props = mirror_props("a:1", "b:1", Path("/state"), "t")
-    assert props["tasks.max"] == "2"
-    untuned = with_overrides(props, MIRROR_DEFAULTS.overrides)
-    assert "tasks.max" not in untuned and untuned["topics"] == "t"
-    assert with_overrides(props, {"tasks.max": "4"})["tasks.max"] == "4"
+    assert "tasks.max" not in props and props["topics"] == "t"  # (b): the engine's default
+    assert with_overrides(props, MIRROR_TASKS1.overrides)["tasks.max"] == "1"
+    assert with_overrides(props, MIRROR_TASKS4.overrides)["tasks.max"] == "4"

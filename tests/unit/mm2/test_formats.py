@@ -3,13 +3,16 @@ docs/mm2-reference.md#wire-formats."""
 
 from __future__ import annotations
 
+import re
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import mirror_lib
 from mirror_lib.errors import DecodeError
 from mirror_lib.mm2.formats import Checkpoint, Heartbeat, OffsetSync
 
@@ -271,3 +274,13 @@ def test_encode_accepts_range_limits() -> None:
     sync = OffsetSync("x" * 32767, -(2**31), -(2**63), 2**63 - 1)
     assert OffsetSync.decode(sync.key(), sync.value()) == sync
     assert OffsetSync("t", 2**31 - 1, 0, 0).key() == b"\x00\x01t\x7f\xff\xff\xff"
+
+
+def test_one_partition_type() -> None:
+    """``mm2.formats.TP`` is the only (topic, partition) type: no module defines its own."""
+    root = Path(mirror_lib.__file__).parent
+    own = re.compile(r"^\w+(: TypeAlias)? = tuple\[str, int\]$", re.M)
+    defined = sorted(
+        str(path.relative_to(root)) for path in root.rglob("*.py") if own.search(path.read_text())
+    )
+    assert defined == ["mm2/formats.py"]

@@ -12,7 +12,7 @@ import pytest
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy import source_reader, target_txn
+from mirror_lib.replication.copy import source_reader
 from mirror_lib.replication.copy import writer as writer_module
 from mirror_lib.replication.copy.copier import SliceCopy
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
@@ -154,7 +154,7 @@ def test_a_target_that_acknowledges_nothing_for_flush_s_fails(monkeypatch):
     producer.acking = False
     w.accept(("T", 0), _records(0, 9), 0.0)
     assert not w.commit(_no_watermarks, wait=False)  # waits: not yet FLUSH_S
-    monkeypatch.setattr(target_txn, "FLUSH_S", 0.0)
+    monkeypatch.setattr(writer_module, "FLUSH_S", 0.0)
     with pytest.raises(BrokerError, match="did not acknowledge records") as exc:
         w.commit(_no_watermarks, wait=False)
     assert exc.value.transient
