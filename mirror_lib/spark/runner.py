@@ -39,7 +39,12 @@ from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
 from mirror_lib.spark.session import ONE_RUN_CONF, session_for_run
-from mirror_lib.tables.location import materialized_clusters, tables_enabled, tables_writer
+from mirror_lib.tables.location import (
+    local_session_delta,
+    materialized_clusters,
+    tables_enabled,
+    tables_writer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +196,7 @@ def run_flows(
         from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
         own_session = SparkSession.getActiveSession() is None
-        spark = session_for_run(**(ONE_RUN_CONF if once else {}))
+        spark = session_for_run(local_session_delta(config), **(ONE_RUN_CONF if once else {}))
     groups = [group_name(g) for g in read_groups(flows)]  # fan-out flows share one query
     runners = [FlowRunner(spark, config, g) for g in groups] if "replication" in parts else []
     jobs = [] if once else [j for j in companion_jobs(spark, config, names) if j.job in parts]

@@ -33,11 +33,46 @@ def check_java() -> str:
     return java
 
 
-def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -> Any:
+#: Delta in a local session: the SQL extension and catalog, and a state reconstruction of the
+#: small tables here in 2 tasks rather than Delta's default 50 (tens of seconds on 2 cores).
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+
+def with_delta(builder: Any, packages: str = "") -> Any:
+    """``builder`` with Delta's Spark writer: ``configure_spark_with_delta_pip`` of the installed
+    ``delta-spark`` (its jars in ``spark.jars.packages``, after ``packages``) and
+    :data:`DELTA_CONF`.
+
+    Spark resolves the jars with Ivy when the session starts: the first time from Maven Central
+    into ``~/.ivy2.5.2``, then from there (docs/testing.md).
+    """
+    try:
+        from delta import configure_spark_with_delta_pip  # lazy: optional extra "delta-spark"
+    except ImportError as exc:
+        raise MirrorRuntimeError(
+            "mirror.tables.writer = spark needs Delta's Spark writer in a local session: "
+            "`pip install 'mirror_lib[delta-spark]'` (or set mirror.tables.writer = delta-rs); "
+            "nothing was started"
+        ) from exc
+    extra = [p.strip() for p in packages.split(",") if p.strip()]
+    builder = configure_spark_with_delta_pip(builder, extra_packages=extra)
+    for key, value in DELTA_CONF.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def local_spark_session(
+    app_name: str = "mirror", cores: int = 6, delta: bool = False, **conf: str
+) -> Any:
     """Start (or reuse) a local[cores] session tuned for small machines; needs pyspark + Java.
 
     ``cores`` are task slots, not CPUs: copy tasks hold a slot for a whole slice while mostly
     waiting on Kafka, so there are more slots than CPUs, leaving room for materialization.
+    ``delta``: with Delta's Spark writer (:func:`with_delta`).
     """
     java = check_java()
     try:
@@ -77,6 +112,8 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         )
     for key, value in conf.items():
         builder = builder.config(key, value)
+    if delta:
+        builder = with_delta(builder, conf.get("spark.jars.packages", ""))
     spark = _launch(builder, spark_home if launches else None)
     if launches and SparkContext._gateway is not None:
         wait_for_archive_at_exit(spark, SparkContext._gateway)
@@ -108,8 +145,9 @@ def _launch(builder: Any, spark_home: str | None) -> Any:
 ONE_RUN_CONF = {"spark.python.use.daemon": "false"}
 
 
-def get_spark(**conf: str) -> Any:
-    """The active session (Databricks, a notebook) or a new local one with ``conf`` added."""
+def get_spark(delta: bool = False, **conf: str) -> Any:
+    """The active session (Databricks, a notebook) or a new local one with ``conf`` added
+    (``delta``: with Delta's Spark writer, see :func:`local_spark_session`)."""
     try:
         from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
@@ -121,10 +159,10 @@ def get_spark(**conf: str) -> Any:
     if active is not None:
         register_sources(active)
         return active
-    return local_spark_session(**conf)
+    return local_spark_session(delta=delta, **conf)
 
 
-def session_for_run(**conf: str) -> Any:
+def session_for_run(delta: bool = False, **conf: str) -> Any:
     """:func:`get_spark` for a run that stops its own queries on Ctrl-C: this process keeps the
     SIGINT handler it had.
 
@@ -135,9 +173,9 @@ def session_for_run(**conf: str) -> Any:
     fenced by the next run.
     """
     if threading.current_thread() is not threading.main_thread():
-        return get_spark(**conf)  # only the main thread handles signals
+        return get_spark(delta, **conf)  # only the main thread handles signals
     handler = signal.getsignal(signal.SIGINT)
-    spark = get_spark(**conf)
+    spark = get_spark(delta, **conf)
     if handler is not None:  # None: a handler installed outside Python, which stays anyway
         signal.signal(signal.SIGINT, handler)
     return spark
