@@ -5,9 +5,9 @@ A process of its own because a JVM gets Delta's jars only when it starts, and th
 shared session has none. IN.json: ``{"props": {...}, "root": FOLDER}``. Replication runs with
 ``props`` (tables off); each writer then materializes into ``FOLDER/<writer>`` with
 ``mirror.tables.writer`` set, once, and once more after its query checkpoint is deleted (a
-replay of every record: a new query id, batch ids from 0). OUT.json: per writer, the row count
-of every table after each pass and each pass's seconds, and per dashboard SQL file its columns
-and row count.
+replay of every record: a new query id, batch ids from 0), and appends a ``mirror verify`` row.
+OUT.json: per writer, the row count of every table after each pass and each pass's seconds, and
+per dashboard SQL file its columns and row count.
 """
 
 from __future__ import annotations
@@ -16,10 +16,21 @@ import json
 import shutil
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+#: A row of ``mirror verify``, written as the command writes it (the columns not given are null).
+VERIFIED = {
+    "run_id": "r1",
+    "flow": "A->B",
+    "topic": "t",
+    "partition": 0,
+    "status": "ok",
+    "records": 3,
+    "verified_ts": datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc),
+}
 
 
 def _counts(config: Any) -> dict[str, int]:
@@ -38,6 +49,7 @@ def main(args: list[str]) -> None:
     from mirror_lib.spark.session import local_spark_session
     from mirror_lib.spark.views import create_views
     from mirror_lib.tables.catch_up import spark_query_folder
+    from mirror_lib.tables.state_tables import append_rows
 
     spec = json.loads(Path(args[0]).read_text())
     root = Path(spec["root"])
@@ -62,6 +74,7 @@ def main(args: list[str]) -> None:
                 seconds.append(round(time.monotonic() - started, 1))
                 passes.append(_counts(config))
                 shutil.rmtree(spark_query_folder(config, "B"))
+            append_rows(config, "verifications", [VERIFIED], spark=spark)  # a command's row
             create_views(spark, config)
             queries = {}
             for sql in sorted((REPO / "dashboards" / "sql").glob("*.sql")):

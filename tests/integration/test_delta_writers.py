@@ -90,6 +90,7 @@ def test_both_writers_hold_the_same_rows_and_schemas(written):
     }
     for name in TABLES_WITH_ROWS:
         assert written["spark"]["passes"][0][name] > 0, name
+    assert _table(root, "spark", "verifications").to_pyarrow_table().num_rows == 1
 
 
 @pytest.mark.spark40
