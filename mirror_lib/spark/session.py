@@ -44,7 +44,7 @@ DELTA_CONF = {
 
 def with_delta(builder: Any, packages: str = "") -> Any:
     """``builder`` with Delta's Spark writer: ``configure_spark_with_delta_pip`` of the installed
-    ``delta-spark`` (its jars in ``spark.jars.packages``, after ``packages``) and
+    ``delta-spark`` (its jars and ``packages`` in ``spark.jars.packages``) and
     :data:`DELTA_CONF`.
 
     Spark resolves the jars with Ivy when the session starts: the first time from Maven Central
