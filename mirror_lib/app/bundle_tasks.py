@@ -16,6 +16,7 @@ from mirror_lib.app.widgets import Param, Widgets, as_bool, as_number, text
 from mirror_lib.config.databricks import load_job_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.companions.threads import COMPANIONS
+from mirror_lib.tables.location import local_session_delta
 
 COMMON = (
     text("config_path", "", "mm2.properties path", required=True, help="an mm2.properties path"),
@@ -59,7 +60,8 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
 
     # Never a session of our own: tasks of one job share the cluster's, and stopping it on
     # return would stop the other tasks' queries. Outside Databricks, mirror.spark.master.
-    spark = spark if spark is not None else get_spark(**run_conf(config, once=False))
+    if spark is None:
+        spark = get_spark(local_session_delta(config), **run_conf(config, once=False))
     if parts is None:
         from mirror_lib.spark.materialize import maintain_tables  # lazy: pyspark
 

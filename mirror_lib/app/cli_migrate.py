@@ -12,6 +12,7 @@ import argparse
 import json
 from typing import Any
 
+from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.migration.spark_checkpoint import (
@@ -20,6 +21,7 @@ from mirror_lib.replication.migration.spark_checkpoint import (
     read_spark_checkpoint,
     translate_consumer_offsets,
 )
+from mirror_lib.tables.location import local_session_delta
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -29,12 +31,12 @@ def _names(values: list[str] | None) -> list[str] | None:
     return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
-def _session(wanted: bool) -> Any:
+def _session(wanted: bool, config: MirrorConfig) -> Any:
     if not wanted:
         return None
     from mirror_lib.spark.session import get_spark  # lazy: pyspark
 
-    return get_spark()
+    return get_spark(local_session_delta(config))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -50,7 +52,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         config,
         args.flow,
         _names(args.topics),
-        spark=_session(args.spark),
+        spark=_session(args.spark, config),
         resume=not args.full,
         record=not args.no_record,
     )
@@ -75,7 +77,7 @@ def cmd_cutover(args: argparse.Namespace) -> int:
         max_age_s=args.max_age,
         wait_s=args.wait,
     )
-    result = run_cutover(config, args.flow, options, spark=_session(args.spark))
+    result = run_cutover(config, args.flow, options, spark=_session(args.spark, config))
     text = json.dumps(result.as_dict(), indent=2, default=str) if args.json else None
     print(text or format_cutover(result))
     return 0 if result.ok else 1

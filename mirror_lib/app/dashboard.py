@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorRuntimeError
-from mirror_lib.tables.location import tables_root, tables_writer
+from mirror_lib.tables.location import (
+    catalog_tables,
+    local_session_delta,
+    tables_root,
+    tables_writer,
+)
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -274,7 +279,7 @@ def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
     from mirror_lib.spark.views import create_views, data_bucket  # lazy: pyspark
 
     _plotly()
-    if tables_writer(spark, config) == "delta-rs":
+    if tables_writer(spark, config) == "delta-rs" or not catalog_tables(config):
         require_tables(config)
     bucket = data_bucket(spark, config)  # a 45 s run: 1 s buckets, not one or two minutes
     create_views(spark, config, bucket_seconds=bucket)
@@ -348,10 +353,9 @@ def write_dashboard(spark: Any, config: MirrorConfig, out: Path | str) -> Path:
             own_session = SparkSession.getActiveSession() is None
         except ImportError:
             own_session = True
-        writer = config.properties.get("mirror.tables.writer", "auto").strip().lower()
-        if own_session and writer != "spark":
+        if own_session and not catalog_tables(config):
             require_tables(config)  # fail before a local Spark starts
-        spark = get_spark()
+        spark = get_spark(local_session_delta(config))
     try:
         figures = build_figures(spark, config)
     finally:

@@ -103,7 +103,9 @@ GLOBAL_SETTINGS += (
         "tables_writer",
         "auto",
         choice(*get_args(TablesWriter)),
-        "delta-rs, Delta's Spark writer, or auto",
+        "who writes the tables: auto (Delta's Spark writer where the session has Delta, as on "
+        "Databricks; delta-rs in a local session), spark (local sessions then load delta-spark) "
+        "or delta-rs",
     ),
     Setting(
         "mirror.tables.schema",

@@ -1,7 +1,7 @@
 """Delta tables in Spark: the exactly-once ``foreachBatch`` writer over delta-rs
 (:func:`delta_rs_batch`), the ``deltars`` batch source that Spark SQL reads the tables through
-(:func:`register_tables`), and the empty tables Delta's Spark writer needs before the views
-(:func:`ensure_spark_tables`).
+(:func:`register_tables`), and Delta's Spark writer: the same rows appended once
+(:func:`append_spark`) and the empty tables the views need (:func:`ensure_spark_tables`).
 
 The files and commits themselves are :mod:`mirror_lib.tables.delta_rs` (no Spark there).
 """
@@ -9,7 +9,7 @@ The files and commits themselves are :mod:`mirror_lib.tables.delta_rs` (no Spark
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import driver_path
 from mirror_lib.tables.delta_rs import _open, ensure_tables, table_path
-from mirror_lib.tables.location import spark_table_name
-from mirror_lib.tables.positions import append_unseen
+from mirror_lib.tables.location import save_table, spark_table_exists, spark_table_name
+from mirror_lib.tables.positions import Origin, append_unseen, row_ends, unseen
 from mirror_lib.tables.schemas import SCHEMAS, TABLES
 
 
@@ -154,14 +154,53 @@ def register_tables(
 
 def ensure_spark_tables(spark: Any, config: MirrorConfig) -> list[str]:
     """With Delta's Spark writer: create every missing table empty (views need all of them)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     created = []
     for name, schema in SCHEMAS.items():
-        table = spark_table_name(config, name)
-        if spark.catalog.tableExists(table):
+        if spark_table_exists(spark, config, name):
             continue
-        empty = spark.createDataFrame([], from_arrow_schema(schema))
-        empty.write.format("delta").mode("ignore").saveAsTable(table)
-        created.append(table)
+        empty = spark.createDataFrame(schema.empty_table())
+        save_table(empty.write.format("delta").mode("ignore"), spark, config, name)
+        created.append(spark_table_name(config, name))
     return created
+
+
+def spark_positions(
+    spark: Any, config: MirrorConfig, name: str, origins: Collection[Origin]
+) -> dict[Origin, int]:
+    """Per source partition of ``origins``: the offset after the last record whose rows Delta's
+    Spark writer's table ``name`` holds (the positions delta-rs keeps as app transactions)."""
+    if not origins or not spark_table_exists(spark, config, name):
+        return {}
+    clusters = ", ".join(sorted({sql_string(c) for c, _t, _p in origins}))
+    topics = ", ".join(sorted({sql_string(t) for _c, t, _p in origins}))
+    found = spark.sql(
+        "SELECT cluster, kafka_topic, kafka_partition, max(kafka_offset) + 1 AS position "
+        f"FROM {spark_table_name(config, name)} "
+        f"WHERE cluster IN ({clusters}) AND kafka_topic IN ({topics}) "
+        "GROUP BY cluster, kafka_topic, kafka_partition"
+    ).collect()
+    held = {(r[0], r[1], int(r[2])): int(r[3]) for r in found}
+    return {o: held[o] for o in origins if o in held}
+
+
+def append_spark(
+    spark: Any,
+    config: MirrorConfig,
+    name: str,
+    table: pa.Table,
+    txn: tuple[str, int] | None = None,
+) -> int:
+    """Append with Delta's Spark writer the rows of ``table`` that table ``name`` does not hold
+    yet (:func:`spark_positions`); returns how many were written.
+
+    ``txn`` (app id, version) becomes ``txnAppId``/``txnVersion``: Delta skips the write when
+    the table's transaction of that app id is already at that version (a replayed batch).
+    """
+    fresh = unseen(table, spark_positions(spark, config, name, row_ends(table)))
+    if not fresh.num_rows:
+        return 0
+    writer = spark.createDataFrame(fresh).write.format("delta").mode("append")
+    if txn is not None:
+        writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+    save_table(writer, spark, config, name)
+    return fresh.num_rows

@@ -1,11 +1,12 @@
 """Materialization (docs/design.md#d7-delta-tables) as a Spark query: internal topics of a cluster
 -> Delta tables.
 
-Where the session has Delta (e.g. Databricks), ``run_flows`` runs one query per target cluster:
-it reads the cluster's offset-syncs, checkpoints, heartbeats and metrics topics with the
-records-mode source and, in a ``foreachBatch`` on the driver, decodes them
-(:mod:`mirror_lib.tables.decode`) and appends with Delta's Spark writer (``txnAppId`` /
-``txnVersion``). Over delta-rs ``run_flows`` needs no query: a driver thread
+Where the session has Delta (Databricks, or a local session with delta-spark), ``run_flows``
+runs one query per target cluster: it reads the cluster's offset-syncs, checkpoints, heartbeats
+and metrics topics with the records-mode source and, in a ``foreachBatch`` on the driver,
+decodes them (:mod:`mirror_lib.tables.decode`) and appends with Delta's Spark writer the rows
+each table does not hold yet (``txnAppId`` / ``txnVersion``, and the records' positions).
+Over delta-rs ``run_flows`` needs no query: a driver thread
 (:class:`~mirror_lib.replication.companions.threads.TablesJob`) and, for ``--once``,
 :func:`materialize_now` call :func:`~mirror_lib.tables.catch_up.materialize_once`.
 :func:`start_materialization` still runs the query over delta-rs
@@ -22,7 +23,12 @@ from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
-from mirror_lib.spark.delta_source import delta_rs_batch, ensure_spark_tables
+from mirror_lib.spark.delta_source import (
+    append_spark,
+    delta_rs_batch,
+    ensure_spark_tables,
+    streaming_query_id,
+)
 from mirror_lib.spark.progress import drive_until, end_offsets, raise_query_error, stop_query
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.views import create_views
@@ -34,7 +40,12 @@ from mirror_lib.tables.catch_up import (
 )
 from mirror_lib.tables.decode import RawRecord, decode_records
 from mirror_lib.tables.delta_rs import ensure_tables, maintain
-from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+from mirror_lib.tables.location import (
+    spark_table_exists,
+    spark_table_name,
+    tables_root,
+    tables_writer,
+)
 from mirror_lib.tables.schemas import TABLES
 
 
@@ -75,6 +86,7 @@ def start_materialization(
     checkpoint = spark_query_folder(config, cluster)
     writer = reader.writeStream.queryName(f"mirror-materialize-{cluster}")
     if tables_writer(spark, config) == "spark":
+        ensure_spark_tables(spark, config)  # schemas from SCHEMAS, not from a first batch
         writer = writer.foreachBatch(_spark_delta_batch(config, cluster))
     else:
         root = tables_root(config)
@@ -156,20 +168,17 @@ def materialize_now(
 
 
 def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
-    """foreachBatch body for Delta's Spark writer (idempotent through txnAppId/txnVersion)."""
+    """foreachBatch body for Delta's Spark writer: per table, the rows it does not hold yet
+    (:func:`append_spark`), tagged ``txnAppId`` = ``mirror:<query id>`` (stable across restarts
+    from the checkpoint) and ``txnVersion`` = the batch id."""
+    checkpoint = spark_query_folder(config, cluster)
 
     def write(df: Any, batch_id: int) -> None:
         tables = decode_batch(df, config, cluster)
+        app_id = f"mirror:{streaming_query_id(checkpoint)}"
         for name, table in tables.items():
-            if table.num_rows:
-                (
-                    df.sparkSession.createDataFrame(table.to_pandas())
-                    .write.format("delta")
-                    .option("txnAppId", f"mirror-materialize-{cluster}-{name}")
-                    .option("txnVersion", batch_id)
-                    .mode("append")
-                    .saveAsTable(spark_table_name(config, name))
-                )
+            if table is not None and table.num_rows:
+                append_spark(df.sparkSession, config, name, table, txn=(app_id, batch_id))
 
     return write
 
@@ -200,7 +209,7 @@ def _maintain_with_sql(
     done: dict[str, Any] = {}
     for name in TABLES:
         table = spark_table_name(config, name)
-        if not spark.catalog.tableExists(table):
+        if not spark_table_exists(spark, config, name):
             continue
         spark.sql(
             f"DELETE FROM {table} WHERE record_ts < current_timestamp() - "

@@ -50,7 +50,12 @@ from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
 from mirror_lib.spark.session import run_conf, session_for_run
-from mirror_lib.tables.location import materialized_clusters, tables_enabled, tables_writer
+from mirror_lib.tables.location import (
+    local_session_delta,
+    materialized_clusters,
+    tables_enabled,
+    tables_writer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +226,9 @@ class _Run:
             from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
             self.own_session = SparkSession.getActiveSession() is None
-            spark = session_for_run(**run_conf(plan.config, plan.once))
+            spark = session_for_run(
+                local_session_delta(plan.config), **run_conf(plan.config, plan.once)
+            )
         self.spark = spark
         flows = [c.flow for c in plan.contexts]
         groups = [group_name(g) for g in read_groups(flows)]  # fan-out flows share one query

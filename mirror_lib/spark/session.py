@@ -43,7 +43,41 @@ def check_java() -> str:
     return java
 
 
-def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -> Any:
+#: Delta in a local session: the SQL extension and catalog, and a state reconstruction of the
+#: small tables here in 2 tasks rather than Delta's default 50 (tens of seconds on 2 cores).
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+
+def with_delta(builder: Any, packages: str = "") -> Any:
+    """``builder`` with Delta's Spark writer: ``configure_spark_with_delta_pip`` of the installed
+    ``delta-spark`` (its jars and ``packages`` in ``spark.jars.packages``) and
+    :data:`DELTA_CONF`.
+
+    Spark resolves the jars with Ivy when the session starts: the first time from Maven Central
+    into ``~/.ivy2.5.2``, then from there (docs/testing.md).
+    """
+    try:
+        from delta import configure_spark_with_delta_pip  # lazy: optional extra "delta-spark"
+    except ImportError as exc:
+        raise MirrorRuntimeError(
+            "mirror.tables.writer = spark needs Delta's Spark writer in a local session: "
+            "`pip install 'mirror_lib[delta-spark]'` (or set mirror.tables.writer = delta-rs); "
+            "nothing was started"
+        ) from exc
+    extra = [p.strip() for p in packages.split(",") if p.strip()]
+    builder = configure_spark_with_delta_pip(builder, extra_packages=extra)
+    for key, value in DELTA_CONF.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def local_spark_session(
+    app_name: str = "mirror", cores: int = 6, delta: bool = False, **conf: str
+) -> Any:
     """Start (or reuse) a local[cores] session tuned for small machines; needs pyspark + Java.
 
     ``cores`` are task slots, not CPUs: copy tasks hold a slot for a whole slice while mostly
@@ -51,6 +85,7 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
     ``spark.master`` in ``conf`` replaces ``local[cores]``: ``local-cluster[E,C,M]`` starts E
     executor processes (:func:`cluster_conf`), so that tasks run as on a cluster, away from the
     driver's process and working folder.
+    ``delta``: with Delta's Spark writer (:func:`with_delta`).
     """
     java = check_java()
     try:
@@ -78,6 +113,8 @@ def local_spark_session(app_name: str = "mirror", cores: int = 6, **conf: str) -
         conf = {**cluster_conf(master), **conf}
     for key, value in conf.items():
         builder = builder.config(key, value)
+    if delta:
+        builder = with_delta(builder, conf.get("spark.jars.packages", ""))
     spark = _launch(builder, spark_home if launches else None)
     if launches and SparkContext._gateway is not None:
         wait_for_archive_at_exit(spark, SparkContext._gateway)
@@ -146,9 +183,10 @@ def run_conf(config: MirrorConfig, once: bool) -> dict[str, str]:
     return {**(ONE_RUN_CONF if once else {}), **({"spark.master": master} if master else {})}
 
 
-def get_spark(**conf: str) -> Any:
+def get_spark(delta: bool = False, **conf: str) -> Any:
     """The active session (Databricks, a notebook), a Spark Connect session to ``SPARK_REMOTE``,
-    or a new local one; ``conf`` is added to a new session."""
+    or a new local one; ``conf`` is added to a new session (``delta``: with Delta's Spark
+    writer, see :func:`local_spark_session`)."""
     try:
         from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
@@ -165,7 +203,7 @@ def get_spark(**conf: str) -> Any:
         # ONE_RUN_CONF is about the daemons of a JVM this process starts: a Connect server's
         # workers are the server's business.
         return connect_session(url, **{k: v for k, v in conf.items() if k not in ONE_RUN_CONF})
-    return local_spark_session(**conf)
+    return local_spark_session("mirror", 6, delta, **conf)
 
 
 def connect_url() -> str | None:
@@ -207,7 +245,7 @@ def connect_session(url: str, **conf: str) -> Any:
     return spark
 
 
-def session_for_run(**conf: str) -> Any:
+def session_for_run(delta: bool = False, **conf: str) -> Any:
     """:func:`get_spark` for a run that stops its own queries on Ctrl-C: this process keeps the
     SIGINT handler it had.
 
@@ -218,9 +256,9 @@ def session_for_run(**conf: str) -> Any:
     fenced by the next run.
     """
     if threading.current_thread() is not threading.main_thread():
-        return get_spark(**conf)  # only the main thread handles signals
+        return get_spark(delta, **conf)  # only the main thread handles signals
     handler = signal.getsignal(signal.SIGINT)
-    spark = get_spark(**conf)
+    spark = get_spark(delta, **conf)
     if handler is not None:  # None: a handler installed outside Python, which stays anyway
         signal.signal(signal.SIGINT, handler)
     return spark

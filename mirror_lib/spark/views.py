@@ -1,7 +1,8 @@
 """SQL views over the Delta tables, created by one call for either writer (docs/tables.md).
 
 Locally (delta-rs) the tables are registered as Spark temp views through the ``deltars`` source
-and the views are temp views; with Delta's Spark writer they are views in ``mirror.tables.schema``.
+and the views are temp views; with Delta's Spark writer they are views in ``mirror.tables.schema``
+(temp views over ``delta.`<folder>``` in a local session without a schema).
 The same view names serve ``dashboards/sql/*.sql`` either way.
 """
 
@@ -11,7 +12,12 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.spark.delta_source import ensure_spark_tables, register_tables
-from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+from mirror_lib.tables.location import (
+    catalog_tables,
+    spark_table_name,
+    tables_root,
+    tables_writer,
+)
 from mirror_lib.tables.schemas import TABLES
 
 #: View name -> SELECT over the tables (``{t_<table>}`` placeholders; ``{bucket}``: the time
@@ -147,6 +153,11 @@ def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, 
     return {f"t_{t}": f"{prefix}t_{t}" for t in TABLES}
 
 
+def _temporary(refs: dict[str, str], prefix: str, config: MirrorConfig) -> bool:
+    """Temp views unless the tables are in a catalog (a local session's are not)."""
+    return refs["t_checkpoints"].startswith(prefix + "t_") or not catalog_tables(config)
+
+
 #: Time buckets of the ``*_per_minute`` views (seconds) that :func:`bucket_for` chooses from.
 BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 21600, 86400)
 MAX_POINTS = 60  # points per series that a chart of the whole run shows at most
@@ -206,7 +217,7 @@ def create_views(
     if bucket_seconds is None:
         bucket_seconds = _data_bucket(spark, refs)
     bucket = _bucket_sql(bucket_seconds)
-    temp = refs["t_checkpoints"].startswith(prefix + "t_")
+    temp = _temporary(refs, prefix, config)
     schema = config.properties.get("mirror.tables.schema", "").strip()
     qualify = "" if temp or not schema else schema + "."
     names = []

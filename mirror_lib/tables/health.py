@@ -23,7 +23,15 @@ from typing import Any
 
 from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+from mirror_lib.tables.location import (
+    catalog_tables,
+    local_session_delta,
+    spark_table_exists,
+    spark_table_name,
+    tables_root,
+    tables_writer,
+    writer_choice,
+)
 
 Row = dict[str, Any]
 #: Table -> timestamp column that becomes ``_ms`` (epoch ms) in :func:`read_rows`.
@@ -38,16 +46,19 @@ TIMESTAMPS = {
 def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
     """The Spark session holding the tables when Delta's Spark writer does, else None.
 
-    Without a session, one is found only where Spark's writer is configured or on Databricks, so
-    that ``mirror status`` over delta-rs tables never starts Spark.
+    Tables outside a catalog are read through delta-rs whichever writer wrote them (the same
+    folders), so ``mirror status`` starts Spark only for catalog tables (Databricks, or
+    ``mirror.tables.schema`` with Spark's writer).
     """
+    if not catalog_tables(config):
+        return None
     if spark is None:
-        choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
+        choice = writer_choice(config)
         if choice == "spark" or (choice == "auto" and on_databricks()):
             # lazy: pyspark, only for Spark-writer tables
             from mirror_lib.spark.session import get_spark
 
-            spark = get_spark()
+            spark = get_spark(local_session_delta(config))
     if spark is not None and tables_writer(spark, config) == "spark":
         return spark
     return None
@@ -59,10 +70,9 @@ def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[Row]:
     ts = TIMESTAMPS[name]
     spark = tables_spark(config, spark)
     if spark is not None:
-        table_name = spark_table_name(config, name)
-        if not spark.catalog.tableExists(table_name):
+        if not spark_table_exists(spark, config, name):
             return []
-        df = spark.table(table_name)
+        df = spark.table(spark_table_name(config, name))
         return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
     import pyarrow as pa  # lazy: optional extra "delta/spark"
 

@@ -2,16 +2,22 @@
 
 Read by materialization, the command-written tables, health, views and the dashboards; a Spark
 session, where one matters, is handed in (this module never imports pyspark).
+
+Delta's Spark writer keeps the tables in a catalog where there is one to keep them in
+(``mirror.tables.schema`` set, or Databricks). Elsewhere (a local session with delta-spark) it
+writes the same folders as delta-rs, ``<mirror.state.dir>/tables/<name>``, so that commands
+without Spark (``mirror status``) read them through delta-rs.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import ConfigError
+from mirror_lib.errors import ConfigError, MirrorRuntimeError
 
 
 def tables_enabled(config: MirrorConfig) -> bool:
@@ -44,20 +50,69 @@ def spark_has_delta(spark: Any) -> bool:
     )
 
 
-def tables_writer(spark: Any, config: MirrorConfig) -> str:
-    """``delta-rs`` or ``spark``, per ``mirror.tables.writer`` (auto by default)."""
+def writer_choice(config: MirrorConfig) -> str:
+    """``mirror.tables.writer`` as set: ``auto`` (default), ``delta-rs`` or ``spark``."""
     choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
     if choice not in ("auto", "delta-rs", "spark"):
         raise ConfigError("mirror.tables.writer", choice, "auto, delta-rs or spark")
+    return choice
+
+
+def tables_writer(spark: Any, config: MirrorConfig) -> str:
+    """``delta-rs`` or ``spark``, per ``mirror.tables.writer`` (auto: Delta's Spark writer where
+    the session has Delta)."""
+    choice = writer_choice(config)
     if choice == "auto":
         return "spark" if spark_has_delta(spark) else "delta-rs"
     return choice
 
 
+def local_session_delta(config: MirrorConfig) -> bool:
+    """Whether a local session started for ``config`` loads Delta (``mirror.tables.writer =
+    spark``); ``auto`` keeps delta-rs locally and so a lean session (docs/tables.md)."""
+    return writer_choice(config) == "spark"
+
+
+def catalog_tables(config: MirrorConfig) -> bool:
+    """Whether Delta's Spark writer keeps the tables in a catalog (``mirror.tables.schema`` set,
+    or on Databricks) rather than in the delta-rs folders under ``mirror.state.dir``."""
+    return bool(config.properties.get("mirror.tables.schema", "").strip()) or on_databricks()
+
+
 def spark_table_name(config: MirrorConfig, name: str) -> str:
-    """Name of a table for Delta's Spark writer: in ``mirror.tables.schema`` when set."""
-    schema = config.properties.get("mirror.tables.schema", "").strip()
-    return f"{schema}.{name}" if schema else name
+    """A table in Spark SQL for Delta's Spark writer: ``<mirror.tables.schema>.<name>`` (or the
+    bare name on Databricks without a schema), else ``delta.`<folder>``` of :func:`table_folder`."""
+    if catalog_tables(config):
+        schema = config.properties.get("mirror.tables.schema", "").strip()
+        return f"{schema}.{name}" if schema else name
+    return "delta.`" + table_folder(config, name).replace("`", "``") + "`"
+
+
+def table_folder(config: MirrorConfig, name: str) -> str:
+    """The folder of a table outside a catalog: ``<mirror.state.dir>/tables/<name>``."""
+    return os.path.join(tables_root(config), "tables", name)
+
+
+def spark_table_exists(spark: Any, config: MirrorConfig, name: str) -> bool:
+    """Whether Delta's Spark writer holds table ``name`` yet."""
+    if catalog_tables(config):
+        return bool(spark.catalog.tableExists(spark_table_name(config, name)))
+    return os.path.isdir(os.path.join(table_folder(config, name), "_delta_log"))
+
+
+def save_table(writer: Any, spark: Any, config: MirrorConfig, name: str) -> None:
+    """Finish a ``DataFrameWriter`` of table ``name`` (format and mode set): ``saveAsTable`` in
+    a catalog, else ``save`` into its folder. Fails clearly where the session has no Delta."""
+    if not spark_has_delta(spark):
+        raise MirrorRuntimeError(
+            "mirror.tables.writer = spark, but this Spark session has no Delta: start it with "
+            "delta-spark (`pip install 'mirror_lib[delta-spark]'`; mirror_lib's local sessions "
+            "then load it) or set mirror.tables.writer = delta-rs; nothing was written"
+        )
+    if catalog_tables(config):
+        writer.saveAsTable(spark_table_name(config, name))
+    else:
+        writer.save(table_folder(config, name))
 
 
 def tables_root(config: MirrorConfig) -> str:

@@ -1,8 +1,9 @@
 """Rows written by commands rather than by streaming queries (``verifications``, ``migrations``).
 
 Same tables and writers as materialization (docs/design.md#d7-delta-tables): delta-rs under
-``mirror.state.dir`` locally, or Delta's Spark writer into ``mirror.tables.schema`` where the
-session has Delta. Each call is one append (one Delta commit); readers get plain dicts.
+``mirror.state.dir`` locally, or Delta's Spark writer where the session has Delta and
+``mirror.tables.writer`` lets it (:mod:`mirror_lib.tables.location` says where its tables are).
+Each call is one append (one Delta commit); readers get plain dicts.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError
 from mirror_lib.tables.delta_rs import ensure_tables, read_table, table_path
-from mirror_lib.tables.location import spark_table_name, tables_root, tables_writer
+from mirror_lib.tables.location import (
+    save_table,
+    spark_table_exists,
+    spark_table_name,
+    tables_root,
+    tables_writer,
+)
 from mirror_lib.tables.schemas import SCHEMAS
 
 
@@ -39,12 +46,8 @@ def append_rows(
         return 0
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema)
     if _spark_writer(spark, config):
-        (
-            spark.createDataFrame(table.to_pandas())
-            .write.format("delta")
-            .mode("append")
-            .saveAsTable(spark_table_name(config, name))
-        )
+        writer = spark.createDataFrame(table).write.format("delta").mode("append")
+        save_table(writer, spark, config, name)
         return table.num_rows
     from deltalake import write_deltalake  # lazy: optional extra "delta"
 
@@ -58,8 +61,7 @@ def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[dict[s
     """Every row of the table (empty when it does not exist yet)."""
     _schema(name)
     if _spark_writer(spark, config):
-        table = spark_table_name(config, name)
-        if not spark.catalog.tableExists(table):
+        if not spark_table_exists(spark, config, name):
             return []
-        return [r.asDict() for r in spark.table(table).collect()]
+        return [r.asDict() for r in spark.table(spark_table_name(config, name)).collect()]
     return read_table(tables_root(config), name).to_pylist()

@@ -332,8 +332,8 @@ def test_one_health_for_either_writer_and_the_views(spark, flow):
 
     now = time.time() * 1000
     (local,) = flow_status(flow["config"], now_ms=now)
-    # Delta's Spark writer is not installable here (no Maven): the same rows as Spark tables
-    # in a schema, read through the writer = spark branch, are what Databricks has.
+    # The same rows as Spark tables in a schema, read through the writer = spark branch, are
+    # what Databricks has (test_delta_writers.py writes them through Delta's Spark writer).
     schema = f"health_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE DATABASE {schema}")
     register_tables(spark, tables_root(flow["config"]), prefix="h_")

@@ -35,7 +35,9 @@ def test_a_task_outside_databricks_starts_its_session_on_mirror_spark_master(tmp
         "A->B.enabled = true\nmirror.spark.master = local-cluster[2,1,1024]\n"
     )
     asked: list[dict[str, str]] = []
-    monkeypatch.setattr(session, "get_spark", lambda **conf: asked.append(conf) or "spark")
+    monkeypatch.setattr(
+        session, "get_spark", lambda delta=False, **conf: asked.append(conf) or "spark"
+    )
     monkeypatch.setattr(runner, "run_flows", lambda spark, *a, **k: spark)
     assert run_task("replication", ["--config-path", str(config)]) == "spark"
     assert asked == [{"spark.master": "local-cluster[2,1,1024]"}]

@@ -17,7 +17,7 @@ from deltalake import write_deltalake
 from pyspark.sql.types import LongType, StructField, StructType
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.errors import ConfigError
+from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.replication.copy.writer import CopyResult
 from mirror_lib.spark import session
 from mirror_lib.spark.copy_task import summary_batch
@@ -53,13 +53,34 @@ def test_summary_batch_does_not_import_pandas():
 
 def test_get_spark_adds_conf_to_a_new_local_session_only(monkeypatch):
     made: list[dict[str, str]] = []
-    monkeypatch.setattr(session, "local_spark_session", lambda **conf: made.append(conf) or "new")
+    monkeypatch.setattr(
+        session,
+        "local_spark_session",
+        lambda app_name, cores, delta, **conf: made.append({"delta": delta, **conf}) or "new",
+    )
     monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
     from pyspark.sql import SparkSession
 
     monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
     assert session.get_spark(**session.ONE_RUN_CONF) == "new"
-    assert made == [{"spark.python.use.daemon": "false"}]
+    assert session.get_spark(delta=True) == "new"
+    assert made == [{"delta": False, "spark.python.use.daemon": "false"}, {"delta": True}]
+
+
+def test_a_local_session_without_delta_spark_says_what_to_install(monkeypatch):
+    """mirror.tables.writer = spark in a local session needs the delta-spark package."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_delta(name: str, *args: object, **kwargs: object) -> object:
+        if name == "delta":
+            raise ImportError("No module named 'delta'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_delta)
+    with pytest.raises(MirrorRuntimeError, match=r"mirror_lib\[delta-spark\].*nothing was started"):
+        session.with_delta(object())
 
 
 def test_a_run_keeps_its_ctrl_c_handler_when_spark_installs_its_own(monkeypatch):
@@ -68,7 +89,7 @@ def test_a_run_keeps_its_ctrl_c_handler_when_spark_installs_its_own(monkeypatch)
     def pyspark_handler(signum: int, frame: object) -> None:
         raise AssertionError("pyspark's handler must not stay")
 
-    def fake_get_spark(**conf: str) -> str:
+    def fake_get_spark(delta: bool = False, **conf: str) -> str:
         signal.signal(signal.SIGINT, pyspark_handler)
         return "session"
 

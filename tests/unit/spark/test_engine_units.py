@@ -7,11 +7,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.errors import ConfigError
+from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.replication.context import stable_slot
 from mirror_lib.replication.planning.budget import allocate
 from mirror_lib.spark.progress import end_offsets
-from mirror_lib.tables.location import tables_enabled, tables_writer
+from mirror_lib.tables.location import (
+    catalog_tables,
+    local_session_delta,
+    save_table,
+    spark_table_name,
+    table_folder,
+    tables_enabled,
+    tables_writer,
+)
 from tests.helpers.fake_spark_conf import FakeSpark
 
 
@@ -72,6 +80,33 @@ def test_writer_is_spark_where_delta_exists_else_delta_rs(monkeypatch):
     assert tables_writer(delta, config) == "spark"
     forced = parse_config({**BASE, "mirror.tables.writer": "delta-rs"})
     assert tables_writer(databricks, forced) == "delta-rs"
+
+
+def test_a_local_session_loads_delta_only_when_the_spark_writer_is_chosen():
+    assert not local_session_delta(parse_config(BASE))  # auto: delta-rs locally, a lean JVM
+    assert not local_session_delta(parse_config({**BASE, "mirror.tables.writer": "delta-rs"}))
+    assert local_session_delta(parse_config({**BASE, "mirror.tables.writer": " Spark "}))
+    with pytest.raises(ConfigError, match=r"mirror\.tables\.writer = 'hive'"):
+        parse_config({**BASE, "mirror.tables.writer": "hive"})
+
+
+def test_spark_writer_tables_are_the_delta_rs_folders_outside_a_catalog(monkeypatch, tmp_path):
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    local = parse_config({**BASE, "mirror.state.dir": str(tmp_path / "st`ate")})
+    folder = str((tmp_path / "st`ate").resolve() / "tables" / "heartbeats")
+    assert not catalog_tables(local)
+    assert table_folder(local, "heartbeats") == folder
+    assert spark_table_name(local, "heartbeats") == "delta.`" + folder.replace("`", "``") + "`"
+    in_schema = parse_config({**BASE, "mirror.tables.schema": "main.mirror"})
+    assert catalog_tables(in_schema)
+    assert spark_table_name(in_schema, "heartbeats") == "main.mirror.heartbeats"
+
+
+def test_saving_through_spark_without_delta_fails_before_writing(monkeypatch):
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    config = parse_config({**BASE, "mirror.tables.writer": "spark"})
+    with pytest.raises(MirrorRuntimeError, match=r"has no Delta.*nothing was written"):
+        save_table(object(), FakeSpark(), config, "heartbeats")
 
 
 def test_bad_tables_settings_name_key_and_valid_values():
