@@ -107,7 +107,10 @@ def test_run_flows_once_replicates_and_materializes_through_connect(brokers, flo
 def test_status_translate_and_views_through_connect(remote, flow):
     config = parse_config(flow["props"])
     (health,) = flow_status(config, spark=remote)  # what `mirror status` prints
-    assert (health.flow, health.records, health.lag, health.error) == ("A->B", PER_ROUND, 0, None)
+    # the session's brokers carry other tests' flows A->B too: their records count in the same
+    # metrics topic (as in test_tables.py), so at least this flow's
+    assert (health.flow, health.lag, health.error) == ("A->B", 0, None)
+    assert health.records >= PER_ROUND
     translated = {  # what `mirror translate` prints
         (t.topic, t.partition): t.offset for t in translate_group(config, flow["group"], "A", "B")
     }
