@@ -19,7 +19,7 @@ class Method:
     # | "mm2" (MirrorMaker 2) | "spark-kafka" (Spark's Kafka connector)
     kind: str
     # flow properties (kind mirror), mm2.properties (kind mm2); None = drop the bench's setting
-    overrides: dict[str, str | None] = field(default_factory=dict)
+    overrides: dict[str, str] = field(default_factory=dict)
     variant: str = ""  # the variant `--no-<variant>` leaves out ("" = always run)
     peer: str = ""  # the peer (bench.peers.PEERS) the row is run with ("" = always run)
     mm2_eos: bool = False  # kind mm2: with Connect's exactly-once source support
@@ -72,7 +72,7 @@ class SteadyRun:
     these properties."""
 
     label: str
-    overrides: dict[str, str | None] = field(default_factory=dict)
+    overrides: dict[str, str] = field(default_factory=dict)
     kind: str = "mirror"
     peer: str = ""
     mm2_eos: bool = False

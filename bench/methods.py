@@ -64,29 +64,18 @@ class Job:
     until: Callable[[], bool] | None = None
 
 
-def with_overrides(props: dict[str, str], overrides: dict[str, str | None]) -> dict[str, str]:
-    """``props`` with ``overrides`` applied; a None value removes that key (a default applies)."""
-    out = dict(props)
-    for key, value in overrides.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = value
-    return out
-
-
-def mirror_config(site: Site, name: str, topic: str, overrides: dict[str, str | None]) -> Path:
+def mirror_config(site: Site, name: str, topic: str, overrides: dict[str, str]) -> Path:
     """A flow config file for ``topic`` with a fresh state folder."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=site.workdir))
-    props = with_overrides(mirror_props(site.src, site.tgt, state, topic), overrides)
+    props = {**mirror_props(site.src, site.tgt, state, topic), **overrides}
     return write_props(site.workdir / name, props)
 
 
 def mm2_job_command(
-    site: Site, name: str, topic: str, overrides: dict[str, str | None], eos: bool
+    site: Site, name: str, topic: str, overrides: dict[str, str], eos: bool
 ) -> list[str]:
     """MirrorMaker 2 replicating ``topic`` (files in the work folder's ``name``)."""
-    props = with_overrides(mm2_properties(site.src, site.tgt, topic), overrides)
+    props = {**mm2_properties(site.src, site.tgt, topic), **overrides}
     if eos:
         props.update(mm2_eos())
     return mm2_command(props, site.workdir / name)

@@ -183,12 +183,17 @@ def test_block_shows_the_peers_idle_mm2_failover_and_what_the_connector_lacks(
     assert "| failover of 16 groups: records re-read / skipped at the translated offsets" in block
 
 
-def test_the_defaults_row_sets_no_tasks_max_and_the_pairs_set_mm2s() -> None:
-    from bench.cases import MIRROR_TASKS1, MIRROR_TASKS4
-    from bench.methods import with_overrides
-    from bench.procs import mirror_props
+def test_the_defaults_row_sets_no_tasks_max_and_the_pairs_set_mm2s(tmp_path) -> None:
+    from bench.cases import MIRROR_EOS, MIRROR_TASKS1, MIRROR_TASKS4
+    from bench.methods import Site, mirror_config
+    from mirror_lib.config.properties import parse_properties
 
-    props = mirror_props("a:1", "b:1", Path("/state"), "t")
-    assert "tasks.max" not in props and props["topics"] == "t"  # (b): the engine's default
-    assert with_overrides(props, MIRROR_TASKS1.overrides)["tasks.max"] == "1"
-    assert with_overrides(props, MIRROR_TASKS4.overrides)["tasks.max"] == "4"
+    site = Site("a:1", "b:1", tmp_path)
+
+    def written(method) -> dict[str, str]:
+        path = mirror_config(site, "flow.properties", "t", method.overrides)
+        return parse_properties(path.read_text())
+
+    assert "tasks.max" not in written(MIRROR_EOS) and written(MIRROR_EOS)["topics"] == "t"
+    assert written(MIRROR_TASKS1)["tasks.max"] == "1"
+    assert written(MIRROR_TASKS4)["tasks.max"] == "4"
