@@ -122,12 +122,9 @@ def start_connect_server(
 def _wait_ready(server: ConnectServer, deadline: float) -> None:
     """Wait for the server's "started" line and its port to accept a connection."""
     while True:
-        if not server.is_running():
-            code = server.process.returncode if server.process else None
-            raise MirrorRuntimeError(
-                f"the Spark Connect server exited during start (code {code}); "
-                f"log {server.log_path}:\n{server.log_tail()}"
-            )
+        exited = server.exit_report("the Spark Connect server exited during start")
+        if exited is not None:
+            raise MirrorRuntimeError(exited)
         if READY_LINE in server.log_tail(400):
             with contextlib.suppress(OSError):
                 socket.create_connection(("127.0.0.1", server.port), timeout=0.5).close()

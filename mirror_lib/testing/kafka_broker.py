@@ -303,12 +303,9 @@ def _wait_ready(broker: KafkaBroker, deadline: float) -> None:
     """Wait until a Metadata request on the PLAINTEXT listener names the broker."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0})
     while True:
-        if not broker.is_running():
-            code = broker.process.returncode if broker.process else None
-            raise EmbeddedBrokerError(
-                f"Kafka cluster {broker.alias!r} exited during start (code {code}); "
-                f"log {broker.log_path}:\n{broker.log_tail()}"
-            )
+        exited = broker.exit_report(f"Kafka cluster {broker.alias!r} exited during start")
+        if exited is not None:
+            raise EmbeddedBrokerError(exited)
         with contextlib.suppress(OSError, ck.KafkaException):  # not listening yet
             socket.create_connection(("127.0.0.1", broker.port), timeout=0.5).close()
             wait = max(0.2, min(2.0, deadline - time.monotonic()))

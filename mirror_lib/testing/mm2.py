@@ -175,12 +175,9 @@ class Mm2Process(processes.ChildProcess):
         deadline = began + timeout_s
         produce_exact(self.bootstrap(source), topic, [{"value": marker}])
         while True:
-            if not self.is_running():
-                code = self.process.returncode if self.process else None
-                raise EmbeddedBrokerError(
-                    f"MirrorMaker 2 exited (code {code}) before it replicated; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
+            exited = self.exit_report("MirrorMaker 2 exited before it replicated")
+            if exited is not None:
+                raise EmbeddedBrokerError(exited)
             try:
                 if any(r.value == marker for r in consume_all(self.bootstrap(target), remote)):
                     return time.monotonic() - began

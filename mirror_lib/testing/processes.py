@@ -114,6 +114,14 @@ class ChildProcess:
         except OSError:
             return "<no log>"
 
+    def exit_report(self, what: str) -> str | None:
+        """None while it runs; else why a wait on it failed: ``what`` (e.g. "MirrorMaker 2 exited
+        before it replicated"), its exit code, and the end of its log."""
+        if self.is_running():
+            return None
+        code = self.process.returncode if self.process else None
+        return f"{what} (code {code}); log {self.log_path}:\n{self.log_tail()}"
+
     def adopt(self, process: subprocess.Popen[bytes]) -> None:
         """``process`` is this server now: stopped at exit unless stopped before."""
         self.process, self.owner_pid = process, os.getpid()
