@@ -63,3 +63,21 @@ def test_settings_of_a_secured_cluster_with_an_authorizer_and_a_proxy() -> None:
     assert settings["log.retention.check.interval.ms"] == "500"
     plain = kafka_broker.SecureListener({"u": "p"})
     assert plain.protocol == "SASL_PLAINTEXT"
+
+
+def test_mm2_gets_the_heap_of_kafkas_own_start_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bin/connect-mirror-maker.sh: -Xms256M -Xmx2G (with 512 MB four tasks ran out of heap)."""
+    from mirror_lib.testing import mm2
+
+    monkeypatch.setattr(kafka_jars, "classpath", lambda _name: "/jars/*")
+    monkeypatch.delenv(mm2.HEAP_ENV, raising=False)
+    command = mm2.Mm2Process({"clusters": "A, B"}, tmp_path).command()
+    assert command[1:3] == ["-Xms256m", "-Xmx2048m"]
+    assert "-XX:+UseG1GC" in command and command[-2:] == [
+        mm2.MAIN_CLASS,
+        str(tmp_path / "mm2.properties"),
+    ]
+    monkeypatch.setenv(mm2.HEAP_ENV, "768")
+    assert "-Xmx768m" in mm2.Mm2Process({}, tmp_path).command()
