@@ -367,6 +367,24 @@ def committed_records(bootstrap: str, topic: str, partitions: int) -> dict[int, 
     return {p: committed_view(read_batches(bootstrap, topic, p)) for p in range(partitions)}
 
 
+def log_text(bootstrap: str, topic: str, partition: int, batches: int = 12) -> str:
+    """The first ``batches`` batches of a partition, one line each (producer, epoch, markers,
+    values): what a failed assertion about a remote topic shows, so that it can be explained."""
+    lines = []
+    for b in sorted(read_batches(bootstrap, topic, partition), key=lambda b: b.base_offset)[
+        :batches
+    ]:
+        kind = "control" if b.control else "txn" if b.transactional else "plain"
+        what = [f"{'COMMIT' if m.kind == COMMIT else 'ABORT'}" for m in b.markers] or [
+            repr(r.value) for r in b.records
+        ]
+        lines.append(
+            f"  {topic}[{partition}] {b.base_offset}-{b.last_offset} {kind} "
+            f"pid={b.producer_id} epoch={b.producer_epoch}: {', '.join(what)}"
+        )
+    return "\n".join(lines)
+
+
 def aborted_records(bootstrap: str, topic: str, partitions: int) -> int:
     """Data records in the log of ``topic`` that an ABORT marker cancelled."""
     total = 0

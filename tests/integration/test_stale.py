@@ -20,7 +20,7 @@ from mirror_lib.replication.migration.verify import format_report, verify_flow
 from mirror_lib.replication.translate import load_segments, translate
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
-from tests.helpers.kafka_raw import committed_records
+from tests.helpers.kafka_raw import committed_records, log_text
 from tests.integration.conftest import metrics_events
 
 HOUR_MS = 3_600_000
@@ -86,7 +86,11 @@ def test_stale_records_are_skipped_accounted_for_and_translated(
 
     # fresh records exactly once, in order; the stale ones never
     got = target_values(brokers.target, f"A.{topic}", 2)
-    assert got[0] == p0[:10] + p0[40:]
+    assert got[0] == p0[:10] + p0[40:], (
+        "source:\n" + log_text(brokers.source, topic, 0) + "\ntarget:\n"
+        + log_text(brokers.target, f"A.{topic}", 0) + "\nevents of the topic:\n"
+        + "\n".join(repr(e) for e in metrics_events(brokers.target) if e.get("topic") == topic)
+    )  # fmt: skip
     assert got[1] == p1
 
     # one skip event for the range, in the metrics topic
