@@ -21,7 +21,6 @@ from mirror_lib.replication.migration.spark_checkpoint import (
     read_spark_checkpoint,
     translate_consumer_offsets,
 )
-from mirror_lib.tables.location import local_session_delta
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -34,9 +33,9 @@ def _names(values: list[str] | None) -> list[str] | None:
 def _session(wanted: bool, config: MirrorConfig) -> Any:
     if not wanted:
         return None
-    from mirror_lib.spark.session import get_spark  # lazy: pyspark
+    from mirror_lib.spark.session import command_session  # lazy: pyspark
 
-    return get_spark(local_session_delta(config))
+    return command_session(config)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -20,7 +20,6 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.tables.location import (
     catalog_tables,
-    local_session_delta,
     tables_root,
     tables_writer,
 )
@@ -345,7 +344,7 @@ def write_dashboard(spark: Any, config: MirrorConfig, out: Path | str) -> Path:
     _plotly()
     own_session = False
     if spark is None:
-        from mirror_lib.spark.session import get_spark  # lazy: pyspark
+        from mirror_lib.spark.session import command_session  # lazy: pyspark
 
         try:
             from pyspark.sql import SparkSession  # lazy: optional extra "spark"
@@ -355,7 +354,7 @@ def write_dashboard(spark: Any, config: MirrorConfig, out: Path | str) -> Path:
             own_session = True
         if own_session and not catalog_tables(config):
             require_tables(config)  # fail before a local Spark starts
-        spark = get_spark(local_session_delta(config))
+        spark = command_session(config)
     try:
         figures = build_figures(spark, config)
     finally:

@@ -29,6 +29,7 @@ from mirror_lib.spark.jvm import (
 )
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.source import MirrorDataSource
+from mirror_lib.tables.location import local_session_delta
 
 
 def check_java() -> str:
@@ -204,6 +205,13 @@ def get_spark(delta: bool = False, **conf: str) -> Any:
         # workers are the server's business.
         return connect_session(url, **{k: v for k, v in conf.items() if k not in ONE_RUN_CONF})
     return local_spark_session("mirror", 6, delta, **conf)
+
+
+def command_session(config: MirrorConfig) -> Any:
+    """:func:`get_spark` for a one-shot command over ``config`` (``status``, ``verify``,
+    ``cutover``, ``dashboard``): a new local session is the one ``mirror run --once`` starts for
+    it (Delta's writer, ``mirror.spark.master``)."""
+    return get_spark(local_session_delta(config), **run_conf(config, once=True))
 
 
 def connect_url() -> str | None:

@@ -25,7 +25,6 @@ from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.tables.location import (
     catalog_tables,
-    local_session_delta,
     spark_table_exists,
     spark_table_name,
     tables_root,
@@ -56,9 +55,9 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
         choice = writer_choice(config)
         if choice == "spark" or (choice == "auto" and on_databricks()):
             # lazy: pyspark, only for Spark-writer tables
-            from mirror_lib.spark.session import get_spark
+            from mirror_lib.spark.session import command_session
 
-            spark = get_spark(local_session_delta(config))
+            spark = command_session(config)
     if spark is not None and tables_writer(spark, config) == "spark":
         return spark
     return None

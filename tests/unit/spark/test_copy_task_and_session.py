@@ -116,6 +116,15 @@ def test_a_run_starts_its_local_session_on_mirror_spark_master():
     assert session.run_conf(parse_config(BASE), once=True) == session.ONE_RUN_CONF
 
 
+def test_one_shot_commands_start_the_session_a_once_run_starts(monkeypatch):
+    """verify, cutover, status and the dashboard: mirror.spark.master too, not local[6]."""
+    got = {}
+    monkeypatch.setattr(session, "get_spark", lambda delta, **conf: got.update(conf) or delta)
+    config = parse_config({**BASE, "mirror.spark.master": "local[2]"})
+    assert session.command_session(config) is False
+    assert got == {**session.ONE_RUN_CONF, "spark.master": "local[2]"}
+
+
 @pytest.mark.parametrize(
     "master", ["yarn", "spark://h:7077", "local[0]", "local-cluster[2,1]", "local-cluster[2,1,256]"]
 )
