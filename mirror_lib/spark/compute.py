@@ -61,3 +61,30 @@ def check_compute(
             "whose driver port a scraper can reach; on serverless read the tables instead "
             "(mirror status, the views, the dashboard)",
         )
+
+
+def session_cores(spark: Any) -> int | None:
+    """The cores a classic session runs tasks on (``local[N]``: N; a cluster: its executors'
+    cores); None under Spark Connect, which does not say."""
+    if is_connect(spark):
+        return None
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # a session that cannot tell is not refused for it
+        return None
+
+
+def slots_text(slots: Mapping[str, int], cores: int | None) -> str | None:
+    """A warning when the copy slots of a run's queries (``tasks.max`` of each) outnumber the
+    session's cores: a slot beyond them waits for a free core a whole slice at a time, so its
+    partitions fall behind; None when they fit."""
+    total = sum(slots.values())
+    if cores is None or total <= cores:
+        return None
+    each = ", ".join(f"{name}: {n}" for name, n in slots.items())
+    return (
+        f"{total} copy slots ({each}; tasks.max of each) but the Spark session has {cores} cores: "
+        "the slots beyond them wait for a free core a slice at a time, so their partitions fall "
+        "behind. Lower tasks.max, or give the session more cores (mirror.spark.master = "
+        "local[N] for a local run, more workers on a cluster)"
+    )

@@ -45,7 +45,7 @@ from mirror_lib.replication.metrics.metrics_endpoint import (
     start_exporter,
 )
 from mirror_lib.replication.metrics.run_events import RunEvents
-from mirror_lib.spark.compute import check_compute
+from mirror_lib.spark.compute import check_compute, session_cores, slots_text
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
@@ -262,6 +262,10 @@ class _Run:
         report, once = self.report, self.plan.once
         if self.plan.endpoint is not None:
             self.exporter = start_exporter(self.plan.endpoint, self.runners, self.jobs, report)
+        slots = {r.name: r.ctx.settings.tasks for r in self.runners}
+        crowded = slots_text(slots, session_cores(self.spark))
+        if crowded is not None:
+            report(f"warning: {crowded}")
         self.targets = {r.name: r.snapshot() for r in self.runners}
         for r in self.runners:
             for ctx in r.group.contexts:

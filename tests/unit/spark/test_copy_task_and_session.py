@@ -194,3 +194,14 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_more_copy_slots_than_the_session_has_cores_are_warned_about():
+    from mirror_lib.spark.compute import slots_text
+
+    assert slots_text({"A->B": 2, "B->A": 2}, 6) is None
+    assert slots_text({"A->B": 4}, None) is None  # Spark Connect does not say
+    text = slots_text({"A->B": 4, "B->A": 4}, 6)
+    assert text is not None
+    assert text.startswith("8 copy slots (A->B: 4, B->A: 4; tasks.max of each)")
+    assert "6 cores" in text and "mirror.spark.master = local[N]" in text
