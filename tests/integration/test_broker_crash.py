@@ -19,6 +19,7 @@ from mirror_lib.testing.kafka_broker import KafkaBroker, start_kafka, stop_kafka
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
+from tests.helpers.waiting import process_alive, wait_for
 from tests.integration.conftest import flow_properties, write_properties
 
 pytestmark = pytest.mark.real_kafka
@@ -63,15 +64,6 @@ def config(clusters: dict[str, KafkaBroker], tmp_path: Path, topic: str, slots: 
     return write_properties(tmp_path / "mm2.properties", props)
 
 
-def wait_for(check, proc: subprocess.Popen | None, timeout_s: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"mirror run exited while waiting for {what}: {tail(log)}")
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s:.0f}s: {tail(log)}"
-        time.sleep(0.2)
-
-
 def tail(log: Path) -> str:
     try:
         return log.read_text(errors="replace")[-3000:]
@@ -83,10 +75,10 @@ def first_copies(target: KafkaBroker, remote: str, proc: subprocess.Popen, log: 
     """Wait until the run has committed records on the target: it copies now."""
     wait_for(
         lambda: committed_count(target.bootstrap_servers, remote, PARTITIONS) > 0,
-        proc,
         240,
         "the first copied records",
-        log,
+        process_alive(proc, detail=lambda: tail(log)),
+        detail=lambda: tail(log),
     )
 
 
@@ -114,10 +106,10 @@ def test_broker_sigkill_mid_slice_run_goes_on_exactly_once(
         produce(source, topic, 6000, 2000)
         wait_for(
             lambda: committed_count(target.bootstrap_servers, remote, PARTITIONS) >= 8000,
-            proc,
             OUTAGE_MAX_S + 120,
             "all 8000 records on B after the crash",
-            log,
+            process_alive(proc, detail=lambda: tail(log)),
+            detail=lambda: tail(log),
         )
         assert proc.poll() is None, f"the run ended after the crash of {victim}: {tail(log)}"
     finally:

@@ -18,6 +18,7 @@ from mirror_lib.replication.migration.failover import failover_group, translate_
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.runner import companion_jobs
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from tests.helpers import waiting
 from tests.integration.conftest import flow_properties, write_properties
 
 FAST = {
@@ -45,15 +46,13 @@ def running(spark, config, flows: list[str]):
 
 
 def wait_for(check: Callable[[], object], runners, timeout_s: float = 90, what: str = ""):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """:func:`tests.helpers.waiting.wait_for` while every runner is healthy."""
+
+    def alive() -> None:
         for r in runners:
             r.raise_if_failed()
-        result = check()
-        if result:
-            return result
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}")
+
+    return waiting.wait_for(check, timeout_s, what, alive, poll_s=0.5)
 
 
 def wait_cycles(runners, job: str, cycles: int, timeout_s: float = 120) -> None:

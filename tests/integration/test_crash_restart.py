@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -30,18 +29,11 @@ from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count
 from tests.helpers.kafka_raw import aborted_records
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
+from tests.helpers.waiting import keyed_records, process_alive, wait_for
 from tests.integration.conftest import flow_properties, write_properties
 
 PARTITIONS = 4
 TOTAL = PARTITIONS * (CONSUME_BATCH + 2_000)  # two transactions at least in every partition
-
-
-def wait_for(check, proc: subprocess.Popen, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert proc.poll() is None, f"mirror run exited early while waiting for {what}"
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s:.0f}s"
-        time.sleep(0.1)
 
 
 def loaded_flow(brokers, tmp_path: Path, topic: str, slots: int) -> Path:
@@ -51,10 +43,7 @@ def loaded_flow(brokers, tmp_path: Path, topic: str, slots: int) -> Path:
     produce_exact(
         brokers.source,
         topic,
-        [
-            {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % PARTITIONS}
-            for i in range(TOTAL)
-        ],
+        keyed_records(TOTAL, PARTITIONS),
         # one record per produce request only where tansu needs it: 48k of them take 25 s
         config={"batch.num.messages": 10_000, "linger.ms": 20} if brokers.real_kafka else None,
         timeout_s=240,  # 48k records into a broker on a busy machine
@@ -93,15 +82,17 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
         start = committed_count(brokers.target, remote, PARTITIONS)
         proc = start_mirror(config, env, "--duration", "600", log=tmp_path / f"run-{round_no}.log")
         if hold_after is not None:  # a transaction is open and its records are written
-            wait_for(held.exists, proc, 300, f"the hold before commit (round {round_no})")
+            wait_for(
+                held.exists, 300, f"the hold before commit (round {round_no})", process_alive(proc)
+            )
         else:
             wait_for(
                 lambda start=start: (
                     start < committed_count(brokers.target, remote, PARTITIONS) or start >= TOTAL
                 ),
-                proc,
                 300,
                 f"progress in round {round_no}",
+                process_alive(proc),
             )
             time.sleep(kill_after)  # a varied moment after copying began
         kill_group(proc)
@@ -140,7 +131,7 @@ def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
     env = {**subprocess_env, HOLD_ENV: str(held), AFTER_ENV: "1", TOPIC_ENV: remote}
     proc = start_mirror(config, env, "--duration", "600", log=log)
     try:
-        wait_for(held.exists, proc, 300, "the hold before the second commit")
+        wait_for(held.exists, 300, "the hold before the second commit", process_alive(proc))
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(120) == 130
     finally:

@@ -38,6 +38,7 @@ from tests.helpers.exactly_once import (
 from tests.helpers.kafka_raw import committed_records
 from tests.helpers.proxy import BLACKHOLE, OPEN, CountingProxy, bootstrap, proxied_broker
 from tests.helpers.raw_groups import committed_offsets
+from tests.helpers.waiting import wait_for
 from tests.integration.conftest import flow_properties, metrics_events
 from tests.integration.test_metrics_endpoint import MM2, free_port
 
@@ -91,18 +92,13 @@ def source_ends(bootstrap: str, topic: str) -> dict[int, int]:
     return ends
 
 
-def wait_for(
+def seconds_until(
     check: Callable[[], bool], timeout_s: float, what: str, alive: Callable[[], None]
 ) -> float:
-    """Seconds until ``check()`` held; fails after ``timeout_s``; ``alive()`` asserted meanwhile."""
+    """Seconds until ``check()`` held (:func:`~tests.helpers.waiting.wait_for`)."""
     started = time.monotonic()
-    while True:
-        alive()
-        if check():
-            return time.monotonic() - started
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
-        time.sleep(0.5)
+    wait_for(check, timeout_s, what, alive, poll_s=0.5)
+    return time.monotonic() - started
 
 
 def run_once(spark, config: MirrorConfig) -> None:
@@ -234,14 +230,14 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
             proxy_c.set_mode(BLACKHOLE)  # C stops answering: connections hang
             cut_during = slices() + 1  # the slice running now (its progress comes at its end)
             produce_exact(brokers.source, topic, records(1000, partitions, "u", start=300))
-            took = wait_for(on_b(1300), 90, "B keeps replicating while C is cut", alive)
+            took = seconds_until(on_b(1300), 90, "B keeps replicating while C is cut", alive)
             print(f"B had the 1000 records produced during the cut after {took:.1f}s")
             # The slice C was cut in goes on without C; the next one is planned without C (it
             # does not answer the probe).
-            took = wait_for(lambda: slices() > cut_during, 90, "a slice after the cut", alive)
+            took = seconds_until(lambda: slices() > cut_during, 90, "a slice after the cut", alive)
             print(f"a whole slice ran without C {took:.1f}s after the 1000 records")
             produce_exact(brokers.source, topic, records(200, partitions, "u", start=1300))
-            took = wait_for(on_b(1500), 60, "B keeps replicating in later slices", alive)
+            took = seconds_until(on_b(1500), 60, "B keeps replicating in later slices", alive)
             print(f"B had the next 200 records after {took:.1f}s")
             assert c_ledger() == 300, "C's lag is in its ledger: 300 of 1500 delivered"
             assert committed_count(c_direct, remote, partitions) == 300
@@ -250,7 +246,9 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
             assert runner.progress()["lags"] == {"A->B": 0, "A->C": 1200}
 
             proxy_c.set_mode(OPEN)
-            took = wait_for(lambda: c_ledger() >= 1500, 150, "C catches up after the cut", alive)
+            took = seconds_until(
+                lambda: c_ledger() >= 1500, 150, "C catches up after the cut", alive
+            )
             print(f"C caught up {took:.1f}s after the proxy was restored")
             for target in (brokers.target, c_direct):
                 wait_exactly_once(brokers.source, topic, target, remote, partitions, 30, alive)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -34,22 +34,13 @@ from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count
 from tests.helpers.kafka_raw import aborted_records
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
+from tests.helpers.waiting import wait_for
 from tests.integration.conftest import flow_properties, metrics_events, write_properties
 
 pytestmark = pytest.mark.real_kafka
 
 REFRESH_S = 5  # refresh.topics.interval.seconds of the partition growth test
 REASON = "records were deleted (retention or DeleteRecords)"  # a gap event's reason
-
-
-def wait_for(check: Callable[[], object], timeout_s: float, what: str, alive=None) -> None:
-    """Wait until ``check()`` is true; ``alive()`` raises if what should make it true died."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if alive is not None:
-            alive()
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s:.0f} s"
-        time.sleep(0.2)
 
 
 def values(n: int, tag: str, first: int = 0) -> list[dict]:

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count, wait_exactly_once
 from tests.helpers.kafka_raw import aborted_records
 from tests.helpers.mirror_cli import descendants, kill_group, start_mirror
+from tests.helpers.waiting import keyed_records, process_alive, wait_for
 from tests.integration.conftest import flow_properties, write_properties
 
 pytestmark = pytest.mark.real_kafka  # transactions aborted under a killed task: tansu hides them
@@ -71,10 +72,7 @@ class Flow:
         produce_exact(
             self.source,
             topic,
-            [
-                {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % PARTITIONS}
-                for i in range(records)
-            ],
+            keyed_records(records, PARTITIONS),
             timeout_s=120,
         )
 
@@ -138,7 +136,11 @@ def test_once_on_two_executors_with_one_killed_mid_slice(flow: Flow):
 def held_task_executor(proc: subprocess.Popen, held: Path) -> tuple[int, int]:
     """The process ids of the copy task that holds its transaction open and of its executor JVM
     (one of two, found in the run's process tree)."""
-    pid = int(wait_for(lambda: held.exists() and held.read_text().strip(), proc, 300, "the hold"))
+    pid = int(
+        wait_for(
+            lambda: held.exists() and held.read_text().strip(), 300, "the hold", process_alive(proc)
+        )
+    )
     executors = executor_jvms(proc.pid)
     assert len(executors) == 2, f"expected two executor JVMs, found {executors}"
     (executor,) = [e for e in executors if pid in descendants(e)]
@@ -164,17 +166,6 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
-
-
-def wait_for(check: Callable[[], object], proc: subprocess.Popen, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        assert proc.poll() is None, f"mirror run ended while waiting for {what}"
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s:.0f}s"
-        time.sleep(0.2)
 
 
 def commit_group(bootstrap: str, group: str, topic: str, timeout_s: float = 60) -> None:
@@ -221,9 +212,9 @@ def test_executor_killed_mid_slice_then_every_record_arrives_exactly_once(flow: 
     os.kill(victim, signal.SIGKILL)
     wait_for(
         lambda: victim not in (now := executor_jvms(proc.pid)) and len(now) == 2,
-        proc,
         120,
         "an executor JVM in place of the killed one",
+        process_alive(proc),
     )
     wait_exactly_once(
         flow.source, topic, flow.target, remote, PARTITIONS, 300,
@@ -250,4 +241,6 @@ def test_continuous_run_lands_checkpoints_heartbeats_and_tables(flow: Flow, live
             and any(r["group_id"] == f"{flow.name}-group" for r in checkpoints)
         )
 
-    wait_for(landed, proc, 240, "offset syncs, heartbeats and checkpoints in the tables")
+    wait_for(
+        landed, 240, "offset syncs, heartbeats and checkpoints in the tables", process_alive(proc)
+    )
