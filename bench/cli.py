@@ -38,6 +38,9 @@ DESCRIPTION = (
 )
 
 
+DEFAULT_CASES = "200B,10KB,steady,idle,failover"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The flags; ``--quick`` lowers the defaults it finds unchanged."""
     parser = argparse.ArgumentParser(description=DESCRIPTION)
@@ -86,7 +89,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cases",
-        default="200B,10KB,steady,idle,failover",
+        default=DEFAULT_CASES,
         help="comma list to run: 200B, 10KB, steady, idle, failover (MM2's checkpoints vs ours),"
         " fanout (three brokers, its own block)",
     )
@@ -110,7 +113,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--readme",
         default=None,
-        help="write results here (default bench/README.md; none with --quick)",
+        help="write results here (default bench/README.md for a run of every case, or of the "
+        "fanout case alone; none with --quick or for other partial runs)",
     )
     parser.add_argument(
         "--broker",
@@ -156,7 +160,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             if getattr(args, key) == defaults[key]:
                 setattr(args, key, value)
         args.no_alo = args.no_tasks4 = True
-    if args.readme is None and not args.quick:
+    chosen = {c.strip() for c in args.cases.split(",")}
+    whole = set(DEFAULT_CASES.split(",")) <= chosen or chosen == {"fanout"}
+    if args.readme is None and not args.quick and whole:  # a partial run keeps the whole's block
         args.readme = str(ROOT / "bench" / "README.md")
     try:
         peers(args)

@@ -197,3 +197,13 @@ def test_the_defaults_row_sets_no_tasks_max_and_the_pairs_set_mm2s(tmp_path) -> 
     assert "tasks.max" not in written(MIRROR_EOS) and written(MIRROR_EOS)["topics"] == "t"
     assert written(MIRROR_TASKS1)["tasks.max"] == "1"
     assert written(MIRROR_TASKS4)["tasks.max"] == "4"
+
+
+def test_only_a_whole_run_replaces_the_results_of_bench_readme():
+    """A partial run (one case, a trial of an engine) prints its block; it does not overwrite
+    the block of the last whole run unless --readme says where."""
+    assert parse_args([]).readme is not None
+    assert parse_args(["--cases", "fanout"]).readme is not None
+    assert parse_args(["--cases", "steady"]).readme is None
+    assert parse_args(["--cases", "steady", "--readme", "/tmp/r.md"]).readme == "/tmp/r.md"
+    assert parse_args(["--quick"]).readme is None
