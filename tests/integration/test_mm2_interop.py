@@ -40,6 +40,7 @@ from mirror_lib.testing.failover import (
 from mirror_lib.testing.kafka_broker import start_kafka, stop_kafka
 from mirror_lib.testing.kafka_io import Record, consume_all, create_topic
 from mirror_lib.testing.mm2 import Mm2Process, start_mm2
+from tests.helpers import waiting
 from tests.helpers.mirror_cli import run_mirror
 from tests.helpers.mm2_java import Mm2Java
 from tests.helpers.mm2_models import OffsetSyncStore
@@ -119,17 +120,11 @@ def ours(kafka: dict[str, str], dataset: DataSet, work: Path, env: dict[str, str
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def wait_until(check: Callable[[], Any], timeout_s: float, what: str | Callable[[], str]) -> Any:
-    """Wait for ``check()`` to be true; ``what`` (or what it returns, at the end) says what for."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            said = what if isinstance(what, str) else what()
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {said}")
-        time.sleep(0.5)
+def wait_until(
+    check: Callable[[], Any], timeout_s: float, what: str, detail: Callable[[], str] | None = None
+) -> Any:
+    """:func:`tests.helpers.waiting.wait_for`, looking every 0.5 s (each look reads a topic)."""
+    return waiting.wait_for(check, timeout_s, what, poll_s=0.5, detail=detail)
 
 
 def expected_translation(dataset: DataSet, remote: list[Record]) -> dict[tuple[int, int], int]:
@@ -271,7 +266,9 @@ def test_we_read_what_mm2_writes(
         same, answers[0] = now == answers[0], now
         return done and same
 
-    wait_until(settled, 90, lambda: f"MM2's checkpoints of every group to settle: {answers[0]}")
+    wait_until(
+        settled, 90, "MM2's checkpoints of every group to settle", detail=lambda: str(answers[0])
+    )
     want = answers[0]
     exact = expected_translation(dataset, consume_all(kafka["B"], f"A.{TOPIC}"))
     for g, offsets in dataset.committed.items():

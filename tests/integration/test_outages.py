@@ -20,6 +20,7 @@ import pytest
 from mirror_lib.config.parse import load_config
 from mirror_lib.replication.companions.supervise import current_outages
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from tests.helpers import waiting
 from tests.helpers.exactly_once import committed_count, wait_exactly_once
 from tests.helpers.mirror_cli import kill_group, start_mirror
 from tests.helpers.proxy import BLACKHOLE, OPEN, REFUSE, SLOW, TcpProxy, bootstrap, proxied_broker
@@ -93,13 +94,11 @@ def produce(bootstrap_servers: str, topic: str, start: int, n: int) -> None:
 
 
 def wait_until(check, timeout_s: float, what: str, run: Run) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        run.assert_alive()
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not within {timeout_s:.0f}s; log tail: {run.output()[-3000:]}")
+    """:func:`tests.helpers.waiting.wait_for` while ``run`` lives; its log tail on a timeout."""
+    waiting.wait_for(
+        check, timeout_s, what, run.assert_alive, poll_s=0.5,
+        detail=lambda: f"log tail: {run.output()[-3000:]}",
+    )  # fmt: skip
 
 
 def replicated(run: Run, topic: str, n: int, timeout_s: float = 120) -> None:

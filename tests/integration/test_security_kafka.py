@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from mirror_lib.testing.kafka_broker import KafkaOptions, SecureListener, start_
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
 from tests.helpers.tls_material import issued, self_signed, write
+from tests.helpers.waiting import process_alive, wait_for
 from tests.integration.conftest import flow_properties, write_properties
 from tests.integration.test_checkpoints import consume_group
 
@@ -149,13 +149,9 @@ def deny_of(topic: str, principal: str) -> AclBinding:
 
 
 def wait_until(condition: Any, what: str, timeout_s: float = 120, proc: Any = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"mirror run ended (code {proc.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout_s:.0f}s")
-        time.sleep(0.5)
+    """:func:`tests.helpers.waiting.wait_for`, while ``proc`` (if given) runs."""
+    alive = None if proc is None else process_alive(proc)
+    wait_for(condition, timeout_s, what, alive, poll_s=0.5)
 
 
 # --- the admin port against an authorizer ---------------------------------------------------
