@@ -4,7 +4,8 @@
 on a terminal, otherwise a plain line when the count moved, at most every ``LINE_SECONDS`` (logs,
 CI, jobs). Counts come from the delivery ledger, so they are exact. :func:`end_offsets` and
 :func:`raise_query_error` read a streaming query's progress and failure; :func:`stop_query`
-stops one and waits for its tasks.
+stops one and waits for its tasks. :func:`progress_rows` is what a running ``mirror run`` reports
+every few seconds, one row per part.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.errors import MirrorError, MirrorRuntimeError
 from mirror_lib.kafka.lookups import positions
 from mirror_lib.mm2.formats import TP
 
@@ -191,3 +192,71 @@ def drive_until(
             tick()
         time.sleep(0.5)
     return False
+
+
+def unit_name(r: Any) -> str:
+    """``replication of A->B`` (or of a group ``A->B,C``), ``checkpoints of A->B``, ..."""
+    return f"{r.job} of {r.name}"
+
+
+def _progress_or_none(r: Any) -> dict[str, Any]:
+    """Copied records, records/s and lag of a replication query from the delivery ledger, or
+    nothing when they cannot be measured now (e.g. during an outage)."""
+    if r.job != "replication" or r.query is None:
+        return {}
+    try:
+        return r.progress()
+    except MirrorError:
+        return {}
+
+
+def progress_rows(
+    runners: list[Any],
+    tables: list[Any],
+    clusters: list[str],
+    waiting: dict[str, str] | None = None,
+) -> list[dict]:
+    """One row per running part: batches (slices) done and, for replication, records copied,
+    records/s and lag from the delivery ledger (a slice lasts minutes; the ledger moves on every
+    commit).
+
+    ``waiting``: query name -> outage line of the parts waiting through an outage (they get
+    ``outage`` and no ledger measurement, which would wait for the unreachable cluster).
+    """
+    waiting = waiting or {}
+    rows = []
+    for r in runners:
+        st = r.status()
+        outage = waiting.get(unit_name(r))
+        row = {
+            "flow": st.flow,
+            "job": st.job,
+            "active": st.active,
+            "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
+            "copied": None,
+            "records_per_s": round(st.records_per_second or 0.0, 1),
+            "lag": None,
+            "outage": outage,
+        }
+        if not outage:
+            row.update(_progress_or_none(r))
+        lags = row.pop("lags", None)
+        if lags is None:
+            rows.append(row)
+        else:  # a fan-out group: one row per target, each with its own lag
+            rows += [{**row, "flow": flow, "lag": lag} for flow, lag in lags.items()]
+    for q, cluster in zip(tables, clusters, strict=True):
+        last = q.lastProgress
+        rows.append(
+            {
+                "flow": cluster,
+                "job": "tables",
+                "active": q.isActive,
+                "batches": last["batchId"] + 1 if last else 0,
+                "copied": None,
+                "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
+                "lag": None,
+                "outage": waiting.get(f"tables of {cluster}"),
+            }
+        )
+    return rows

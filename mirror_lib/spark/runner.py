@@ -24,7 +24,6 @@ from mirror_lib.config.fanout import group_name, read_groups
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import (
     ConfigError,
-    MirrorError,
     MirrorRuntimeError,
     is_transient_text,
 )
@@ -48,7 +47,13 @@ from mirror_lib.replication.metrics.run_events import RunEvents
 from mirror_lib.spark.compute import check_compute, session_cores, slots_text
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
-from mirror_lib.spark.progress import CatchUpProgress, raise_query_error, stop_query
+from mirror_lib.spark.progress import (
+    CatchUpProgress,
+    progress_rows,
+    raise_query_error,
+    stop_query,
+    unit_name,
+)
 from mirror_lib.spark.session import run_conf, session_for_run
 from mirror_lib.tables.location import (
     local_session_delta,
@@ -87,15 +92,10 @@ def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> 
     )
 
 
-def _unit_name(r: Any) -> str:
-    """``replication of A->B`` (or of a group ``A->B,C``), ``checkpoints of A->B``, ..."""
-    return f"{r.job} of {r.name}"
-
-
 def _runner_unit(r: FlowRunner) -> Unit:
     """A replication query; it counts as recovered once the delivery ledger moves (a slice lasts
     minutes, so Spark's batch count would tell too late)."""
-    return Unit(_unit_name(r), r.ctx, lambda: r.query, r.restart, lambda _q: r.delivered_total())
+    return Unit(unit_name(r), r.ctx, lambda: r.query, r.restart, lambda _q: r.delivered_total())
 
 
 def _table_unit(spark: Any, config: MirrorConfig, tables: list[Any], i: int, cluster: str) -> Unit:
@@ -398,7 +398,8 @@ def run_flows(
     stopped on return, also on errors and Ctrl-C. ``spark=None`` starts (or reuses) a session
     after the clusters were found reachable. ``parts``: which of replication, checkpoints,
     heartbeats and tables (materialization) to run, so that job tasks can split them.
-    ``on_progress`` gets :func:`progress_rows` every ``progress_interval_s`` while running.
+    ``on_progress`` gets :func:`~mirror_lib.spark.progress.progress_rows` every
+    ``progress_interval_s`` while running.
     ``metrics_port``/``metrics_host`` (else ``mirror.metrics.port``/``.host``): serve Prometheus
     metrics from before the queries start until return
     (:mod:`mirror_lib.replication.metrics.metrics_endpoint`).
@@ -461,66 +462,3 @@ def _release_spark(spark: Any, runners: list[FlowRunner]) -> threading.Thread:
     thread = threading.Thread(target=_stop_each, args=(stops,), name="mirror-release-spark")
     thread.start()
     return thread
-
-
-def _progress_or_none(r: Any) -> dict[str, Any]:
-    """Copied records, records/s and lag of a replication query from the delivery ledger, or
-    nothing when they cannot be measured now (e.g. during an outage)."""
-    if r.job != "replication" or r.query is None:
-        return {}
-    try:
-        return r.progress()
-    except MirrorError:
-        return {}
-
-
-def progress_rows(
-    runners: list[Any],
-    tables: list[Any],
-    clusters: list[str],
-    waiting: dict[str, str] | None = None,
-) -> list[dict]:
-    """One row per running part: batches (slices) done and, for replication, records copied,
-    records/s and lag from the delivery ledger (a slice lasts minutes; the ledger moves on every
-    commit).
-
-    ``waiting``: query name -> outage line of the parts waiting through an outage (they get
-    ``outage`` and no ledger measurement, which would wait for the unreachable cluster).
-    """
-    waiting = waiting or {}
-    rows = []
-    for r in runners:
-        st = r.status()
-        outage = waiting.get(_unit_name(r))
-        row = {
-            "flow": st.flow,
-            "job": st.job,
-            "active": st.active,
-            "batches": 0 if st.last_batch_id is None else st.last_batch_id + 1,
-            "copied": None,
-            "records_per_s": round(st.records_per_second or 0.0, 1),
-            "lag": None,
-            "outage": outage,
-        }
-        if not outage:
-            row.update(_progress_or_none(r))
-        lags = row.pop("lags", None)
-        if lags is None:
-            rows.append(row)
-        else:  # a fan-out group: one row per target, each with its own lag
-            rows += [{**row, "flow": flow, "lag": lag} for flow, lag in lags.items()]
-    for q, cluster in zip(tables, clusters, strict=True):
-        last = q.lastProgress
-        rows.append(
-            {
-                "flow": cluster,
-                "job": "tables",
-                "active": q.isActive,
-                "batches": last["batchId"] + 1 if last else 0,
-                "copied": None,
-                "records_per_s": round((last or {}).get("processedRowsPerSecond") or 0.0, 1),
-                "lag": None,
-                "outage": waiting.get(f"tables of {cluster}"),
-            }
-        )
-    return rows
