@@ -18,7 +18,7 @@ class Method:
     # "baseline" | "tuned" | "copier" (internal subcommands) | "mirror" (`mirror run`)
     # | "mm2" (MirrorMaker 2) | "spark-kafka" (Spark's Kafka connector)
     kind: str
-    # flow properties (kind mirror), mm2.properties (kind mm2); None = drop the bench's setting
+    # flow properties (kind mirror), mm2.properties (kind mm2), added over the bench's own
     overrides: dict[str, str] = field(default_factory=dict)
     variant: str = ""  # the variant `--no-<variant>` leaves out ("" = always run)
     peer: str = ""  # the peer (bench.peers.PEERS) the row is run with ("" = always run)

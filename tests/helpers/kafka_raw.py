@@ -375,7 +375,7 @@ def log_text(bootstrap: str, topic: str, partition: int, batches: int = 12) -> s
         :batches
     ]:
         kind = "control" if b.control else "txn" if b.transactional else "plain"
-        what = [f"{'COMMIT' if m.kind == COMMIT else 'ABORT'}" for m in b.markers] or [
+        what = ["COMMIT" if m.kind == COMMIT else "ABORT" for m in b.markers] or [
             repr(r.value) for r in b.records
         ]
         lines.append(
