@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
@@ -104,11 +104,22 @@ class Workload:
         )
         consumer.assign([TopicPartition("orders", p) for p in range(TOPICS["orders"])])
         while not self.stop.is_set():
-            msgs = consumer.consume(50, timeout=0.5)
-            if msgs:
-                consumer.commit(asynchronous=False)
+            self.commit_read(consumer, consumer.consume(50, timeout=0.5))
             time.sleep(0.25)
         consumer.close()
+
+    def commit_read(self, consumer: Any, msgs: list[Any]) -> None:
+        """Commit what ``msgs`` read, as an application would. Error events alone (a fresh
+        Apache Kafka's first answers for a new topic) store no offset, so there is nothing to
+        commit; a failed commit is noted in :attr:`errors` and retried with the next records."""
+        if not any(msg.error() is None for msg in msgs):
+            return
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            note = f"the consumer's commit failed: {exc.args[0].str()}; retried"
+            if note not in self.errors:
+                self.errors.append(note)
 
 
 LATENCY = (
@@ -161,6 +172,7 @@ def _report(
     consumer.close()
     return {
         "produced": dict(workload.produced),
+        "workload_errors": list(workload.errors),
         "replicated": per_topic,
         "lag": lag["lag"],
         "latency_ms_p50": lat["p50"],
@@ -215,6 +227,9 @@ def format_report(report: dict[str, Any], workdir: Path) -> str:
             f"  {row['partition']:>9} {row['committed_on_A']:>8} "
             f"{row['sql_offset_on_B']!s:>9} {row['translate_offset_on_B']:>15}"
         )
+    if not report["translation"]:
+        lines.append("  none: the group has no checkpoints on B")
+    lines += [f"workload: {error}" for error in report.get("workload_errors", [])]
     if "dashboard" in report:
         lines.append(f"dashboard: {report['dashboard'] or 'not written (see above)'}")
     lines.append(f"state, Delta tables and mm2.properties: {workdir}")

@@ -69,6 +69,21 @@ class FakeErrorEvent(FakeMessage):
         return KafkaError(self._code)
 
 
+class CommittingConsumer:
+    """Counts commits; the first ``fail`` of them raise like librdkafka."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.commits = 0
+        self.fail = fail
+
+    def commit(self, asynchronous: bool = True) -> None:
+        assert asynchronous is False
+        if self.fail:
+            self.fail -= 1
+            raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+        self.commits += 1
+
+
 class _Delivered:
     def __init__(self, offset: int) -> None:
         self._o = offset

@@ -1,0 +1,47 @@
+"""The demo's workload consumer commits like an application, whatever a fresh broker answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import KafkaError
+
+from mirror_lib.app.demo import Workload, format_report
+from tests.helpers.fake_kafka import CommittingConsumer, FakeErrorEvent, FakeMessage
+
+
+def test_error_events_alone_commit_nothing_and_end_nothing():
+    # librdkafka's commit() raises _NO_OFFSET for a batch with no record: it ended the thread,
+    # and the demo on Apache Kafka had no group to translate (issue 40)
+    workload, consumer = Workload("unused:9092"), CommittingConsumer()
+    workload.commit_read(consumer, [FakeErrorEvent("orders", 0, KafkaError.UNKNOWN_TOPIC_OR_PART)])
+    workload.commit_read(consumer, [])
+    assert consumer.commits == 0 and workload.errors == []
+    workload.commit_read(consumer, [FakeMessage(topic="orders", partition=0, offset=0)])
+    assert consumer.commits == 1
+
+
+def test_a_failed_commit_is_noted_once_and_retried():
+    workload, consumer = Workload("unused:9092"), CommittingConsumer(fail=2)
+    record = FakeMessage(topic="orders", partition=0, offset=0)
+    for _ in range(3):
+        workload.commit_read(consumer, [record])
+    assert consumer.commits == 1
+    assert len(workload.errors) == 1 and "commit failed" in workload.errors[0]
+
+
+def test_the_report_says_why_no_offset_was_translated():
+    report = {
+        "produced": {"orders": 3},
+        "replicated": {"orders": 3},
+        "lag": 0,
+        "latency_ms_p50": 10.0,
+        "latency_ms_p99": 20.0,
+        "live_latency_ms_p50": None,
+        "live_latency_ms_p99": None,
+        "translation": [],
+        "workload_errors": ["the consumer's commit failed: x; retried"],
+    }
+    text = format_report(report, Path("/tmp/demo"))
+    assert "  none: the group has no checkpoints on B" in text.splitlines()
+    assert "workload: the consumer's commit failed: x; retried" in text.splitlines()
