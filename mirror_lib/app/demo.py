@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
@@ -102,11 +108,28 @@ class Workload:
                 "auto.offset.reset": "earliest",
             }
         )
-        consumer.assign([TopicPartition("orders", p) for p in range(TOPICS["orders"])])
+        consumer.assign(self.start_positions(consumer))
         while not self.stop.is_set():
             self.commit_read(consumer, consumer.consume(50, timeout=0.5))
             time.sleep(0.25)
         consumer.close()
+
+    def start_positions(self, consumer: Any) -> list[TopicPartition]:
+        """Where the group continues in orders (its committed offsets, else the start), asked
+        until the group's coordinator answers. An assignment whose own fetch of the committed
+        offsets met a fresh Apache Kafka's "not coordinator" never started fetching."""
+        parts = [TopicPartition("orders", p) for p in range(TOPICS["orders"])]
+        while not self.stop.is_set():
+            try:
+                committed = consumer.committed(parts, timeout=5)
+            except KafkaException:
+                self.stop.wait(0.5)
+                continue
+            return [
+                TopicPartition(tp.topic, tp.partition, max(tp.offset, OFFSET_BEGINNING))
+                for tp in committed
+            ]
+        return []
 
     def commit_read(self, consumer: Any, msgs: list[Any]) -> None:
         """Commit what ``msgs`` read, as an application would. Error events alone (a fresh

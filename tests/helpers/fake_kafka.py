@@ -70,11 +70,15 @@ class FakeErrorEvent(FakeMessage):
 
 
 class CommittingConsumer:
-    """Counts commits; the first ``fail`` of them raise like librdkafka."""
+    """A group's consumer: counts commits, of which the first ``fail`` raise like librdkafka;
+    ``committed`` answers "not coordinator" ``unready`` times first, then ``offsets``."""
 
-    def __init__(self, fail: int = 0) -> None:
+    def __init__(
+        self, fail: int = 0, unready: int = 0, offsets: dict[int, int] | None = None
+    ) -> None:
         self.commits = 0
-        self.fail = fail
+        self.fail, self.unready = fail, unready
+        self.offsets = offsets or {}
 
     def commit(self, asynchronous: bool = True) -> None:
         assert asynchronous is False
@@ -82,6 +86,15 @@ class CommittingConsumer:
             self.fail -= 1
             raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
         self.commits += 1
+
+    def committed(self, parts: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        if self.unready:
+            self.unready -= 1
+            raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+        return [
+            TopicPartition(tp.topic, tp.partition, self.offsets.get(tp.partition, -1001))
+            for tp in parts
+        ]
 
 
 class _Delivered:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka import KafkaError
+from confluent_kafka import OFFSET_BEGINNING, KafkaError
 
 from mirror_lib.app.demo import Workload, format_report
 from tests.helpers.fake_kafka import CommittingConsumer, FakeErrorEvent, FakeMessage
@@ -28,6 +28,27 @@ def test_a_failed_commit_is_noted_once_and_retried():
         workload.commit_read(consumer, [record])
     assert consumer.commits == 1
     assert len(workload.errors) == 1 and "commit failed" in workload.errors[0]
+
+
+def test_the_group_starts_where_it_committed_once_the_coordinator_answers():
+    # an assignment whose own committed-offset fetch met "not coordinator" never fetched: the
+    # group committed nothing and the demo on Apache Kafka translated nothing (issue 40)
+    workload = Workload("unused:9092")
+    consumer = CommittingConsumer(unready=2, offsets={1: 17})
+    starts = workload.start_positions(consumer)
+    assert consumer.unready == 0
+    assert [(tp.topic, tp.partition, tp.offset) for tp in starts] == [
+        ("orders", 0, OFFSET_BEGINNING),
+        ("orders", 1, 17),
+        ("orders", 2, OFFSET_BEGINNING),
+        ("orders", 3, OFFSET_BEGINNING),
+    ]
+
+
+def test_a_stopped_workload_stops_asking():
+    workload = Workload("unused:9092")
+    workload.stop.set()
+    assert workload.start_positions(CommittingConsumer(unready=1)) == []
 
 
 def test_the_report_says_why_no_offset_was_translated():
