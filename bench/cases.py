@@ -84,6 +84,10 @@ STEADY_LEAN = SteadyRun(
     "replication query only (checkpoints, heartbeats off)",
     {"emit.checkpoints.enabled": "false", "emit.heartbeats.enabled": "false"},
 )
+STEADY_ALO = SteadyRun(
+    "at least once (`mirror.delivery = at_least_once`), as MM2's default",
+    {"mirror.delivery": "at_least_once"},
+)
 STEADY_MM2 = SteadyRun("MM2 defaults, tasks.max=1", {}, "mm2", "mm2")
 STEADY_MM2_EOS = SteadyRun("MM2 EOS, tasks.max=1", {}, "mm2", "mm2", mm2_eos=True)
 STEADY_SPARK_KAFKA = SteadyRun(
@@ -138,6 +142,8 @@ def plan(args: argparse.Namespace) -> tuple[list[Case], list[SteadyRun]]:
         steady.append(STEADY_DEFAULT)
         if not args.no_steady_lean:
             steady.append(STEADY_LEAN)
+        if "alo" in on:
+            steady.append(STEADY_ALO)
         peer_runs = (STEADY_MM2, STEADY_MM2_EOS, STEADY_SPARK_KAFKA)
         steady += [r for r in peer_runs if r.peer in with_peers]
     return cases, steady

@@ -62,6 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steady-seconds", type=float, default=60)
     parser.add_argument("--rate", type=float, default=5_000, help="steady records/s")
     parser.add_argument(
+        "--warm-load-seconds",
+        type=float,
+        default=0,
+        help="before each steady load, this long at --rate, left out of the figures (fresh "
+        "brokers stall in their first seconds of load)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="smoke run: 200k / 10k records, 10 s steady, no (b') / (b'')",

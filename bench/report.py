@@ -175,8 +175,13 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             f"Steady load: {args.rate:,.0f} records/s x 200 B over {PARTITIONS} partitions for "
             f"{args.steady_seconds:.0f} s, produced while `mirror run CONFIG --duration N` runs"
             " (exactly-once, default tasks.max, **`mirror.trigger.interval.seconds = 0.5`**);"
-            " the load starts once a warm-up record was replicated."
-            " (i) end-to-end = receive time in a"
+            " the load starts once a warm-up record was replicated"
+            + (
+                f" and {args.warm_load_seconds:.0f} s of the same load, left out, were copied."
+                if args.warm_load_seconds
+                else "."
+            )
+            + " (i) end-to-end = receive time in a"
             " read_committed consumer of the remote topic - record CreateTime, every record;"
             " (ii) from the metrics topic (`latency_ms` = producer ack - CreateTime, before the"
             " transaction commits): median of the per-chunk p50 and max of the per-chunk p99;"
@@ -345,7 +350,15 @@ def log_mlflow(uri: str, bench: Runner, args: argparse.Namespace, command: str, 
 
     workload = {
         k: getattr(args, k)
-        for k in ("records", "big_records", "steady_seconds", "rate", "cases", "quick")
+        for k in (
+            "records",
+            "big_records",
+            "steady_seconds",
+            "warm_load_seconds",
+            "rate",
+            "cases",
+            "quick",
+        )
     }
     workload["peers"] = ",".join(peers(args))
     workload.update(

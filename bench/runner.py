@@ -294,6 +294,7 @@ class Runner:
                 proc.proc,
                 proc.meter,
                 proc.started.t0,
+                a.warm_load_seconds,
             )
         metrics = [
             e

@@ -103,11 +103,11 @@ def send_singles(source: str, topic: str, pool: bytes, kind: str) -> None:
 
 
 def send_at_rate(
-    source: str, topic: str, pool: bytes, rate: float, seconds: float
+    source: str, topic: str, pool: bytes, rate: float, seconds: float, kind: str = "s"
 ) -> tuple[dict[int, float], dict[int, float]]:
-    """``rate`` records/s of 200 B for ``seconds`` over the partitions; returns, per record
-    number, its CreateTime (epoch ms) and the source broker's acknowledgement time - CreateTime
-    in ms."""
+    """``rate`` records/s of 200 B for ``seconds`` over the partitions, keys ``<kind><n>``;
+    returns, per record number, its CreateTime (epoch ms) and the source broker's
+    acknowledgement time - CreateTime in ms."""
     p = ck.Producer(
         {"bootstrap.servers": source, "linger.ms": 5, "acks": "all", "batch.size": 1_000_000}
     )
@@ -129,7 +129,7 @@ def send_at_rate(
             p.produce(
                 topic,
                 make_value(pool, sent, 200),
-                b"s%d" % sent,
+                kind.encode() + b"%d" % sent,
                 partition=sent % PARTITIONS,
                 on_delivery=on_delivery,
             )
@@ -166,8 +166,11 @@ def drive(
     proc: subprocess.Popen,
     meter: Meter,
     t0: float,
+    warm_load_s: float = 0,
 ) -> Load:
-    """Warm up, load at ``rate``, wait until every load record was received (up to 120 s)."""
+    """Warm up, load at ``rate``, wait until every load record was received (up to 120 s).
+
+    ``warm_load_s``: first load at ``rate`` this long (keys ``u*``), left out of the figures."""
     pool = value_pool()
     receiver = Receiver(target, remote).start()
     try:
@@ -178,6 +181,12 @@ def drive(
                 raise RuntimeError("mirror did not replicate the warm-up records")
             time.sleep(0.1)
         warm = time.monotonic() - t0
+        if warm_load_s > 0:
+            log(f"warm-up replicated after {warm:.1f} s; {warm_load_s:.0f} s of warm load")
+            sent = len(send_at_rate(source, topic, pool, rate, warm_load_s, "u")[0])
+            deadline = time.monotonic() + 120
+            while receiver.got.get("u", 0) < sent and time.monotonic() < deadline:
+                time.sleep(0.1)
         log(f"warm-up replicated after {warm:.1f} s; starting the load")
         cpu0, tree0, tc0 = machine_cpu_s(), meter.sampler.cpu_total(), time.monotonic()
         brokers0 = broker_cpu_s(meter.broker_pids)

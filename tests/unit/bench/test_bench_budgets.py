@@ -126,6 +126,16 @@ def test_steady_p99_against_mm2_and_the_failover_counts() -> None:
         b for b in budgets.evaluate([], [steady(150, 450), mm2_steady], None) if "MM2" in b.name
     ]
     assert (p99.measured, p99.met) == ("450 ms against 400 ms", False)
+    # at least once against MM2's default, exactly once against MM2's exactly once
+    alo = {**steady(20, 40), "label": budgets.STEADY_ALO.label}
+    mm2_eos = {**steady(30, 500), "label": budgets.STEADY_MM2_EOS.label}
+    runs = [steady(150, 450), alo, mm2_steady, mm2_eos]
+    pairs = [(b.measured, b.met) for b in budgets.evaluate([], runs, None) if "MM2" in b.name]
+    assert pairs == [
+        ("450 ms against 400 ms", False),
+        ("40 ms against 400 ms", True),
+        ("450 ms against 500 ms", True),
+    ]
     counts = {"reread": 0, "skipped": 0, "untranslated": 0, "partitions": 48}
     result = {"ok": True, "groups": 16, "ours": counts, "mm2": {**counts, "reread": 31}}
     (fo,) = budgets.evaluate([], [], None, result)

@@ -35,9 +35,11 @@ PEER_ROWS = [
     "MM2 EOS tasks.max=1 (m-eos)",
     "Spark Kafka connector (s)",
 ]
+STEADY_ALO = "at least once (`mirror.delivery = at_least_once`), as MM2's default"
 STEADY_MINE = [
     "default: all queries of `mirror run`",
     "replication query only (checkpoints, heartbeats off)",
+    STEADY_ALO,
 ]
 
 
@@ -92,7 +94,9 @@ def test_quick_and_no_flags_leave_out_their_methods() -> None:
         ["--cases", "10KB,steady", "--no-copier", "--no-tuned", "--no-steady-lean", "--peers", ""]
     )
     assert cases == {"10KB": ["baseline loop (a)", "mirror EOS (b)", "mirror ALO (b')"]}
-    assert steady == ["default: all queries of `mirror run`"]
+    assert steady == ["default: all queries of `mirror run`", STEADY_ALO]
+    _, steady = labels(["--cases", "steady", "--no-alo", "--peers", ""])
+    assert steady == STEADY_MINE[:2]
 
 
 def test_quick_lowers_only_unchanged_defaults() -> None:
