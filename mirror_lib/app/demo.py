@@ -28,7 +28,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import format_properties
 from mirror_lib.errors import MirrorError
 from mirror_lib.replication.migration.failover import translate_group
-from mirror_lib.testing.clusters import start_clusters
+from mirror_lib.testing.clusters import FLOW_SETTINGS, start_clusters
 from mirror_lib.testing.kafka_io import create_topic
 from mirror_lib.testing.processes import stop_all
 
@@ -36,8 +36,11 @@ TOPICS = {"orders": 4, "payments": 2, "clicks": 3}
 GROUP = "demo-orders-app"
 
 
-def demo_properties(source: str, target: str, state_dir: Path) -> dict[str, str]:
-    """The demo's mm2.properties (written next to the state so mirror status/translate work)."""
+def demo_properties(
+    source: str, target: str, state_dir: Path, broker: str = "tansu"
+) -> dict[str, str]:
+    """The demo's mm2.properties (written next to the state so mirror status/translate work),
+    with what a flow over ``broker`` needs (:data:`FLOW_SETTINGS`)."""
     return {
         "clusters": "A, B",
         "A.bootstrap.servers": source,
@@ -57,6 +60,7 @@ def demo_properties(source: str, target: str, state_dir: Path) -> dict[str, str]
         "tasks.max": "2",
         "mirror.trigger.interval.seconds": "0.5",
         "mirror.state.dir": str(state_dir),
+        **FLOW_SETTINGS[broker],
     }
 
 
@@ -279,7 +283,7 @@ def run_demo(
         brokers = start_clusters(["A", "B"], workdir / "brokers", broker)
         try:
             a, b = brokers.bootstraps["A"], brokers.bootstraps["B"]
-            props = demo_properties(a, b, workdir / f"state-{int(time.time())}")
+            props = demo_properties(a, b, workdir / f"state-{int(time.time())}", brokers.kind)
             (workdir / "mm2.properties").write_text(format_properties(props))
             config = parse_config(props, origin=str(workdir / "mm2.properties"))
             for topic, partitions in TOPICS.items():

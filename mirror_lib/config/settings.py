@@ -259,9 +259,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "mirror.commit.interval.ms",
         "commit_interval_ms",
-        "100",
+        "20",
         int_at_least(1),
         "a copy task commits its Kafka transaction this often while it is at the source's head",
+    ),
+    Setting(
+        "mirror.fetch.pace.ms",
+        "fetch_pace_ms",
+        "0",
+        int_at_least(0),
+        "at the source's head, a partition is fetched again only this long after its last "
+        "records arrived; 0: at once. For brokers whose fetch cost grows with the partition",
     ),
     Setting(
         "mirror.commit.max.records",
@@ -418,6 +426,7 @@ class FlowSettings:
     starting_offsets: StartingOffsets
     batch_duration: float
     commit_interval_ms: int
+    fetch_pace_ms: int
     commit_max_records: int
     commit_max_bytes: int
     on_gap: OnGap

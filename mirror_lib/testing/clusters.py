@@ -15,6 +15,10 @@ from mirror_lib.errors import ConfigError
 
 BROKER_ENV = "MIRROR_TEST_BROKER"
 BROKER_KINDS = ("kafka", "tansu")
+#: what a flow over each kind needs: tansu's fetch costs more the longer its partition, so a copy
+#: task at its head fetches a partition again only 50 ms after its last records
+#: (docs/how-it-works.md#fetches-at-the-head)
+FLOW_SETTINGS: dict[str, dict[str, str]] = {"kafka": {}, "tansu": {"mirror.fetch.pace.ms": "50"}}
 
 
 def broker_kind(value: str | None = None) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
+from mirror_lib.testing.clusters import FLOW_SETTINGS, broker_kind
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +55,7 @@ def flow_properties(source: str, target: str, state_dir: Path, **extra: str) -> 
         # kill with several slots can lose a ledger entry (test_tansu_limits.py)
         "tasks.max": "1",
         "mirror.tables.enabled": "false",  # materialization has its own tests
+        **FLOW_SETTINGS[broker_kind()],
     }
     props.update(extra)
     return props

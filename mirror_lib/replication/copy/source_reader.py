@@ -1,11 +1,13 @@
 """A copy task's source consumer (:class:`Reader`): what it fetches, when, and for which writers.
 
-Behind the source's head the consumer prefetches and fetches again as soon as its queue drains.
-At the head it fetches a partition again only ``HEAD_PACE_MS`` after its last records arrived: a
-fetch per producer batch made the broker work for every few records (on the test broker, whose
-fetch cost grows with the partition, it held up the producers' acknowledgements for seconds;
-bench/README.md, eighth run). librdkafka reads its settings once, so a reader that reaches the
-head (or falls behind it) swaps its consumer, at the writers' positions.
+Behind the source's head the consumer prefetches and fetches again as soon as its queue drains;
+at the head it fetches again as soon as its records were taken, which on Apache Kafka costs a
+fetch per producer batch and keeps the wait short (bench/README.md, fourteenth look). With
+``mirror.fetch.pace.ms`` set, a reader that stays at the head swaps its consumer for one that
+fetches a partition again only that long after its last records arrived: a fetch per few records
+made the test broker tansu, whose fetch cost grows with the partition, hold up its producers'
+acknowledgements for seconds (bench/README.md, eighth run). librdkafka reads its settings once,
+so the reader swaps consumers, at the writers' positions.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
     from mirror_lib.replication.copy.writer import TargetWriter
 
 CONSUME_BATCH = 10_000
-HEAD_PACE_MS = 50  # at the head, a partition is fetched again this long after its last records
 HEAD_LAG_RECORDS = CONSUME_BATCH  # fewer records than this to the high watermark: at the head
 HEAD_CALM_S = 2.0  # ... for this long before the consumer is swapped for a paced one
 LAG_CHECK_S = 1.0
@@ -31,7 +32,7 @@ LAG_CHECK_S = 1.0
 
 def make_consumer(ctx: FlowContext, *, paced: bool = False) -> Consumer:
     """A ``read_committed`` source consumer that never joins a group or commits; ``paced``: the
-    head's fetch pacing. A flow's own consumer settings win over both."""
+    head's fetch pacing (``mirror.fetch.pace.ms``). A flow's own consumer settings win over both."""
     defaults: dict[str, Any] = {
         "fetch.wait.max.ms": 100,
         "fetch.error.backoff.ms": 50,
@@ -44,8 +45,9 @@ def make_consumer(ctx: FlowContext, *, paced: bool = False) -> Consumer:
         "queued.min.messages": 20000,
         "fetch.queue.backoff.ms": 10,
     }
-    if paced:  # a partition with records waiting is fetched again HEAD_PACE_MS later
-        defaults.update({"queued.min.messages": 1, "fetch.queue.backoff.ms": HEAD_PACE_MS})
+    if paced:  # a partition with records waiting is fetched again mirror.fetch.pace.ms later
+        pace = ctx.settings.fetch_pace_ms
+        defaults.update({"queued.min.messages": 1, "fetch.queue.backoff.ms": pace})
     return Consumer(
         ctx.client(
             "source",
@@ -89,14 +91,14 @@ class Reader:
         self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
 
     def take(self, wait: float) -> list[Any]:
-        """Up to CONSUME_BATCH records, waiting at most ``wait`` seconds.
+        """Up to CONSUME_BATCH records, waiting at most ``wait`` seconds for the first.
 
-        ``consume(n, wait)`` returns only once n records are there or ``wait`` is over. While a
-        transaction is open that is what we want: its records go out at its commit anyway. With
-        none open, the first record starts one: waiting the whole idle wait for a full batch would
-        make every commit cycle an idle wait plus a commit interval.
+        ``consume(n, wait)`` returns only once n records are there or ``wait`` is over, so the
+        first record ends the wait and the rest is what is there already: records go to the
+        target as they arrive (at least once, that is when they are visible) and a commit that
+        falls due is not held up waiting for a full batch.
         """
-        if wait <= 0 or any(w.in_txn for w in self.writers):
+        if wait <= 0:
             return self.consumer.consume(CONSUME_BATCH, wait)
         first = self.consumer.consume(1, wait)
         return first + self.consumer.consume(CONSUME_BATCH - 1, 0) if first else first
@@ -111,9 +113,10 @@ class Reader:
         return total
 
     def repace(self, now: float) -> bool:
-        """Swap to a paced consumer once at the head for HEAD_CALM_S, back once behind it;
-        True when swapped. Not while a writer holds records (a fan-out commit pending)."""
-        if now < self.next_check:
+        """With ``mirror.fetch.pace.ms`` set: swap to a paced consumer once at the head for
+        HEAD_CALM_S, back once behind it; True when swapped. Not while a writer holds records (a
+        fan-out commit pending)."""
+        if now < self.next_check or not self.ctx.settings.fetch_pace_ms:
             return False
         self.next_check = now + LAG_CHECK_S
         behind = self.lag() >= HEAD_LAG_RECORDS

@@ -11,7 +11,7 @@ Each transaction holds the records, their offset syncs (when that topic is on th
 the ledger offsets (:mod:`mirror_lib.replication.copy.ledger`), so a crash leaves all of a
 transaction or none. It commits every ``mirror.commit.interval.ms`` while at the source's head
 (or after ``mirror.commit.max.records`` / ``.bytes``; behind the head, it grows up to
-``BEHIND_FACTOR`` intervals).
+``BEHIND_FACTOR`` intervals, at least ``BEHIND_MIN_S``).
 
 Downstream offsets come from two delivery reports per partition and consume batch (the first
 record of a transaction and the last of each batch): records of one transaction to one partition
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 NO_END = 2**63 - 1
 BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
+BEHIND_MIN_S = 1.0  # ... and at least this long: a backlog is not copied in small commits
 FLUSH_S = 30.0  # a target that acknowledges nothing this long fails (transient)
 FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the others longer
 
@@ -103,6 +104,7 @@ class TargetWriter:
         self.skip_key = f"{options_key}|{ctx.flow.name}"
         self.eos = s.exactly_once
         self.interval = s.commit_interval_ms / 1000.0
+        self.behind_interval = max(self.interval * BEHIND_FACTOR, BEHIND_MIN_S)
         self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.max_lag = s.fanout_max_lag_records
         # without idempotence a retry may write a batch twice: every record's offset is
@@ -318,7 +320,7 @@ class TargetWriter:
         return (
             self.txn_records >= self.max_records
             or self.txn_bytes >= self.max_bytes
-            or age >= self.interval * (BEHIND_FACTOR if behind else 1)
+            or age >= (self.behind_interval if behind else self.interval)
         )
 
     def abort(self) -> None:

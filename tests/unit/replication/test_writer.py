@@ -247,25 +247,42 @@ def test_an_offset_sync_not_delivered_fails_the_next_commit(monkeypatch):
     assert exc.value.transient
 
 
-def test_with_no_transaction_open_the_first_record_ends_the_wait(monkeypatch):
-    """``consume(n, wait)`` returns only with n records or after ``wait``: with no transaction
-    open, that wait came before every transaction's commit interval, doubling each cycle."""
+def test_the_first_record_ends_the_wait_transaction_open_or_not(monkeypatch):
+    """``consume(n, wait)`` returns only with n records or after ``wait``: waiting for a whole
+    batch held every record at the source until its commit was due (issue 41's latency)."""
     w, _producer = _writer(monkeypatch, fanout=False)
     reader = Reader.__new__(Reader)
     reader.writers = [w]
     reader.consumer = FakeConsumer(_records(0, 2))
     assert [m.offset() for m in reader.take(0.1)] == [0, 1, 2]
     assert reader.consumer.calls == [(1, 0.1), (CONSUME_BATCH - 1, 0)]
-    w.accept(("T", 0), _records(3, 4), 0.0)  # a transaction is open: wait for a whole batch
-    reader.consumer = FakeConsumer([])
-    assert reader.take(0.05) == []
-    assert reader.consumer.calls == [(CONSUME_BATCH, 0.05)]
+    w.accept(("T", 0), _records(3, 4), 0.0)  # a transaction is open: still the first record
+    reader.consumer = FakeConsumer(_records(5, 6))
+    assert [m.offset() for m in reader.take(0.05)] == [5, 6]
+    assert reader.consumer.calls == [(1, 0.05), (CONSUME_BATCH - 1, 0)]
+    reader.consumer = FakeConsumer(_records(7, 8))  # behind the head: no wait at all
+    assert [m.offset() for m in reader.take(0)] == [7, 8]
+    assert reader.consumer.calls == [(CONSUME_BATCH, 0)]
+
+
+def test_behind_the_head_a_transaction_lasts_at_least_a_second(monkeypatch):
+    """A short commit interval keeps latency low at the head; a backlog still commits in big
+    transactions (ten intervals, at least BEHIND_MIN_S)."""
+    w, _producer = _writer(monkeypatch, fanout=False)
+    assert (w.interval, w.behind_interval) == (0.02, writer_module.BEHIND_MIN_S)
+    w.accept(("T", 0), _records(0, 2), 0.0)
+    w.txn_start -= 0.5
+    assert w.commit_due(behind=False) and not w.commit_due(behind=True)
+    w.txn_start -= writer_module.BEHIND_MIN_S
+    assert w.commit_due(behind=True)
+    slow, _ = _writer(monkeypatch, fanout=False, props={"mirror.commit.interval.ms": "500"})
+    assert slow.behind_interval == 5.0
 
 
 def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
-    """A fetch per producer batch at the head made the broker work for every few records; a
+    """With mirror.fetch.pace.ms (for a broker whose fetch cost grows with the partition), a
     reader that stays near the high watermark swaps to a paced consumer at the writers'
-    positions, and back to the prefetching one when records pile up."""
+    positions, and back to the prefetching one when records pile up; without it, never."""
     made: list[FakeConsumer] = []
 
     def consumer(_ctx, *, paced=False):
@@ -273,10 +290,18 @@ def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatc
         return made[-1]
 
     monkeypatch.setattr(source_reader, "make_consumer", consumer)
-    w, _producer = _writer(monkeypatch, start=100, fanout=False)
+    unpaced, _producer = _writer(monkeypatch, start=100, fanout=False)
+    reader = Reader(unpaced.ctx, [unpaced])
+    reader.consumer.high = {("T", 0): 150}  # 50 records behind: at the head
+    t0 = reader.next_check
+    assert not any(reader.repace(t0 + s) for s in (0, 1.1, 2.2, 3.3, 10))
+    assert len(made) == 1
+    w, _producer = _writer(
+        monkeypatch, start=100, fanout=False, props={"mirror.fetch.pace.ms": "50"}
+    )
     reader = Reader(w.ctx, [w])
     first = reader.consumer
-    first.high = {("T", 0): 150}  # 50 records behind: at the head
+    first.high = {("T", 0): 150}
     t0 = reader.next_check
     assert not reader.repace(t0)  # at the head, but not yet for HEAD_CALM_S
     assert not reader.repace(t0 + 0.5)  # not yet time to look again
@@ -285,7 +310,7 @@ def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatc
     assert paced.paced and first.closed and paced.assigned == [("T", 0, 100)]
     paced.high = {("T", 0): 100 + source_reader.HEAD_LAG_RECORDS}
     assert reader.repace(t0 + 10)
-    assert not reader.consumer.paced and paced.closed and len(made) == 3
+    assert not reader.consumer.paced and paced.closed and len(made) == 4
 
 
 def test_offset_syncs_not_acknowledged_at_the_slice_end_name_their_topic(monkeypatch):
@@ -377,3 +402,17 @@ def test_without_idempotence_a_batch_a_retry_wrote_twice_is_counted_and_mapped_a
     w.accept(("T", 0), _records(10, 11), 0.0)
     assert w.commit(_no_watermarks, wait=True)
     assert w.result.unreported == 5
+
+
+def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
+    confs: list[dict] = []
+    monkeypatch.setattr(source_reader, "Consumer", lambda conf: confs.append(conf))
+    ctx = FlowContext.create(parse_config({**PROPS, "mirror.fetch.pace.ms": "40"}), "A->C")
+    source_reader.make_consumer(ctx)
+    source_reader.make_consumer(ctx, paced=True)
+    prefetching, paced = confs
+    assert (prefetching["queued.min.messages"], prefetching["fetch.queue.backoff.ms"]) == (
+        20000,
+        10,
+    )
+    assert (paced["queued.min.messages"], paced["fetch.queue.backoff.ms"]) == (1, 40)
