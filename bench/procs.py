@@ -107,7 +107,12 @@ def mirror_props(
     source: str, target: str, state_dir: Path, topic: str, **extra: str
 ) -> dict[str, str]:
     """A one-way A->B flow as in tests/integration/conftest.py ``flow_properties`` (without its
-    0.5 s trigger: the engine default of 1 s applies unless ``extra`` sets one)."""
+    0.5 s trigger: the engine default of 1 s applies unless ``extra`` sets one), with what the
+    engine says a flow over the bench's broker kind needs (``FLOW_SETTINGS``; the runner sets
+    ``BROKER_ENV``). An engine from before ``FLOW_SETTINGS`` paces tansu on its own."""
+    from mirror_lib.testing import clusters  # the engine's, imported after --engine-ref
+
+    needs = getattr(clusters, "FLOW_SETTINGS", {}).get(clusters.broker_kind(), {})
     props = {
         "clusters": "A, B",
         "A.bootstrap.servers": source,
@@ -119,6 +124,7 @@ def mirror_props(
         "checkpoints.topic.replication.factor": "1",
         "heartbeats.topic.replication.factor": "1",
         "mirror.state.dir": str(state_dir),
+        **needs,
     }
     props.update(extra)
     return props

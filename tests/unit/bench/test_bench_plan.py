@@ -211,3 +211,15 @@ def test_only_a_whole_run_replaces_the_results_of_bench_readme():
     assert parse_args(["--cases", "steady"]).readme is None
     assert parse_args(["--cases", "steady", "--readme", "/tmp/r.md"]).readme == "/tmp/r.md"
     assert parse_args(["--quick"]).readme is None
+
+
+def test_a_flow_over_tansu_paces_its_fetches_and_one_over_kafka_does_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bench.procs import mirror_props
+    from mirror_lib.testing.clusters import BROKER_ENV
+
+    monkeypatch.setenv(BROKER_ENV, "tansu")
+    assert mirror_props("a:1", "b:1", tmp_path, "t")["mirror.fetch.pace.ms"] == "50"
+    monkeypatch.setenv(BROKER_ENV, "kafka")
+    assert "mirror.fetch.pace.ms" not in mirror_props("a:1", "b:1", tmp_path, "t")
