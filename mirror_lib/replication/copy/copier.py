@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 __all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 
 IDLE_POLL_S = 0.1
-PENDING_POLL_S = 0.01  # a fan-out commit waits for acknowledgements: look again soon
+PENDING_POLL_S = 0.01  # a commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
 SOURCE_DOWN_S = 30.0  # no answer this long: the slice fails (transient) so the run reports it
@@ -220,7 +220,7 @@ class SliceCopy(TargetMembership):
             self._check_source(heard)
             for w in list(self.writers):
                 if w.commit_due(behind):
-                    self._guard(w, self._commit, w, wait=not self.fanout)
+                    self._guard(w, self._commit, w, wait=not self.fanout, roll=True)
             for reader in self.readers:
                 reader.repace(time.monotonic())
             if self.until and time.monotonic() - last_progress > STALL_SECONDS:
@@ -247,15 +247,17 @@ class SliceCopy(TargetMembership):
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S]
         for w in self.writers:
-            if w.commit_pending:
+            if w.commit_pending or w.rolled is not None:
                 waits.append(PENDING_POLL_S)
             elif w.in_txn:
                 waits.append(max(w.txn_start + w.interval - now, 0.0))
         return min(waits)
 
-    def _commit(self, writer: TargetWriter, *, wait: bool) -> None:
+    def _commit(self, writer: TargetWriter, *, wait: bool, roll: bool = False) -> None:
         reader = next((r for r in self.readers if writer in r.writers), self.readers[0])
-        writer.commit(lambda tp: reader.consumer.get_watermark_offsets(tp, cached=True), wait=wait)
+        writer.commit(
+            lambda tp: reader.consumer.get_watermark_offsets(tp, cached=True), wait=wait, roll=roll
+        )
 
     def _check_source(self, msgs: list[Any]) -> None:
         """Fail the slice (transient) when the source has not answered for SOURCE_DOWN_S.

@@ -36,18 +36,29 @@ class Interleaved(Exception):
 
 
 def summary(values: Any) -> dict[str, float]:
-    """min/avg/max/p50/p99 of a sequence of numbers (empty: {})."""
-    a = np.asarray(values, dtype=np.float64)
+    """min/avg/max/p50/p99 of a sequence of numbers (empty: {}).
+
+    The percentiles are numpy's default (linear between the closest ranks), taken from one sort:
+    ``np.percentile`` costs about 0.1 ms a call, and a commit summarizes every partition twice.
+    """
+    a = np.sort(np.asarray(values, dtype=np.float64))
     if not a.size:
         return {}
-    p50, p99 = np.percentile(a, [50, 99])
     return {
-        "min": float(a.min()),
+        "min": float(a[0]),
         "avg": float(a.mean()),
-        "max": float(a.max()),
-        "p50": float(p50),
-        "p99": float(p99),
+        "max": float(a[-1]),
+        "p50": _rank(a, 0.50),
+        "p99": _rank(a, 0.99),
     }
+
+
+def _rank(ordered: Any, q: float) -> float:
+    """The ``q`` quantile of sorted ``ordered``, linear between the closest ranks."""
+    pos = (ordered.size - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, ordered.size - 1)
+    return float(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
 
 
 class PartState:
@@ -66,6 +77,7 @@ class PartState:
         "expect",
         "n",
         "partition",
+        "pending",
         "remote",
         "runs",
         "topic",
@@ -91,46 +103,57 @@ class PartState:
         self.acked = array("q")  # exact mode: every downstream offset, in order
         self.us = array("q")  # exact mode: every upstream offset, in order
         self.error: tuple[KafkaError, int] | None = None
+        self.pending = 0  # delivery reports asked for and not yet served
+
+    def successor(self) -> PartState:
+        """The partition's state for the records after this transaction's (which stays here,
+        waiting for its acknowledgements): same position, nothing open; its ``committed`` moves
+        once this one's commit lands."""
+        nxt = PartState(self.topic, self.partition, self.remote, self.expect, self.until)
+        nxt.committed, nxt.done, nxt.d_next = self.committed, self.done, self.d_next
+        return nxt
 
     def ack_first(self, err: KafkaError | None, msg: Any) -> None:
+        self.pending -= 1
         if err is not None:
             self.error = self.error or (err, -1)
         else:
             self.d_first = msg.offset()
 
     def ack_last(self, err: KafkaError | None, msg: Any) -> None:
+        self.pending -= 1
         if err is not None:
             self.error = self.error or (err, -1)
         else:
             self.d_last = msg.offset()
 
     def ack_both(self, err: KafkaError | None, msg: Any) -> None:
-        self.ack_first(err, msg)
-        self.ack_last(err, msg)
+        self.pending -= 1
+        if err is not None:
+            self.error = self.error or (err, -1)
+        else:
+            self.d_first = self.d_last = msg.offset()
 
     def ack_each(self, err: KafkaError | None, msg: Any) -> None:
+        self.pending -= 1
         if err is not None:
             self.error = self.error or (err, -1)
         else:
             self.acked.append(msg.offset())
 
-    def latency_and_age(self, acked_ms: float) -> tuple[dict[str, float], dict[str, float]]:
+    def latency_and_age(
+        self, acked_ms: float
+    ) -> tuple[dict[str, float], dict[str, float], list[int]]:
         """Summaries of acknowledgement time and consume time minus CreateTime (consume time
-        for records without one) over the transaction's records."""
-        consumed, created = self._consumed_created()
-        return summary(acked_ms - created), summary(consumed - created)
-
-    def latency_buckets(self, acked_ms: float) -> list[int]:
-        """The transaction's latencies (as in :meth:`latency_and_age`) as :func:`bucket_counts`."""
-        _consumed, created = self._consumed_created()
-        return bucket_counts(acked_ms - created)
-
-    def _consumed_created(self) -> tuple[Any, Any]:
+        for records without one) over the transaction's records, and the first as
+        :func:`bucket_counts`."""
         ts = np.frombuffer(self.ts, dtype=np.float64)
         consumed = np.repeat([c for c, _n in self.consumed], [n for _c, n in self.consumed]).astype(
             np.float64
         )
-        return consumed, np.where(ts > 0, ts, consumed)
+        created = np.where(ts > 0, ts, consumed)
+        latency = acked_ms - created
+        return summary(latency), summary(consumed - created), bucket_counts(latency)
 
     def unreported(self) -> int:
         """Downstream offsets of the open transaction's span (from the end of the slice's last

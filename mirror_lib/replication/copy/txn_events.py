@@ -48,20 +48,22 @@ def skip_events(w: Any) -> list[dict]:
 
 def batch_events(
     w: Any,
+    parts: dict[TP, Any],
     segments: dict[TP, list[Segment]],
     acked_ms: float,
     watermarks: Callable[[Any], tuple[int, int]],
 ) -> list[dict]:
     """A ``batch`` (counts, latency, lag) and a ``segments`` event per partition of writer
-    ``w``'s open transaction; ``watermarks`` gives the source's bounds of a partition.
+    ``w``'s transaction (``parts``: their states); ``watermarks`` gives the source's bounds of
+    a partition.
 
     A ``segments`` event names the source topic's id when the plan knew it: a planner on a
     new checkpoint finds there which topic the ledger's positions belong to
     (:func:`~mirror_lib.replication.copy.source_gaps.recorded_topic_ids`)."""
     out = []
     for tp, segs in segments.items():
-        part = w.parts[tp]
-        latency, age = part.latency_and_age(acked_ms)
+        part = parts[tp]
+        latency, age, buckets = part.latency_and_age(acked_ms)
         _low, high = watermarks(TopicPartition(*tp))
         common = {
             "topic": tp[0],
@@ -85,7 +87,7 @@ def batch_events(
                 lag=max(high - part.expect, 0) if high >= 0 else None,
                 latency_ms=latency,
                 age_ms=age,
-                latency_ms_buckets=part.latency_buckets(acked_ms),
+                latency_ms_buckets=buckets,
                 txn=w.result.transactions,
                 aborted=w.aborts_unreported,
             )

@@ -65,6 +65,36 @@ FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the ot
 
 
 @dataclass
+class Landing:
+    """A transaction whose records were acknowledged, on its way to commit: what it moved, what
+    it wrote besides the records, and the ledger entries it writes."""
+
+    moved: dict[TP, PartState]
+    syncs: list[Any]
+    twice: dict[TP, int]
+    wrote: bool  # metrics records or offset syncs on the target
+    ledger: dict[TP, int] = field(default_factory=dict)
+    failed: list[KafkaError] = field(default_factory=list)  # their deliveries that failed
+    remaining: int = 0  # their delivery reports not yet served
+
+    def delivered(self, err: KafkaError | None, _msg: Any) -> None:
+        self.remaining -= 1
+        if err is not None:
+            self.failed.append(err)
+
+
+@dataclass
+class Rolled:
+    """At least once, a sealed transaction the copy loop no longer waits for: its partitions'
+    states (``sealed``), when it began, every partition's state when it was sealed."""
+
+    sealed: dict[TP, PartState]
+    start: float
+    parts: dict[TP, PartState]
+    landing: Landing | None = None
+
+
+@dataclass
 class CopyResult:
     """What one copy task copied in its slice (small; its row in the query is slot, records,
     transactions). ``detached``: flow -> why that target left the shared read during the slice.
@@ -130,6 +160,8 @@ class TargetWriter:
             init_timeout_s=init_s,
         )  # fmt: skip
         self.ledger = ledger_consumer(ctx, slot)
+        self.ledger_group: Any = None  # its group metadata, asked for once (0.5 ms a call)
+        self.rolled: Rolled | None = None  # at least once: the sealed transaction (see _roll)
         # offset syncs on the source go out after each commit, from one producer per slice
         self.source_syncs: PlainProducer | None = None
         self.commit_pending = False  # fan-out: a commit waits for the target's acknowledgements
@@ -208,6 +240,7 @@ class TargetWriter:
             expect = group[0].offset()
             runs.append((expect, 0))
         last = len(group) - 1
+        reports = len(group) if exact else 1 + (n == 0 and last > 0)
         for i, msg in enumerate(group):
             off = msg.offset()
             if off != expect:
@@ -231,6 +264,7 @@ class TargetWriter:
                 self._fail_record(exc.args[0], part, off)
             n += 1
             size += (len(key) if key else 0) + (len(value) if value else 0)
+        part.pending += reports
         self.producer.poll(0)  # serve delivery reports now: librdkafka frees acknowledged records
         part.expect, part.n = expect, n
         part.bytes += size
@@ -312,6 +346,8 @@ class TargetWriter:
 
     def commit_due(self, behind: bool) -> bool:
         """True when the open transaction should commit now."""
+        if self.rolled is not None:
+            return True
         if not self.in_txn:
             return False
         if self.commit_pending:
@@ -330,6 +366,7 @@ class TargetWriter:
             with contextlib.suppress(KafkaException):
                 bounded(lambda: self.producer.abort_transaction(30), 30, "abort_transaction")
         self.in_txn = self.commit_pending = False
+        self.rolled = None
         self.backlog, self.backlog_records = [], 0
         for part in self.parts.values():
             part.reset()
@@ -365,11 +402,26 @@ class TargetWriter:
             err = exc.args[0]
             raise self._timed_out(err) or commit_error(err, [], self.ctx.where("target")) from exc
 
-    def commit(self, watermarks: Callable[[Any], tuple[int, int]], *, wait: bool = True) -> bool:
-        """Commit the open transaction; False when ``wait`` is off and acknowledgements are
-        still outstanding (the transaction stays open and is committed on a later call)."""
+    def commit(
+        self,
+        watermarks: Callable[[Any], tuple[int, int]],
+        *,
+        wait: bool = True,
+        roll: bool = False,
+    ) -> bool:
+        """Commit the open transaction; False when it is not done yet: ``wait`` is off and
+        acknowledgements are still outstanding (the transaction stays open and is committed on
+        a later call), or ``roll`` handed it to :meth:`_roll`.
+
+        ``roll`` (the copy loop's commits): at least once, the loop never waits for the target.
+        """
+        if self.rolled is not None and not self._roll(watermarks, block=not roll):
+            return False
         if not self.in_txn:
             return True
+        if roll and self.rolling:
+            self._seal()
+            return self._roll(watermarks, block=False)
         ctx = self.ctx
         if not wait:
             if self._flush(0) > 0:
@@ -386,38 +438,13 @@ class TargetWriter:
                 transient=True,
             )
         self.commit_pending = False
-        acked_ms = time.time() * 1000.0
         moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
-        for part in moved.values():
-            if part.error is not None:
-                err, _ = part.error
-                first = part.runs[0][0] if part.runs else part.committed
-                self._fail_record(err, part, first)
-        segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
-        twice = {} if self.eos else {tp: n for tp, p in moved.items() if (n := p.unreported())}
-        evs = batch_events(self, segments, acked_ms, watermarks) + skip_events(self)
-        out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
-        syncs = sync_records(ctx.settings, segments)
-        if ctx.offset_syncs_on_target:
-            out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
-        if self.source_syncs is not None:
-            self.source_syncs.check()  # the syncs of earlier commits went out: commit this one
-        failed: list[KafkaError] = []  # deliveries of these records that failed in the commit
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                failed.append(err)
-
-        for topic, k, v in out:
-            self.producer.produce(topic, v, k, partition=0, on_delivery=delivered)
-        written = moved.values() if self.ledger_fresh else self.parts.values()
-        ledger = {(part.remote, part.partition): part.expect for part in written}
+        landing = self._prepare(moved, self.parts, watermarks)
         try:
             if self.eos:
-                group = self.ledger.consumer_group_metadata()
                 bounded(
                     lambda: self.producer.send_offsets_to_transaction(
-                        ledger_offsets(ledger), group, 60
+                        ledger_offsets(landing.ledger), self._ledger_group(), 60
                     ),
                     60,
                     f"the ledger's send_offsets_to_transaction on {ctx.where('target')}",
@@ -434,36 +461,161 @@ class TargetWriter:
                         f"metrics/offset syncs not acknowledged by {ctx.where('target')}",
                         transient=True,
                     )
-                if ledger:
-                    self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
+                if landing.failed:  # the ledger never moves past syncs that were not written
+                    raise commit_error(landing.failed[0], landing.failed, ctx.where("target"))
+                self._commit_ledger(landing.ledger)
         except KafkaException as exc:
             err = exc.args[0]
-            raise self._timed_out(err) or commit_error(err, failed, ctx.where("target")) from exc
+            raise self._timed_out(err) or commit_error(
+                err, landing.failed, ctx.where("target")
+            ) from exc
         self.in_txn = False
-        self.ledger_fresh = True
-        if out:
-            self.aborts_unreported = 0
-        if syncs and not ctx.offset_syncs_on_target:
-            if self.source_syncs is None:
-                self.source_syncs = PlainProducer(ctx, "source")
-            self.source_syncs.write(ctx.offset_syncs_topic, [(x.key(), x.value()) for x in syncs])
-        if moved or out:  # not a ledger refresh alone
-            self.result.transactions += 1
-        if twice:
-            self._tell_unreported(twice)
-        for part in moved.values():
-            part.committed = part.expect
-            part.committed_downstream()
-            self.result.records += part.n
-            self.result.bytes += part.bytes
-            part.reset()
-        for skips in self.skips.values():
-            skips.commit()
+        self._complete(landing)
         if self.backlog:
             self._replay()
             if wait and self.in_txn:
                 return self.commit(watermarks, wait=True)
         return True
+
+    @property
+    def rolling(self) -> bool:
+        """At least once, the copy loop's commits do not wait: a transaction's records are
+        sealed and the next ones copied while they are acknowledged (:meth:`_roll`). Not in
+        a fan-out group (which holds records while a target acknowledges), in exact mode (every
+        report counts) or with a stale-data policy (its skips belong to one transaction)."""
+        return not (self.eos or self.fanout or self.exact or self.skip_policy.enabled)
+
+    def _seal(self) -> None:
+        """Hand the open transaction to :meth:`_roll`: its partitions' states stay with it, and
+        the records that arrive from now on go to their successors."""
+        sealed = {}
+        for tp, part in self.parts.items():
+            if part.expect != part.committed:
+                sealed[tp] = part
+                self.parts[tp] = part.successor()
+        self.rolled = Rolled(sealed, self.txn_start, dict(self.parts))
+        self.in_txn = False
+
+    def _roll(self, watermarks: Callable[[Any], tuple[int, int]], *, block: bool) -> bool:
+        """Move a sealed transaction on without waiting (``block`` off): once its records are
+        acknowledged, its metrics records and offset syncs go out; once those are, the ledger
+        moves. True when it has landed."""
+        rolled = self.rolled
+        assert rolled is not None
+        self.producer.poll(0)
+        if rolled.landing is None:
+            if not self._acknowledged(
+                lambda: all(p.pending <= 0 for p in rolled.sealed.values()),
+                rolled.start,
+                block,
+                "records",
+            ):
+                return False
+            rolled.landing = self._prepare(rolled.sealed, rolled.parts, watermarks)
+            self.producer.poll(0)
+        landing = rolled.landing
+        if not self._acknowledged(
+            lambda: landing.remaining <= 0, rolled.start, block, "metrics records/offset syncs"
+        ):
+            return False
+        if landing.failed:
+            raise commit_error(landing.failed[0], landing.failed, self.ctx.where("target"))
+        try:
+            self._commit_ledger(landing.ledger)
+        except KafkaException as exc:
+            raise commit_error(exc.args[0], [], self.ctx.where("target")) from exc
+        self.rolled = None
+        self._complete(landing)
+        return True
+
+    def _acknowledged(self, done: Callable[[], bool], start: float, block: bool, what: str) -> bool:
+        """Whether ``done`` says the target acknowledged ``what``: at once, or (``block``)
+        after a flush. Nothing for ``FLUSH_S`` since ``start`` fails the slice (transient)."""
+        if done():
+            return True
+        if block:
+            self._flush(FLUSH_S)
+        if done():
+            return True
+        if block or time.monotonic() - start > FLUSH_S:
+            raise BrokerError(
+                f"{self.ctx.where('target')} did not acknowledge {what} in {FLUSH_S:.0f}s",
+                transient=True,
+            )
+        return False
+
+    def _ledger_group(self) -> Any:
+        if self.ledger_group is None:  # assigned, never subscribed: it stays the same
+            self.ledger_group = self.ledger.consumer_group_metadata()
+        return self.ledger_group
+
+    def _commit_ledger(self, ledger: dict[TP, int]) -> None:
+        if ledger:
+            self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
+
+    def _prepare(
+        self,
+        moved: dict[TP, PartState],
+        parts: dict[TP, PartState],
+        watermarks: Callable[[Any], tuple[int, int]],
+    ) -> Landing:
+        """After ``moved``'s records were acknowledged: their segments, and what goes with them
+        (metrics records, offset syncs on the target), produced; the ledger entries to write
+        (every partition of ``parts`` once a slice)."""
+        ctx = self.ctx
+        acked_ms = time.time() * 1000.0
+        for part in moved.values():
+            if part.error is not None:
+                err, _ = part.error
+                first = part.runs[0][0] if part.runs else part.committed
+                self._fail_record(err, part, first)
+        segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
+        twice = {} if self.eos else {tp: n for tp, p in moved.items() if (n := p.unreported())}
+        evs = batch_events(self, moved, segments, acked_ms, watermarks) + skip_events(self)
+        out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
+        syncs = sync_records(ctx.settings, segments)
+        if ctx.offset_syncs_on_target:
+            out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
+        if self.source_syncs is not None:
+            self.source_syncs.check()  # the syncs of earlier commits went out: commit this one
+        landing = Landing(moved, syncs, twice, bool(out))
+        landing.remaining = len(out)
+        for topic, k, v in out:
+            self.producer.produce(topic, v, k, partition=0, on_delivery=landing.delivered)
+        if self.ledger_fresh:
+            landing.ledger = {(p.remote, p.partition): p.expect for p in moved.values()}
+        else:  # positions as committed, but the moved ones' new ones
+            landing.ledger = {(p.remote, p.partition): p.committed for p in parts.values()}
+            landing.ledger.update({(p.remote, p.partition): p.expect for p in moved.values()})
+        return landing
+
+    def _complete(self, landing: Landing) -> None:
+        """The transaction of ``landing`` committed: move every partition's committed position."""
+        ctx = self.ctx
+        self.ledger_fresh = True
+        if landing.wrote:
+            self.aborts_unreported = 0
+        if landing.syncs and not ctx.offset_syncs_on_target:
+            if self.source_syncs is None:
+                self.source_syncs = PlainProducer(ctx, "source")
+            self.source_syncs.write(
+                ctx.offset_syncs_topic, [(x.key(), x.value()) for x in landing.syncs]
+            )
+        if landing.moved or landing.wrote:  # not a ledger refresh alone
+            self.result.transactions += 1
+        if landing.twice:
+            self._tell_unreported(landing.twice)
+        for tp, part in landing.moved.items():
+            part.committed = part.expect
+            part.committed_downstream()
+            self.result.records += part.n
+            self.result.bytes += part.bytes
+            part.reset()
+            live = self.parts.get(tp)
+            if live is not None and live is not part:  # it rolled on: its successor's base
+                live.committed, live.d_next = part.committed, part.d_next
+        for skips in self.skips.values():
+            skips.commit()
 
     def _tell_unreported(self, twice: dict[TP, int]) -> None:
         """Without transactions, records a retry wrote twice stay on the target: count them."""
@@ -514,6 +666,7 @@ class TargetWriter:
         """Leave the slice without waiting on the target: queued records are purged and an open
         transaction is left to the next slice's ``init_transactions``, which aborts it."""
         self.in_txn = self.commit_pending = False
+        self.rolled = None
         with contextlib.suppress(Exception):
             self.producer.purge()
         with contextlib.suppress(Exception):

@@ -416,3 +416,85 @@ def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
         10,
     )
     assert (paced["queued.min.messages"], paced["fetch.queue.backoff.ms"]) == (1, 40)
+
+
+AT_LEAST_ONCE = {"mirror.delivery": "at_least_once"}
+
+
+def _segments(producer: FakeProducer) -> list[list[int]]:
+    metrics = [json.loads(v) for v in producer.log[("mm2-metrics.A.internal", 0)]]
+    return [seg for e in metrics if e["type"] == "segments" for seg in e["segments"]]
+
+
+def test_at_least_once_the_loop_copies_on_while_a_commit_is_acknowledged(monkeypatch):
+    """Records are visible once acknowledged, so a commit that waited for them held up every
+    record that arrived meanwhile (the p99 of the steady bench): it is sealed and lands later."""
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert not w.commit(_no_watermarks, roll=True)  # sealed, not waited for
+    w.accept(("T", 0), _records(10, 14), 0.0)  # produced at once, not held
+    assert len(producer.queue) == 15 and not w.backlog
+    assert not w.commit(_no_watermarks, roll=True)  # the first is not acknowledged yet
+    assert w.ledger.commits == []
+    producer.acking = True
+    assert w.commit(_no_watermarks, roll=True)  # the first lands, the second is sealed ...
+    assert w.commit(_no_watermarks, roll=True)  # ... and lands on the next call
+    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10], [15]]
+    assert _segments(producer) == [[0, 9, 0, 9], [10, 14, 10, 14]]
+    assert w.result.records == 15 and w.result.transactions == 2
+
+
+def test_a_rolled_commit_moves_the_ledger_only_after_its_syncs_are_acknowledged(monkeypatch):
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert not w.commit(_no_watermarks, roll=True)
+    producer.acking = True
+    producer.poll()  # the records are acknowledged ...
+    producer.acking = False
+    assert not w.commit(_no_watermarks, roll=True)  # ... their metrics records and syncs not
+    assert w.ledger.commits == [] and len(producer.queue) > 0
+    assert not w.commit(_no_watermarks, roll=True)
+    producer.acking = True
+    assert w.commit(_no_watermarks, roll=True)
+    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10]]
+
+
+def test_the_slice_end_waits_for_a_rolled_commit_then_commits_the_rest(monkeypatch):
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert not w.commit(_no_watermarks, roll=True)
+    w.accept(("T", 0), _records(10, 19), 0.0)
+    producer.acking = True
+    assert w.commit(_no_watermarks, wait=True)
+    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10], [20]]
+    assert w.rolled is None and not w.in_txn
+
+
+def test_a_rolled_commit_the_target_never_acknowledges_fails_after_flush_s(monkeypatch):
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert not w.commit(_no_watermarks, roll=True)
+    monkeypatch.setattr(writer_module, "FLUSH_S", 0.0)
+    with pytest.raises(BrokerError, match="did not acknowledge records") as exc:
+        w.commit(_no_watermarks, roll=True)
+    assert exc.value.transient
+    assert w.ledger.commits == []
+
+
+@pytest.mark.parametrize(
+    "props",
+    [{}, {**AT_LEAST_ONCE, "mirror.skip.older.than.ms": "60000", "mirror.on.gap": "skip"}],
+    ids=["exactly once", "a stale-data policy"],
+)
+def test_exactly_once_and_skips_commit_as_one_transaction(monkeypatch, props):
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=props)
+    assert not w.rolling
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    producer.acking = True
+    assert w.commit(_no_watermarks, roll=True)  # waited for its acknowledgements
+    assert w.rolled is None and w.parts[("T", 0)].committed == 10
