@@ -26,10 +26,16 @@ T = TypeVar("T")
 GRACE_S = 15.0
 
 
-def bounded(call: Callable[[], T], timeout_s: float, what: str) -> T:
+def bounded(
+    call: Callable[[], T],
+    timeout_s: float,
+    what: str,
+    meanwhile: Callable[[], object] | None = None,
+) -> T:
     """Run ``call`` (a transactional producer call given ``timeout_s`` itself) and return its
     result or raise its error; raise a transient BrokerError naming ``what`` if it has not
-    returned within ``timeout_s + GRACE_S``."""
+    returned within ``timeout_s + GRACE_S`` (after ``meanwhile``, run on the caller's thread
+    while ``call`` runs; its error is raised as it is)."""
     outcome: dict[str, object] = {}
     done = threading.Event()
 
@@ -42,6 +48,8 @@ def bounded(call: Callable[[], T], timeout_s: float, what: str) -> T:
             done.set()
 
     threading.Thread(target=run, name=f"bounded {what}", daemon=True).start()
+    if meanwhile is not None:
+        meanwhile()
     if not done.wait(timeout_s + GRACE_S):
         raise BrokerError(
             f"{what} did not return within {timeout_s + GRACE_S:.0f}s (librdkafka can hang there "

@@ -199,15 +199,33 @@ class FakeProducer:
 
 
 class FakeLedger:
-    """A ledger consumer whose committed offsets are given: {(remote topic, partition): next}."""
+    """A ledger consumer whose committed offsets are given: {(remote topic, partition): next}.
+    An asynchronous commit's outcome (``fails_with``, else success) goes to ``on_commit`` at
+    the next ``poll``."""
 
-    def __init__(self, positions: dict[tuple[str, int], int]) -> None:
+    def __init__(self, positions: dict[tuple[str, int], int], on_commit: Any = None) -> None:
         self.positions = positions
         self.commits: list[list[TopicPartition]] = []  # commits outside transactions
+        self.on_commit = on_commit
+        self.fails_with: KafkaError | None = None
+        self.outcomes: list[tuple[KafkaError | None, list[TopicPartition]]] = []
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
+        if self.fails_with is not None:
+            if not asynchronous:
+                raise KafkaException(self.fails_with)
+            self.outcomes.append((self.fails_with, offsets))
+            return
         self.commits.append(offsets)
         self.positions.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        if asynchronous:
+            self.outcomes.append((None, offsets))
+
+    def poll(self, timeout: float = 0) -> None:
+        outcomes, self.outcomes = self.outcomes, []
+        for err, offsets in outcomes:
+            if self.on_commit is not None:
+                self.on_commit(err, offsets)
 
     def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
         return [

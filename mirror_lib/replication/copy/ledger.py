@@ -11,7 +11,7 @@ partition stands, and the planner writes start positions for partitions that hav
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -39,12 +39,20 @@ def flow_bounds(ctx: Any, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[i
     return partition_bounds(admin, tps, timeout_s)
 
 
-def ledger_consumer(ctx: FlowContext, slot: int, *, stable: bool = True) -> Consumer:
+def ledger_consumer(
+    ctx: FlowContext,
+    slot: int,
+    *,
+    stable: bool = True,
+    on_commit: Callable[[KafkaError | None, list[TopicPartition]], None] | None = None,
+) -> Consumer:
     """A consumer of the slot's ledger group on the target that never joins the group.
 
     ``stable``: ``read_committed``, so reads of offsets of a pending transaction are refused
     until it ends (what a copy task needs); otherwise the last committed value is returned.
+    ``on_commit``: told the outcome of each asynchronous commit (served by ``poll``).
     """
+    extra: dict[str, Any] = {} if on_commit is None else {"on_commit": on_commit}
     return Consumer(
         ctx.client(
             "target",
@@ -54,6 +62,7 @@ def ledger_consumer(ctx: FlowContext, slot: int, *, stable: bool = True) -> Cons
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed" if stable else "read_uncommitted",
             },
+            **extra,
         )
     )
 

@@ -159,7 +159,8 @@ class TargetWriter:
             ctx, slot, remote_topics={ctx.remote_topic(t) for t, _ in partitions},
             init_timeout_s=init_s,
         )  # fmt: skip
-        self.ledger = ledger_consumer(ctx, slot)
+        self.ledger_failed: list[KafkaError] = []  # asynchronous ledger commits that failed
+        self.ledger = ledger_consumer(ctx, slot, on_commit=self._ledger_committed)
         self.ledger_group: Any = None  # its group metadata, asked for once (0.5 ms a call)
         self.rolled: Rolled | None = None  # at least once: the sealed transaction (see _roll)
         # offset syncs on the source go out after each commit, from one producer per slice
@@ -423,32 +424,31 @@ class TargetWriter:
             self._seal()
             return self._roll(watermarks, block=False)
         ctx = self.ctx
-        if not wait:
-            if self._flush(0) > 0:
-                self.commit_pending = True
-                if time.monotonic() - self.txn_start > FLUSH_S:
-                    raise BrokerError(
-                        f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
-                        transient=True,
-                    )
-                return False
-        elif self._flush(self._flush_limit()) > 0:
-            raise BrokerError(
-                f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
-                transient=True,
-            )
+        if not wait and self._flush(0) > 0:
+            self.commit_pending = True
+            if time.monotonic() - self.txn_start > FLUSH_S:
+                raise BrokerError(
+                    f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
+                    transient=True,
+                )
+            return False
         self.commit_pending = False
         moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
-        landing = self._prepare(moved, self.parts, watermarks)
+        ledger = self._ledger_entries(moved, self.parts)
+        landing: Landing | None = None
         try:
             if self.eos:
+                # the ledger's entries need no acknowledgement: they are sent while the records
+                # are (flush), and the transaction still commits both or neither
                 bounded(
                     lambda: self.producer.send_offsets_to_transaction(
-                        ledger_offsets(landing.ledger), self._ledger_group(), 60
+                        ledger_offsets(ledger), self._ledger_group(), 60
                     ),
                     60,
                     f"the ledger's send_offsets_to_transaction on {ctx.where('target')}",
+                    meanwhile=self._acknowledge if wait else None,
                 )
+                landing = self._prepare(moved, watermarks)
                 testhooks.hold_before_commit({part.remote for part in moved.values()})
                 bounded(
                     lambda: self.producer.commit_transaction(60),
@@ -456,6 +456,9 @@ class TargetWriter:
                     f"commit_transaction on {ctx.where('target')}",
                 )
             else:
+                if wait:
+                    self._acknowledge()
+                landing = self._prepare(moved, watermarks)
                 if self.producer.flush(60) > 0:
                     raise BrokerError(
                         f"metrics/offset syncs not acknowledged by {ctx.where('target')}",
@@ -463,12 +466,12 @@ class TargetWriter:
                     )
                 if landing.failed:  # the ledger never moves past syncs that were not written
                     raise commit_error(landing.failed[0], landing.failed, ctx.where("target"))
-                self._commit_ledger(landing.ledger)
+                self._commit_ledger(ledger)
         except KafkaException as exc:
             err = exc.args[0]
-            raise self._timed_out(err) or commit_error(
-                err, landing.failed, ctx.where("target")
-            ) from exc
+            failed = landing.failed if landing is not None else []
+            raise self._timed_out(err) or commit_error(err, failed, ctx.where("target")) from exc
+        assert landing is not None  # each branch prepared it or raised
         self.in_txn = False
         self._complete(landing)
         if self.backlog:
@@ -476,6 +479,14 @@ class TargetWriter:
             if wait and self.in_txn:
                 return self.commit(watermarks, wait=True)
         return True
+
+    def _acknowledge(self) -> None:
+        """Wait until the target acknowledged the transaction's records."""
+        if self._flush(self._flush_limit()) > 0:
+            raise BrokerError(
+                f"{self.ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
+                transient=True,
+            )
 
     @property
     def rolling(self) -> bool:
@@ -511,7 +522,8 @@ class TargetWriter:
                 "records",
             ):
                 return False
-            rolled.landing = self._prepare(rolled.sealed, rolled.parts, watermarks)
+            rolled.landing = self._prepare(rolled.sealed, watermarks)
+            rolled.landing.ledger = self._ledger_entries(rolled.sealed, rolled.parts)
             self.producer.poll(0)
         landing = rolled.landing
         if not self._acknowledged(
@@ -521,7 +533,9 @@ class TargetWriter:
         if landing.failed:
             raise commit_error(landing.failed[0], landing.failed, self.ctx.where("target"))
         try:
-            self._commit_ledger(landing.ledger)
+            # in the loop the ledger is committed without waiting; the slice's last commit
+            # waits, and a failure is raised at the next commit after it is known
+            self._commit_ledger(landing.ledger, asynchronous=not block)
         except KafkaException as exc:
             raise commit_error(exc.args[0], [], self.ctx.where("target")) from exc
         self.rolled = None
@@ -549,19 +563,35 @@ class TargetWriter:
             self.ledger_group = self.ledger.consumer_group_metadata()
         return self.ledger_group
 
-    def _commit_ledger(self, ledger: dict[TP, int]) -> None:
-        if ledger:
+    def _commit_ledger(self, ledger: dict[TP, int], *, asynchronous: bool = False) -> None:
+        self.ledger.poll(0)  # serves the outcomes of earlier asynchronous commits
+        if self.ledger_failed:
+            raise KafkaException(self.ledger_failed[0])
+        if ledger and asynchronous:
+            self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=True)
+        elif ledger:
             self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
 
+    def _ledger_committed(self, err: KafkaError | None, offsets: list[Any]) -> None:
+        errors = [err] if err is not None else [tp.error for tp in offsets if tp.error]
+        self.ledger_failed.extend(errors)
+
+    def _ledger_entries(
+        self, moved: dict[TP, PartState], parts: dict[TP, PartState]
+    ) -> dict[TP, int]:
+        """The ledger entries a transaction that moved ``moved`` writes: theirs, and once a
+        slice every partition's of ``parts`` (so none expires)."""
+        if self.ledger_fresh:
+            return {(p.remote, p.partition): p.expect for p in moved.values()}
+        ledger = {(p.remote, p.partition): p.committed for p in parts.values()}
+        ledger.update({(p.remote, p.partition): p.expect for p in moved.values()})
+        return ledger
+
     def _prepare(
-        self,
-        moved: dict[TP, PartState],
-        parts: dict[TP, PartState],
-        watermarks: Callable[[Any], tuple[int, int]],
+        self, moved: dict[TP, PartState], watermarks: Callable[[Any], tuple[int, int]]
     ) -> Landing:
         """After ``moved``'s records were acknowledged: their segments, and what goes with them
-        (metrics records, offset syncs on the target), produced; the ledger entries to write
-        (every partition of ``parts`` once a slice)."""
+        (metrics records, offset syncs on the target), produced."""
         ctx = self.ctx
         acked_ms = time.time() * 1000.0
         for part in moved.values():
@@ -578,15 +608,9 @@ class TargetWriter:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
         if self.source_syncs is not None:
             self.source_syncs.check()  # the syncs of earlier commits went out: commit this one
-        landing = Landing(moved, syncs, twice, bool(out))
-        landing.remaining = len(out)
+        landing = Landing(moved, syncs, twice, bool(out), remaining=len(out))
         for topic, k, v in out:
             self.producer.produce(topic, v, k, partition=0, on_delivery=landing.delivered)
-        if self.ledger_fresh:
-            landing.ledger = {(p.remote, p.partition): p.expect for p in moved.values()}
-        else:  # positions as committed, but the moved ones' new ones
-            landing.ledger = {(p.remote, p.partition): p.committed for p in parts.values()}
-            landing.ledger.update({(p.remote, p.partition): p.expect for p in moved.values()})
         return landing
 
     def _complete(self, landing: Landing) -> None:

@@ -45,7 +45,9 @@ def _writer(
     producer = FakeProducer()
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
     monkeypatch.setattr(
-        writer_module, "ledger_consumer", lambda *a, **k: FakeLedger({("A.T", 0): start})
+        writer_module,
+        "ledger_consumer",
+        lambda *a, **k: FakeLedger({("A.T", 0): start}, on_commit=k.get("on_commit")),
     )
     w = TargetWriter(
         ctx, 0, [("T", 0)], until={("T", 0): until}, options_key="k", fanout=fanout,
@@ -498,3 +500,18 @@ def test_exactly_once_and_skips_commit_as_one_transaction(monkeypatch, props):
     producer.acking = True
     assert w.commit(_no_watermarks, roll=True)  # waited for its acknowledgements
     assert w.rolled is None and w.parts[("T", 0)].committed == 10
+
+
+def test_a_rolled_ledger_commit_that_failed_fails_the_next_commit(monkeypatch):
+    """In the loop the ledger is committed without waiting; its failure is not lost."""
+    w, _producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
+    w.ledger.fails_with = confluent_kafka.KafkaError(
+        confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert w.commit(_no_watermarks, roll=True)  # landed; its ledger commit is on its way
+    w.accept(("T", 0), _records(10, 19), 0.0)
+    with pytest.raises(BrokerError, match="Group authorization") as exc:
+        w.commit(_no_watermarks, roll=True)
+    assert not exc.value.transient
+    assert w.ledger.commits == []
