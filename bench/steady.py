@@ -241,6 +241,7 @@ def summarize(
         "after_ack_p99_ms": round(pct(after, 99), 1) if after else None,
         "after_ack_max_ms": round(after[-1], 1) if after else None,
         "slow_seconds": slow_seconds(load.receiver.by_seq, rate),
+        "tail_spread": tail_spread(load.receiver.by_seq, rate, pct(lat, 99)) if lat else None,
         "metrics_chunks": len(metrics),
         "metrics_median_p50_ms": round(statistics.median(p50s), 1) if p50s else None,
         "metrics_max_p99_ms": round(max(p99s), 1) if p99s else None,
@@ -262,6 +263,14 @@ def slow_seconds(by_seq: dict[int, float], rate: float, over_ms: float = 1_000) 
             second = int(n / rate)
             slow[second] = slow.get(second, 0) + 1
     return dict(sorted(slow.items()))
+
+
+def tail_spread(by_seq: dict[int, float], rate: float, over_ms: float) -> dict[str, Any]:
+    """Where the records over ``over_ms`` (the p99) fell: in how many seconds of the load, and
+    the three seconds with the most: one stall decides a p99 as much as a broad tail does."""
+    slow = slow_seconds(by_seq, rate, over_ms)
+    top = sorted(slow.items(), key=lambda kv: -kv[1])[:3]
+    return {"seconds": len(slow), "top": dict(sorted(top))}
 
 
 def pct(sorted_values: list[float], q: float) -> float:

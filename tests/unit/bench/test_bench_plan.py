@@ -223,3 +223,10 @@ def test_a_flow_over_tansu_paces_its_fetches_and_one_over_kafka_does_not(
     assert mirror_props("a:1", "b:1", tmp_path, "t")["mirror.fetch.pace.ms"] == "50"
     monkeypatch.setenv(BROKER_ENV, "kafka")
     assert "mirror.fetch.pace.ms" not in mirror_props("a:1", "b:1", tmp_path, "t")
+
+
+def test_the_tail_spread_tells_one_stall_from_a_broad_tail() -> None:
+    stall = {n: (500.0 if 10_000 <= n < 10_300 else 5.0) for n in range(50_000)}
+    assert steady.tail_spread(stall, 5_000, 100.0) == {"seconds": 1, "top": {2: 300}}
+    broad = {n: (500.0 if n % 100 == 0 else 5.0) for n in range(50_000)}
+    assert steady.tail_spread(broad, 5_000, 100.0)["seconds"] == 10
