@@ -62,10 +62,15 @@ def test_a_clean_stop_in_the_middle_of_a_slice_loses_and_duplicates_nothing(
     assert committed(brokers.target, f"A.{unique_name}", 2) == source
 
 
-def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_name):
-    """Records produced after the slice started are copied within it, without a new batch."""
+@pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
+def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_name, delivery):
+    """Records produced after the slice started are copied within it, without a new batch; at
+    least once, through commits the copy loop does not wait for, each record once."""
     create_topic(brokers.source, unique_name, 1)
-    config = make_config(topics=unique_name, **{"mirror.batch.duration.seconds": "300"})
+    config = make_config(
+        topics=unique_name,
+        **{"mirror.batch.duration.seconds": "300", "mirror.delivery": delivery},
+    )
     runner = FlowRunner(spark, config, "A->B")
     runner.start()
     try:
@@ -81,7 +86,14 @@ def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_n
         assert runner.query.lastProgress is None, "all of it inside the first slice"
     finally:
         runner.stop()
-    assert len(consume_all(brokers.target, f"A.{unique_name}")) == 150
+    source = consume_all(brokers.source, unique_name)
+    target = consume_all(brokers.target, f"A.{unique_name}")
+    assert [(r.key, r.value, r.timestamp) for r in target] == [
+        (r.key, r.value, r.timestamp) for r in source
+    ]
+    batches = [e for e in metrics_events(brokers.target) if e.get("type") == "batch"]
+    mine = [e for e in batches if e.get("topic") == unique_name]
+    assert sum(e["records"] for e in mine) == 150
 
 
 def test_the_first_slice_already_copies_the_heartbeats_topic(
