@@ -427,7 +427,9 @@ def test_a_left_out_target_is_counted_on_the_metrics_endpoint_while_b_goes_on(
         b_records = seen[-1].get((MM2 + "record_count", "A->B"), {})
         b_lag = seen[-1].get(("mirror_lag_records", "A->B"), {})
         c_errors = seen[-1].get(("mirror_errors_total", "A->C"), {})
-        if sum(b_records.values()) >= 201 and b_lag and not any(b_lag.values()) and c_errors:
+        # the counter's sample exists (at 0) before C is left out: wait for its count
+        left_out = c_errors.get("left_out", 0)
+        if sum(b_records.values()) >= 201 and b_lag and not any(b_lag.values()) and left_out:
             raise Seen
 
     with pytest.raises(Seen):
