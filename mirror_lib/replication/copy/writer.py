@@ -66,14 +66,13 @@ FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the ot
 
 @dataclass
 class Landing:
-    """A transaction whose records were acknowledged, on its way to commit: what it moved, what
-    it wrote besides the records, and the ledger entries it writes."""
+    """A transaction whose records were acknowledged, on its way to commit: what it moved and
+    what it wrote besides the records."""
 
     moved: dict[TP, PartState]
     syncs: list[Any]
     twice: dict[TP, int]
     wrote: bool  # metrics records or offset syncs on the target
-    ledger: dict[TP, int] = field(default_factory=dict)
     failed: list[KafkaError] = field(default_factory=list)  # their deliveries that failed
     remaining: int = 0  # their delivery reports not yet served
 
@@ -86,11 +85,11 @@ class Landing:
 @dataclass
 class Rolled:
     """At least once, a sealed transaction the copy loop no longer waits for: its partitions'
-    states (``sealed``), when it began, every partition's state when it was sealed."""
+    states (``sealed``), when it began, and the ledger entries it writes once it lands."""
 
     sealed: dict[TP, PartState]
     start: float
-    parts: dict[TP, PartState]
+    ledger: dict[TP, int]
     landing: Landing | None = None
 
 
@@ -427,10 +426,7 @@ class TargetWriter:
         if not wait and self._flush(0) > 0:
             self.commit_pending = True
             if time.monotonic() - self.txn_start > FLUSH_S:
-                raise BrokerError(
-                    f"{ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
-                    transient=True,
-                )
+                raise self._unacknowledged("records")
             return False
         self.commit_pending = False
         moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
@@ -483,10 +479,7 @@ class TargetWriter:
     def _acknowledge(self) -> None:
         """Wait until the target acknowledged the transaction's records."""
         if self._flush(self._flush_limit()) > 0:
-            raise BrokerError(
-                f"{self.ctx.where('target')} did not acknowledge records in {FLUSH_S:.0f}s",
-                transient=True,
-            )
+            raise self._unacknowledged("records")
 
     @property
     def rolling(self) -> bool:
@@ -504,7 +497,7 @@ class TargetWriter:
             if part.expect != part.committed:
                 sealed[tp] = part
                 self.parts[tp] = part.successor()
-        self.rolled = Rolled(sealed, self.txn_start, dict(self.parts))
+        self.rolled = Rolled(sealed, self.txn_start, self._ledger_entries(sealed, self.parts))
         self.in_txn = False
 
     def _roll(self, watermarks: Callable[[Any], tuple[int, int]], *, block: bool) -> bool:
@@ -523,7 +516,6 @@ class TargetWriter:
             ):
                 return False
             rolled.landing = self._prepare(rolled.sealed, watermarks)
-            rolled.landing.ledger = self._ledger_entries(rolled.sealed, rolled.parts)
             self.producer.poll(0)
         landing = rolled.landing
         if not self._acknowledged(
@@ -535,7 +527,7 @@ class TargetWriter:
         try:
             # in the loop the ledger is committed without waiting; the slice's last commit
             # waits, and a failure is raised at the next commit after it is known
-            self._commit_ledger(landing.ledger, asynchronous=not block)
+            self._commit_ledger(rolled.ledger, asynchronous=not block)
         except KafkaException as exc:
             raise commit_error(exc.args[0], [], self.ctx.where("target")) from exc
         self.rolled = None
@@ -552,11 +544,14 @@ class TargetWriter:
         if done():
             return True
         if block or time.monotonic() - start > FLUSH_S:
-            raise BrokerError(
-                f"{self.ctx.where('target')} did not acknowledge {what} in {FLUSH_S:.0f}s",
-                transient=True,
-            )
+            raise self._unacknowledged(what)
         return False
+
+    def _unacknowledged(self, what: str) -> BrokerError:
+        return BrokerError(
+            f"{self.ctx.where('target')} did not acknowledge {what} in {FLUSH_S:.0f}s",
+            transient=True,
+        )
 
     def _ledger_group(self) -> Any:
         if self.ledger_group is None:  # assigned, never subscribed: it stays the same
