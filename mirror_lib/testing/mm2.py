@@ -29,20 +29,13 @@ import confluent_kafka as ck
 
 from mirror_lib.errors import BrokerError, ConfigError, EmbeddedBrokerError
 from mirror_lib.testing import kafka_jars, processes
-from mirror_lib.testing.kafka_broker import java_binary
+from mirror_lib.testing.kafka_broker import JVM_OPTIONS, java_binary
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
 HEAP_ENV = "MIRROR_MM2_HEAP_MB"
-# What Apache Kafka's bin/connect-mirror-maker.sh and kafka-run-class.sh give the JVM: a 2 GB
-# heap (with 512 MB, four tasks of 200 B records ran out of it in the bench) and their G1 options.
-JVM_OPTIONS = (
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+ExplicitGCInvokesConcurrent",
-    "-Djava.awt.headless=true",
-)
+# What Apache Kafka's bin/connect-mirror-maker.sh gives the JVM: a 2 GB heap (with 512 MB, four
+# tasks of 200 B records ran out of it in the bench), with kafka-run-class.sh's JVM_OPTIONS.
 PROBE_TOPIC = "mm2-launcher-probe"
 # INFO, without the configuration dumps (thousands of lines per client) and client chatter.
 _LOG4J = """\

@@ -65,6 +65,23 @@ def test_settings_of_a_secured_cluster_with_an_authorizer_and_a_proxy() -> None:
     assert plain.protocol == "SASL_PLAINTEXT"
 
 
+def test_the_broker_runs_with_kafkas_own_jvm_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bin/kafka-run-class.sh's G1 options and a fixed heap: with G1's default pause target a
+    broker paused for up to 240 ms under the bench's steady load."""
+    monkeypatch.setattr(kafka_jars, "classpath", lambda _name: "/jars/*")
+    monkeypatch.setattr(kafka_broker, "java_binary", lambda: "java")
+    monkeypatch.delenv(kafka_broker.HEAP_ENV, raising=False)
+    command = kafka_broker._java_cmd(_broker(kafka_broker.KafkaOptions()), "kafka.Kafka", "c")
+    assert command[1:3] == ["-Xms512m", "-Xmx512m"]
+    assert "-XX:MaxGCPauseMillis=20" in command and "-XX:+UseG1GC" in command
+    assert command[-2:] == ["kafka.Kafka", "c"]
+    monkeypatch.setenv(kafka_broker.HEAP_ENV, "1024")
+    command = kafka_broker._java_cmd(_broker(kafka_broker.KafkaOptions()), "kafka.Kafka")
+    assert command[1:3] == ["-Xms1024m", "-Xmx1024m"]
+
+
 def test_mm2_gets_the_heap_of_kafkas_own_start_script(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
