@@ -39,6 +39,19 @@ def int_at_least(minimum: int) -> Callable[[str, str], int]:
     return parse
 
 
+def int_between(minimum: int, maximum: int) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = minimum - 1
+        if not minimum <= value <= maximum:
+            raise ConfigError(key, raw, f"a whole number from {minimum} to {maximum}")
+        return value
+
+    return parse
+
+
 def replication_factor(key: str, raw: str) -> int:
     value = int_at_least(-1)(key, raw)
     if value == 0:

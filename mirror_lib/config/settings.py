@@ -17,6 +17,7 @@ from mirror_lib.config.setting_values import (
     boolean,
     choice,
     int_at_least,
+    int_between,
     nonempty,
     principal,
     regex_list,
@@ -272,6 +273,14 @@ SETTINGS: tuple[Setting, ...] = (
         "records arrived; 0: at once. For brokers whose fetch cost grows with the partition",
     ),
     Setting(
+        "mirror.client.threads.nice",
+        "client_threads_nice",
+        "10",
+        int_between(0, 19),
+        "a copy task's Kafka client network threads run at this nice (Linux); 0: unchanged. "
+        "They busy-wait while the target holds acknowledgements",
+    ),
+    Setting(
         "mirror.commit.max.records",
         "commit_max_records",
         "100000",
@@ -427,6 +436,7 @@ class FlowSettings:
     batch_duration: float
     commit_interval_ms: int
     fetch_pace_ms: int
+    client_threads_nice: int
     commit_max_records: int
     commit_max_bytes: int
     on_gap: OnGap

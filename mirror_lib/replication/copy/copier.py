@@ -29,6 +29,7 @@ from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy.client_threads import ClientThreads
 from mirror_lib.replication.copy.copy_state import Interleaved
 from mirror_lib.replication.copy.fanout_targets import TARGET_ERRORS, TargetMembership
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
@@ -103,6 +104,7 @@ class SliceCopy(TargetMembership):
         self.writers: list[TargetWriter] = []
         self.readers: list[Reader] = []
         self.end_early = False
+        self.client_threads = ClientThreads(ctx.settings.client_threads_nice)
 
     # -- set-up ------------------------------------------------------------------------------
     def _writer_partitions(self, ctx: FlowContext) -> list[TP]:
@@ -138,6 +140,7 @@ class SliceCopy(TargetMembership):
             except TARGET_ERRORS as exc:
                 self._detach_or_raise(ctx.flow.name, exc)
         self._group_readers()
+        self.client_threads.lower(time.monotonic())
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> CopyResult:
@@ -223,6 +226,7 @@ class SliceCopy(TargetMembership):
                     self._guard(w, self._commit, w, wait=not self.fanout, roll=True)
             for reader in self.readers:
                 reader.repace(time.monotonic())
+            self.client_threads.lower(now)
             if self.until and time.monotonic() - last_progress > STALL_SECONDS:
                 open_tps = sorted({tp for w in self.writers for tp in w.open_positions()})
                 raise BrokerError(

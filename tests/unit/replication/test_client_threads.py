@@ -1,0 +1,107 @@
+"""A copy task's librdkafka network threads run at ``mirror.client.threads.nice``: their
+busy-wait while the target holds acknowledgements must not starve a broker on the same cores."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import confluent_kafka as ck
+import pytest
+
+from mirror_lib.config.setting_values import int_between
+from mirror_lib.errors import ConfigError
+from mirror_lib.replication.copy import client_threads
+from mirror_lib.replication.copy.client_threads import CHECK_S, ClientThreads
+
+pytestmark = pytest.mark.skipif(not client_threads.THREADS.is_dir(), reason="Linux only")
+
+
+def _threads() -> dict[int, tuple[str, int]]:
+    """This process's threads: tid -> (name, nice)."""
+    out = {}
+    for entry in os.scandir(client_threads.THREADS):
+        tid = int(entry.name)
+        try:
+            name = (Path(entry.path) / "comm").read_text().strip()
+            out[tid] = (name, os.getpriority(os.PRIO_PROCESS, tid))
+        except (ProcessLookupError, FileNotFoundError):
+            continue
+    return out
+
+
+_OLDER: set[int] = set()  # network threads that were there before the test's producer
+
+
+def _network() -> dict[int, int]:
+    """librdkafka network threads started since the test's producer was made: tid -> nice."""
+    return {
+        t: nice
+        for t, (name, nice) in _threads().items()
+        if name.startswith("rdk:broker") and t not in _OLDER
+    }
+
+
+def _looks(threads: ClientThreads, nice: int) -> int:
+    """Three looks, one CHECK_S of the loop's clock apart, each checking that every network
+    thread that existed (and was named) before it is at ``nice`` after it: librdkafka starts
+    and replaces them in the background. Returns how many it lowered."""
+    lowered, clock, seen = 0, 0.0, 0
+    deadline = time.monotonic() + 10
+    while seen < 3 and time.monotonic() < deadline:
+        existed = _network()
+        lowered += threads.lower(clock)
+        clock += CHECK_S
+        now = _network()
+        assert {t: now[t] for t in existed if t in now} == {t: nice for t in existed if t in now}
+        seen += bool(existed)
+    assert seen == 3, "no librdkafka network threads appeared"
+    return lowered
+
+
+@pytest.fixture
+def producer() -> Iterator[ck.Producer]:
+    _OLDER.clear()
+    _OLDER.update(_network())
+    made = ck.Producer({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": True})
+    yield made
+    del made
+    gc.collect()  # rd_kafka_destroy: its threads end with it
+
+
+def test_the_network_threads_are_lowered_and_nothing_else(producer: ck.Producer) -> None:
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert _looks(ClientThreads(10), 10) > 0
+    others = {t: nice for t, (name, nice) in _threads().items() if not name.startswith("rdk:b")}
+    assert threading.get_native_id() in others and set(others.values()) == {own}
+
+
+def test_a_look_comes_once_per_check_interval(producer: ck.Producer) -> None:
+    threads = ClientThreads(10)
+    _looks(threads, 10)
+    threads.next_check = 5.0
+    assert threads.lower(4.9) == 0 and threads.next_check == 5.0
+
+
+def test_nice_zero_leaves_the_threads_alone(producer: ck.Producer) -> None:
+    _looks(ClientThreads(0), os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def test_a_thread_already_nicer_is_not_raised(producer: ck.Producer) -> None:
+    _looks(ClientThreads(12), 12)
+    at_12 = [t for t, nice in _network().items() if nice == 12]
+    ClientThreads(5).lower(0.0)
+    now = _network()
+    assert at_12 and all(now[t] == 12 for t in at_12 if t in now)
+
+
+@pytest.mark.parametrize("raw", ["20", "-1", "ten", ""])
+def test_a_nice_out_of_range_names_the_setting(raw: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        int_between(0, 19)("mirror.client.threads.nice", raw)
+    assert "mirror.client.threads.nice" in str(err.value)
+    assert "from 0 to 19" in str(err.value)
