@@ -53,8 +53,8 @@ class ClientThreads:
                 if os.getpriority(os.PRIO_PROCESS, tid) < self.nice:
                     os.setpriority(os.PRIO_PROCESS, tid, self.nice)
                     count += 1
-            except ProcessLookupError:
-                continue  # it ended meanwhile
+            except (ProcessLookupError, FileNotFoundError):
+                continue  # it ended meanwhile (librdkafka replaces threads)
             except OSError as exc:  # not allowed here: say so once and stop trying
                 log.warning("mirror.client.threads.nice = %d not applied: %s", self.nice, exc)
                 self.failed = True

@@ -3,11 +3,11 @@ busy-wait while the target holds acknowledgements must not starve a broker on th
 
 from __future__ import annotations
 
-import gc
+import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -34,16 +34,9 @@ def _threads() -> dict[int, tuple[str, int]]:
     return out
 
 
-_OLDER: set[int] = set()  # network threads that were there before the test's producer
-
-
 def _network() -> dict[int, int]:
-    """librdkafka network threads started since the test's producer was made: tid -> nice."""
-    return {
-        t: nice
-        for t, (name, nice) in _threads().items()
-        if name.startswith("rdk:broker") and t not in _OLDER
-    }
+    """This process's librdkafka network threads: tid -> nice."""
+    return {t: nice for t, (name, nice) in _threads().items() if name.startswith("rdk:broker")}
 
 
 def _looks(threads: ClientThreads, nice: int) -> int:
@@ -57,46 +50,97 @@ def _looks(threads: ClientThreads, nice: int) -> int:
         lowered += threads.lower(clock)
         clock += CHECK_S
         now = _network()
-        assert {t: now[t] for t in existed if t in now} == {t: nice for t in existed if t in now}
+        still = {t: now[t] for t in existed if t in now}
+        assert still == dict.fromkeys(still, nice), (still, threads.lowered)
         seen += bool(existed)
     assert seen == 3, "no librdkafka network threads appeared"
     return lowered
 
 
-@pytest.fixture
-def producer() -> Iterator[ck.Producer]:
-    _OLDER.clear()
-    _OLDER.update(_network())
-    made = ck.Producer({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": True})
-    yield made
-    del made
-    gc.collect()  # rd_kafka_destroy: its threads end with it
+def _isolated(check: Callable[[], None]) -> None:
+    """Run ``check`` in a fresh process with one producer of its own: a client another test
+    left alive could start a thread that inherits its creator's nice."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pool.apply(check)
 
 
-def test_the_network_threads_are_lowered_and_nothing_else(producer: ck.Producer) -> None:
-    own = os.getpriority(os.PRIO_PROCESS, 0)
+def _producer() -> ck.Producer:
+    return ck.Producer({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": True})
+
+
+def _lowered_and_nothing_else() -> None:
+    own, producer = os.getpriority(os.PRIO_PROCESS, 0), _producer()
     assert _looks(ClientThreads(10), 10) > 0
     others = {t: nice for t, (name, nice) in _threads().items() if not name.startswith("rdk:b")}
     assert threading.get_native_id() in others and set(others.values()) == {own}
+    producer.flush(0)
 
 
-def test_a_look_comes_once_per_check_interval(producer: ck.Producer) -> None:
-    threads = ClientThreads(10)
+def _once_per_check_interval() -> None:
+    producer, threads = _producer(), ClientThreads(10)
     _looks(threads, 10)
     threads.next_check = 5.0
     assert threads.lower(4.9) == 0 and threads.next_check == 5.0
+    producer.flush(0)
 
 
-def test_nice_zero_leaves_the_threads_alone(producer: ck.Producer) -> None:
+def _zero_leaves_them_alone() -> None:
+    producer = _producer()
     _looks(ClientThreads(0), os.getpriority(os.PRIO_PROCESS, 0))
+    producer.flush(0)
 
 
-def test_a_thread_already_nicer_is_not_raised(producer: ck.Producer) -> None:
+def _nicer_is_not_raised() -> None:
+    producer = _producer()
     _looks(ClientThreads(12), 12)
     at_12 = [t for t, nice in _network().items() if nice == 12]
     ClientThreads(5).lower(0.0)
     now = _network()
     assert at_12 and all(now[t] == 12 for t in at_12 if t in now)
+    producer.flush(0)
+
+
+def test_the_network_threads_are_lowered_and_nothing_else() -> None:
+    _isolated(_lowered_and_nothing_else)
+
+
+def test_a_look_comes_once_per_check_interval() -> None:
+    _isolated(_once_per_check_interval)
+
+
+def test_nice_zero_leaves_the_threads_alone() -> None:
+    _isolated(_zero_leaves_them_alone)
+
+
+def test_a_thread_already_nicer_is_not_raised() -> None:
+    _isolated(_nicer_is_not_raised)
+
+
+def _a_thread_that_ends_mid_look_is_skipped() -> None:
+    producer, threads = _producer(), ClientThreads(10)
+    real, calls = Path.read_text, []
+
+    def ended_once(path: Path, *args: object, **kwargs: object) -> str:
+        calls.append(path)
+        if len(calls) == 1:
+            raise FileNotFoundError(path)  # the thread ended between the listing and the read
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    deadline = time.monotonic() + 10
+    while not _network() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    Path.read_text = ended_once  # type: ignore[method-assign]
+    try:
+        threads.lower(0.0)
+    finally:
+        Path.read_text = real  # type: ignore[method-assign]
+    assert calls and not threads.failed
+    _looks(threads, 10)
+    producer.flush(0)
+
+
+def test_a_thread_that_ends_during_a_look_does_not_stop_the_lowering() -> None:
+    _isolated(_a_thread_that_ends_mid_look_is_skipped)
 
 
 @pytest.mark.parametrize("raw", ["20", "-1", "ten", ""])
