@@ -27,26 +27,21 @@ def boolean(key: str, raw: str) -> bool:
 
 
 def int_at_least(minimum: int) -> Callable[[str, str], int]:
-    def parse(key: str, raw: str) -> int:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise ConfigError(key, raw, f"a whole number >= {minimum}") from None
-        if value < minimum:
-            raise ConfigError(key, raw, f"a whole number >= {minimum}")
-        return value
-
-    return parse
+    return _whole_number(minimum, None, f"a whole number >= {minimum}")
 
 
 def int_between(minimum: int, maximum: int) -> Callable[[str, str], int]:
+    return _whole_number(minimum, maximum, f"a whole number from {minimum} to {maximum}")
+
+
+def _whole_number(minimum: int, maximum: int | None, valid: str) -> Callable[[str, str], int]:
     def parse(key: str, raw: str) -> int:
         try:
             value = int(raw.strip())
         except ValueError:
-            value = minimum - 1
-        if not minimum <= value <= maximum:
-            raise ConfigError(key, raw, f"a whole number from {minimum} to {maximum}")
+            raise ConfigError(key, raw, valid) from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise ConfigError(key, raw, valid)
         return value
 
     return parse
