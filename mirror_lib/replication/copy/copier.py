@@ -140,7 +140,6 @@ class SliceCopy(TargetMembership):
             except TARGET_ERRORS as exc:
                 self._detach_or_raise(ctx.flow.name, exc)
         self._group_readers()
-        self.client_threads.lower(time.monotonic())
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> CopyResult:
