@@ -134,6 +134,7 @@ class TargetWriter:
         self.eos = s.exactly_once
         self.interval = s.commit_interval_ms / 1000.0
         self.behind_interval = max(self.interval * BEHIND_FACTOR, BEHIND_MIN_S)
+        self.behind = False  # the copy loop says at each commit_due whether it is behind
         self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.max_lag = s.fanout_max_lag_records
         # without idempotence a retry may write a batch twice: every record's offset is
@@ -345,9 +346,12 @@ class TargetWriter:
         self.txn_records = self.txn_bytes = 0
 
     def commit_due(self, behind: bool) -> bool:
-        """True when the open transaction should commit now."""
-        if self.rolled is not None:
-            return True
+        """True when the open transaction should commit now, or a sealed one can move on."""
+        self.behind = behind
+        return self.rolled is not None or self._due()
+
+    def _due(self) -> bool:
+        behind = self.behind
         if not self.in_txn:
             return False
         if self.commit_pending:
@@ -415,8 +419,11 @@ class TargetWriter:
 
         ``roll`` (the copy loop's commits): at least once, the loop never waits for the target.
         """
-        if self.rolled is not None and not self._roll(watermarks, block=not roll):
-            return False
+        if self.rolled is not None:
+            if not self._roll(watermarks, block=not roll):
+                return False
+            if roll and self.rolling and not self._due():
+                return True  # the open transaction is sealed when it is due, not at once
         if not self.in_txn:
             return True
         if roll and self.rolling:

@@ -447,6 +447,26 @@ def test_at_least_once_the_loop_copies_on_while_a_commit_is_acknowledged(monkeyp
     assert w.result.records == 15 and w.result.transactions == 2
 
 
+def test_a_rolled_commit_that_lands_leaves_a_young_transaction_open(monkeypatch):
+    """Landing a sealed commit does not seal the next one before its interval: commits that
+    chained at the pace of the acknowledgements loaded the brokers (bench/README.md)."""
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert not w.commit(_no_watermarks, roll=True)  # sealed
+    w.accept(("T", 0), _records(10, 14), 0.0)
+    producer.acking = True
+    assert w.commit_due(False)  # the sealed commit can move on ...
+    assert w.commit(_no_watermarks, roll=True)
+    assert w.rolled is None and w.in_txn  # ... and the young one stays open
+    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10]]
+    assert not w.commit_due(False)
+    w.txn_start -= w.interval
+    assert w.commit_due(False)  # due once its interval passed
+    assert w.commit(_no_watermarks, roll=True)
+    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10], [15]]
+
+
 def test_a_rolled_commit_moves_the_ledger_only_after_its_syncs_are_acknowledged(monkeypatch):
     w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
     producer.acking = False
