@@ -11,7 +11,7 @@ from typing import Any
 
 from mirror_lib.config.properties import ConfigProvider, has_reference, resolve_setting
 from mirror_lib.config.setting_values import Setting
-from mirror_lib.config.settings import SETTINGS, FlowSettings
+from mirror_lib.config.settings import AT_LEAST_ONCE_COMMIT_INTERVAL_MS, SETTINGS, FlowSettings
 from mirror_lib.errors import ConfigError
 
 #: Connector-level alias keys MM2 sets per flow (honoured, never passed to a client).
@@ -171,6 +171,8 @@ def flow_settings(
         "replication.policy.separator" in props or "replication.policy.separator" in overrides
     )
     values["explicit"] = frozenset(explicit)
+    if values["delivery"] == "at_least_once" and "mirror.commit.interval.ms" not in explicit:
+        values["commit_interval_ms"] = AT_LEAST_ONCE_COMMIT_INTERVAL_MS
     settings = FlowSettings(**values)
     needs_syncs = settings.emit_checkpoints or settings.sync_group_offsets
     if needs_syncs and not settings.emit_offset_syncs and enabled:

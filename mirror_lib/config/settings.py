@@ -43,6 +43,11 @@ StartingOffsets = Literal["", "earliest", "latest"]
 OnGap = Literal["fail", "skip"]
 
 
+#: ``mirror.commit.interval.ms`` at least once when the user did not set it: there a commit does
+#: not decide when a record is visible, and commits every 20 ms loaded the brokers
+#: (docs/how-it-works.md, "At least once").
+AT_LEAST_ONCE_COMMIT_INTERVAL_MS = 1000
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("topics", "topics", ".*", regex_list, "topics to replicate (regexes, full match)"),
     Setting(
@@ -262,7 +267,9 @@ SETTINGS: tuple[Setting, ...] = (
         "commit_interval_ms",
         "20",
         int_at_least(1),
-        "a copy task commits its Kafka transaction this often while it is at the source's head",
+        "a copy task commits its Kafka transaction this often while it is at the source's head; "
+        f"at least once, unset: {AT_LEAST_ONCE_COMMIT_INTERVAL_MS} (records are visible when "
+        "acknowledged, and a commit moves only the ledger, metrics and offset syncs)",
     ),
     Setting(
         "mirror.fetch.pace.ms",

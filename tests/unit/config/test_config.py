@@ -24,6 +24,20 @@ def cfg(**extra: str):
     return parse_config(props)
 
 
+def test_at_least_once_commits_every_second_unless_the_interval_is_set():
+    """At least once a commit does not decide when a record is visible: its default interval is
+    longer, and a value the user set (per flow or top level) is kept as written."""
+    assert cfg().flow("A->B").settings.commit_interval_ms == 20
+    alo = {"mirror.delivery": "at_least_once"}
+    assert cfg(**alo).flow("A->B").settings.commit_interval_ms == 1000
+    assert (
+        cfg(**alo, **{"mirror.commit.interval.ms": "20"}).flow("A->B").settings.commit_interval_ms
+        == 20
+    )
+    per_flow = {"A->B.mirror.delivery": "at_least_once", "A->B.mirror.commit.interval.ms": "50"}
+    assert cfg(**per_flow).flow("A->B").settings.commit_interval_ms == 50
+
+
 def test_java_properties_syntax():
     text = (
         "# comment\n! also a comment\n"
