@@ -1,5 +1,6 @@
-"""The slot producer's batch.size against the remote topics' max.message.bytes: Kafka refuses a
-batch above it and librdkafka does not split one, so a larger batch fails the transaction."""
+"""The slot producer's settings. Its batch.size against the remote topics' max.message.bytes:
+Kafka refuses a batch above it and librdkafka does not split one, so a larger batch fails the
+transaction. Its requests in flight: one, unless the user asks for more."""
 
 from __future__ import annotations
 
@@ -86,3 +87,19 @@ def test_an_unreadable_limit_is_no_limit(monkeypatch, value):
     admin = RecordingAdminOps()
     admin.add_topic("A.small", 1, {"max.message.bytes": value})
     assert _producer_conf(monkeypatch, admin)["batch.size"] == target_producer.BATCH_SIZE
+
+
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+def test_one_request_in_flight_unless_the_user_sets_more(monkeypatch, delivery):
+    """One request in flight, as Kafka Connect's producers: records wait for the answer in one
+    batch instead of many small requests (bench/README.md, the seventeenth look)."""
+    admin = _target()
+    monkeypatch.setattr(target_producer, "bounded", lambda *a, **k: None)  # init_transactions
+    conf = _producer_conf(monkeypatch, admin, **{"mirror.delivery": delivery})
+    assert conf["max.in.flight.requests.per.connection"] == 1
+    for key in ("max.in.flight.requests.per.connection", "max.in.flight"):
+        conf = _producer_conf(
+            monkeypatch, admin, **{"mirror.delivery": delivery, f"B.producer.{key}": "3"}
+        )
+        assert conf[key] == "3"
+        assert list(conf).index(key) >= list(conf).index("max.in.flight.requests.per.connection")
