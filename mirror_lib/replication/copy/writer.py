@@ -351,7 +351,8 @@ class TargetWriter:
         return self.rolled is not None or self._due()
 
     def _due(self) -> bool:
-        behind = self.behind
+        """The open transaction's interval, records or bytes are up (``behind``: as the loop
+        last said)."""
         if not self.in_txn:
             return False
         if self.commit_pending:
@@ -360,7 +361,7 @@ class TargetWriter:
         return (
             self.txn_records >= self.max_records
             or self.txn_bytes >= self.max_bytes
-            or age >= (self.behind_interval if behind else self.interval)
+            or age >= (self.behind_interval if self.behind else self.interval)
         )
 
     def abort(self) -> None:
