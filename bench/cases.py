@@ -25,6 +25,7 @@ class Method:
     mm2_eos: bool = False  # kind mm2: with Connect's exactly-once source support
 
 
+ALO = {"mirror.delivery": "at_least_once"}
 BASELINE = Method("baseline loop (a)", "baseline")
 # (a) with the engine's two prefetch settings (replication/copy/source_reader.py make_consumer):
 # librdkafka's 1 s fetch-queue backoff slows any loop that ever fills its consume queue; and
@@ -32,7 +33,7 @@ BASELINE = Method("baseline loop (a)", "baseline")
 TUNED = Method("tuned loop (a')", "tuned", variant="tuned")
 COPIER = Method("engine copier, no Spark (c)", "copier", variant="copier")
 MIRROR_EOS = Method("mirror EOS (b)", "mirror")  # the engine's defaults: no tuning at all
-MIRROR_ALO = Method("mirror ALO (b')", "mirror", {"mirror.delivery": "at_least_once"}, "alo")
+MIRROR_ALO = Method("mirror ALO (b')", "mirror", ALO, "alo")
 MIRROR_TASKS4 = Method("mirror EOS tasks.max=4 (b'')", "mirror", {"tasks.max": "4"}, "tasks4")
 # MM2's default slot count, so that the pair compares the same tasks.max
 MIRROR_TASKS1 = Method("mirror EOS tasks.max=1 (b1)", "mirror", {"tasks.max": "1"}, "", "mm2")
@@ -76,6 +77,7 @@ class SteadyRun:
     kind: str = "mirror"
     peer: str = ""
     mm2_eos: bool = False
+    variant: str = ""  # as Method.variant
 
 
 STEADY_TRIGGER = {"mirror.trigger.interval.seconds": "0.5"}  # every steady run
@@ -85,8 +87,13 @@ STEADY_LEAN = SteadyRun(
     {"emit.checkpoints.enabled": "false", "emit.heartbeats.enabled": "false"},
 )
 STEADY_ALO = SteadyRun(
-    "at least once (`mirror.delivery = at_least_once`), as MM2's default",
-    {"mirror.delivery": "at_least_once"},
+    "at least once (`mirror.delivery = at_least_once`), as MM2's default", ALO, variant="alo"
+)
+# at MM2's default slot count, so that the pairs with MM2 compare the same tasks.max: at a low
+# rate each slot adds its own fetches, produce requests and commits to the brokers' load
+STEADY_TASKS1 = SteadyRun("exactly once, tasks.max=1", {"tasks.max": "1"}, peer="mm2")
+STEADY_ALO_TASKS1 = SteadyRun(
+    "at least once, tasks.max=1", {**ALO, "tasks.max": "1"}, peer="mm2", variant="alo"
 )
 STEADY_MM2 = SteadyRun("MM2 defaults, tasks.max=1", {}, "mm2", "mm2")
 STEADY_MM2_EOS = SteadyRun("MM2 EOS, tasks.max=1", {}, "mm2", "mm2", mm2_eos=True)
@@ -142,8 +149,17 @@ def plan(args: argparse.Namespace) -> tuple[list[Case], list[SteadyRun]]:
         steady.append(STEADY_DEFAULT)
         if not args.no_steady_lean:
             steady.append(STEADY_LEAN)
-        if "alo" in on:
-            steady.append(STEADY_ALO)
-        peer_runs = (STEADY_MM2, STEADY_MM2_EOS, STEADY_SPARK_KAFKA)
-        steady += [r for r in peer_runs if r.peer in with_peers]
+        runs = (
+            STEADY_ALO,
+            STEADY_TASKS1,
+            STEADY_ALO_TASKS1,
+            STEADY_MM2,
+            STEADY_MM2_EOS,
+            STEADY_SPARK_KAFKA,
+        )
+        steady += [
+            r
+            for r in runs
+            if (not r.variant or r.variant in on) and (not r.peer or r.peer in with_peers)
+        ]
     return cases, steady

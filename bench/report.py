@@ -174,7 +174,8 @@ def render(bench: Runner, args: argparse.Namespace, command: str, started: str, 
             "",
             f"Steady load: {args.rate:,.0f} records/s x 200 B over {PARTITIONS} partitions for "
             f"{args.steady_seconds:.0f} s, produced while `mirror run CONFIG --duration N` runs"
-            " (exactly-once, default tasks.max, **`mirror.trigger.interval.seconds = 0.5`**);"
+            " (exactly-once and tasks.max=2 unless the row says otherwise,"
+            " **`mirror.trigger.interval.seconds = 0.5`**);"
             " the load starts once a warm-up record was replicated"
             + (
                 f" and {args.warm_load_seconds:.0f} s of the same load, left out, were copied."

@@ -136,6 +136,23 @@ def test_steady_p99_against_mm2_and_the_failover_counts() -> None:
         ("40 ms against 400 ms", True),
         ("450 ms against 500 ms", True),
     ]
+    # and at MM2's tasks.max, each delivery against its like
+    alo1 = {**steady(20, 410), "label": budgets.STEADY_ALO_TASKS1.label}
+    eos1 = {**steady(30, 490), "label": budgets.STEADY_TASKS1.label}
+    found = budgets.evaluate([], [*runs, alo1, eos1], None)
+    at_1 = [(b.name, b.measured, b.met) for b in found if b.name.endswith(", tasks.max=1")]
+    assert at_1 == [
+        (
+            "steady 5,000 rec/s: p99 against MM2's, both at least once, tasks.max=1",
+            "410 ms against 400 ms",
+            False,
+        ),
+        (
+            "steady 5,000 rec/s: p99 against MM2's, both exactly-once, tasks.max=1",
+            "490 ms against 500 ms",
+            True,
+        ),
+    ]
     counts = {"reread": 0, "skipped": 0, "untranslated": 0, "partitions": 48}
     result = {"ok": True, "groups": 16, "ours": counts, "mm2": {**counts, "reread": 31}}
     (fo,) = budgets.evaluate([], [], None, result)

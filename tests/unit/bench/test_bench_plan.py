@@ -41,6 +41,8 @@ STEADY_MINE = [
     "replication query only (checkpoints, heartbeats off)",
     STEADY_ALO,
 ]
+# ours at MM2's tasks.max, run only beside MM2
+STEADY_AT_MM2_TASKS = ["exactly once, tasks.max=1", "at least once, tasks.max=1"]
 
 
 def test_full_run_has_every_method_and_both_peers_in_both_cases() -> None:
@@ -48,6 +50,7 @@ def test_full_run_has_every_method_and_both_peers_in_both_cases() -> None:
     assert cases["200B"] == cases["10KB"] == MINE + PEER_ROWS
     assert steady == [
         *STEADY_MINE,
+        *STEADY_AT_MM2_TASKS,
         "MM2 defaults, tasks.max=1",
         "MM2 EOS, tasks.max=1",
         "Spark Kafka connector, processingTime 0.5 s",
@@ -69,6 +72,14 @@ def test_one_peer_brings_only_its_rows() -> None:
     assert steady == [*STEADY_MINE, "Spark Kafka connector, processingTime 0.5 s"]
     cases, _ = labels(["--no-spark-kafka", "--no-tasks4", "--cases", "10KB"])
     assert cases["10KB"] == [*MINE, *PEER_ROWS[:1], *PEER_ROWS[2:3], PEER_ROWS[4]]
+
+
+def test_mm2_brings_our_steady_runs_at_its_tasks_max_and_no_alo_leaves_one_out() -> None:
+    mm2 = ["MM2 defaults, tasks.max=1", "MM2 EOS, tasks.max=1"]
+    _, steady = labels(["--cases", "steady", "--peers", "mm2"])
+    assert steady == [*STEADY_MINE, *STEADY_AT_MM2_TASKS, *mm2]
+    _, steady = labels(["--cases", "steady", "--peers", "mm2", "--no-alo", "--no-steady-lean"])
+    assert steady == [STEADY_MINE[0], STEADY_AT_MM2_TASKS[0], *mm2]
 
 
 def test_an_unknown_peer_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
