@@ -107,12 +107,14 @@ def make_producer(
     ``transaction.timeout.ms`` (the user's, else librdkafka's default), after which the broker
     aborts an open transaction."""
     defaults = {
-        "linger.ms": 5,
         "batch.size": BATCH_SIZE,
         "acks": "all",
         # as Kafka Connect's producers: records wait for the answer in one batch instead of
         # going out as many small requests, which a target broker pays for in garbage
         "max.in.flight.requests.per.connection": 1,
+        # with one request in flight, records gather while it is out: lingering longer only
+        # delays the first record of each batch
+        "linger.ms": 1,
         "queue.buffering.max.messages": max(500_000, 2 * ctx.settings.fanout_max_lag_records),
     }
     extra: dict[str, Any] = {}

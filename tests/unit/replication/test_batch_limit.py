@@ -103,3 +103,18 @@ def test_one_request_in_flight_unless_the_user_sets_more(monkeypatch, delivery):
         )
         assert conf[key] == "3"
         assert list(conf).index(key) >= list(conf).index("max.in.flight.requests.per.connection")
+
+
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+def test_a_one_millisecond_linger_unless_the_user_sets_one(monkeypatch, delivery):
+    """With one request in flight records gather while it is out, so a longer linger only
+    delays each batch's first record (bench/README.md, the eighteenth look)."""
+    admin = _target()
+    monkeypatch.setattr(target_producer, "bounded", lambda *a, **k: None)  # init_transactions
+    assert _producer_conf(monkeypatch, admin, **{"mirror.delivery": delivery})["linger.ms"] == 1
+    for key in ("linger.ms", "queue.buffering.max.ms"):
+        conf = _producer_conf(
+            monkeypatch, admin, **{"mirror.delivery": delivery, f"B.producer.{key}": "5"}
+        )
+        assert conf[key] == "5"
+        assert list(conf).index(key) >= list(conf).index("linger.ms")
