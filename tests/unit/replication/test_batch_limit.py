@@ -1,6 +1,6 @@
 """The slot producer's settings. Its batch.size against the remote topics' max.message.bytes:
 Kafka refuses a batch above it and librdkafka does not split one, so a larger batch fails the
-transaction. Its requests in flight: one, unless the user asks for more."""
+transaction. Its requests in flight and linger: ours, unless the user sets them."""
 
 from __future__ import annotations
 
@@ -89,32 +89,28 @@ def test_an_unreadable_limit_is_no_limit(monkeypatch, value):
     assert _producer_conf(monkeypatch, admin)["batch.size"] == target_producer.BATCH_SIZE
 
 
-@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
-def test_one_request_in_flight_unless_the_user_sets_more(monkeypatch, delivery):
-    """One request in flight, as Kafka Connect's producers: records wait for the answer in one
-    batch instead of many small requests (bench/README.md, the seventeenth look)."""
-    admin = _target()
-    monkeypatch.setattr(target_producer, "bounded", lambda *a, **k: None)  # init_transactions
-    conf = _producer_conf(monkeypatch, admin, **{"mirror.delivery": delivery})
-    assert conf["max.in.flight.requests.per.connection"] == 1
-    for key in ("max.in.flight.requests.per.connection", "max.in.flight"):
-        conf = _producer_conf(
-            monkeypatch, admin, **{"mirror.delivery": delivery, f"B.producer.{key}": "3"}
-        )
-        assert conf[key] == "3"
-        assert list(conf).index(key) >= list(conf).index("max.in.flight.requests.per.connection")
+# (the default's key, its value, the keys a user may set it by, a value a user sets): one request
+# in flight, as Kafka Connect's producers, so that records wait for the answer in one batch
+# instead of many small requests (bench/README.md, the seventeenth look); with one request in
+# flight records gather while it is out, so a longer linger only delays each batch's first
+# record (the eighteenth look)
+USER_WINS = [
+    ("max.in.flight.requests.per.connection", 1, ("max.in.flight",), "3"),
+    ("linger.ms", 1, ("queue.buffering.max.ms",), "5"),
+]
 
 
 @pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
-def test_a_one_millisecond_linger_unless_the_user_sets_one(monkeypatch, delivery):
-    """With one request in flight records gather while it is out, so a longer linger only
-    delays each batch's first record (bench/README.md, the eighteenth look)."""
+@pytest.mark.parametrize(("key", "default", "aliases", "value"), USER_WINS)
+def test_a_producer_default_unless_the_user_sets_it(
+    monkeypatch, delivery, key, default, aliases, value
+):
     admin = _target()
     monkeypatch.setattr(target_producer, "bounded", lambda *a, **k: None)  # init_transactions
-    assert _producer_conf(monkeypatch, admin, **{"mirror.delivery": delivery})["linger.ms"] == 1
-    for key in ("linger.ms", "queue.buffering.max.ms"):
+    assert _producer_conf(monkeypatch, admin, **{"mirror.delivery": delivery})[key] == default
+    for name in (key, *aliases):
         conf = _producer_conf(
-            monkeypatch, admin, **{"mirror.delivery": delivery, f"B.producer.{key}": "5"}
+            monkeypatch, admin, **{"mirror.delivery": delivery, f"B.producer.{name}": value}
         )
-        assert conf[key] == "5"
-        assert list(conf).index(key) >= list(conf).index("linger.ms")
+        assert conf[name] == value
+        assert list(conf).index(name) >= list(conf).index(key)
