@@ -47,7 +47,7 @@ JVM_OPTIONS = (
     "-Djava.awt.headless=true",
 )
 SCRAM = "SCRAM-SHA-512"
-_LOG4J = """\
+BROKER_LOG4J = """\
 rootLogger.level = INFO
 rootLogger.appenderRef.out.ref = OUT
 appender.out.type = Console
@@ -247,23 +247,30 @@ def _settings(broker: KafkaBroker) -> dict[str, str]:
 def _write_settings(broker: KafkaBroker) -> Path:
     path = broker.workdir / "server.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in _settings(broker).items()))
-    (broker.workdir / "log4j2.properties").write_text(_LOG4J)
+    (broker.workdir / "log4j2.properties").write_text(BROKER_LOG4J)
     return path
 
 
-def _java_cmd(broker: KafkaBroker, main: str, *args: str) -> list[str]:
-    heap = broker.options.heap_mb or int(os.environ.get(HEAP_ENV, "512"))
+def java_command(workdir: Path, heap_mb: int | None, main: str, *args: str) -> list[str]:
+    """The command of a Kafka JVM (broker, controller or tool) that logs by the
+    ``log4j2.properties`` of ``workdir``: a fixed heap (default ``$MIRROR_KAFKA_HEAP_MB``, else
+    512 MB), as bin/kafka-server-start.sh gives the broker, and Kafka's own JVM options."""
+    heap = heap_mb or int(os.environ.get(HEAP_ENV, "512"))
     return [
         java_binary(),
-        f"-Xms{heap}m",  # a fixed heap, as bin/kafka-server-start.sh gives the broker
+        f"-Xms{heap}m",
         f"-Xmx{heap}m",
         *JVM_OPTIONS,
-        f"-Dlog4j2.configurationFile={broker.workdir / 'log4j2.properties'}",
+        f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
         "-cp",
         kafka_jars.classpath("kafka"),
         main,
         *args,
     ]
+
+
+def _java_cmd(broker: KafkaBroker, main: str, *args: str) -> list[str]:
+    return java_command(broker.workdir, broker.options.heap_mb, main, *args)
 
 
 def _format(broker: KafkaBroker) -> None:
@@ -337,12 +344,12 @@ def _new_broker(alias: str, root: Path, options: KafkaOptions, used: set[int]) -
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    cluster_id = _cluster_id()
+    cluster_id = new_cluster_id()
     secure = ports[2] if options.secure else None
     return KafkaBroker(alias, workdir, ports[0], ports[1], secure, cluster_id, options)
 
 
-def _cluster_id() -> str:
+def new_cluster_id() -> str:
     """A random cluster id in Kafka's form (base64 of 16 bytes, URL-safe, unpadded). Like
     Kafka's own ``Uuid.randomUuid``, never one that starts with ``-``: the storage tool would
     read it as an option."""

@@ -146,10 +146,13 @@ def create_topic(
     partitions: int = 1,
     config: Mapping[str, str] | None = None,
     timeout_s: float = 30,
+    replication_factor: int = -1,
 ) -> None:
-    """Create a topic (replication factor 1) and wait until its metadata is visible."""
+    """Create a topic and wait until its metadata is visible. Replication factor -1: the
+    cluster's ``default.replication.factor`` (3 on a multi-broker test cluster)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])[name]
+    topic = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
+    fut = admin.create_topics([topic])[name]
     fut.result(timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
