@@ -75,6 +75,13 @@ class BrokerError(MirrorRuntimeError):
     """A Kafka cluster could not be reached or refused an operation."""
 
 
+class HungCallError(BrokerError):
+    """A client call did not return within its deadline and its client is given up (librdkafka
+    can hang inside a transactional call: :mod:`mirror_lib.kafka.bounded`). Transient."""
+
+    transient = True
+
+
 class UnsupportedOperationError(BrokerError):
     """The broker does not implement an API we need (for example the test broker and ACLs)."""
 

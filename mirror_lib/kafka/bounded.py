@@ -10,6 +10,11 @@ transient :class:`~mirror_lib.errors.BrokerError` ends the slice, and the produc
 again (the call's thread is left behind, blocked, as a daemon). The next slice's
 ``init_transactions`` on the same ``transactional.id`` fences it and aborts its transaction, and
 the ledger replays exactly what was not committed.
+
+A caller that can replace the producer at once (a copy task's writer:
+:meth:`~mirror_lib.replication.copy.writer.TargetWriter.renew`) gives a short ``hang_s`` instead:
+in a rolling restart of the target that call hung until the slice ended, 75 s, each time the
+ledger group's coordinator was the broker being restarted (librdkafka issues 5456 and 5511).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from mirror_lib.errors import BrokerError
+from mirror_lib.errors import HungCallError
 
 T = TypeVar("T")
 
@@ -31,11 +36,13 @@ def bounded(
     timeout_s: float,
     what: str,
     meanwhile: Callable[[], object] | None = None,
+    hang_s: float | None = None,
 ) -> T:
     """Run ``call`` (a transactional producer call given ``timeout_s`` itself) and return its
-    result or raise its error; raise a transient BrokerError naming ``what`` if it has not
-    returned within ``timeout_s + GRACE_S`` (after ``meanwhile``, run on the caller's thread
-    while ``call`` runs; its error is raised as it is)."""
+    result or raise its error; raise :class:`~mirror_lib.errors.HungCallError` naming ``what``
+    if it has not returned within ``hang_s`` (default ``timeout_s + GRACE_S``) after
+    ``meanwhile``, run on the caller's thread while ``call`` runs (its error is raised as it
+    is)."""
     outcome: dict[str, object] = {}
     done = threading.Event()
 
@@ -50,13 +57,12 @@ def bounded(
     threading.Thread(target=run, name=f"bounded {what}", daemon=True).start()
     if meanwhile is not None:
         meanwhile()
-    if not done.wait(timeout_s + GRACE_S):
-        raise BrokerError(
-            f"{what} did not return within {timeout_s + GRACE_S:.0f}s (librdkafka can hang there "
-            "when the transaction coordinator's broker restarts mid-call); this producer is "
-            "abandoned, the slice ends, and the next one fences it and replays what was not "
-            "committed",
-            transient=True,
+    limit = timeout_s + GRACE_S if hang_s is None else hang_s
+    if not done.wait(limit):
+        raise HungCallError(
+            f"{what} did not return within {limit:g}s (librdkafka can hang there when a "
+            "coordinator's broker restarts mid-call); this producer is abandoned, and a new one "
+            "fences it and replays what was not committed"
         )
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]

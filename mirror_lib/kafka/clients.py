@@ -38,6 +38,13 @@ def _translate_jaas(value: str, key: str = "sasl.jaas.config") -> dict[str, str]
 #: librdkafka's default transaction.timeout.ms.
 TRANSACTION_TIMEOUT_MS = 60000
 
+#: Every client's defaults, under the user's settings. ``reconnect.backoff.max.ms``: Java's
+#: default (MM2's clients), not librdkafka's 10 s. A client learns a partition's new leader after a
+#: broker is lost only at its next reconnect attempt to the lost one, and with the backoff grown
+#: to 6-10 s while the controller waited out the broker's session (9 s), copying resumed 16 s
+#: after a leader was killed instead of 10 (docs/how-it-works.md#faults-on-a-cluster).
+CLIENT_DEFAULTS: dict[str, Any] = {"reconnect.backoff.max.ms": 1000}
+
 
 def raw_settings(
     cluster: ClusterConfig, role: str, overrides: Mapping[str, tuple[str, str]] | None
@@ -81,7 +88,7 @@ def client_config(
     translated, found = translate(raw, role, role_keys)
     msk_iam = translated.pop(MSK_IAM, None)
     gcp = translated.pop(GCP_LOGIN, None)
-    conf: dict[str, Any] = dict(defaults or {})
+    conf: dict[str, Any] = {**CLIENT_DEFAULTS, **(defaults or {})}
     conf.update(translated)
     if gcp is not None and resolve:
         conf["oauth_cb"] = GcpToken(json.loads(gcp)["where"])

@@ -12,6 +12,11 @@ the commit go on, once: a hold finds ``<file>`` there already and does not block
 task that replays the slice counts its commits anew). A hold longer than the producer's
 ``transaction.timeout.ms`` has the broker abort the transaction under the task.
 
+``MIRROR_TEST_HANG_SEND_OFFSETS=<file>``: the first ``send_offsets_to_transaction`` of a
+transaction that carries records of ``MIRROR_TEST_HOLD_TOPIC`` (any, unset) blocks forever
+(:func:`hang_send_offsets`), as librdkafka's does when the ledger group's coordinator restarts
+mid-call; ``<file>`` is created then, and a call that finds it there goes on.
+
 ``MIRROR_TEST_END_SLICES_EARLY=1``: every copy task ends its slice before it copies anything
 (:func:`end_slice_early`), as a task would whose deliveries never count: ``--once`` must then
 fail after its outage limit instead of planning slices forever.
@@ -32,6 +37,7 @@ HOLD_ENV = "MIRROR_TEST_HOLD_BEFORE_COMMIT"
 AFTER_ENV = "MIRROR_TEST_HOLD_AFTER_COMMITS"
 SECONDS_ENV = "MIRROR_TEST_HOLD_SECONDS"
 TOPIC_ENV = "MIRROR_TEST_HOLD_TOPIC"
+HANG_ENV = "MIRROR_TEST_HANG_SEND_OFFSETS"
 HEARTBEAT_DELAY_ENV = "MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S"
 END_EARLY_ENV = "MIRROR_TEST_END_SLICES_EARLY"
 _commits = 0
@@ -57,6 +63,21 @@ def hold_before_commit(topics: Collection[str] = ()) -> None:
         time.sleep(float(seconds))
         return
     while True:  # until the test kills the process
+        time.sleep(3600)
+
+
+def hang_send_offsets(topics: Collection[str] = ()) -> None:
+    """Called where ``send_offsets_to_transaction`` runs for a transaction that wrote to the
+    remote ``topics``; blocks forever once when the test hook is armed."""
+    path = os.environ.get(HANG_ENV)
+    only = os.environ.get(TOPIC_ENV)
+    if not path or (only and only not in topics):
+        return
+    with _lock:
+        if Path(path).exists():
+            return
+        Path(path).write_text(str(os.getpid()))
+    while True:  # the writer gives this thread up and goes on with a new producer
         time.sleep(3600)
 
 

@@ -261,7 +261,9 @@ class _Run:
         """Snapshot the sources, then start the companions and the replication queries."""
         report, once = self.report, self.plan.once
         if self.plan.endpoint is not None:
-            self.exporter = start_exporter(self.plan.endpoint, self.runners, self.jobs, report)
+            self.exporter = start_exporter(
+                self.plan.endpoint, self.runners, self.jobs, report, self.sup.current
+            )
         slots = {r.name: r.ctx.settings.tasks for r in self.runners}
         crowded = slots_text(slots, session_cores(self.spark))
         if crowded is not None:

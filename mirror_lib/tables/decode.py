@@ -36,6 +36,7 @@ EVENT_TYPES = (
     "error",
     "outage_started",
     "outage_ended",
+    "resumed",
     "skip",
     "takeover",
 )

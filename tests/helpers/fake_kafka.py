@@ -209,6 +209,7 @@ class FakeLedger:
         self.on_commit = on_commit
         self.fails_with: KafkaError | None = None
         self.outcomes: list[tuple[KafkaError | None, list[TopicPartition]]] = []
+        self.metadata: dict[tuple[str, int], str | None] = {}  # each entry's metadata string
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
         if self.fails_with is not None:
@@ -218,6 +219,7 @@ class FakeLedger:
             return
         self.commits.append(offsets)
         self.positions.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        self.metadata.update({(tp.topic, tp.partition): tp.metadata for tp in offsets})
         if asynchronous:
             self.outcomes.append((None, offsets))
 
@@ -228,10 +230,14 @@ class FakeLedger:
                 self.on_commit(err, offsets)
 
     def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
-        return [
-            TopicPartition(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), -1))
-            for tp in tps
-        ]
+        out = []
+        for tp in tps:
+            key = (tp.topic, tp.partition)
+            found = TopicPartition(tp.topic, tp.partition, self.positions.get(key, -1))
+            if self.metadata.get(key):
+                found = TopicPartition(tp.topic, tp.partition, found.offset, self.metadata[key])
+            out.append(found)
+        return out
 
     def consumer_group_metadata(self) -> object:
         return object()

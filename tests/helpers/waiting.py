@@ -49,9 +49,10 @@ def process_alive(
     return alive
 
 
-def keyed_records(n: int, partitions: int) -> list[dict[str, Any]]:
-    """``n`` records ``k<i>``/``v<i>`` spread round-robin over ``partitions``."""
+def keyed_records(n: int, partitions: int, first: int = 0) -> list[dict[str, Any]]:
+    """``n`` records ``k<i>``/``v<i>`` (from ``i = first``) spread round-robin over
+    ``partitions``."""
     return [
         {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % partitions}
-        for i in range(n)
+        for i in range(first, first + n)
     ]

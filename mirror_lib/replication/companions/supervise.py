@@ -78,16 +78,34 @@ def reachable(config: MirrorConfig, alias: str, timeout_s: float = PROBE_TIMEOUT
         return False
 
 
-def blamed_cluster(ctx: FlowContext, text: str) -> tuple[str, str]:
-    """(alias, role) of the cluster an outage is on: the one that does not answer, else the one
-    the error names, else the target."""
+def blamed_cluster(ctx: FlowContext, text: str) -> tuple[str, str, bool]:
+    """(alias, role, answers) of the cluster an outage is on: the one that does not answer,
+    else the one the error names, else the target."""
     for role, alias in (("source", ctx.source), ("target", ctx.target)):
         if not reachable(ctx.config, alias):
-            return alias, role
+            return alias, role, False
     match = re.search(r"\b(source|target) cluster ([A-Za-z0-9_\-]+)", text)
     if match:
-        return match.group(2), match.group(1)
-    return ctx.target, "target"
+        return match.group(2), match.group(1), True
+    return ctx.target, "target", True
+
+
+#: What an outage is, for alerts (the ``cause`` of events, ``mirror status --json`` and the
+#: ``mirror_outage_seconds`` metric), from the failure's text; first match wins.
+CAUSES = (
+    ("not_enough_replicas", ("NOT_ENOUGH_REPLICAS", "fewer than its min.insync.replicas")),
+    ("no_leader", ("has no leader", "LEADER_NOT_AVAILABLE", "NOT_LEADER")),
+    ("coordinator", ("COORDINATOR", "send_offsets_to_transaction", "init_transactions")),
+    ("timed_out", ("did not acknowledge", "TIMED_OUT", "did not answer")),
+)
+
+
+def outage_cause(text: str, answers: bool = True) -> str:
+    """``unreachable`` when the cluster does not answer, else the first of :data:`CAUSES` the
+    failure's text names, else ``other``."""
+    if not answers:
+        return "unreachable"
+    return next((cause for cause, marks in CAUSES if any(m in text for m in marks)), "other")
 
 
 @dataclass
@@ -103,6 +121,7 @@ class Outage:
     reason: str
     started_ms: int
     records_behind: int | None
+    cause: str = "other"
     outage_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     attempts: int = 0
     next_retry: float = 0.0
@@ -180,10 +199,19 @@ class Supervisor:
         """Query name -> outage line of every query waiting through an outage."""
         return {name: o.line() for name, o in self.outages.items()}
 
+    def current(self) -> list[dict[str, Any]]:
+        """Every outage now, with the seconds it lasts so far (the metrics endpoint's view)."""
+        now = time.monotonic()
+        return [
+            {"flow": o.flow, "query": o.query, "cluster": o.cluster, "role": o.role,
+             "cause": o.cause, "seconds": now - o.started}
+            for o in list(self.outages.values())
+        ]  # fmt: skip
+
     # -- outage bookkeeping -------------------------------------------------------------------
     def _begin(self, unit: Unit, text: str) -> Outage:
         ctx = unit.ctx
-        alias, role = blamed_cluster(ctx, text)
+        alias, role, answers = blamed_cluster(ctx, text)
         reason = _first_line(text)
         outage = Outage(
             query=unit.name,
@@ -195,6 +223,7 @@ class Supervisor:
             reason=reason,
             started_ms=events.now_ms(),
             records_behind=self.lag_of(ctx.flow.name),
+            cause=outage_cause(text, answers),
         )
         self.outages[unit.name] = outage
         self.report(f"{outage.line()}; retrying with backoff")
@@ -219,6 +248,8 @@ class Supervisor:
         outage.attempts += 1
         outage.next_retry = now + backoff(outage.attempts)
         outage.reason = _first_line(text)
+        if outage.cause != "unreachable":
+            outage.cause = outage_cause(text)
         try:
             query = unit.restart()
         except MirrorError as exc:
@@ -266,6 +297,7 @@ class Supervisor:
             bootstrap=outage.bootstrap,
             records_behind=outage.records_behind,
             started_ms=outage.started_ms,
+            cause=outage.cause,
             **extra,
         )
         self.pending.append((ctx, event))

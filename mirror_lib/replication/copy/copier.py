@@ -30,7 +30,7 @@ from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.client_threads import ClientThreads
-from mirror_lib.replication.copy.copy_state import Interleaved
+from mirror_lib.replication.copy.copy_state import Interleaved, Rewound
 from mirror_lib.replication.copy.fanout_targets import TARGET_ERRORS, TargetMembership
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
@@ -177,19 +177,26 @@ class SliceCopy(TargetMembership):
 
     def _guard(self, writer: TargetWriter, call: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a writer's call; another producer in a remote partition switches the writer to
-        exact reports (its transaction is aborted and its partitions read again)."""
+        exact reports (its transaction is aborted and its partitions read again), and a writer
+        that replaced its producer is read for again from its ledger positions."""
         try:
             return call(*args, **kwargs)
         except Interleaved as exc:
             log.warning("another producer writes into %s: exact delivery reports now", exc)
             writer.abort()
             writer.exact = True
-            for reader in self.readers:
-                if writer in reader.writers:
-                    reader.assign()
+            self._reassign(writer)
+        except Rewound:
+            self._reassign(writer)
         except TARGET_ERRORS as exc:
             self._detach_or_raise(writer.name, exc)
         return None
+
+    def _reassign(self, writer: TargetWriter) -> None:
+        """Read ``writer``'s partitions again from its positions (its reader's lowest)."""
+        for reader in self.readers:
+            if writer in reader.writers:
+                reader.assign()
 
     def _loop(self, deadline: float) -> None:
         refresh = min(self.ctx.settings.refresh_topics_interval, DISCOVERY_SECONDS)

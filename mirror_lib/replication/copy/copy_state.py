@@ -35,6 +35,11 @@ class Interleaved(Exception):
     """Another producer wrote into a remote partition inside our transaction."""
 
 
+class Rewound(Exception):
+    """A writer replaced its producer and went back to its ledger positions: its reader must
+    read from there again."""
+
+
 def summary(values: Any) -> dict[str, float]:
     """min/avg/max/p50/p99 of a sequence of numbers (empty: {}).
 

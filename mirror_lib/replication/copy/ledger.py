@@ -68,9 +68,14 @@ def ledger_consumer(
 
 
 def read_ledger(
-    consumer: Consumer, remote_partitions: Iterable[TP], timeout_s: float = 60, where: str = ""
+    consumer: Consumer,
+    remote_partitions: Iterable[TP],
+    timeout_s: float = 60,
+    where: str = "",
+    stamps: dict[TP, float] | None = None,
 ) -> dict[TP, int]:
-    """Next upstream offset per remote partition that has a ledger entry.
+    """Next upstream offset per remote partition that has a ledger entry; ``stamps`` gets the
+    time (epoch ms) a copy task last wrote each entry (:func:`ledger_offsets`), where known.
 
     A partition answered with an error (e.g. UNSTABLE_OFFSET_COMMIT while a fenced transaction
     is still being aborted), or a coordinator that is not ready, is asked again; it is never
@@ -93,7 +98,13 @@ def read_ledger(
             raise lookup_error(f"reading the delivery ledger{where_} failed", exc) from exc
         failed = [tp for tp in committed if tp.error is not None]
         if not failed:
-            return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
+            found = [tp for tp in committed if tp.offset >= 0]
+            if stamps is not None:
+                for tp in found:
+                    stamp = _stamp(tp.metadata)
+                    if stamp is not None:
+                        stamps[(tp.topic, tp.partition)] = stamp
+            return {(tp.topic, tp.partition): tp.offset for tp in found}
         if time.monotonic() > deadline:
             raise BrokerError(
                 f"the delivery ledger of {failed[0].topic}[{failed[0].partition}] did not "
@@ -113,9 +124,33 @@ def flows_short_of(per_flow: dict[str, dict[TP, int]], ends: dict[TP, int]) -> l
     ]
 
 
-def ledger_offsets(next_upstream: dict[TP, int]) -> list[Any]:
-    """TopicPartitions to commit for ``{(remote topic, partition): next upstream offset}``."""
-    return [TopicPartition(t, p, off) for (t, p), off in sorted(next_upstream.items())]
+STAMP_PREFIX = "t="
+
+
+def ledger_offsets(
+    next_upstream: dict[TP, int], stamps: dict[TP, float] | None = None
+) -> list[Any]:
+    """TopicPartitions to commit for ``{(remote topic, partition): next upstream offset}``.
+
+    ``stamps``: per remote partition, when its copy was last known complete (epoch ms): kept in
+    the entry's metadata, so that the next copy task can tell how long records waited across a
+    restart (:func:`read_ledger`)."""
+    stamps = stamps or {}
+    out = []
+    for (t, p), off in sorted(next_upstream.items()):
+        stamp = stamps.get((t, p))
+        if stamp is None:
+            out.append(TopicPartition(t, p, off))
+        else:
+            out.append(TopicPartition(t, p, off, f"{STAMP_PREFIX}{int(stamp)}"))
+    return out
+
+
+def _stamp(metadata: str | None) -> float | None:
+    if not metadata or not metadata.startswith(STAMP_PREFIX):
+        return None
+    digits = metadata[len(STAMP_PREFIX) :]
+    return float(digits) if digits.isdigit() else None
 
 
 class LedgerView:

@@ -5,15 +5,16 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.clients import TRANSACTION_TIMEOUT_MS
+from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,42 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
         if (entry := entries.get("max.message.bytes")) is not None and (entry.value or "").isdigit()
     ]
     return min(limits) if limits else None
+
+
+def target_trouble(ctx: FlowContext, producer: Producer, written: Sequence[TP]) -> str | None:
+    """Why the target may not acknowledge writes to ``written`` (remote partitions), from its
+    metadata as ``producer`` sees it: a partition without a leader, or with fewer in-sync
+    replicas than its ``min.insync.replicas`` (the target then refuses writes with
+    NOT_ENOUGH_REPLICAS, which librdkafka retries in silence). None: nothing seen."""
+    topics = sorted({t for t, _p in written})
+    try:
+        meta = producer.list_topics(timeout=LOOKUP_S).topics
+    except KafkaException as exc:
+        return f"{ctx.where('target')} did not answer a metadata request ({exc.args[0].str()})"
+    try:
+        configs = ctx.admin_ops("target", timeout_s=LOOKUP_S).describe_topic_configs(topics)
+    except BrokerError:
+        configs = {}
+    problems = []
+    for topic, p in written:
+        found = meta.get(topic)
+        part = found.partitions.get(p) if found is not None else None
+        if part is None:
+            continue
+        entry = configs.get(topic, {}).get("min.insync.replicas")
+        min_isr = int(entry.value) if entry is not None and (entry.value or "").isdigit() else 1
+        if part.leader < 0:
+            problems.append(f"{topic}[{p}] has no leader")
+        elif len(part.isrs) < min_isr:
+            problems.append(
+                f"{topic}[{p}] has {len(part.isrs)} in-sync replica(s), fewer than its "
+                f"min.insync.replicas = {min_isr}, so the target refuses its writes "
+                "(NOT_ENOUGH_REPLICAS) until a replica returns"
+            )
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return "; ".join(problems[:3]) + more
 
 
 def make_producer(

@@ -1,5 +1,6 @@
 """What a target's transaction carries besides the records: offset syncs, ``batch`` and
-``segments`` events, ``skip`` events (:mod:`mirror_lib.replication.copy.writer` commits them)."""
+``segments`` events, ``skip`` and ``resumed`` events (:mod:`mirror_lib.replication.copy.writer`
+commits them)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from mirror_lib.config.stale import skip_event_fields
 from mirror_lib.mm2.formats import TP, OffsetSync
 from mirror_lib.offsets.segments import Segment, mm2_compatible_points
 from mirror_lib.replication import events
+
+#: A transaction whose records waited at least this long to be copied tells it (``resumed``).
+RESUMED_AFTER_S = 1.0
 
 
 def sync_records(settings: FlowSettings, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
@@ -106,3 +110,43 @@ def batch_events(
             )
         )
     return out
+
+
+def resumed_events(w: Any, parts: dict[TP, Any], acked_ms: float) -> list[dict]:
+    """A ``resumed`` event when records of writer ``w``'s transaction waited at least
+    :data:`RESUMED_AFTER_S` to be copied: from the later of their partition's last commit
+    (``w.landed_ms``, kept across restarts in the ledger) and the first record's CreateTime,
+    to the target's acknowledgement. That is how long a fault (a lost leader, a restart, a
+    target that refused writes) stopped the copy of records that were there to be copied; a
+    partition that never committed before (a new flow's backlog) does not count.
+    """
+    waited: list[tuple[float, float, Any]] = []
+    for part in parts.values():
+        last = w.landed_ms.get((part.remote, part.partition))
+        if last is None or not part.n:
+            continue
+        since = max(last, part.ts[0]) if part.ts else last
+        if acked_ms - since >= RESUMED_AFTER_S * 1000:
+            waited.append((acked_ms - since, since, part))
+    if not waited:
+        return []
+    longest = max(ms for ms, _since, _p in waited)
+    cause = w.trouble or (
+        "the slot's copy task started again (the query or its slice restarted)"
+        if w.restarted
+        else "the target acknowledged late"
+    )
+    return [
+        events.flow_event(
+            w.ctx,
+            "resumed",
+            slot=w.slot,
+            batch_id=w.batch_id,
+            waited_s=round(longest / 1000, 3),
+            since_ms=int(min(since for _ms, since, _p in waited)),
+            partitions=sorted(f"{p.remote}[{p.partition}]" for _ms, _s, p in waited),
+            records=sum(p.n for _ms, _s, p in waited),
+            reason=f"copying resumed after {longest / 1000:.1f}s: {cause}",
+            action="resumed",
+        )
+    ]

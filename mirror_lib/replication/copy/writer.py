@@ -39,21 +39,27 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_lib.config import stale
 from mirror_lib.config.stale import PartitionSkips, SkipPolicy, split_stale
-from mirror_lib.errors import BrokerError
+from mirror_lib.errors import BrokerError, HungCallError
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, PlainProducer
-from mirror_lib.replication.copy.copy_state import PartState
+from mirror_lib.replication.copy.copy_state import PartState, Rewound
 from mirror_lib.replication.copy.ledger import ledger_consumer, ledger_offsets, read_ledger
 from mirror_lib.replication.copy.target_producer import (
     commit_error,
     make_producer,
     passing_code,
     record_error,
+    target_trouble,
     timed_out_error,
 )
-from mirror_lib.replication.copy.txn_events import batch_events, skip_events, sync_records
+from mirror_lib.replication.copy.txn_events import (
+    batch_events,
+    resumed_events,
+    skip_events,
+    sync_records,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +68,12 @@ BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit i
 BEHIND_MIN_S = 1.0  # ... and at least this long: a backlog is not copied in small commits
 FLUSH_S = 30.0  # a target that acknowledges nothing this long fails (transient)
 FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the others longer
+#: send_offsets_to_transaction takes milliseconds (p99 15 ms at 5,000 records/s); one that has not
+#: returned after this long is taken as hung, and the writer goes on with a new producer (renew)
+SEND_OFFSETS_HANG_S = 3.0
+MAX_RENEWALS = 3  # producers a writer may replace in a slice; past that the slice ends
+SLOW_ACK_S = 2.0  # acknowledgements this late: the writer looks at the target for a cause
+_abandoned: list[Producer] = []  # hung producers: never freed under the thread blocked in them
 
 
 @dataclass
@@ -75,6 +87,7 @@ class Landing:
     wrote: bool  # metrics records or offset syncs on the target
     failed: list[KafkaError] = field(default_factory=list)  # their deliveries that failed
     remaining: int = 0  # their delivery reports not yet served
+    acked_ms: float = 0.0  # when the records were acknowledged (epoch ms)
 
     def delivered(self, err: KafkaError | None, _msg: Any) -> None:
         self.remaining -= 1
@@ -168,6 +181,12 @@ class TargetWriter:
         self.commit_pending = False  # fan-out: a commit waits for the target's acknowledgements
         self.backlog: list[tuple] = []  # what arrived while a commit was pending
         self.backlog_records = 0
+        self.renewals = 0  # producers replaced in this slice (renew)
+        # per remote partition, when its copy was last known complete (epoch ms; from the
+        # ledger's entries, then this writer's commits): how long records waited (resumed)
+        self.landed_ms: dict[TP, float] = {}
+        self.trouble: str | None = None  # what held the copy up, told with the next resumed event
+        self.restarted = True  # no commit since the ledger was read: a (re)started copy
 
     @property
     def name(self) -> str:
@@ -179,7 +198,10 @@ class TargetWriter:
         ctx = self.ctx
         remote = {(t, p): (ctx.remote_topic(t), p) for t, p in self.partitions}
         timeout = FANOUT_INIT_S if self.fanout else 60.0
-        delivered = read_ledger(self.ledger, remote.values(), timeout, ctx.where("target"))
+        delivered = read_ledger(
+            self.ledger, remote.values(), timeout, ctx.where("target"), stamps=self.landed_ms
+        )
+        self.restarted = True
         self.parts = {}
         for (t, p), (rt, _p) in remote.items():
             start = delivered.get((rt, p))
@@ -370,15 +392,50 @@ class TargetWriter:
             self.aborts_unreported += 1
             with contextlib.suppress(KafkaException):
                 bounded(lambda: self.producer.abort_transaction(30), 30, "abort_transaction")
-        self.in_txn = self.commit_pending = False
-        self.rolled = None
-        self.backlog, self.backlog_records = [], 0
+        self._forget_open()
         for part in self.parts.values():
             part.reset()
             part.expect = part.committed
             part.done = part.committed >= part.until
+
+    def _forget_open(self) -> None:
+        """Drop the open (or sealed, or held) transaction's state: nothing of it counts."""
+        self.in_txn = self.commit_pending = False
+        self.rolled = None
+        self.backlog, self.backlog_records = [], 0
         for skips in self.skips.values():
             skips.abort()
+
+    def renew(self, cause: HungCallError) -> None:
+        """Go on with a new producer after a call hung in the old one (``cause``).
+
+        The new producer's ``init_transactions`` on the same ``transactional.id`` fences the old
+        one, and its coordinator aborts what the old one left open; the ledger, read again (it
+        waits for that abort), says where each partition continues. The copier then reads those
+        partitions again from there (:class:`Rewound`). Past :data:`MAX_RENEWALS` in a slice,
+        ``cause`` ends the slice.
+        """
+        if not self.eos or self.renewals >= MAX_RENEWALS:
+            raise cause
+        self.renewals += 1
+        _abandoned.append(self.producer)
+        if self.in_txn or self.commit_pending or self.rolled is not None:
+            self.aborts_unreported += 1
+        self._forget_open()
+        started = time.monotonic()
+        self.producer, self.txn_timeout_ms = make_producer(
+            self.ctx, self.slot, remote_topics={part.remote for part in self.parts.values()},
+            init_timeout_s=FANOUT_INIT_S if self.fanout else 60.0,
+        )  # fmt: skip
+        self.ledger_fresh = False
+        self.start()
+        took = time.monotonic() - started
+        self.trouble = f"{cause}; a new producer took over in {took:.1f}s"
+        log.warning(
+            "%s: slot %d: %s; a new producer took over in %.1fs and continues from the ledger",
+            self.ctx.label, self.slot, cause, took,
+        )  # fmt: skip
+        raise Rewound(f"{self.name}: slot {self.slot} continues from its ledger")
 
     def _fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
         if not passing_code(err.code()):  # the target answers: end the transaction now
@@ -444,16 +501,24 @@ class TargetWriter:
             if self.eos:
                 # the ledger's entries need no acknowledgement: they are sent while the records
                 # are (flush), and the transaction still commits both or neither
+                topics = {part.remote for part in moved.values()}
+                producer = self.producer
+
+                offsets = ledger_offsets(ledger, self._stamps(ledger, moved))
+
+                def send_offsets() -> None:
+                    testhooks.hang_send_offsets(topics)
+                    producer.send_offsets_to_transaction(offsets, self._ledger_group(), 60)
+
                 bounded(
-                    lambda: self.producer.send_offsets_to_transaction(
-                        ledger_offsets(ledger), self._ledger_group(), 60
-                    ),
+                    send_offsets,
                     60,
                     f"the ledger's send_offsets_to_transaction on {ctx.where('target')}",
                     meanwhile=self._acknowledge if wait else None,
+                    hang_s=SEND_OFFSETS_HANG_S,
                 )
                 landing = self._prepare(moved, watermarks)
-                testhooks.hold_before_commit({part.remote for part in moved.values()})
+                testhooks.hold_before_commit(topics)
                 bounded(
                     lambda: self.producer.commit_transaction(60),
                     60,
@@ -470,11 +535,13 @@ class TargetWriter:
                     )
                 if landing.failed:  # the ledger never moves past syncs that were not written
                     raise commit_error(landing.failed[0], landing.failed, ctx.where("target"))
-                self._commit_ledger(ledger)
+                self._commit_ledger(ledger, self._stamps(ledger, moved))
         except KafkaException as exc:
             err = exc.args[0]
             failed = landing.failed if landing is not None else []
             raise self._timed_out(err) or commit_error(err, failed, ctx.where("target")) from exc
+        except HungCallError as exc:
+            self.renew(exc)
         assert landing is not None  # each branch prepared it or raised
         self.in_txn = False
         self._complete(landing)
@@ -485,9 +552,20 @@ class TargetWriter:
         return True
 
     def _acknowledge(self) -> None:
-        """Wait until the target acknowledged the transaction's records."""
-        if self._flush(self._flush_limit()) > 0:
+        """Wait until the target acknowledged the transaction's records; if that takes longer
+        than SLOW_ACK_S, look at the target for why (:func:`target_trouble`)."""
+        limit = self._flush_limit()
+        if self._flush(min(SLOW_ACK_S, limit)) == 0:
+            return
+        self.trouble = target_trouble(self.ctx, self.producer, self._written()) or self.trouble
+        if self._flush(max(limit - SLOW_ACK_S, 0.0)) > 0:
             raise self._unacknowledged("records")
+
+    def _written(self) -> list[TP]:
+        """The remote partitions this writer's transactions write: its own and those of the
+        internal topics that go with them."""
+        out = [(part.remote, part.partition) for part in self.parts.values()]
+        return [*out, (self.ctx.metrics_topic, 0)]
 
     @property
     def rolling(self) -> bool:
@@ -535,7 +613,8 @@ class TargetWriter:
         try:
             # in the loop the ledger is committed without waiting; the slice's last commit
             # waits, and a failure is raised at the next commit after it is known
-            self._commit_ledger(rolled.ledger, asynchronous=not block)
+            stamps = self._stamps(rolled.ledger, rolled.sealed)
+            self._commit_ledger(rolled.ledger, stamps, asynchronous=not block)
         except KafkaException as exc:
             raise commit_error(exc.args[0], [], self.ctx.where("target")) from exc
         self.rolled = None
@@ -556,8 +635,9 @@ class TargetWriter:
         return False
 
     def _unacknowledged(self, what: str) -> BrokerError:
+        cause = f": {self.trouble}" if self.trouble else ""
         return BrokerError(
-            f"{self.ctx.where('target')} did not acknowledge {what} in {FLUSH_S:.0f}s",
+            f"{self.ctx.where('target')} did not acknowledge {what} in {FLUSH_S:.0f}s{cause}",
             transient=True,
         )
 
@@ -566,14 +646,29 @@ class TargetWriter:
             self.ledger_group = self.ledger.consumer_group_metadata()
         return self.ledger_group
 
-    def _commit_ledger(self, ledger: dict[TP, int], *, asynchronous: bool = False) -> None:
+    def _commit_ledger(
+        self,
+        ledger: dict[TP, int],
+        stamps: dict[TP, float] | None = None,
+        *,
+        asynchronous: bool = False,
+    ) -> None:
         self.ledger.poll(0)  # serves the outcomes of earlier asynchronous commits
         if self.ledger_failed:
             raise KafkaException(self.ledger_failed[0])
+        offsets = ledger_offsets(ledger, stamps)
         if ledger and asynchronous:
-            self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=True)
+            self.ledger.commit(offsets=offsets, asynchronous=True)
         elif ledger:
-            self.ledger.commit(offsets=ledger_offsets(ledger), asynchronous=False)
+            self.ledger.commit(offsets=offsets, asynchronous=False)
+
+    def _stamps(self, ledger: dict[TP, int], moved: dict[TP, PartState]) -> dict[TP, float]:
+        """Each ledger entry's stamp (:func:`ledger_offsets`): now for the partitions this
+        commit moves, the last one known for the others."""
+        now = time.time() * 1000.0
+        stamps = {rtp: self.landed_ms[rtp] for rtp in ledger if rtp in self.landed_ms}
+        stamps.update({(part.remote, part.partition): now for part in moved.values()})
+        return stamps
 
     def _ledger_committed(self, err: KafkaError | None, offsets: list[Any]) -> None:
         errors = [err] if err is not None else [tp.error for tp in offsets if tp.error]
@@ -605,13 +700,14 @@ class TargetWriter:
         segments = {tp: part.segments(self.exact) for tp, part in moved.items() if part.n}
         twice = {} if self.eos else {tp: n for tp, p in moved.items() if (n := p.unreported())}
         evs = batch_events(self, moved, segments, acked_ms, watermarks) + skip_events(self)
+        evs += resumed_events(self, moved, acked_ms)
         out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
         syncs = sync_records(ctx.settings, segments)
         if ctx.offset_syncs_on_target:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
         if self.source_syncs is not None:
             self.source_syncs.check()  # the syncs of earlier commits went out: commit this one
-        landing = Landing(moved, syncs, twice, bool(out), remaining=len(out))
+        landing = Landing(moved, syncs, twice, bool(out), remaining=len(out), acked_ms=acked_ms)
         for topic, k, v in out:
             self.producer.produce(topic, v, k, partition=0, on_delivery=landing.delivered)
         return landing
@@ -632,7 +728,10 @@ class TargetWriter:
             self.result.transactions += 1
         if landing.twice:
             self._tell_unreported(landing.twice)
+        self.restarted = False
+        self.trouble = None
         for tp, part in landing.moved.items():
+            self.landed_ms[(part.remote, part.partition)] = landing.acked_ms
             part.committed = part.expect
             part.committed_downstream()
             self.result.records += part.n

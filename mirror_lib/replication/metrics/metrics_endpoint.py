@@ -232,8 +232,10 @@ def start_exporter(
     runners: Sequence[Any],
     jobs: Sequence[Any],
     report: Callable[[str], Any] = print,
+    outages: Callable[[], list[dict[str, Any]]] = list,
 ) -> MetricsExporter:
-    """Feeds for the ``runners``' flows, the collector and the HTTP server on ``endpoint``."""
+    """Feeds for the ``runners``' flows, the collector and the HTTP server on ``endpoint``;
+    ``outages`` tells the outages the run waits through now."""
     # lazy: optional extra "prometheus"
     from prometheus_client import CollectorRegistry, start_http_server
 
@@ -250,7 +252,10 @@ def start_exporter(
             for c in r.group.contexts
         ]
         registry = CollectorRegistry()
-        registry.register(MirrorCollector([f.metrics for f in exporter.feeds], jobs, queries))
+        collector = MirrorCollector(
+            [f.metrics for f in exporter.feeds], jobs, queries, outages=outages
+        )
+        registry.register(collector)
         try:
             exporter.server, exporter.thread = start_http_server(
                 endpoint.port, addr=endpoint.host, registry=registry

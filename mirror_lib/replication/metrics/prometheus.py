@@ -83,6 +83,8 @@ class FlowMetrics:
         self.undecodable = 0
         # error events by action; 0 for left_out from the start, so increase() sees the first
         self.errors: dict[str, int] = {"left_out": 0}
+        self.resumed = 0  # resumed events: copies a fault held up at least RESUMED_AFTER_S
+        self.resumed_wait_s = 0.0  # the wait the last one told
         self._last_txn: dict[Any, tuple] = {}
         self._lock = threading.Lock()
 
@@ -109,7 +111,7 @@ class FlowMetrics:
         ``batch``: records, bytes, latency/age summaries, ``latency_ms_buckets``, ``txn`` and
         ``aborted``; ``gap``: ``expected_offset`` and ``available_start``; ``skip`` (the
         stale-data policy): ``records``. All name ``topic`` (upstream) and ``partition``.
-        ``error``: counted by its ``action``.
+        ``error``: counted by its ``action``; ``resumed``: counted, with its ``waited_s``.
         """
         if event.get("flow") != self.flow:
             return
@@ -118,6 +120,13 @@ class FlowMetrics:
             action = str(event.get("action") or "failed")
             with self._lock:
                 self.errors[action] = self.errors.get(action, 0) + 1
+            return
+        if kind == "resumed":
+            waited = event.get("waited_s")
+            with self._lock:
+                self.resumed += 1
+                if isinstance(waited, int | float):
+                    self.resumed_wait_s = float(waited)
             return
         topic, partition = event.get("topic"), event.get("partition")
         if kind not in ("batch", "gap", "skip") or not isinstance(topic, str):
@@ -176,6 +185,11 @@ class FlowMetrics:
         with self._lock:
             return dict(self.errors)
 
+    def resumed_counts(self) -> tuple[int, float]:
+        """Resumed events seen since the run started, and the last one's wait (seconds)."""
+        with self._lock:
+            return self.resumed, self.resumed_wait_s
+
 
 #: Per-partition families: key, counter (else gauge), name, help.
 PARTITION_METRICS = (
@@ -210,7 +224,8 @@ class MirrorCollector(Collector):
     ``jobs``: objects with ``job`` and ``last_success_s``, and ``ctx.flow`` for heartbeats and
     checkpoints (:class:`~mirror_lib.replication.companions.threads.CompanionJob`) or ``name``,
     the cluster, for tables (:class:`~mirror_lib.replication.companions.threads.TablesJob`);
-    ``queries``: (flow, job, is-active callable).
+    ``queries``: (flow, job, is-active callable); ``outages``: the outages now, as
+    :meth:`~mirror_lib.replication.companions.supervise.Supervisor.current` gives them.
     """
 
     def __init__(
@@ -220,10 +235,12 @@ class MirrorCollector(Collector):
         queries: Iterable[tuple[str, str, Callable[[], bool]]] = (),
         started_s: float | None = None,
         clock: Callable[[], float] = time.time,
+        outages: Callable[[], list[dict[str, Any]]] = list,
     ) -> None:
         self.flows = list(flows)
         self.jobs = list(jobs)
         self.queries = list(queries)
+        self.outages = outages
         self.clock = clock
         self.started_s = clock() if started_s is None else started_s
 
@@ -246,6 +263,16 @@ class MirrorCollector(Collector):
                 ("aborted", "Kafka transactions the copy tasks aborted and reported"),
             )
         )
+        resumed = CounterMetricFamily(
+            "mirror_resumed",
+            "Times a fault held the copy of records up at least a second (resumed events)",
+            labels=list(FLOW_LABELS),
+        )
+        resumed_wait = GaugeMetricFamily(
+            "mirror_resumed_wait_seconds",
+            "How long the last resumed event's records waited to be copied",
+            labels=list(FLOW_LABELS),
+        )
         errors = CounterMetricFamily(
             "mirror_errors",
             "Error events on the flow's metrics topic since the run started, by action "
@@ -259,6 +286,9 @@ class MirrorCollector(Collector):
             aborted.add_metric(fl, n_aborted)
             for action, count in sorted(flow.error_counts().items()):
                 errors.add_metric([*fl, action], count)
+            n_resumed, last_wait = flow.resumed_counts()
+            resumed.add_metric(fl, n_resumed)
+            resumed_wait.add_metric(fl, last_wait)
             for (topic, partition), m in sorted(parts.items()):
                 labels = [*fl, m.remote, topic, str(partition)]
                 values: dict[str, float | None] = {
@@ -286,8 +316,22 @@ class MirrorCollector(Collector):
                     buckets.append(("+Inf" if bound is None else str(bound / 1000), cumulative))
                 hist.add_metric([*fl, remote, topic], buckets, h.sum_ms / 1000)
         yield from fams.values()
-        yield from (hist, committed, aborted, errors)
+        yield from (hist, committed, aborted, errors, resumed, resumed_wait)
         yield from self._companions()
+        yield self._outages()
+
+    def _outages(self) -> Any:
+        waiting = GaugeMetricFamily(
+            "mirror_outage_seconds",
+            "Seconds a query of the flow has been waiting for a cluster (an outage: it is "
+            "restarted with backoff); cause: unreachable, not_enough_replicas, no_leader, "
+            "coordinator, timed_out or other",
+            labels=["flow", "query", "cluster", "role", "cause"],
+        )
+        for o in self.outages():
+            labels = [o["flow"], o["query"], o["cluster"], o["role"], o["cause"]]
+            waiting.add_metric(labels, float(o["seconds"]))
+        return waiting
 
     def _companions(self) -> Iterator[Any]:
         now = self.clock()

@@ -132,6 +132,25 @@ def test_error_events_count_by_action_with_left_out_at_zero_from_the_start():
     assert out == {key("left_out"): 1.0, key("failed"): 1.0}
 
 
+def test_resumed_events_count_and_the_last_wait_is_served():
+    m = flow_metrics()
+    flow = tuple(sorted({"flow": "A->B", "source": "A", "target": "B"}.items()))
+    m.apply({"flow": "A->B", "type": "resumed", "waited_s": 9.9, "slot": 1})
+    m.apply({"flow": "A->B", "type": "resumed", "waited_s": 2.5, "slot": 0})
+    out = scrape(MirrorCollector([m]))
+    assert out["mirror_resumed_total"] == {flow: 2.0}
+    assert out["mirror_resumed_wait_seconds"] == {flow: 2.5}
+
+
+def test_outages_the_run_waits_through_are_served_with_their_cause():
+    waits = [{"flow": "A->B", "query": "replication of A->B", "cluster": "B", "role": "target",
+              "cause": "not_enough_replicas", "seconds": 41.5}]  # fmt: skip
+    out = scrape(MirrorCollector([flow_metrics()], outages=lambda: waits))
+    key = tuple(sorted({k: v for k, v in waits[0].items() if k != "seconds"}.items()))
+    assert out["mirror_outage_seconds"] == {key: 41.5}
+    assert "mirror_outage_seconds" not in scrape(MirrorCollector([flow_metrics()]))
+
+
 def test_heartbeat_checkpoint_and_tables_age_and_query_state():
     jobs = [
         FakeCompanion("heartbeats", "A->B", last_success_s=990.0),

@@ -191,3 +191,28 @@ def test_mirror_status_shows_what_a_live_run_waits_for(tmp_path, monkeypatch):
     h.sup.close()
     _add_outages(h.config, [row])
     assert row.outage is None
+
+
+@pytest.mark.parametrize(
+    ("text", "answers", "cause"),
+    [
+        (
+            "target cluster B (...) did not acknowledge records in 30s: A.t[2] has 1 in-sync "
+            "replica(s), fewer than its min.insync.replicas = 2, so the target refuses its writes "
+            "(NOT_ENOUGH_REPLICAS) until a replica returns",
+            True,
+            "not_enough_replicas",
+        ),
+        ("target cluster B did not acknowledge records in 30s", True, "timed_out"),
+        (
+            "target cluster B did not acknowledge records in 30s: A.t[0] has no leader",
+            True,
+            "no_leader",
+        ),
+        ("listing topics on source cluster A failed: _TRANSPORT", False, "unreachable"),
+        ("init_transactions on target cluster B did not return within 75s", True, "coordinator"),
+        ("something new", True, "other"),
+    ],
+)
+def test_an_outage_has_a_cause_an_alert_can_use(text, answers, cause):
+    assert supervise.outage_cause(text, answers) == cause

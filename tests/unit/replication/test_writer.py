@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 
 import confluent_kafka
 import pytest
@@ -535,3 +536,110 @@ def test_a_rolled_ledger_commit_that_failed_fails_the_next_commit(monkeypatch):
         w.commit(_no_watermarks, roll=True)
     assert not exc.value.transient
     assert w.ledger.commits == []
+
+
+def _metrics(producer: FakeProducer, kind: str) -> list[dict]:
+    values = producer.log.get(("mm2-metrics.A.internal", 0), [])
+    return [e for e in (json.loads(v) for v in values) if e["type"] == kind]
+
+
+def _stamped_writer(monkeypatch, stamp_ms: float | None):
+    """A writer of A->B (exactly once) whose ledger entry was last written at ``stamp_ms``."""
+    ledger = FakeLedger({("A.T", 0): 0})
+    if stamp_ms is not None:
+        ledger.metadata[("A.T", 0)] = f"t={int(stamp_ms)}"
+    producer = FakeProducer()
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
+    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: ledger)
+    ctx = FlowContext.create(parse_config({**PROPS, "mirror.fanout.enabled": "false"}), "A->B")
+    w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
+    w.start()
+    return w, producer
+
+
+def test_records_that_waited_across_a_restart_are_told_in_a_resumed_event(monkeypatch):
+    """The slot's last commit was 30 s ago (the ledger's stamp) and a record written 20 s ago
+    waited for the copy task to start again: one ``resumed`` event says so."""
+    now = time.time() * 1000
+    w, producer = _stamped_writer(monkeypatch, now - 30_000)
+    w.accept(("T", 0), [FakeMessage("T", 0, o, ts=int(now - 20_000)) for o in range(3)], 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    (event,) = _metrics(producer, "resumed")
+    assert 19.5 < event["waited_s"] < 25 and event["partitions"] == ["A.T[0]"]
+    assert event["records"] == 3 and event["since_ms"] == int(now - 20_000)
+    assert "copy task started again" in event["reason"]
+    w.accept(("T", 0), [FakeMessage("T", 0, 3, ts=int(time.time() * 1000))], 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert len(_metrics(producer, "resumed")) == 1  # the next commit waited for nothing
+
+
+@pytest.mark.parametrize(
+    ("stamp_ago_s", "created_ago_s"),
+    [(None, 3600), (0.1, 0.05), (3600, 0.2)],
+    ids=["a new flow's backlog", "copied at once", "an idle partition's new record"],
+)
+def test_records_copied_without_waiting_for_a_fault_are_no_resumed_event(
+    monkeypatch, stamp_ago_s, created_ago_s
+):
+    now = time.time() * 1000
+    w, producer = _stamped_writer(
+        monkeypatch, None if stamp_ago_s is None else now - stamp_ago_s * 1000
+    )
+    w.accept(("T", 0), [FakeMessage("T", 0, 0, ts=int(now - created_ago_s * 1000))], 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert _metrics(producer, "resumed") == [] and _metrics(producer, "batch")
+
+
+def test_each_ledger_entry_carries_when_its_copy_was_last_complete(monkeypatch):
+    """The stamp a restarted copy task measures waits from (``t=<epoch ms>``)."""
+    w, producer = _two_partition_writer(monkeypatch)
+    before = time.time() * 1000
+    w.accept(("T", 0), _records(0, 9), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    stamps = {(tp.topic, tp.partition): tp.metadata for tp in producer.committed[0]}
+    moved = float(stamps[("A.T", 0)].removeprefix("t="))
+    assert int(before) <= moved <= time.time() * 1000
+    assert stamps[("A.T", 1)] is None  # idle and never stamped: nothing is made up
+
+
+def test_a_hung_send_offsets_gets_a_new_producer_that_continues_from_the_ledger(monkeypatch):
+    """librdkafka can block in send_offsets_to_transaction for good: after SEND_OFFSETS_HANG_S
+    the writer takes a new producer (which fences the old one), reads the ledger again and
+    asks to be read for from there (Rewound)."""
+    import threading
+
+    from mirror_lib.replication.copy.copy_state import Rewound
+
+    monkeypatch.setattr(writer_module, "SEND_OFFSETS_HANG_S", 0.2)
+    ledger = FakeLedger({("A.T", 0): 5})
+    hung, fresh = FakeProducer(), FakeProducer()
+    blocked = threading.Event()
+    hung.send_offsets_to_transaction = lambda *a: blocked.wait(30)  # type: ignore[method-assign]
+    made = [hung, fresh]
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (made.pop(0), 60_000))
+    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: ledger)
+    ctx = FlowContext.create(parse_config({**PROPS, "mirror.fanout.enabled": "false"}), "A->B")
+    w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
+    w.start()
+    w.accept(("T", 0), _records(5, 9), 0.0)
+    try:
+        with pytest.raises(Rewound):
+            w.commit(_no_watermarks, wait=True)
+    finally:
+        blocked.set()
+    assert w.producer is fresh and not made and w.renewals == 1
+    assert w.parts[("T", 0)].expect == 5 and not w.in_txn  # the ledger's position
+    assert "did not return within 0.2s" in (w.trouble or "")
+    w.accept(("T", 0), _records(5, 9), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert [tp.offset for tp in fresh.committed[0]] == [10]
+    assert _metrics(fresh, "batch")[0]["aborted"] == 1  # the fenced transaction is told
+
+
+def test_renewals_past_the_limit_end_the_slice(monkeypatch):
+    from mirror_lib.errors import HungCallError
+
+    w, _producer = _stamped_writer(monkeypatch, None)
+    w.renewals = writer_module.MAX_RENEWALS
+    with pytest.raises(HungCallError):
+        w.renew(HungCallError("send_offsets_to_transaction did not return"))
