@@ -91,13 +91,21 @@ class LinkHub:
         self.set_mode(OPEN, self.links(end))
 
     def close(self) -> None:
-        """Close every link and stop the loop."""
+        """Close every link, end every connection and stop the loop."""
         for link in list(self._links.values()):
             with contextlib.suppress(Exception):
                 self._call(self._switch(link, REFUSE))
         self._links.clear()
+        with contextlib.suppress(Exception):
+            self._call(self._cancel_all())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+
+    async def _cancel_all(self) -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=10)
@@ -136,6 +144,12 @@ class LinkHub:
         link._writers.clear()
 
     async def _connected(
+        self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # the hub closes: just end
+            await self._forward(link, reader, writer)
+
+    async def _forward(
         self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         link._writers.add(writer)

@@ -5,7 +5,7 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -25,6 +25,7 @@ FRAMING = 512
 #: The limits' look-up may not hold a slot's set-up longer (a target that does not answer
 #: fails the producer's own set-up anyway; a fan-out group waits FANOUT_INIT_S for it).
 LOOKUP_S = 5.0
+TROUBLE_LOOKUP_S = 2.0  # a diagnosis of slow acknowledgements may hold the copy this long
 
 _FENCED = {
     KafkaError._FENCED,
@@ -95,34 +96,45 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
     return min(limits) if limits else None
 
 
-def target_trouble(ctx: FlowContext, producer: Producer, written: Sequence[TP]) -> str | None:
-    """Why the target may not acknowledge writes to ``written`` (remote partitions), from its
-    metadata as ``producer`` sees it: a partition without a leader, or with fewer in-sync
-    replicas than its ``min.insync.replicas`` (the target then refuses writes with
-    NOT_ENOUGH_REPLICAS, which librdkafka retries in silence). None: nothing seen."""
-    topics = sorted({t for t, _p in written})
-    try:
-        meta = producer.list_topics(timeout=LOOKUP_S).topics
-    except KafkaException as exc:
-        return f"{ctx.where('target')} did not answer a metadata request ({exc.args[0].str()})"
+def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
+    """``min.insync.replicas`` of each of ``topics`` on the target (missing where unknown)."""
     try:
         configs = ctx.admin_ops("target", timeout_s=LOOKUP_S).describe_topic_configs(topics)
     except BrokerError:
-        configs = {}
+        return {}
+    out = {}
+    for topic, entries in configs.items():
+        entry = entries.get("min.insync.replicas")
+        if entry is not None and (entry.value or "").isdigit():
+            out[topic] = int(entry.value)
+    return out
+
+
+def target_trouble(
+    producer: Producer, written: Sequence[TP], min_isr: Mapping[str, int], where: str
+) -> str | None:
+    """Why the target (``where``) may not acknowledge writes to ``written`` (remote
+    partitions), from its metadata as ``producer`` sees it: a partition without a leader, or
+    with fewer in-sync replicas than its ``min.insync.replicas`` (``min_isr``; the target then
+    refuses writes with NOT_ENOUGH_REPLICAS, which librdkafka retries in silence). None:
+    nothing seen."""
+    try:
+        meta = producer.list_topics(timeout=TROUBLE_LOOKUP_S).topics
+    except KafkaException as exc:
+        return f"{where} did not answer a metadata request ({exc.args[0].str()})"
     problems = []
     for topic, p in written:
         found = meta.get(topic)
         part = found.partitions.get(p) if found is not None else None
         if part is None:
             continue
-        entry = configs.get(topic, {}).get("min.insync.replicas")
-        min_isr = int(entry.value) if entry is not None and (entry.value or "").isdigit() else 1
+        needed = min_isr.get(topic, 1)
         if part.leader < 0:
             problems.append(f"{topic}[{p}] has no leader")
-        elif len(part.isrs) < min_isr:
+        elif len(part.isrs) < needed:
             problems.append(
                 f"{topic}[{p}] has {len(part.isrs)} in-sync replica(s), fewer than its "
-                f"min.insync.replicas = {min_isr}, so the target refuses its writes "
+                f"min.insync.replicas = {needed}, so the target refuses its writes "
                 "(NOT_ENOUGH_REPLICAS) until a replica returns"
             )
     if not problems:

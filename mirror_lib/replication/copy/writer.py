@@ -49,6 +49,7 @@ from mirror_lib.replication.copy.ledger import ledger_consumer, ledger_offsets, 
 from mirror_lib.replication.copy.target_producer import (
     commit_error,
     make_producer,
+    min_insync,
     passing_code,
     record_error,
     target_trouble,
@@ -69,9 +70,14 @@ BEHIND_MIN_S = 1.0  # ... and at least this long: a backlog is not copied in sma
 FLUSH_S = 30.0  # a target that acknowledges nothing this long fails (transient)
 FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the others longer
 #: send_offsets_to_transaction takes milliseconds (p99 15 ms at 5,000 records/s); one that has not
-#: returned after this long is taken as hung, and the writer goes on with a new producer (renew)
+#: returned after this long, and HANG_FACTOR times the slowest that did lately (a machine too
+#: busy to answer in time is not a hang), is taken as hung: the writer goes on with a new
+#: producer (renew)
 SEND_OFFSETS_HANG_S = 3.0
-MAX_RENEWALS = 3  # producers a writer may replace in a slice; past that the slice ends
+HANG_FACTOR = 5.0
+#: producers a writer may replace in a slice (a rolling restart of three brokers moved the ledger
+#: group's coordinator three times in one slice); past that the slice ends
+MAX_RENEWALS = 8
 SLOW_ACK_S = 2.0  # acknowledgements this late: the writer looks at the target for a cause
 _abandoned: list[Producer] = []  # hung producers: never freed under the thread blocked in them
 
@@ -182,6 +188,8 @@ class TargetWriter:
         self.backlog: list[tuple] = []  # what arrived while a commit was pending
         self.backlog_records = 0
         self.renewals = 0  # producers replaced in this slice (renew)
+        self.slow_offsets_s = 0.0  # the slowest send_offsets_to_transaction lately (decays)
+        self._min_isr: dict[str, int] | None = None  # of the remote topics, asked once a slice
         # per remote partition, when its copy was last known complete (epoch ms; from the
         # ledger's entries, then this writer's commits): how long records waited (resumed)
         self.landed_ms: dict[TP, float] = {}
@@ -507,15 +515,18 @@ class TargetWriter:
                 offsets = ledger_offsets(ledger, self._stamps(ledger, moved))
 
                 def send_offsets() -> None:
+                    started = time.monotonic()
                     testhooks.hang_send_offsets(topics)
                     producer.send_offsets_to_transaction(offsets, self._ledger_group(), 60)
+                    took = time.monotonic() - started
+                    self.slow_offsets_s = max(took, self.slow_offsets_s * 0.9)
 
                 bounded(
                     send_offsets,
                     60,
                     f"the ledger's send_offsets_to_transaction on {ctx.where('target')}",
                     meanwhile=self._acknowledge if wait else None,
-                    hang_s=SEND_OFFSETS_HANG_S,
+                    hang_s=max(SEND_OFFSETS_HANG_S, HANG_FACTOR * self.slow_offsets_s),
                 )
                 landing = self._prepare(moved, watermarks)
                 testhooks.hold_before_commit(topics)
@@ -557,7 +568,11 @@ class TargetWriter:
         limit = self._flush_limit()
         if self._flush(min(SLOW_ACK_S, limit)) == 0:
             return
-        self.trouble = target_trouble(self.ctx, self.producer, self._written()) or self.trouble
+        if self._min_isr is None:
+            self._min_isr = min_insync(self.ctx, sorted({t for t, _p in self._written()}))
+        where = self.ctx.where("target")
+        trouble = target_trouble(self.producer, self._written(), self._min_isr, where)
+        self.trouble = trouble or self.trouble
         if self._flush(max(limit - SLOW_ACK_S, 0.0)) > 0:
             raise self._unacknowledged("records")
 

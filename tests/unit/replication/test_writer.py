@@ -643,3 +643,65 @@ def test_renewals_past_the_limit_end_the_slice(monkeypatch):
     w.renewals = writer_module.MAX_RENEWALS
     with pytest.raises(HungCallError):
         w.renew(HungCallError("send_offsets_to_transaction did not return"))
+
+
+def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatch):
+    """After a send_offsets that took 0.3 s, one that takes 0.5 s (over SEND_OFFSETS_HANG_S)
+    is slow, not hung: the threshold is HANG_FACTOR times the slowest lately."""
+    monkeypatch.setattr(writer_module, "SEND_OFFSETS_HANG_S", 0.4)
+    w, producer = _stamped_writer(monkeypatch, None)
+    delays = [0.3, 0.5]
+    original = producer.send_offsets_to_transaction
+
+    def slow(*args):
+        time.sleep(delays.pop(0))
+        original(*args)
+
+    producer.send_offsets_to_transaction = slow  # type: ignore[method-assign]
+    for first in (0, 5):
+        w.accept(("T", 0), _records(first, first + 4), 0.0)
+        assert w.commit(_no_watermarks, wait=True)
+    assert w.renewals == 0 and w.slow_offsets_s >= 0.45
+
+
+class _Partition:
+    def __init__(self, leader: int, isrs: list[int]) -> None:
+        self.leader, self.isrs = leader, isrs
+
+
+class _Topic:
+    def __init__(self, parts: dict[int, _Partition]) -> None:
+        self.partitions = parts
+
+
+class _Meta:
+    def __init__(self, topics: dict[str, _Topic]) -> None:
+        self.topics = topics
+
+
+class _MetaProducer:
+    def __init__(self, meta: _Meta | None) -> None:
+        self.meta = meta
+
+    def list_topics(self, timeout: float = 0) -> _Meta:
+        if self.meta is None:
+            raise confluent_kafka.KafkaException(
+                confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
+            )
+        return self.meta
+
+
+def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
+    from mirror_lib.replication.copy.target_producer import target_trouble
+
+    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2, 3]), 1: _Partition(1, [1]),
+                                 2: _Partition(-1, [])})})  # fmt: skip
+    written = [("A.T", 0), ("A.T", 1), ("A.T", 2)]
+    text = target_trouble(_MetaProducer(meta), written, {"A.T": 2}, "target cluster B")
+    assert text is not None
+    assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
+    assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
+    assert "A.T[0]" not in text
+    assert target_trouble(_MetaProducer(meta), [("A.T", 0)], {"A.T": 2}, "B") is None
+    silent = target_trouble(_MetaProducer(None), written, {}, "target cluster B")
+    assert silent is not None and silent.startswith("target cluster B did not answer")
