@@ -21,9 +21,11 @@ from mirror_lib.config.describe import describe_config, format_description
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.kafka.client_check import check_client_builds
-from mirror_lib.kafka.clients import check_clients
+from mirror_lib.kafka.clients import check_clients, routed_librdkafka_logs
 from mirror_lib.kafka.reach import diverted_clients
 from mirror_lib.spark.jvm import finish_archive_dump
+
+_VERBOSE = "also show librdkafka's own log lines (connection failures, retries) on stderr"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -238,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
         "fetched once from Maven Central (needs mvn and java)",
     )
     demo.set_defaults(func=_cmd_demo)
+    parser.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
+    for cmd in sub.choices.values():  # SUPPRESS: `mirror --verbose run` and `mirror run -v`
+        cmd.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE
+        )
     return parser
 
 
@@ -262,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def call() -> int:
         args = build_parser().parse_args(argv)
-        return int(args.func(args))
+        with routed_librdkafka_logs(verbose=args.verbose):  # librdkafka's lines: --verbose only
+            return int(args.func(args))
 
     return exit_code(call)
 

@@ -41,12 +41,11 @@ def _session(wanted: bool, config: MirrorConfig) -> Any:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no partition differs or holds stray records (and, with --require-complete,
     none is behind)."""
-    from mirror_lib.kafka.reach import check_clusters  # lazy: confluent-kafka
+    from mirror_lib.kafka.reach import check_flow_clusters  # lazy: confluent-kafka
     from mirror_lib.replication.migration.verify import format_report, verify_flow
 
     config = load_config(args.config)
-    flow = config.flow(args.flow)
-    check_clusters(config, [flow.source, flow.target])  # reachable, and the logins accepted
+    check_flow_clusters(config, [config.flow(args.flow).name], kept="nothing was verified")
     report = verify_flow(
         config,
         args.flow,

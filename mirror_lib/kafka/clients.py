@@ -10,9 +10,10 @@ without resolving secrets, so ``mirror validate`` refuses whatever ``mirror run`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mirror_lib.config.gcp_login import GCP_LOGIN
@@ -27,6 +28,41 @@ from mirror_lib.kafka.msk_iam import region_note, token_callback
 
 _log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
+
+#: The Python logger that librdkafka's own lines (``%3|...|FAIL|rdkafka#consumer-1| ...``) go
+#: to: the start-up probes' and those of every client built inside a
+#: :func:`routed_librdkafka_logs` block. It drops them unless the application gives it (or the
+#: root logger) a handler.
+LIBRDKAFKA_LOGGER = "mirror_lib.librdkafka"
+logging.getLogger(LIBRDKAFKA_LOGGER).addHandler(logging.NullHandler())
+_ROUTED: list[bool] = []
+
+
+def librdkafka_logger() -> logging.Logger:
+    """The logger of librdkafka's own lines (:data:`LIBRDKAFKA_LOGGER`)."""
+    return logging.getLogger(LIBRDKAFKA_LOGGER)
+
+
+@contextlib.contextmanager
+def routed_librdkafka_logs(verbose: bool) -> Iterator[None]:
+    """While in the block, librdkafka's own lines of every client this process builds go to
+    :func:`librdkafka_logger` instead of straight to stderr: shown on stderr (prefixed
+    ``librdkafka:``) only when ``verbose``, as ``mirror --verbose`` asks. A client whose
+    settings ask for librdkafka's ``debug`` output keeps writing it to stderr."""
+    logger = librdkafka_logger()
+    saved = (logger.propagate, logger.level, list(logger.handlers), list(_ROUTED))
+    logger.propagate = False
+    if verbose:
+        shown = logging.StreamHandler()
+        shown.setFormatter(logging.Formatter("librdkafka: %(message)s"))
+        logger.addHandler(shown)
+        logger.setLevel(logging.DEBUG)
+    _ROUTED[:] = [True]
+    try:
+        yield
+    finally:
+        logger.propagate, level, logger.handlers, _ROUTED[:] = saved
+        logger.setLevel(level)
 
 
 def _translate_jaas(value: str, key: str = "sasl.jaas.config") -> dict[str, str]:
@@ -96,6 +132,8 @@ def client_config(
     for key, value in (extra or {}).items():
         conf[key] = value
     found += _fit_transaction_timeout(conf, raw)
+    if _ROUTED and "logger" not in conf and "debug" not in conf:
+        conf["logger"] = librdkafka_logger()
     if notes is not None:
         notes.extend(found)
     else:

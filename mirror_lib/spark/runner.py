@@ -30,7 +30,7 @@ from mirror_lib.errors import (
 from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.principal import client_principal
-from mirror_lib.kafka.reach import check_client_addresses, check_clusters
+from mirror_lib.kafka.reach import check_client_addresses, check_flow_clusters
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions.heartbeats import emit_heartbeat
@@ -201,7 +201,7 @@ class RunPlan:
         if endpoint is not None:
             endpoint.check_free()  # a port in use fails here, before anything starts
         check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects
-        check_clusters(config, [alias for c in contexts for alias in (c.source, c.target)])
+        check_flow_clusters(config, names)  # every cluster answers, and accepts the logins
         check_client_addresses(config, names)  # a role's own bootstrap.servers: the same cluster
         return cls(config, names, contexts, parts, once, duration_s, endpoint)
 
