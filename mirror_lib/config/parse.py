@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
+from mirror_lib.config.addresses import check_bootstrap
 from mirror_lib.config.fanout import read_groups
 from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY
@@ -131,6 +132,10 @@ def _build_cluster(
             put(head, name.split(".", 1)[1], value, key)
         else:
             put("client", name, value, key)
+    for section, values in sections.items():  # a bad port, before librdkafka misreads it
+        servers = values.get("bootstrap.servers", "")
+        if servers.strip() and not has_reference(servers):
+            check_bootstrap(origins[f"{section}.bootstrap.servers"], servers, origin)
     bootstrap = sections["client"].pop("bootstrap.servers", "").strip()
     if not bootstrap:
         raise ConfigError(
@@ -237,6 +242,8 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
                     warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting")
             elif client is not None:
                 check_references(key, value, providers)
+                if client[2] == "bootstrap.servers" and not has_reference(value):
+                    check_bootstrap(key, value, origin)
                 _put_flow_client(flow_clients.setdefault((src, tgt), {}), key, client, value)
             else:
                 if rest.startswith("mirror.") and not _is_setting(rest):
