@@ -17,10 +17,11 @@ import mirror_lib
 from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_translate_offsets
 from mirror_lib.app.status import flow_status, format_status
 from mirror_lib.app.tracking import run_and_log
-from mirror_lib.config.describe import describe_config, format_description
+from mirror_lib.config.describe import copy_first, describe_config, format_description
+from mirror_lib.config.model import CopyWarning, MirrorConfig
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError, MirrorError
-from mirror_lib.kafka.client_check import check_client_builds
+from mirror_lib.kafka.client_check import BuildReport, check_client_builds
 from mirror_lib.kafka.clients import check_clients, routed_librdkafka_logs
 from mirror_lib.kafka.reach import diverted_clients
 from mirror_lib.spark.jvm import finish_archive_dump
@@ -34,13 +35,24 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError("arguments", " ".join(sys.argv[1:]), message)
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+def _check_file(config: MirrorConfig) -> tuple[dict[str, Any], BuildReport | None]:
+    """What ``validate`` and ``run`` say about a file: :func:`describe_config` with every
+    warning (those that change what is copied first, then the settings clients ignore and what
+    the offline build of every client notes) and that build (None without confluent-kafka)."""
     description = describe_config(config, client_warnings=check_clients(config))
     try:
         built = check_client_builds(config)  # librdkafka's own refusals, offline (no connection)
     except ImportError:  # the optional "kafka" extra is not installed here
         built = None
+    description["warnings"] = copy_first(
+        [*description["warnings"], *(built.notes if built else ())]
+    )
+    return description, built
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    description, built = _check_file(config)
     not_built = "clients: not built (confluent-kafka is not installed here)"
     diverted = [d.note() for d in diverted_clients(config)]
     if args.json:
@@ -59,19 +71,30 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(description, indent=2, default=str))
     else:
         print(format_description(description))
-        shown = set(description.get("warnings", ()))
-        for note in (n for n in (built.notes if built else ()) if n not in shown):
-            print(f"warning: {note}")
         for note in diverted:
             print(f"note: {note}")
         print(not_built if built is None else built.summary())
+        if description["copy_warnings"] and not args.strict:
+            print(
+                f"{len(description['copy_warnings'])} warning(s) at the top change what is "
+                "copied (mirror validate --strict exits 2 on any warning)"
+            )
+    if args.strict and description["warnings"]:
+        print(
+            f"mirror: --strict: {len(description['warnings'])} warning(s), "
+            f"{len(description['copy_warnings'])} of them change what is copied",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    for warning in check_clients(config):  # refuses what no client could be built from
-        print(f"mirror: warning: {warning}", file=sys.stderr)
+    description, _built = _check_file(config)  # refuses what no client could be built from
+    for warning in description["warnings"]:  # as validate says them, copy-changing first
+        tag = "warning, changes what is copied" if isinstance(warning, CopyWarning) else "warning"
+        print(f"mirror: {tag}: {warning}", file=sys.stderr)
     run_and_log(  # run_flows, logged to MLflow with --mlflow or mirror.mlflow.enabled = true
         None,
         config,
@@ -176,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="parse and validate a config; print the flows")
     validate.add_argument("config", help="mm2.properties file")
     validate.add_argument("--json", action="store_true", help="machine-readable output")
+    validate.add_argument(
+        "--strict", action="store_true", help="exit 2 when there is any warning (e.g. in CI)"
+    )
     validate.set_defaults(func=_cmd_validate)
     run = sub.add_parser("run", help="run the flows' streaming queries")
     run.add_argument("config", help="mm2.properties file")

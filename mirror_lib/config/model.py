@@ -17,6 +17,29 @@ from mirror_lib.errors import ConfigError
 from mirror_lib.mm2.policy import make_policy
 
 ROLES = ("consumer", "producer", "admin")
+#: The keys that decide what a flow copies (which flows, topics and groups, and the remote names):
+#: an ignored line meant for one of them changes what is copied.
+COPY_KEYS = frozenset(
+    {
+        "enabled",
+        "topics",
+        "topics.exclude",
+        "topics.blacklist",
+        "groups",
+        "groups.exclude",
+        "groups.blacklist",
+        "replication.policy.class",
+        "replication.policy.separator",
+    }
+)
+
+
+class CopyWarning(str):
+    """A warning about a line that changes what is copied (a flow whose cluster is not in
+    ``clusters``, a typo in a key of :data:`COPY_KEYS`): ``mirror validate`` and ``mirror run``
+    show these first. A plain ``str`` everywhere else."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +131,8 @@ class MirrorConfig:
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     warnings: tuple[str, ...] = ()
+    #: (key, value) of each flow line whose source or target is not in ``clusters`` (ignored)
+    stray_flow_keys: tuple[tuple[str, str], ...] = ()
 
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         """Flows that replicate data (``A->B.enabled=true``)."""
@@ -124,6 +149,26 @@ class MirrorConfig:
                 return f
         raise ConfigError(
             "--flow", name, "one of " + ", ".join(f.name for f in self.enabled_flows()), self.origin
+        )
+
+    def no_flow_enabled(self) -> ConfigError:
+        """The error of a run with no enabled flow: it names the line that enables one between
+        clusters that ``clusters`` does not list, when there is such a line."""
+        listed = ", ".join(self.clusters)
+        for key, value in self.stray_flow_keys:
+            if key.endswith(".enabled") and value.strip().lower() == "true":
+                pair = key.removesuffix(".enabled").split("->", 1)
+                missing = ", ".join(a.strip() for a in pair if a.strip() not in self.clusters)
+                return ConfigError(
+                    key,
+                    value,
+                    f"a flow between clusters that clusters lists ({listed}): {missing} is not "
+                    f"listed there, so this line is ignored and no flow is enabled; add "
+                    f"{missing} to clusters (with its bootstrap.servers) or use a listed alias",
+                    self.origin,
+                )
+        return ConfigError(
+            "A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)", self.origin
         )
 
     def cluster(self, alias: str) -> ClusterConfig:

@@ -24,7 +24,14 @@ from mirror_lib.config.key_checks import (
     mirror_key_error,
     refuse_reference,
 )
-from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig
+from mirror_lib.config.model import (
+    COPY_KEYS,
+    ROLES,
+    ClusterConfig,
+    CopyWarning,
+    FlowConfig,
+    MirrorConfig,
+)
 from mirror_lib.config.properties import (
     ConfigProvider,
     check_references,
@@ -122,10 +129,11 @@ def _build_cluster(
         name = key[len(prefix) :]
         head = name.split(".", 1)[0]
         if _is_setting(name):
-            warnings.append(
+            said = (
                 f"{key} is ignored: {name} is a flow setting (set it at the top level or as "
                 f"<source>-><target>.{name})"
             )
+            warnings.append(CopyWarning(said) if name in COPY_KEYS else said)
         elif name.startswith((*IGNORED_PREFIXES, *ALIAS_KEYS)):
             warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting, not a client one")
         elif head in ROLES and "." in name:
@@ -214,22 +222,28 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
     per_flow: dict[tuple[str, str], dict[str, str]] = {}
     flow_clients: dict[tuple[str, str], dict[str, dict[str, tuple[str, str]]]] = {}
     unknown: list[str] = []
+    stray: list[tuple[str, str]] = []
     transform_keys: list[str] = []
     for key, value in props.items():
         if re.search(r"\s#", value):
-            warnings.append(
+            said = (
                 f"{key}: the value contains ' #', which Java reads as part of the value, not as a "
                 "comment; move the comment to its own line"
             )
+            name = key.split(".", 1)[1] if _FLOW_KEY.match(key) else key
+            warnings.append(CopyWarning(said) if name in COPY_KEYS else said)
         match = _FLOW_KEY.match(key)
         if match:
             src, tgt = match["src"].strip(), match["tgt"].strip()
             missing = [a for a in (src, tgt) if a not in clusters]
             if missing:
+                listed = ", ".join(aliases)
+                said = f"{key} is ignored: {', '.join(missing)} is not in clusters ({listed})"
+                off = match["rest"] == "enabled" and value.strip().lower() == "false"
                 warnings.append(
-                    f"{key} is ignored: {', '.join(missing)} is not in clusters "
-                    f"({', '.join(aliases)})"
+                    said if off else CopyWarning(f"{said}, so flow {src}->{tgt} does not exist")
                 )
+                stray.append((key, value))
                 continue
             if src == tgt:
                 raise ConfigError(key, value, "a flow between two different clusters", origin)
@@ -294,6 +308,7 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
         unknown_keys=tuple(unknown),
         properties=_frozen(props),
         warnings=tuple(dict.fromkeys(warnings)),
+        stray_flow_keys=tuple(stray),
     )
     for flow in config.flows:
         flow.policy()  # fails early on an unknown policy class

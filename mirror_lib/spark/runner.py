@@ -190,9 +190,7 @@ class RunPlan:
         clusters fail here, before a session or a query starts."""
         names = flow_names or [f.name for f in config.enabled_flows()]
         if not names:
-            raise ConfigError(
-                "A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)"
-            )
+            raise config.no_flow_enabled()  # names a line whose cluster is not in clusters
         unknown = sorted(set(parts) - set(PARTS))
         if unknown or not parts:
             raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
