@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from mirror_lib.app.cli import main
+from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.model import ROLES, MirrorConfig
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError
@@ -415,25 +416,31 @@ def test_oci_streaming_target_without_idempotent_producers(files, capsys, monkey
         check_clients(exactly_once)
 
 
-def test_empty_separator_file_is_refused_and_runs_once_the_advice_is_followed(
-    files, capsys, tmp_path
-):
-    code, _out, err = validate(files["identity_empty_separator"], capsys)
-    assert code == 2
-    assert "no replication.policy.separator line (delete it)" in err
-    assert "dc1.heartbeats -> dc1heartbeats" in err
-    advised = tmp_path / "advised.properties"
-    advised.write_text(
-        files["identity_empty_separator"]
-        .read_text()
-        .replace("replication.policy.separator =\n", "")
-    )
-    code, _out, err = validate(advised, capsys)
+def test_empty_separator_with_identity_naming_runs_under_mm2s_names(files, capsys):
+    """MirrorMaker 2 runs this file: the internal topics and remote heartbeats lose their dots,
+    and a take-over from it must find them under those names (MM2 4.3.1's own, read from its
+    MirrorMakerConfig)."""
+    code, out, err = validate(files["identity_empty_separator"], capsys)
     assert code == 0, err
-    flow = load_config(advised).flow("dc1->dc2")
+    assert (
+        "warning: replication.policy.separator is empty with IdentityReplicationPolicy: topics "
+        "keep their names, and the names that join an alias with the separator have none, as "
+        "MirrorMaker 2 names them (a take-over from it finds them): dc1heartbeats, "
+        "mm2-offset-syncsdc1internal, dc1checkpointsinternal (with MM2's default '.': "
+        "dc1.heartbeats, mm2-offset-syncs.dc1.internal, dc1.checkpoints.internal)"
+    ) in out.splitlines()
+    config = load_config(files["identity_empty_separator"])
+    flow = config.flow("dc1->dc2")
     assert flow.policy().format_remote_topic("dc1", "orders") == "orders"
-    assert flow.policy().format_remote_topic("dc1", "heartbeats") == "dc1.heartbeats"
-    build_all(load_config(advised))
+    assert internal_topics(flow)["checkpoints"]["topic"] == "dc1checkpointsinternal"
+    mm2_location = load_config(
+        files["identity_empty_separator"], **{"offset-syncs.topic.location": "source"}
+    )
+    assert internal_topics(mm2_location.flow("dc1->dc2"))["offset_syncs"] == {
+        "topic": "mm2-offset-syncsdc2internal",  # MM2's default location: named by the target
+        "cluster": "dc1",
+    }
+    build_all(config)
 
 
 def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
@@ -449,17 +456,18 @@ def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("extra", "renamed"),
+    ("extra", "names"),
     [
-        ("", "mm2-offset-syncs.A.internal -> mm2-offset-syncsAinternal, A.checkpoints.internal"),
-        ("replication.policy.internal.topic.separator.enabled = false\n", "Aheartbeats (MM2"),
+        ("", "Aheartbeats, mm2-offset-syncsAinternal, Acheckpointsinternal"),
+        (
+            "replication.policy.internal.topic.separator.enabled = false\n",
+            "Aheartbeats, mm2-offset-syncs.A.internal, A.checkpoints.internal",
+        ),
     ],
 )
-def test_empty_separator_with_identity_policy_is_refused_with_advice_that_fits(
-    tmp_path, capsys, extra, renamed
+def test_an_empty_separator_with_identity_policy_says_the_names_it_gives(
+    tmp_path, capsys, extra, names
 ):
-    """The file already sets IdentityReplicationPolicy: the advice is to delete the empty
-    separator, and what it would have renamed."""
     path = tmp_path / "sep.properties"
     path.write_text(
         "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
@@ -467,13 +475,10 @@ def test_empty_separator_with_identity_policy_is_refused_with_advice_that_fits(
         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
         + extra
     )
-    code, _out, err = validate(path, capsys)
-    assert code == 2
-    assert "replication.policy.separator = '': expected no replication.policy.separator line" in err
-    assert "(delete it): IdentityReplicationPolicy already keeps topic names" in err
-    assert "A.heartbeats -> Aheartbeats" in err
-    assert renamed in err
-    assert "prefer" not in err.lower()
+    code, out, err = validate(path, capsys)
+    assert code == 0, err
+    assert f"(a take-over from it finds them): {names} (with MM2's default" in out
+    assert "policy: IdentityReplicationPolicy (separator '')" in out
 
 
 @pytest.mark.parametrize(
