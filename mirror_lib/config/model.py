@@ -86,6 +86,22 @@ class ClusterConfig:
         return f"ClusterConfig(alias={self.alias!r}, {self.describe()!r})"
 
 
+def idempotence_off(
+    cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
+) -> str | None:
+    """The key (as written) that turns idempotence off for ``cluster``'s producers, e.g.
+    ``B.producer.enable.idempotence = false`` for a service without idempotent producers (OCI
+    Streaming); None when they are idempotent, as by default. ``overrides``: a flow's own
+    producer settings (``A->B.producer.*``), which win over the cluster's."""
+    key = "enable.idempotence"
+    found = None
+    for section in ("client", "producer"):
+        if key in getattr(cluster, section):
+            found = (getattr(cluster, section)[key], cluster.origin(section, key))
+    found = (overrides or {}).get(key, found)
+    return found[1] if found and found[0].strip().lower() == "false" else None
+
+
 @dataclass(frozen=True)
 class FlowConfig:
     """An ordered pair ``source->target``; ``enabled`` is MM2's ``A->B.enabled`` (default false)."""

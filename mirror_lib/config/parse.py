@@ -31,6 +31,8 @@ from mirror_lib.config.model import (
     CopyWarning,
     FlowConfig,
     MirrorConfig,
+    idempotence_off,
+    with_settings,
 )
 from mirror_lib.config.properties import (
     ConfigProvider,
@@ -43,6 +45,7 @@ from mirror_lib.config.properties import (
 from mirror_lib.config.setting_values import split_list
 from mirror_lib.config.settings import (
     ALIASES,
+    AT_LEAST_ONCE_COMMIT_INTERVAL_MS,
     BY_KEY,
     IGNORED_PREFIXES,
 )
@@ -298,7 +301,8 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
                 overrides = {
                     k: MappingProxyType(v) for k, v in flow_clients.get((src, tgt), {}).items()
                 }
-                flows.append(FlowConfig(src, tgt, enabled, settings, MappingProxyType(overrides)))
+                flow = FlowConfig(src, tgt, enabled, settings, MappingProxyType(overrides))
+                flows.append(_without_idempotence(flow, clusters[tgt], warnings))
     warnings += _loop_warnings(flows)
     config = MirrorConfig(
         clusters=_frozen_clusters(clusters),
@@ -346,6 +350,37 @@ def _check_protocols(
     for where, value in found:
         if not has_reference(value):
             checked_protocol(where, value, origin)
+
+
+def _without_idempotence(
+    flow: FlowConfig, target: ClusterConfig, warnings: list[str]
+) -> FlowConfig:
+    """A flow whose target producers have idempotence turned off (a service without idempotent
+    producers, such as OCI Streaming) and whose delivery is not set runs at least once, as
+    MirrorMaker 2 runs that file, with a warning shown first; exactly once needs transactions,
+    and those need idempotent producers. A delivery set to exactly once is refused when clients
+    are checked (:func:`mirror_lib.kafka.clients.check_clients`)."""
+    off = idempotence_off(target, flow.overrides("target", "producer"))
+    s = flow.settings
+    if not off or not s.exactly_once or "mirror.delivery" in s.explicit:
+        return flow
+    if flow.enabled:
+        warnings.append(
+            CopyWarning(
+                f"{off} = false: flow {flow.name} runs at least once, as MirrorMaker 2 runs this "
+                "file, not exactly once (the default): exactly once writes in transactions, "
+                "which need idempotent producers. A produce request retried after its "
+                "acknowledgement was lost writes its records twice, and the copy counts each "
+                f"such duplicate in a warning; set {flow.name}.mirror.delivery = at_least_once "
+                "to say so (this warning then goes)"
+            )
+        )
+    interval = (
+        s.commit_interval_ms
+        if "mirror.commit.interval.ms" in s.explicit
+        else AT_LEAST_ONCE_COMMIT_INTERVAL_MS
+    )
+    return with_settings(flow, delivery="at_least_once", commit_interval_ms=interval)
 
 
 def _loop_warnings(flows: list[FlowConfig]) -> list[str]:

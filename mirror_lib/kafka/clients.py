@@ -19,7 +19,7 @@ from typing import Any
 from mirror_lib.config.gcp_login import GCP_LOGIN
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.java_clients import translate
-from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig
+from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig, idempotence_off
 from mirror_lib.config.msk_iam import MSK_IAM
 from mirror_lib.config.properties import SecretLookup, resolve_references
 from mirror_lib.errors import ConfigError
@@ -168,17 +168,6 @@ def _flow_side(flow: FlowConfig, side: str) -> str:
     return flow.source if side == "source" else flow.target
 
 
-def idempotence_off(
-    cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
-) -> str | None:
-    """The key (as written) that turns idempotence off for ``cluster``'s producers, e.g.
-    ``B.producer.enable.idempotence = false`` for a service without idempotent producers (OCI
-    Streaming); None when they are idempotent, as by default."""
-    props, _ = raw_settings(cluster, "producer", overrides)
-    value, where = props.get("enable.idempotence", ("true", ""))
-    return where if value.strip().lower() == "false" else None
-
-
 def producer_defaults(
     cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
 ) -> dict[str, Any]:
@@ -202,16 +191,17 @@ def _delivery_conflicts(config: MirrorConfig, flow: FlowConfig, notes: list[str]
         return (found[-1][0].strip().lower(), found[-1][1]) if found else None
 
     off = idempotence_off(target, flow.overrides("target", "producer"))
-    if off and flow.settings.exactly_once:
+    if off and flow.settings.exactly_once:  # set so: without it the flow runs at least once
         raise ConfigError(
             off,
             "false",
-            f"true or unset: {mode} writes in transactions, which need idempotent producers. "
-            f"For a target without them set {flow.name}.mirror.delivery = at_least_once: no "
-            "transactions, no idempotence, and a retried request may copy records twice (README: "
-            "'Coming from MirrorMaker 2')",
+            f"true or unset: {mode} is set, and it writes in transactions, which need "
+            f"idempotent producers. For a target without them delete that line (the flow then "
+            f"runs at least once, as MirrorMaker 2 does) or set {flow.name}.mirror.delivery = "
+            "at_least_once: no transactions, no idempotence, and a retried request may copy "
+            "records twice (docs: 'Coming from MirrorMaker 2')",
         )
-    if off:
+    if off and "mirror.delivery" in flow.settings.explicit:  # else parse said it, at the top
         notes.append(
             f"{off} = false: flow {flow.name} writes at least once without idempotence: a "
             "produce request retried after its acknowledgement was lost writes its records "

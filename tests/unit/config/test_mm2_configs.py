@@ -521,7 +521,11 @@ def test_flow_keys_naming_unknown_clusters_are_warned(files, capsys, tmp_path):
 @pytest.mark.parametrize(
     ("extra", "key", "expected"),
     [
-        ("target.producer.enable.idempotence = false", "producer.enable.idempotence", "true"),
+        (
+            "target.producer.enable.idempotence = false\nmirror.delivery = exactly_once",
+            "producer.enable.idempotence",
+            "delete that line",
+        ),
         ("target.producer.acks = 1", "target.producer.acks", "all or unset"),
         ("source.consumer.isolation.level = read_uncommitted", "isolation.level", "aborted"),
         ("target.producer.batch.size = 0", "target.producer.batch.size", "1 .. 2147483647"),
@@ -543,6 +547,23 @@ def test_validate_refuses_what_run_would_refuse(files, capsys, tmp_path, extra, 
     assert code == 2, err
     assert key in err
     assert expected in err
+
+
+def test_a_target_without_idempotence_runs_at_least_once_as_mm2_runs_it(files, capsys, tmp_path):
+    """The OCI file without its `mirror.delivery` line: MM2 runs it, and so do we, at least once,
+    saying so first."""
+    path = tmp_path / "oci.properties"
+    path.write_text(
+        files["oci_streaming"].read_text().replace("mirror.delivery = at_least_once\n", "")
+    )
+    code, out, err = validate(path, capsys)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith(
+        "warning, changes what is copied: oci.producer.enable.idempotence = false: flow "
+        "onprem->oci runs at least once, as MirrorMaker 2 runs this file"
+    )
+    assert "  delivery: at_least_once;" in out
+    assert load_config(path).flow("onprem->oci").settings.delivery == "at_least_once"
 
 
 def test_at_least_once_warns_for_settings_it_overrides(files):
