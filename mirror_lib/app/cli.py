@@ -9,13 +9,21 @@ import argparse
 import importlib.metadata
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import mirror_lib
 from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_translate_offsets
-from mirror_lib.app.status import flow_status, format_status
+from mirror_lib.app.status import (
+    STATUS_WINDOW_S,
+    Thresholds,
+    alerts,
+    flow_status,
+    format_status,
+    never_ran,
+)
 from mirror_lib.app.tracking import run_and_log
 from mirror_lib.config.describe import copy_first, describe_config, format_description
 from mirror_lib.config.model import CopyWarning, MirrorConfig
@@ -156,13 +164,38 @@ def _cmd_failover(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``mirror status``'s exit code when a figure is past a --max-* threshold (or has no value).
+ALERT_EXIT = 3
+
+
+def _window(text: str) -> float:
+    """``--window``: seconds, or a number with s, m or h (``300``, ``90s``, ``5m``, ``1h``)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a positive duration such as 300, 90s, 5m or 1h"
+        )
+    return seconds
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
-    rows = flow_status(load_config(args.config))
+    config = load_config(args.config)
+    rows = flow_status(config, window_s=args.window)
+    limits = Thresholds(args.max_lag, args.max_age, args.max_p99)
+    alerted = {r.flow: alerts(r, limits) for r in rows} if limits.any() else {}
     if args.json:
-        print(json.dumps({r.flow: r.as_dict() for r in rows}, indent=2))
+        as_json = {
+            r.flow: r.as_dict() | ({"alerts": alerted[r.flow]} if alerted else {}) for r in rows
+        }
+        print(json.dumps(as_json, indent=2))
+    elif rows and not any(r.has_data for r in rows):
+        print(never_ran(config))
+        for flow, said in alerted.items():
+            print(f"{flow}: ALERT: {'; '.join(said)}")
     else:
-        print(format_status(rows))
-    return 0
+        print(format_status(rows, limits))
+    return ALERT_EXIT if any(alerted.values()) else 0
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
@@ -250,6 +283,34 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="per flow: last batch, lag, latency, ages")
     status.add_argument("config", help="mm2.properties file")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--window",
+        type=_window,
+        default=STATUS_WINDOW_S,
+        metavar="DURATION",
+        help="the window of records, rec/s and p50/p99, ending now: seconds, or 90s, 5m, 1h "
+        "(default: 5m)",
+    )
+    status.add_argument(
+        "--max-lag",
+        type=int,
+        metavar="N",
+        help=f"exit {ALERT_EXIT} when a flow is more than N records behind (or has no lag yet)",
+    )
+    status.add_argument(
+        "--max-age",
+        type=float,
+        metavar="SECONDS",
+        help=f"exit {ALERT_EXIT} when a flow's "
+        "newest checkpoint or heartbeat is older (or there is none)",
+    )
+    status.add_argument(
+        "--max-p99",
+        type=float,
+        metavar="MS",
+        help=f"exit {ALERT_EXIT} when a flow's latency "
+        "p99 over the window is above MS milliseconds (or it copied nothing in it)",
+    )
     status.set_defaults(func=_cmd_status)
     dashboard = sub.add_parser("dashboard", help="static plotly dashboard from the Delta tables")
     dashboard.add_argument("config", help="mm2.properties file")
