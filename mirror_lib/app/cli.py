@@ -11,10 +11,12 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import mirror_lib
+from mirror_lib.app.cli_help import EPILOGS, MAIN, USAGE_HINT, completion_script
 from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_translate_offsets
 from mirror_lib.app.status import (
     STATUS_WINDOW_S,
@@ -37,10 +39,20 @@ from mirror_lib.spark.jvm import finish_archive_dump
 _VERBOSE = "also show librdkafka's own log lines (connection failures, retries) on stderr"
 
 
+class ArgumentsError(ConfigError):
+    """Arguments argparse refuses: its message and where the help is (exit 2, as argparse's)."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(prog, None, message)
+
+    def __str__(self) -> str:
+        return f"{self.expected} (see {self.key} --help)"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep one message format
         self.print_usage(sys.stderr)
-        raise ConfigError("arguments", " ".join(sys.argv[1:]), message)
+        raise ArgumentsError(self.prog, message)
 
 
 def _check_file(config: MirrorConfig) -> tuple[dict[str, Any], BuildReport | None]:
@@ -103,18 +115,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for warning in description["warnings"]:  # as validate says them, copy-changing first
         tag = "warning, changes what is copied" if isinstance(warning, CopyWarning) else "warning"
         print(f"mirror: {tag}: {warning}", file=sys.stderr)
-    run_and_log(  # run_flows, logged to MLflow with --mlflow or mirror.mlflow.enabled = true
-        None,
-        config,
-        args.flow,
-        mlflow=True if args.mlflow else None,
-        once=args.once,
-        duration_s=args.duration,
-        timeout_s=args.timeout,
-        show_progress=True,
-        metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host,
-    )
+    if args.json and not args.once:
+        raise ConfigError("--json", True, "--once with it: the summary is printed at the end")
+    flows: dict[str, Any] = {}
+    started, outcome, error = time.monotonic(), "caught up", None
+    try:
+        run_and_log(  # run_flows, logged to MLflow with --mlflow or mirror.mlflow.enabled = true
+            None,
+            config,
+            args.flow,
+            mlflow=True if args.mlflow else None,
+            # with --json, stdout is the summary alone: what the run says goes to stderr
+            report=(lambda line: print(line, file=sys.stderr)) if args.json else print,
+            once=args.once,
+            duration_s=args.duration,
+            timeout_s=args.timeout,
+            show_progress=True,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            on_summary=flows.update if args.json else None,
+        )
+    except BaseException as exc:
+        outcome = "invalid input" if isinstance(exc, ConfigError) else "failed"
+        outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else outcome
+        error = str(exc) or type(exc).__name__
+        raise
+    finally:
+        if args.json:
+            seconds = round(time.monotonic() - started, 1)
+            summary = {"config": str(args.config), "outcome": outcome, "error": error,
+                       "seconds": seconds, "flows": flows}  # fmt: skip
+            print(json.dumps(summary, indent=2))
     return 0
 
 
@@ -224,11 +255,27 @@ def version() -> str:
         return mirror_lib.__version__
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> Any:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    print(completion_script(build_parser(), args.shell), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = _Parser(prog="mirror", description="MirrorMaker-2-compatible replication on Spark.")
+    """The argument parser of every subcommand, with examples and exit codes in each help."""
+    parser = _Parser(
+        prog="mirror",
+        description="MirrorMaker-2-compatible replication on Spark.",
+        epilog=MAIN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND"
+    )
     validate = sub.add_parser("validate", help="parse and validate a config; print the flows")
     validate.add_argument("config", help="mm2.properties file")
     validate.add_argument("--json", action="store_true", help="machine-readable output")
@@ -240,8 +287,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="mm2.properties file")
     run.add_argument("--flow", action="append", help="A->B (repeatable; default: all enabled)")
     run.add_argument("--once", action="store_true", help="replicate what is there now, then exit")
-    run.add_argument("--duration", type=float, help="stop after this many seconds")
-    run.add_argument("--timeout", type=float, help="with --once: give up after this many seconds")
+    run.add_argument(
+        "--duration", type=float, help="stop after this many seconds (default: run until stopped)"
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        help="with --once: give up after this many seconds (default: no limit while it copies)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="with --once: print a JSON summary at the end (per flow the topics and source "
+        "offsets copied, the time taken, the outcome); what the run says goes to stderr",
+    )
     run.add_argument(
         "--mlflow", action="store_true", help="log an MLflow run (or mirror.mlflow.enabled = true)"
     )
@@ -317,8 +376,15 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument("--out", required=True, help="HTML file to write (self-contained)")
     dashboard.set_defaults(func=_cmd_dashboard)
     demo = sub.add_parser("demo", help="the embedded default end to end (two local brokers)")
-    demo.add_argument("--duration", type=float, default=45, help="seconds of live replication")
-    demo.add_argument("--workdir", help="folder for brokers' logs, state and tables")
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=45,
+        help="seconds of live replication (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--workdir", help="folder for brokers' logs, state and tables (default: ./mirror-demo)"
+    )
     demo.add_argument(
         "--broker",
         choices=("tansu", "kafka"),
@@ -327,11 +393,18 @@ def build_parser() -> argparse.ArgumentParser:
         "fetched once from Maven Central (needs mvn and java)",
     )
     demo.set_defaults(func=_cmd_demo)
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell it is for")
+    completion.set_defaults(func=_cmd_completion)
     parser.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
-    for cmd in sub.choices.values():  # SUPPRESS: `mirror --verbose run` and `mirror run -v`
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    for name, cmd in sub.choices.items():  # SUPPRESS: `mirror --verbose run` and `mirror run -v`
         cmd.add_argument(
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE
         )
+        cmd.description = cmd.description or helps.get(name)
+        cmd.epilog = EPILOGS.get(name)
+        cmd.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
@@ -353,9 +426,15 @@ def exit_code(call: Callable[[], Any], prog: str = "mirror") -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mirror`` console script."""
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # bare `mirror`: how to use it, one line
+        commands = ", ".join(_subparsers(parser).choices)
+        print(f"usage: mirror COMMAND ...: COMMAND is one of {commands}; {USAGE_HINT}",
+              file=sys.stderr)  # fmt: skip
+        return 2
 
     def call() -> int:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
         with routed_librdkafka_logs(verbose=args.verbose):  # librdkafka's lines: --verbose only
             return int(args.func(args))
 
