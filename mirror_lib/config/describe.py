@@ -25,10 +25,10 @@ def internal_topics(flow: FlowConfig) -> dict[str, dict[str, str]]:
     s = flow.settings
     on_source = s.offset_syncs_location == "source"
     syncs_cluster = flow.source if on_source else flow.target
-    other = flow.target if on_source else flow.source
+    other = flow.mm2_target if on_source else flow.mm2_source  # named as MM2 names them
     return {
         "offset_syncs": {"topic": policy.offset_syncs_topic(other), "cluster": syncs_cluster},
-        "checkpoints": {"topic": policy.checkpoints_topic(flow.source), "cluster": flow.target},
+        "checkpoints": {"topic": policy.checkpoints_topic(flow.mm2_source), "cluster": flow.target},
         "heartbeats": {"topic": policy.heartbeats_topic(), "cluster": flow.target},
         "metrics": {"topic": metrics_topic(flow), "cluster": flow.target},
     }
@@ -56,8 +56,10 @@ def describe_flow(flow: FlowConfig) -> dict[str, Any]:
         "groups": list(s.groups),
         "groups.exclude": list(s.groups_exclude),
         "policy": f"{s.policy_class.rsplit('.', 1)[-1]} (separator {s.separator!r})",
-        "remote_topic_pattern": policy.format_remote_topic(flow.source, "<topic>"),
-        "examples": {t: policy.format_remote_topic(flow.source, t) for t in literal_topics(flow)},
+        "remote_topic_pattern": policy.format_remote_topic(flow.mm2_source, "<topic>"),
+        "examples": {
+            t: policy.format_remote_topic(flow.mm2_source, t) for t in literal_topics(flow)
+        },
         "internal_topics": internal_topics(flow),
         "delivery": s.delivery,
         "heartbeats": s.emit_heartbeats,

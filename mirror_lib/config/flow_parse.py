@@ -23,6 +23,12 @@ def _lookup(key: str, props: Mapping[str, str], overrides: Mapping[str, str]) ->
     return overrides[key] if key in overrides else props.get(key)
 
 
+def is_alias_idiom(props: Mapping[str, str], overrides: Mapping[str, str]) -> bool:
+    """The pre-3.0 way to keep topic names: an empty separator and an empty source alias."""
+    separator = _lookup("replication.policy.separator", props, overrides)
+    return separator == "" and _lookup("source.cluster.alias", props, overrides) == ""
+
+
 def _alias_idiom(
     src: str,
     tgt: str,
@@ -32,9 +38,8 @@ def _alias_idiom(
     warnings: list[str],
 ) -> bool:
     """True for the pre-3.0 identity idiom (empty separator and source alias); checks aliases."""
-    separator = _lookup("replication.policy.separator", props, overrides)
     aliases = {k: _lookup(k, props, overrides) for k in ALIAS_KEYS}
-    if separator == "" and aliases["source.cluster.alias"] == "":
+    if is_alias_idiom(props, overrides):
         warnings.append(
             "replication.policy.separator and source.cluster.alias are empty: the pre-3.0 way to "
             "keep topic names, read as identity naming (topics keep their names on the target). "
@@ -43,21 +48,52 @@ def _alias_idiom(
         return True
     for key, expected in zip(ALIAS_KEYS, (src, tgt), strict=True):
         value = aliases[key]
-        if enabled and value is not None and value.strip() != expected:
+        if enabled and value is not None and not value.strip():
             where = f"{src}->{tgt}.{key}" if key in overrides else key
             raise ConfigError(
                 where,
                 value,
-                f"{expected!r} (or unset) for flow {src}->{tgt}: mirror_lib names clusters by "
-                "their alias in clusters; rename the alias there"
+                f"{expected!r}, another name, or unset for flow {src}->{tgt}"
                 + (
-                    ", or leave source.cluster.alias and replication.policy.separator empty "
-                    "together for identity naming"
+                    ", or empty together with an empty replication.policy.separator (the pre-3.0 "
+                    "way to keep topic names)"
                     if key == "source.cluster.alias"
                     else ""
                 ),
             )
     return False
+
+
+def mm2_names(
+    src: str,
+    tgt: str,
+    props: Mapping[str, str],
+    overrides: Mapping[str, str],
+    enabled: bool,
+    warnings: list[str],
+) -> tuple[str | None, str | None]:
+    """The names MirrorMaker 2 gives this flow's source and target in its topic names and
+    records, when ``source.cluster.alias`` / ``target.cluster.alias`` set another one than the
+    flow's aliases (None: the alias). MM2's dedicated mode puts a top-level one into every
+    flow's connectors, unless the flow sets its own (``A->B.source.cluster.alias``)."""
+    names: list[str | None] = []
+    for key, alias in zip(ALIAS_KEYS, (src, tgt), strict=True):
+        value = (_lookup(key, props, overrides) or "").strip()
+        if not value or value == alias:
+            names.append(None)
+            continue
+        names.append(value)
+        if enabled:
+            where = f"{src}->{tgt}.{key}" if key in overrides else key
+            side = key.split(".", 1)[0]
+            warnings.append(
+                f"{where} = {value}: as in MirrorMaker 2, flow {src}->{tgt} names its {side} "
+                f"{value!r}, not {alias!r}, in the names MM2 derives from it (internal topics, "
+                "remote topics and heartbeats) and in its heartbeats and offsets, so that a "
+                "take-over from MM2 and MM2's own clients find them"
+                + (" (a top-level one applies to every flow)" if key not in overrides else "")
+            )
+    return names[0], names[1]
 
 
 def _empty_identity_separator(

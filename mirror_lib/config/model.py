@@ -114,6 +114,22 @@ class FlowConfig:
     client_overrides: Mapping[str, Mapping[str, tuple[str, str]]] = field(
         default_factory=dict, repr=False
     )
+    #: the name MirrorMaker 2 gives the source / target in its topic names, heartbeats and
+    #: offsets, when ``source.cluster.alias`` / ``target.cluster.alias`` set another than the
+    #: alias (None: the alias); see :attr:`mm2_source`
+    source_name: str | None = None
+    target_name: str | None = None
+
+    @property
+    def mm2_source(self) -> str:
+        """The source's name in MM2's names: remote topics (``<it>.orders``), the checkpoints
+        topic, heartbeats, Connect offsets. The alias, unless ``source.cluster.alias`` says."""
+        return self.source if self.source_name is None else self.source_name
+
+    @property
+    def mm2_target(self) -> str:
+        """The target's name in MM2's names (the offset-syncs topic at the source, heartbeats)."""
+        return self.target if self.target_name is None else self.target_name
 
     def overrides(self, side: str, role: str) -> dict[str, tuple[str, str]]:
         """Per-flow client settings for ``role`` on ``side`` (source or target)."""
@@ -132,7 +148,7 @@ class FlowConfig:
             separator=s.separator,
             internal_separator_enabled=s.internal_separator_enabled,
             separator_configured=s.separator_configured,
-            source_cluster_alias=self.source,
+            source_cluster_alias=self.mm2_source,
         )
 
 

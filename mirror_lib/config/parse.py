@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 from mirror_lib.config.addresses import check_bootstrap
 from mirror_lib.config.fanout import read_groups
-from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings
+from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings, is_alias_idiom, mm2_names
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.java_clients import checked_protocol
 from mirror_lib.config.key_checks import (
@@ -301,7 +301,11 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
                 overrides = {
                     k: MappingProxyType(v) for k, v in flow_clients.get((src, tgt), {}).items()
                 }
-                flow = FlowConfig(src, tgt, enabled, settings, MappingProxyType(overrides))
+                flow_props = per_flow.get((src, tgt), {})
+                names: tuple[str | None, str | None] = (None, None)
+                if not is_alias_idiom(props, flow_props):
+                    names = mm2_names(src, tgt, props, flow_props, enabled, warnings)
+                flow = FlowConfig(src, tgt, enabled, settings, MappingProxyType(overrides), *names)
                 flows.append(_without_idempotence(flow, clusters[tgt], warnings))
     warnings += _loop_warnings(flows)
     config = MirrorConfig(

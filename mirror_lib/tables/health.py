@@ -234,7 +234,7 @@ def flow_health(
     """Health of every enabled flow of ``config`` from its tables (either writer)."""
     spark = tables_spark(config, spark)
     tables = {name: read_rows(config, name, spark) for name in TIMESTAMPS}
-    flows = [(f.name, f.source, f.target) for f in config.enabled_flows()]
+    flows = [(f.name, f.mm2_source, f.mm2_target) for f in config.enabled_flows()]  # as in MM2
     now = time.time() * 1000.0 if now_ms is None else now_ms
     return health(
         tables["replication_metrics"], tables["checkpoints"], tables["heartbeats"], flows, now,

@@ -16,6 +16,7 @@ import pytest
 from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.parse import load_config
 from mirror_lib.mm2.policy import HEARTBEATS_TOPIC
+from mirror_lib.replication.context import FlowContext
 from tests.helpers.mm2_java import Mm2Java
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -32,6 +33,7 @@ FILES = [
     "tls_pem",
     "tls_pkcs12",
     "tls_pkcs12_truststore",
+    "top_level_source_alias",
     pytest.param(
         "docker_demo",
         marks=pytest.mark.xfail(
@@ -59,21 +61,47 @@ def ours(path: Path) -> dict[str, dict[str, str]]:
     config = load_config(path, **location)
     out = {}
     for flow in config.enabled_flows():
-        policy, names = flow.policy(), internal_topics(flow)
+        ctx, names = FlowContext(config, flow), internal_topics(flow)
         out[flow.name] = {
             "offset_syncs": names["offset_syncs"]["topic"],
             "checkpoints": names["checkpoints"]["topic"],
-            "remote_topic": policy.format_remote_topic(flow.source, "orders"),
-            "remote_heartbeats": policy.format_remote_topic(flow.source, HEARTBEATS_TOPIC),
+            "remote_topic": ctx.remote_topic("orders"),  # as the copy and topic sync name it
+            "remote_heartbeats": ctx.remote_topic(HEARTBEATS_TOPIC),
+            "source_alias": flow.mm2_source,
+            "target_alias": flow.mm2_target,
         }
     return out
 
 
+#: Cluster aliases other than the flow's, as MM2's dedicated mode applies them: a top-level one
+#: to every flow, a flow's own to that flow (each over tls_pem.properties, flow onprem->cloud).
+ALIASES = {
+    "top-level source, default naming": "source.cluster.alias = dc1\n",
+    "top-level target, offset syncs on the source": (
+        "target.cluster.alias = backup\noffset-syncs.topic.location = source\n"
+    ),
+    "a flow's own source over a top-level one": (
+        "source.cluster.alias = dc1\nonprem->cloud.source.cluster.alias = dc2\n"
+        "replication.policy.separator = _\n"
+    ),
+}
+
+
 @pytest.mark.parametrize("name", FILES)
 def test_each_flow_is_named_as_mirrormaker_2_names_it(java: Mm2Java, name: str):
-    path = CONFIGS / f"{name}.properties"
+    assert_named_as_mm2(java, CONFIGS / f"{name}.properties")
+
+
+@pytest.mark.parametrize("lines", list(ALIASES.values()), ids=list(ALIASES))
+def test_cluster_aliases_name_what_they_name_in_mm2(java: Mm2Java, tmp_path: Path, lines: str):
+    path = tmp_path / "aliases.properties"
+    path.write_text((CONFIGS / "tls_pem.properties").read_text(encoding="latin-1") + lines)
+    assert_named_as_mm2(java, path)
+
+
+def assert_named_as_mm2(java: Mm2Java, path: Path) -> None:
     mine = ours(path)
-    assert mine, f"{name}: no enabled flow"
+    assert mine, f"{path.name}: no enabled flow"
     theirs = java.names(path)
     for flow, names in mine.items():
         mm2 = theirs[flow]

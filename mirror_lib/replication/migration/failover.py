@@ -57,7 +57,7 @@ def translate_group(
     flow = config.flow(f"{source}->{target}")
     check_flow_clusters(config, [flow.name], ("target",), kept="nothing was read or changed")
     client = MirrorClient.from_config(config, target, flow.policy())
-    checkpoints = client.remote_checkpoints(group, source)
+    checkpoints = client.remote_checkpoints(group, flow.mm2_source)
     return [
         TranslatedOffset(t, p, cp.downstream_offset, metadata=cp.metadata)
         for (t, p), cp in sorted(checkpoints.items())

@@ -100,7 +100,7 @@ def _write(ctx: FlowContext, rows: list[HandBack]) -> None:
 
     for r in rows:
         assert r.mm2_after is not None
-        key, value = source_offset_record(ctx.source, r.topic, r.partition, r.mm2_after)
+        key, value = source_offset_record(ctx.flow.mm2_source, r.topic, r.partition, r.mm2_after)
         producer.produce(topic, value, key, on_delivery=report)
     if producer.flush(30) or failed:
         raise BrokerError(

@@ -284,8 +284,16 @@ def test_a_target_without_idempotent_producers_is_served_at_least_once():
 def test_alias_keys_are_honoured_not_passed_to_clients():
     config = cfg(**{"source.cluster.alias": "A", "A->B.target.cluster.alias": "B"})
     assert "cluster.alias" not in str(client_config(config.cluster("A"), "consumer"))
-    with pytest.raises(ConfigError, match=r"A->B\.source\.cluster\.alias"):
-        cfg(**{"A->B.source.cluster.alias": "primary"})
+    assert (config.flow("A->B").mm2_source, config.flow("A->B").mm2_target) == ("A", "B")
+    assert not [w for w in config.warnings if "cluster.alias" in w]  # the aliases themselves
+    # another name is the one MM2 gives the cluster: the flow's own over a top-level one
+    renamed = cfg(**{"source.cluster.alias": "dc1", "A->B.source.cluster.alias": "primary"})
+    flow = renamed.flow("A->B")
+    assert (flow.source, flow.mm2_source, flow.mm2_target) == ("A", "primary", "B")
+    assert flow.policy().format_remote_topic(flow.mm2_source, "orders") == "primary.orders"
+    assert renamed.flow("B->A").mm2_source == "dc1"  # the top-level one: every other flow
+    with pytest.raises(ConfigError, match=r"A->B\.source\.cluster\.alias = ''"):
+        cfg(**{"A->B.source.cluster.alias": ""})  # empty: only the pre-3.0 idiom
 
 
 def test_the_property_list_is_the_installed_librdkafkas():

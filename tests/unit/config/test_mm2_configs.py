@@ -443,6 +443,25 @@ def test_empty_separator_with_identity_naming_runs_under_mm2s_names(files, capsy
     build_all(config)
 
 
+def test_a_top_level_source_alias_names_the_source_as_mm2_does(files, capsys):
+    """MM2's dedicated mode puts a top-level source.cluster.alias into every flow's connectors
+    (MM2 4.3.1's MirrorMakerConfig, tests/integration/test_mm2_names.py): its internal topics
+    and heartbeats carry that name, and a take-over must find them."""
+    code, out, err = validate(files["top_level_source_alias"], capsys)
+    assert code == 0, err
+    assert (
+        "warning: source.cluster.alias = primary: as in MirrorMaker 2, flow dc-east->dc-west "
+        "names its source 'primary', not 'dc-east'"
+    ) in out
+    assert "  checkpoints: primary:checkpoints:internal on dc-west" in out
+    config = load_config(files["top_level_source_alias"])
+    flow = config.flow("dc-east->dc-west")
+    assert flow.mm2_source == "primary"
+    assert flow.policy().format_remote_topic(flow.mm2_source, "heartbeats") == "primary:heartbeats"
+    assert flow.policy().topic_source("orders") == "primary"  # identity: the configured alias
+    build_all(config)
+
+
 def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
     path = tmp_path / "sep.properties"
     path.write_text(
