@@ -30,15 +30,9 @@ def is_alias_idiom(props: Mapping[str, str], overrides: Mapping[str, str]) -> bo
 
 
 def _alias_idiom(
-    src: str,
-    tgt: str,
-    props: Mapping[str, str],
-    overrides: Mapping[str, str],
-    enabled: bool,
-    warnings: list[str],
+    props: Mapping[str, str], overrides: Mapping[str, str], warnings: list[str]
 ) -> bool:
-    """True for the pre-3.0 identity idiom (empty separator and source alias); checks aliases."""
-    aliases = {k: _lookup(k, props, overrides) for k in ALIAS_KEYS}
+    """True for the pre-3.0 identity idiom (empty separator and source alias), with its note."""
     if is_alias_idiom(props, overrides):
         warnings.append(
             "replication.policy.separator and source.cluster.alias are empty: the pre-3.0 way to "
@@ -46,21 +40,6 @@ def _alias_idiom(
             "Prefer replication.policy.class = IdentityReplicationPolicy"
         )
         return True
-    for key, expected in zip(ALIAS_KEYS, (src, tgt), strict=True):
-        value = aliases[key]
-        if enabled and value is not None and not value.strip():
-            where = f"{src}->{tgt}.{key}" if key in overrides else key
-            raise ConfigError(
-                where,
-                value,
-                f"{expected!r}, another name, or unset for flow {src}->{tgt}"
-                + (
-                    ", or empty together with an empty replication.policy.separator (the pre-3.0 "
-                    "way to keep topic names)"
-                    if key == "source.cluster.alias"
-                    else ""
-                ),
-            )
     return False
 
 
@@ -75,16 +54,27 @@ def mm2_names(
     """The names MirrorMaker 2 gives this flow's source and target in its topic names and
     records, when ``source.cluster.alias`` / ``target.cluster.alias`` set another one than the
     flow's aliases (None: the alias). MM2's dedicated mode puts a top-level one into every
-    flow's connectors, unless the flow sets its own (``A->B.source.cluster.alias``)."""
+    flow's connectors, unless the flow sets its own (``A->B.source.cluster.alias``). An empty
+    one is refused outside the pre-3.0 idiom (:func:`is_alias_idiom`)."""
     names: list[str | None] = []
     for key, alias in zip(ALIAS_KEYS, (src, tgt), strict=True):
-        value = (_lookup(key, props, overrides) or "").strip()
+        raw = _lookup(key, props, overrides)
+        value = (raw or "").strip()
+        where = f"{src}->{tgt}.{key}" if key in overrides else key
+        if enabled and raw is not None and not value:
+            idiom = key == "source.cluster.alias"
+            raise ConfigError(
+                where,
+                raw,
+                f"{alias!r}, another name, or unset for flow {src}->{tgt}"
+                + (", or empty together with an empty replication.policy.separator (the pre-3.0 "
+                   "way to keep topic names)" if idiom else ""),
+            )  # fmt: skip
         if not value or value == alias:
             names.append(None)
             continue
         names.append(value)
         if enabled:
-            where = f"{src}->{tgt}.{key}" if key in overrides else key
             side = key.split(".", 1)[0]
             warnings.append(
                 f"{where} = {value}: as in MirrorMaker 2, flow {src}->{tgt} names its {side} "
@@ -196,7 +186,7 @@ def flow_settings(
     raw_enabled = overrides.get("enabled", "false")
     parse_enabled = partial(_flow_enabled, origin=origin)
     enabled = _parse_value(parse_enabled, f"{flow}.enabled", raw_enabled, providers, origin)
-    idiom = _alias_idiom(src, tgt, props, overrides, enabled, warnings)
+    idiom = _alias_idiom(props, overrides, warnings)
     empty_separator = None if idiom else _empty_identity_separator(flow, props, overrides)
     values: dict[str, Any] = {}
     explicit: set[str] = set()
