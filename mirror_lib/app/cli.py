@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import mirror_lib
-from mirror_lib.app.cli_help import EPILOGS, MAIN, USAGE_HINT, completion_script
+from mirror_lib.app.cli_help import EPILOGS, MAIN, USAGE_HINT, completion_script, subcommands
 from mirror_lib.app.cli_migrate import add_commands, add_translate_options, cmd_translate_offsets
 from mirror_lib.app.status import (
     STATUS_WINDOW_S,
@@ -255,10 +255,6 @@ def version() -> str:
         return mirror_lib.__version__
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> Any:
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-
-
 def _cmd_completion(args: argparse.Namespace) -> int:
     print(completion_script(build_parser(), args.shell), end="")
     return 0
@@ -428,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mirror`` console script."""
     parser = build_parser()
     if not (sys.argv[1:] if argv is None else argv):  # bare `mirror`: how to use it, one line
-        commands = ", ".join(_subparsers(parser).choices)
+        commands = ", ".join(subcommands(parser))
         print(f"usage: mirror COMMAND ...: COMMAND is one of {commands}; {USAGE_HINT}",
               file=sys.stderr)  # fmt: skip
         return 2

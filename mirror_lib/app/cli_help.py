@@ -146,12 +146,17 @@ def _choices(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
     }
 
 
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``mirror``'s commands and their parsers, in the order of its help."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
 def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
     """The completion script of ``mirror`` for ``shell`` (bash, or zsh through its bash
     completion layer): command names, each command's options and their choices, and paths for
     the config file and the options that take one."""
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    commands: dict[str, argparse.ArgumentParser] = dict(sub.choices)
+    commands = subcommands(parser)
     cases = []
     for name, cmd in commands.items():
         cases.append(f"        {shlex.quote(name)}) opts={shlex.quote(' '.join(_options(cmd)))} ;;")

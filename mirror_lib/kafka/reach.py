@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,7 +199,9 @@ def _unreachable(
     return BrokerError(f"{text}; nothing was started", transient=True)
 
 
-def flow_roles(config: MirrorConfig, flow_names: Sequence[str], sides: Sequence[str]) -> dict:
+def flow_roles(
+    config: MirrorConfig, flow_names: Sequence[str], sides: Sequence[str]
+) -> dict[str, str]:
     """alias -> its roles in the named flows, as an error names them: ``source of A->B``,
     ``target of A->B, source of B->C``; only the ``sides`` asked for."""
     roles: dict[str, list[str]] = {}
@@ -223,8 +226,6 @@ def check_clusters(
     :class:`BrokerError` line names each unreachable cluster, its role (``roles``), its
     bootstrap servers and what each broker did; ``kept`` ends it (what the command left as
     it was). A refused login is a :class:`ConfigError` naming the key that holds it."""
-    from concurrent.futures import ThreadPoolExecutor
-
     clusters = [config.cluster(alias) for alias in dict.fromkeys(aliases)]
 
     def probe(cluster: ClusterConfig) -> Exception | None:

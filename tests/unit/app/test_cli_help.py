@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from mirror_lib.app.cli import build_parser, main
-from mirror_lib.app.cli_help import EPILOGS, completion_script
+from mirror_lib.app.cli_help import EPILOGS, completion_script, subcommands
 
 COMMANDS = [
     "validate", "run", "translate", "failover", "verify", "cutover", "hand-back", "status",
@@ -19,9 +19,7 @@ COMMANDS = [
 
 
 def commands() -> dict:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    return dict(sub.choices)
+    return subcommands(build_parser())
 
 
 def test_bare_mirror_prints_one_usage_sentence(capsys):
