@@ -41,12 +41,11 @@ def _session(wanted: bool, config: MirrorConfig) -> Any:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when no partition differs or holds stray records (and, with --require-complete,
     none is behind)."""
-    from mirror_lib.kafka.reach import check_clusters  # lazy: confluent-kafka
+    from mirror_lib.kafka.reach import check_flow_clusters  # lazy: confluent-kafka
     from mirror_lib.replication.migration.verify import format_report, verify_flow
 
     config = load_config(args.config)
-    flow = config.flow(args.flow)
-    check_clusters(config, [flow.source, flow.target])  # reachable, and the logins accepted
+    check_flow_clusters(config, [config.flow(args.flow).name], kept="nothing was verified")
     report = verify_flow(
         config,
         args.flow,
@@ -134,9 +133,24 @@ def add_commands(sub: Any) -> None:
     )
     cut.add_argument("--apply", action="store_true", help="make the changes (default: dry run)")
     cut.add_argument("--retire", action="store_true", help="mark migrated partitions retired")
-    cut.add_argument("--max-lag", type=int, default=10_000, help="readiness: records behind")
-    cut.add_argument("--max-age", type=float, default=300, help="readiness: checkpoint/heartbeat")
-    cut.add_argument("--wait", type=float, default=300, help="seconds to wait for the last copy")
+    cut.add_argument(
+        "--max-lag",
+        type=int,
+        default=10_000,
+        help="readiness: records behind (default: %(default)s)",
+    )
+    cut.add_argument(
+        "--max-age",
+        type=float,
+        default=300,
+        help="readiness: checkpoint and heartbeat age in seconds (default: %(default)s)",
+    )
+    cut.add_argument(
+        "--wait",
+        type=float,
+        default=300,
+        help="seconds to wait for the last copy (default: %(default)s)",
+    )
     cut.add_argument("--spark", action="store_true", help="verify with Spark tasks")
     cut.add_argument("--json", action="store_true", help="machine-readable output")
     cut.set_defaults(func=cmd_cutover)

@@ -100,10 +100,9 @@ def preview_flow(config: MirrorConfig, flow_name: str, timeout_s: float = 10) ->
 
     from mirror_lib.kafka.admin import admin_client, future_result  # lazy: confluent-kafka
     from mirror_lib.kafka.lookups import list_topic_partitions  # lazy: confluent-kafka
-    from mirror_lib.kafka.reach import check_clusters  # lazy: confluent-kafka
+    from mirror_lib.kafka.reach import check_flow_clusters  # lazy: confluent-kafka
 
-    flow = config.flow(flow_name)
-    check_clusters(config, [flow.source, flow.target], timeout_s)
+    check_flow_clusters(config, [flow_name], timeout_s=timeout_s, kept="nothing was listed")
     ctx = FlowContext.create(config, flow_name)
     source_admin = admin_client(ctx.client("source", "admin"))
     on_source = list_topic_partitions(source_admin)

@@ -13,7 +13,7 @@ from typing import Any
 from mirror_lib.config.fanout import group_name, read_groups
 from mirror_lib.config.java_clients import IGNORED, RENAMED, left_out
 from mirror_lib.config.librdkafka_conf import PROPERTIES
-from mirror_lib.config.model import FlowConfig, MirrorConfig
+from mirror_lib.config.model import COPY_KEYS, CopyWarning, FlowConfig, MirrorConfig
 from mirror_lib.config.properties import redact_value
 from mirror_lib.config.settings import BY_KEY
 
@@ -25,10 +25,10 @@ def internal_topics(flow: FlowConfig) -> dict[str, dict[str, str]]:
     s = flow.settings
     on_source = s.offset_syncs_location == "source"
     syncs_cluster = flow.source if on_source else flow.target
-    other = flow.target if on_source else flow.source
+    other = flow.mm2_target if on_source else flow.mm2_source  # named as MM2 names them
     return {
         "offset_syncs": {"topic": policy.offset_syncs_topic(other), "cluster": syncs_cluster},
-        "checkpoints": {"topic": policy.checkpoints_topic(flow.source), "cluster": flow.target},
+        "checkpoints": {"topic": policy.checkpoints_topic(flow.mm2_source), "cluster": flow.target},
         "heartbeats": {"topic": policy.heartbeats_topic(), "cluster": flow.target},
         "metrics": {"topic": metrics_topic(flow), "cluster": flow.target},
     }
@@ -56,8 +56,10 @@ def describe_flow(flow: FlowConfig) -> dict[str, Any]:
         "groups": list(s.groups),
         "groups.exclude": list(s.groups_exclude),
         "policy": f"{s.policy_class.rsplit('.', 1)[-1]} (separator {s.separator!r})",
-        "remote_topic_pattern": policy.format_remote_topic(flow.source, "<topic>"),
-        "examples": {t: policy.format_remote_topic(flow.source, t) for t in literal_topics(flow)},
+        "remote_topic_pattern": policy.format_remote_topic(flow.mm2_source, "<topic>"),
+        "examples": {
+            t: policy.format_remote_topic(flow.mm2_source, t) for t in literal_topics(flow)
+        },
         "internal_topics": internal_topics(flow),
         "delivery": s.delivery,
         "heartbeats": s.emit_heartbeats,
@@ -82,16 +84,10 @@ def describe_config(config: MirrorConfig, client_warnings: Sequence[str] = ()) -
     ignored).
     """
     warnings = list(config.warnings)
-    for key in config.unknown_keys:
-        name = key.split(".", 1)[1] if "->" in key.split(".", 1)[0] else key
-        close = difflib.get_close_matches(name, list(BY_KEY), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        if not close and (name in PROPERTIES or name in RENAMED or name in IGNORED):
-            hint = f" (a client setting: set it per cluster, e.g. <alias>.{name})"
-        warnings.append(f"unknown key {key!r} is ignored{hint}")
+    warnings.extend(_unknown_key_warning(config, key) for key in config.unknown_keys)
     warnings.extend(client_warnings)
     if not config.enabled_flows():
-        warnings.append("no flow is enabled: set e.g. A->B.enabled = true")
+        warnings.append(CopyWarning("no flow is enabled: set e.g. A->B.enabled = true"))
     groups = read_groups(config.enabled_flows())
     for group in groups:
         if len(group) == 1 and group[0].settings.fanout:
@@ -106,13 +102,51 @@ def describe_config(config: MirrorConfig, client_warnings: Sequence[str] = ()) -
         "flows": [describe_flow(f) for f in config.enabled_flows()],
         "heartbeat_only_flows": [f.name for f in config.heartbeat_flows() if not f.enabled],
         "fanout_groups": [group_name(g) for g in groups if len(g) > 1],
-        "warnings": warnings,
+        "warnings": copy_first(warnings),
+        "copy_warnings": [w for w in warnings if isinstance(w, CopyWarning)],
     }
+
+
+def copy_first(warnings: Sequence[str]) -> list[str]:
+    """``warnings`` once each, those that change what is copied (:class:`CopyWarning`) first."""
+    unique = list(dict.fromkeys(warnings))
+    return sorted(unique, key=lambda w: not isinstance(w, CopyWarning))
+
+
+def _unknown_key_warning(config: MirrorConfig, key: str) -> str:
+    """The warning of an unknown key, with the known key it is closest to; a
+    :class:`CopyWarning` saying what stays in force when that key decides what is copied."""
+    head, _, rest = key.partition(".")
+    flow_name = head if "->" in head else None
+    name = rest if flow_name else key
+    known = [*BY_KEY, "enabled"] if flow_name else list(BY_KEY)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if not close and (name in PROPERTIES or name in RENAMED or name in IGNORED):
+        hint = f" (a client setting: set it per cluster, e.g. <alias>.{name})"
+    said = f"unknown key {key!r} is ignored{hint}"
+    if not close or close[0] not in COPY_KEYS:
+        return said
+    flows = [config.flow(flow_name)] if flow_name else list(config.enabled_flows())
+    if close[0] == "enabled":
+        kept = [f"flow {f.name} stays {'enabled' if f.enabled else 'disabled'}" for f in flows]
+    else:
+        kept = [f"flow {f.name} keeps {_in_force(f, close[0])}" for f in flows]
+    return CopyWarning(f"{said}, so {'; '.join(kept)}" if kept else said)
+
+
+def _in_force(flow: FlowConfig, key: str) -> str:
+    """``key = value`` as ``flow`` has it, saying so when it takes every topic or group."""
+    value = flow.settings.describe()[key]
+    every = {"topics": " (every topic)", "groups": " (every group)"}
+    return f"{key} = {value}" + (every.get(key, "") if value == ".*" else "")
 
 
 def format_description(d: dict[str, Any]) -> str:
     """Human-readable text of :func:`describe_config`."""
-    lines = [f"config: {d['config']}", f"state dir: {d['state_dir']}", "clusters:"]
+    copying = set(d.get("copy_warnings", ()))
+    lines = [f"warning, changes what is copied: {w}" for w in d["warnings"] if w in copying]
+    lines += [f"config: {d['config']}", f"state dir: {d['state_dir']}", "clusters:"]
     for alias, props in d["clusters"].items():
         lines.append(f"  {alias}: " + ", ".join(f"{k}={v}" for k, v in props.items()))
     for f in d["flows"]:
@@ -140,5 +174,5 @@ def format_description(d: dict[str, Any]) -> str:
         lines.append(f"fan-out {group}: one read of {group.split('->')[0]}, a producer per target")
     if d["heartbeat_only_flows"]:
         lines.append("heartbeats only: " + ", ".join(d["heartbeat_only_flows"]))
-    lines.extend(f"warning: {w}" for w in d["warnings"])
+    lines.extend(f"warning: {w}" for w in d["warnings"] if w not in copying)
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from mirror_lib.config.properties import ConfigProvider, has_reference, resolve_
 from mirror_lib.config.setting_values import Setting
 from mirror_lib.config.settings import AT_LEAST_ONCE_COMMIT_INTERVAL_MS, SETTINGS, FlowSettings
 from mirror_lib.errors import ConfigError
+from mirror_lib.mm2.policy import make_policy
 
 #: Connector-level alias keys MM2 sets per flow (honoured, never passed to a client).
 ALIAS_KEYS = ("source.cluster.alias", "target.cluster.alias")
@@ -22,69 +23,103 @@ def _lookup(key: str, props: Mapping[str, str], overrides: Mapping[str, str]) ->
     return overrides[key] if key in overrides else props.get(key)
 
 
-def _alias_idiom(
-    src: str,
-    tgt: str,
-    props: Mapping[str, str],
-    overrides: Mapping[str, str],
-    enabled: bool,
-    warnings: list[str],
-) -> bool:
-    """True for the pre-3.0 identity idiom (empty separator and source alias); checks aliases."""
+def is_alias_idiom(props: Mapping[str, str], overrides: Mapping[str, str]) -> bool:
+    """The pre-3.0 way to keep topic names: an empty separator and an empty source alias."""
     separator = _lookup("replication.policy.separator", props, overrides)
-    aliases = {k: _lookup(k, props, overrides) for k in ALIAS_KEYS}
-    if separator == "" and aliases["source.cluster.alias"] == "":
+    return separator == "" and _lookup("source.cluster.alias", props, overrides) == ""
+
+
+def _alias_idiom(
+    props: Mapping[str, str], overrides: Mapping[str, str], warnings: list[str]
+) -> bool:
+    """True for the pre-3.0 identity idiom (empty separator and source alias), with its note."""
+    if is_alias_idiom(props, overrides):
         warnings.append(
             "replication.policy.separator and source.cluster.alias are empty: the pre-3.0 way to "
             "keep topic names, read as identity naming (topics keep their names on the target). "
             "Prefer replication.policy.class = IdentityReplicationPolicy"
         )
         return True
-    for key, expected in zip(ALIAS_KEYS, (src, tgt), strict=True):
-        value = aliases[key]
-        if enabled and value is not None and value.strip() != expected:
-            where = f"{src}->{tgt}.{key}" if key in overrides else key
-            raise ConfigError(
-                where,
-                value,
-                f"{expected!r} (or unset) for flow {src}->{tgt}: mirror_lib names clusters by "
-                "their alias in clusters; rename the alias there"
-                + (
-                    ", or leave source.cluster.alias and replication.policy.separator empty "
-                    "together for identity naming"
-                    if key == "source.cluster.alias"
-                    else ""
-                ),
-            )
     return False
 
 
+def mm2_names(
+    src: str,
+    tgt: str,
+    props: Mapping[str, str],
+    overrides: Mapping[str, str],
+    enabled: bool,
+    warnings: list[str],
+) -> tuple[str | None, str | None]:
+    """The names MirrorMaker 2 gives this flow's source and target in its topic names and
+    records, when ``source.cluster.alias`` / ``target.cluster.alias`` set another one than the
+    flow's aliases (None: the alias). MM2's dedicated mode puts a top-level one into every
+    flow's connectors, unless the flow sets its own (``A->B.source.cluster.alias``). An empty
+    one is refused outside the pre-3.0 idiom (:func:`is_alias_idiom`)."""
+    names: list[str | None] = []
+    for key, alias in zip(ALIAS_KEYS, (src, tgt), strict=True):
+        raw = _lookup(key, props, overrides)
+        value = (raw or "").strip()
+        where = f"{src}->{tgt}.{key}" if key in overrides else key
+        if enabled and raw is not None and not value:
+            idiom = key == "source.cluster.alias"
+            raise ConfigError(
+                where,
+                raw,
+                f"{alias!r}, another name, or unset for flow {src}->{tgt}"
+                + (", or empty together with an empty replication.policy.separator (the pre-3.0 "
+                   "way to keep topic names)" if idiom else ""),
+            )  # fmt: skip
+        if not value or value == alias:
+            names.append(None)
+            continue
+        names.append(value)
+        if enabled:
+            side = key.split(".", 1)[0]
+            warnings.append(
+                f"{where} = {value}: as in MirrorMaker 2, flow {src}->{tgt} names its {side} "
+                f"{value!r}, not {alias!r}, in the names MM2 derives from it (internal topics, "
+                "remote topics and heartbeats) and in its heartbeats and offsets, so that a "
+                "take-over from MM2 and MM2's own clients find them"
+                + (" (a top-level one applies to every flow)" if key not in overrides else "")
+            )
+    return names[0], names[1]
+
+
 def _empty_identity_separator(
-    src: str, tgt: str, props: Mapping[str, str], overrides: Mapping[str, str], origin: str
-) -> None:
-    """An empty separator with IdentityReplicationPolicy, refused with what the line would do:
-    that policy already keeps topic names, and the separator only joins what it still names
-    with an alias (heartbeats and, by default, the internal topics)."""
+    flow: str, props: Mapping[str, str], overrides: Mapping[str, str]
+) -> str | None:
+    """The key as written of an empty separator under IdentityReplicationPolicy, else None.
+    MM2 runs such a file: that policy keeps topic names, and the separator only joins what it
+    still names with an alias (remote heartbeats and, by default, the internal topics)."""
     key = "replication.policy.separator"
     policy = _lookup("replication.policy.class", props, overrides) or ""
     if _lookup(key, props, overrides) != "" or not policy.strip().endswith(
         "IdentityReplicationPolicy"
     ):
-        return
-    internal = _lookup("replication.policy.internal.topic.separator.enabled", props, overrides)
-    renamed = f"{src}.heartbeats -> {src}heartbeats"
-    if (internal or "true").strip().lower() != "false":
-        renamed += (
-            f", mm2-offset-syncs.{src}.internal -> mm2-offset-syncs{src}internal, "
-            f"{src}.checkpoints.internal -> {src}checkpointsinternal"
+        return None
+    return f"{flow}.{key}" if key in overrides else key
+
+
+def _empty_separator_note(where: str, src: str, tgt: str, settings: FlowSettings) -> str:
+    """What an empty separator names, as MM2 names it, and the names with MM2's default."""
+    names = []
+    for separator in ("", "."):
+        policy = make_policy(
+            settings.policy_class,
+            separator,
+            settings.internal_separator_enabled,
+            separator_configured=True,
         )
-    raise ConfigError(
-        f"{src}->{tgt}.{key}" if key in overrides else key,
-        "",
-        f"no {key} line (delete it): {policy.strip().rsplit('.', 1)[-1]} already keeps topic "
-        f"names, and an empty separator would only rename what it still names with an alias: "
-        f"{renamed} (MM2's default '.' keeps these names)",
-        origin,
+        other = tgt if settings.offset_syncs_location == "source" else src
+        names.append(
+            f"{policy.format_remote_topic(src, policy.heartbeats_topic())}, "
+            f"{policy.offset_syncs_topic(other)}, {policy.checkpoints_topic(src)}"
+        )
+    return (
+        f"{where} is empty with IdentityReplicationPolicy: topics keep their names, and the "
+        f"names that join an alias with the separator have none, as MirrorMaker 2 names them "
+        f"(a take-over from it finds them): {names[0]} (with MM2's default '.': {names[1]})"
     )
 
 
@@ -151,9 +186,8 @@ def flow_settings(
     raw_enabled = overrides.get("enabled", "false")
     parse_enabled = partial(_flow_enabled, origin=origin)
     enabled = _parse_value(parse_enabled, f"{flow}.enabled", raw_enabled, providers, origin)
-    idiom = _alias_idiom(src, tgt, props, overrides, enabled, warnings)
-    if not idiom:
-        _empty_identity_separator(src, tgt, props, overrides, origin)
+    idiom = _alias_idiom(props, overrides, warnings)
+    empty_separator = None if idiom else _empty_identity_separator(flow, props, overrides)
     values: dict[str, Any] = {}
     explicit: set[str] = set()
     for setting in SETTINGS:
@@ -164,6 +198,9 @@ def flow_settings(
             raw, where = "IdentityReplicationPolicy", setting.key
         if where:
             explicit.add(setting.key)
+        if empty_separator and setting.key == "replication.policy.separator":
+            values[setting.attr] = ""  # what the identity policy allows (nonempty would refuse)
+            continue
         values[setting.attr] = _parse_value(
             setting.parse, where or setting.key, raw, providers, origin
         )
@@ -174,6 +211,8 @@ def flow_settings(
     if values["delivery"] == "at_least_once" and "mirror.commit.interval.ms" not in explicit:
         values["commit_interval_ms"] = AT_LEAST_ONCE_COMMIT_INTERVAL_MS
     settings = FlowSettings(**values)
+    if empty_separator and enabled:
+        warnings.append(_empty_separator_note(empty_separator, src, tgt, settings))
     needs_syncs = settings.emit_checkpoints or settings.sync_group_offsets
     if needs_syncs and not settings.emit_offset_syncs and enabled:
         raise ConfigError(

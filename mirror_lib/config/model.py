@@ -17,6 +17,29 @@ from mirror_lib.errors import ConfigError
 from mirror_lib.mm2.policy import make_policy
 
 ROLES = ("consumer", "producer", "admin")
+#: The keys that decide what a flow copies (which flows, topics and groups, and the remote names):
+#: an ignored line meant for one of them changes what is copied.
+COPY_KEYS = frozenset(
+    {
+        "enabled",
+        "topics",
+        "topics.exclude",
+        "topics.blacklist",
+        "groups",
+        "groups.exclude",
+        "groups.blacklist",
+        "replication.policy.class",
+        "replication.policy.separator",
+    }
+)
+
+
+class CopyWarning(str):
+    """A warning about a line that changes what is copied (a flow whose cluster is not in
+    ``clusters``, a typo in a key of :data:`COPY_KEYS`): ``mirror validate`` and ``mirror run``
+    show these first. A plain ``str`` everywhere else."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +86,22 @@ class ClusterConfig:
         return f"ClusterConfig(alias={self.alias!r}, {self.describe()!r})"
 
 
+def idempotence_off(
+    cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
+) -> str | None:
+    """The key (as written) that turns idempotence off for ``cluster``'s producers, e.g.
+    ``B.producer.enable.idempotence = false`` for a service without idempotent producers (OCI
+    Streaming); None when they are idempotent, as by default. ``overrides``: a flow's own
+    producer settings (``A->B.producer.*``), which win over the cluster's."""
+    key = "enable.idempotence"
+    found = None
+    for section in ("client", "producer"):
+        if key in getattr(cluster, section):
+            found = (getattr(cluster, section)[key], cluster.origin(section, key))
+    found = (overrides or {}).get(key, found)
+    return found[1] if found and found[0].strip().lower() == "false" else None
+
+
 @dataclass(frozen=True)
 class FlowConfig:
     """An ordered pair ``source->target``; ``enabled`` is MM2's ``A->B.enabled`` (default false)."""
@@ -75,6 +114,22 @@ class FlowConfig:
     client_overrides: Mapping[str, Mapping[str, tuple[str, str]]] = field(
         default_factory=dict, repr=False
     )
+    #: the name MirrorMaker 2 gives the source / target in its topic names, heartbeats and
+    #: offsets, when ``source.cluster.alias`` / ``target.cluster.alias`` set another than the
+    #: alias (None: the alias); see :attr:`mm2_source`
+    source_name: str | None = None
+    target_name: str | None = None
+
+    @property
+    def mm2_source(self) -> str:
+        """The source's name in MM2's names: remote topics (``<it>.orders``), the checkpoints
+        topic, heartbeats, Connect offsets. The alias, unless ``source.cluster.alias`` says."""
+        return self.source if self.source_name is None else self.source_name
+
+    @property
+    def mm2_target(self) -> str:
+        """The target's name in MM2's names (the offset-syncs topic at the source, heartbeats)."""
+        return self.target if self.target_name is None else self.target_name
 
     def overrides(self, side: str, role: str) -> dict[str, tuple[str, str]]:
         """Per-flow client settings for ``role`` on ``side`` (source or target)."""
@@ -93,7 +148,7 @@ class FlowConfig:
             separator=s.separator,
             internal_separator_enabled=s.internal_separator_enabled,
             separator_configured=s.separator_configured,
-            source_cluster_alias=self.source,
+            source_cluster_alias=self.mm2_source,
         )
 
 
@@ -108,6 +163,8 @@ class MirrorConfig:
     unknown_keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     warnings: tuple[str, ...] = ()
+    #: (key, value) of each flow line whose source or target is not in ``clusters`` (ignored)
+    stray_flow_keys: tuple[tuple[str, str], ...] = ()
 
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         """Flows that replicate data (``A->B.enabled=true``)."""
@@ -124,6 +181,26 @@ class MirrorConfig:
                 return f
         raise ConfigError(
             "--flow", name, "one of " + ", ".join(f.name for f in self.enabled_flows()), self.origin
+        )
+
+    def no_flow_enabled(self) -> ConfigError:
+        """The error of a run with no enabled flow: it names the line that enables one between
+        clusters that ``clusters`` does not list, when there is such a line."""
+        listed = ", ".join(self.clusters)
+        for key, value in self.stray_flow_keys:
+            if key.endswith(".enabled") and value.strip().lower() == "true":
+                pair = key.removesuffix(".enabled").split("->", 1)
+                missing = ", ".join(a.strip() for a in pair if a.strip() not in self.clusters)
+                return ConfigError(
+                    key,
+                    value,
+                    f"a flow between clusters that clusters lists ({listed}): {missing} is not "
+                    f"listed there, so this line is ignored and no flow is enabled; add "
+                    f"{missing} to clusters (with its bootstrap.servers) or use a listed alias",
+                    self.origin,
+                )
+        return ConfigError(
+            "A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)", self.origin
         )
 
     def cluster(self, alias: str) -> ClusterConfig:

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
+from mirror_lib.config.addresses import check_bootstrap
 from mirror_lib.config.fanout import read_groups
-from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings
+from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings, is_alias_idiom, mm2_names
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.java_clients import checked_protocol
 from mirror_lib.config.key_checks import (
@@ -23,7 +24,16 @@ from mirror_lib.config.key_checks import (
     mirror_key_error,
     refuse_reference,
 )
-from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig
+from mirror_lib.config.model import (
+    COPY_KEYS,
+    ROLES,
+    ClusterConfig,
+    CopyWarning,
+    FlowConfig,
+    MirrorConfig,
+    idempotence_off,
+    with_settings,
+)
 from mirror_lib.config.properties import (
     ConfigProvider,
     check_references,
@@ -35,6 +45,7 @@ from mirror_lib.config.properties import (
 from mirror_lib.config.setting_values import split_list
 from mirror_lib.config.settings import (
     ALIASES,
+    AT_LEAST_ONCE_COMMIT_INTERVAL_MS,
     BY_KEY,
     IGNORED_PREFIXES,
 )
@@ -121,16 +132,21 @@ def _build_cluster(
         name = key[len(prefix) :]
         head = name.split(".", 1)[0]
         if _is_setting(name):
-            warnings.append(
+            said = (
                 f"{key} is ignored: {name} is a flow setting (set it at the top level or as "
                 f"<source>-><target>.{name})"
             )
+            warnings.append(CopyWarning(said) if name in COPY_KEYS else said)
         elif name.startswith((*IGNORED_PREFIXES, *ALIAS_KEYS)):
             warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting, not a client one")
         elif head in ROLES and "." in name:
             put(head, name.split(".", 1)[1], value, key)
         else:
             put("client", name, value, key)
+    for section, values in sections.items():  # a bad port, before librdkafka misreads it
+        servers = values.get("bootstrap.servers", "")
+        if servers.strip() and not has_reference(servers):
+            check_bootstrap(origins[f"{section}.bootstrap.servers"], servers, origin)
     bootstrap = sections["client"].pop("bootstrap.servers", "").strip()
     if not bootstrap:
         raise ConfigError(
@@ -209,22 +225,28 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
     per_flow: dict[tuple[str, str], dict[str, str]] = {}
     flow_clients: dict[tuple[str, str], dict[str, dict[str, tuple[str, str]]]] = {}
     unknown: list[str] = []
+    stray: list[tuple[str, str]] = []
     transform_keys: list[str] = []
     for key, value in props.items():
         if re.search(r"\s#", value):
-            warnings.append(
+            said = (
                 f"{key}: the value contains ' #', which Java reads as part of the value, not as a "
                 "comment; move the comment to its own line"
             )
+            name = key.split(".", 1)[1] if _FLOW_KEY.match(key) else key
+            warnings.append(CopyWarning(said) if name in COPY_KEYS else said)
         match = _FLOW_KEY.match(key)
         if match:
             src, tgt = match["src"].strip(), match["tgt"].strip()
             missing = [a for a in (src, tgt) if a not in clusters]
             if missing:
+                listed = ", ".join(aliases)
+                said = f"{key} is ignored: {', '.join(missing)} is not in clusters ({listed})"
+                off = match["rest"] == "enabled" and value.strip().lower() == "false"
                 warnings.append(
-                    f"{key} is ignored: {', '.join(missing)} is not in clusters "
-                    f"({', '.join(aliases)})"
+                    said if off else CopyWarning(f"{said}, so flow {src}->{tgt} does not exist")
                 )
+                stray.append((key, value))
                 continue
             if src == tgt:
                 raise ConfigError(key, value, "a flow between two different clusters", origin)
@@ -237,6 +259,8 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
                     warnings.append(f"{key} is ignored: a Connect/MM2 runtime setting")
             elif client is not None:
                 check_references(key, value, providers)
+                if client[2] == "bootstrap.servers" and not has_reference(value):
+                    check_bootstrap(key, value, origin)
                 _put_flow_client(flow_clients.setdefault((src, tgt), {}), key, client, value)
             else:
                 if rest.startswith("mirror.") and not _is_setting(rest):
@@ -277,7 +301,12 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
                 overrides = {
                     k: MappingProxyType(v) for k, v in flow_clients.get((src, tgt), {}).items()
                 }
-                flows.append(FlowConfig(src, tgt, enabled, settings, MappingProxyType(overrides)))
+                flow_props = per_flow.get((src, tgt), {})
+                names: tuple[str | None, str | None] = (None, None)
+                if not is_alias_idiom(props, flow_props):
+                    names = mm2_names(src, tgt, props, flow_props, enabled, warnings)
+                flow = FlowConfig(src, tgt, enabled, settings, MappingProxyType(overrides), *names)
+                flows.append(_without_idempotence(flow, clusters[tgt], warnings))
     warnings += _loop_warnings(flows)
     config = MirrorConfig(
         clusters=_frozen_clusters(clusters),
@@ -287,6 +316,7 @@ def _parse(props: Mapping[str, str], origin: str) -> MirrorConfig:
         unknown_keys=tuple(unknown),
         properties=_frozen(props),
         warnings=tuple(dict.fromkeys(warnings)),
+        stray_flow_keys=tuple(stray),
     )
     for flow in config.flows:
         flow.policy()  # fails early on an unknown policy class
@@ -324,6 +354,37 @@ def _check_protocols(
     for where, value in found:
         if not has_reference(value):
             checked_protocol(where, value, origin)
+
+
+def _without_idempotence(
+    flow: FlowConfig, target: ClusterConfig, warnings: list[str]
+) -> FlowConfig:
+    """A flow whose target producers have idempotence turned off (a service without idempotent
+    producers, such as OCI Streaming) and whose delivery is not set runs at least once, as
+    MirrorMaker 2 runs that file, with a warning shown first; exactly once needs transactions,
+    and those need idempotent producers. A delivery set to exactly once is refused when clients
+    are checked (:func:`mirror_lib.kafka.clients.check_clients`)."""
+    off = idempotence_off(target, flow.overrides("target", "producer"))
+    s = flow.settings
+    if not off or not s.exactly_once or "mirror.delivery" in s.explicit:
+        return flow
+    if flow.enabled:
+        warnings.append(
+            CopyWarning(
+                f"{off} = false: flow {flow.name} runs at least once, as MirrorMaker 2 runs this "
+                "file, not exactly once (the default): exactly once writes in transactions, "
+                "which need idempotent producers. A produce request retried after its "
+                "acknowledgement was lost writes its records twice, and the copy counts each "
+                f"such duplicate in a warning; set {flow.name}.mirror.delivery = at_least_once "
+                "to say so (this warning then goes)"
+            )
+        )
+    interval = (
+        s.commit_interval_ms
+        if "mirror.commit.interval.ms" in s.explicit
+        else AT_LEAST_ONCE_COMMIT_INTERVAL_MS
+    )
+    return with_settings(flow, delivery="at_least_once", commit_interval_ms=interval)
 
 
 def _loop_warnings(flows: list[FlowConfig]) -> list[str]:

@@ -105,9 +105,9 @@ def nonempty(key: str, raw: str) -> str:
         raise ConfigError(
             key,
             raw,
-            "a non-empty string (empty only together with an empty source.cluster.alias, the "
-            "pre-3.0 idiom for keeping topic names; prefer replication.policy.class = "
-            "IdentityReplicationPolicy)",
+            "a non-empty string (empty only with replication.policy.class = "
+            "IdentityReplicationPolicy, or together with an empty source.cluster.alias: the "
+            "pre-3.0 idiom for keeping topic names)",
         )
     return raw
 

@@ -10,15 +10,16 @@ without resolving secrets, so ``mirror validate`` refuses whatever ``mirror run`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mirror_lib.config.gcp_login import GCP_LOGIN
 from mirror_lib.config.jaas import translate_jaas
 from mirror_lib.config.java_clients import translate
-from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig
+from mirror_lib.config.model import ROLES, ClusterConfig, FlowConfig, MirrorConfig, idempotence_off
 from mirror_lib.config.msk_iam import MSK_IAM
 from mirror_lib.config.properties import SecretLookup, resolve_references
 from mirror_lib.errors import ConfigError
@@ -27,6 +28,41 @@ from mirror_lib.kafka.msk_iam import region_note, token_callback
 
 _log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
+
+#: The Python logger that librdkafka's own lines (``%3|...|FAIL|rdkafka#consumer-1| ...``) go
+#: to: the start-up probes' and those of every client built inside a
+#: :func:`routed_librdkafka_logs` block. It drops them unless the application gives it (or the
+#: root logger) a handler.
+LIBRDKAFKA_LOGGER = "mirror_lib.librdkafka"
+logging.getLogger(LIBRDKAFKA_LOGGER).addHandler(logging.NullHandler())
+_ROUTED: list[bool] = []
+
+
+def librdkafka_logger() -> logging.Logger:
+    """The logger of librdkafka's own lines (:data:`LIBRDKAFKA_LOGGER`)."""
+    return logging.getLogger(LIBRDKAFKA_LOGGER)
+
+
+@contextlib.contextmanager
+def routed_librdkafka_logs(verbose: bool) -> Iterator[None]:
+    """While in the block, librdkafka's own lines of every client this process builds go to
+    :func:`librdkafka_logger` instead of straight to stderr: shown on stderr (prefixed
+    ``librdkafka:``) only when ``verbose``, as ``mirror --verbose`` asks. A client whose
+    settings ask for librdkafka's ``debug`` output keeps writing it to stderr."""
+    logger = librdkafka_logger()
+    saved = (logger.propagate, logger.level, list(logger.handlers), list(_ROUTED))
+    logger.propagate = False
+    if verbose:
+        shown = logging.StreamHandler()
+        shown.setFormatter(logging.Formatter("librdkafka: %(message)s"))
+        logger.addHandler(shown)
+        logger.setLevel(logging.DEBUG)
+    _ROUTED[:] = [True]
+    try:
+        yield
+    finally:
+        logger.propagate, level, logger.handlers, _ROUTED[:] = saved
+        logger.setLevel(level)
 
 
 def _translate_jaas(value: str, key: str = "sasl.jaas.config") -> dict[str, str]:
@@ -103,6 +139,8 @@ def client_config(
     for key, value in (extra or {}).items():
         conf[key] = value
     found += _fit_transaction_timeout(conf, raw)
+    if _ROUTED and "logger" not in conf and "debug" not in conf:
+        conf["logger"] = librdkafka_logger()
     if notes is not None:
         notes.extend(found)
     else:
@@ -137,17 +175,6 @@ def _flow_side(flow: FlowConfig, side: str) -> str:
     return flow.source if side == "source" else flow.target
 
 
-def idempotence_off(
-    cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
-) -> str | None:
-    """The key (as written) that turns idempotence off for ``cluster``'s producers, e.g.
-    ``B.producer.enable.idempotence = false`` for a service without idempotent producers (OCI
-    Streaming); None when they are idempotent, as by default."""
-    props, _ = raw_settings(cluster, "producer", overrides)
-    value, where = props.get("enable.idempotence", ("true", ""))
-    return where if value.strip().lower() == "false" else None
-
-
 def producer_defaults(
     cluster: ClusterConfig, overrides: Mapping[str, tuple[str, str]] | None = None
 ) -> dict[str, Any]:
@@ -171,16 +198,17 @@ def _delivery_conflicts(config: MirrorConfig, flow: FlowConfig, notes: list[str]
         return (found[-1][0].strip().lower(), found[-1][1]) if found else None
 
     off = idempotence_off(target, flow.overrides("target", "producer"))
-    if off and flow.settings.exactly_once:
+    if off and flow.settings.exactly_once:  # set so: without it the flow runs at least once
         raise ConfigError(
             off,
             "false",
-            f"true or unset: {mode} writes in transactions, which need idempotent producers. "
-            f"For a target without them set {flow.name}.mirror.delivery = at_least_once: no "
-            "transactions, no idempotence, and a retried request may copy records twice (README: "
-            "'Coming from MirrorMaker 2')",
+            f"true or unset: {mode} is set, and it writes in transactions, which need "
+            f"idempotent producers. For a target without them delete that line (the flow then "
+            f"runs at least once, as MirrorMaker 2 does) or set {flow.name}.mirror.delivery = "
+            "at_least_once: no transactions, no idempotence, and a retried request may copy "
+            "records twice (docs: 'Coming from MirrorMaker 2')",
         )
-    if off:
+    if off and "mirror.delivery" in flow.settings.explicit:  # else parse said it, at the top
         notes.append(
             f"{off} = false: flow {flow.name} writes at least once without idempotence: a "
             "produce request retried after its acknowledgement was lost writes its records "

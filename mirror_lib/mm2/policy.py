@@ -27,8 +27,11 @@ def java_split(text: str, separator: str) -> list[str]:
     """Java ``Pattern.compile(Pattern.quote(sep)).split(text)``: trailing empty strings dropped.
 
     No match gives ``[text]`` (so ``"" -> [""]``); ``"A." -> ["A"]``, ``".x" -> ["", "x"]``,
-    ``"A..x" -> ["A", "", "x"]``, ``".." -> []``.
+    ``"A..x" -> ["A", "", "x"]``, ``".." -> []``. An empty separator matches between every two
+    characters, as Java's empty pattern does: ``"Ahb" -> ["A", "h", "b"]``.
     """
+    if separator == "":
+        return list(text) or [""]
     if separator not in text:
         return [text]
     parts = text.split(separator)
@@ -43,6 +46,8 @@ class ReplicationPolicy(ABC):
     separator: str = DEFAULT_SEPARATOR
     #: Remote topics keep their names, so cycles cannot be detected (identity naming).
     keeps_names: bool = False
+    #: An empty separator is allowed: identity naming uses it only for what it still prefixes.
+    allows_empty_separator: bool = False
 
     @abstractmethod
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
@@ -109,7 +114,7 @@ class DefaultReplicationPolicy(ReplicationPolicy):
         internal_separator_enabled: bool = True,
         separator_configured: bool = False,
     ) -> None:
-        if not isinstance(separator, str) or separator == "":
+        if not isinstance(separator, str) or (separator == "" and not self.allows_empty_separator):
             raise ConfigError(SEPARATOR_KEY, separator, "a non-empty string")
         self.separator = separator
         configured = separator_configured or separator != DEFAULT_SEPARATOR
@@ -167,6 +172,7 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
     """
 
     keeps_names = True
+    allows_empty_separator = True  # MM2 runs it: ``A`` + ``heartbeats``, ``Acheckpointsinternal``
 
     def __init__(
         self,

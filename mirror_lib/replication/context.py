@@ -118,9 +118,9 @@ class FlowContext:
             self.policy,
             self.topic_filter,
             topic,
-            self.target,
+            self.flow.mm2_target,  # MM2's cycle rule compares with the name it gives the target
             heartbeats_replication_enabled=self.settings.heartbeats_replication,
-        ) and not is_cycle(self.policy, topic, self.target)
+        ) and not is_cycle(self.policy, topic, self.flow.mm2_target)
 
     @cached_property
     def reverse(self) -> FlowContext | None:
@@ -171,7 +171,7 @@ class FlowContext:
         return "latest" if reset.strip().lower() in ("latest", "largest", "end") else "earliest"
 
     def remote_topic(self, topic: str) -> str:
-        return self.policy.format_remote_topic(self.source, topic)
+        return self.policy.format_remote_topic(self.flow.mm2_source, topic)
 
     @property
     def offset_syncs_on_target(self) -> bool:

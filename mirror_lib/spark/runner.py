@@ -30,7 +30,7 @@ from mirror_lib.errors import (
 from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.principal import client_principal
-from mirror_lib.kafka.reach import check_client_addresses, check_clusters
+from mirror_lib.kafka.reach import check_client_addresses, check_flow_clusters
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions.heartbeats import emit_heartbeat
@@ -190,9 +190,7 @@ class RunPlan:
         clusters fail here, before a session or a query starts."""
         names = flow_names or [f.name for f in config.enabled_flows()]
         if not names:
-            raise ConfigError(
-                "A->B.enabled", None, "at least one enabled flow (A->B.enabled = true)"
-            )
+            raise config.no_flow_enabled()  # names a line whose cluster is not in clusters
         unknown = sorted(set(parts) - set(PARTS))
         if unknown or not parts:
             raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
@@ -201,7 +199,7 @@ class RunPlan:
         if endpoint is not None:
             endpoint.check_free()  # a port in use fails here, before anything starts
         check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects
-        check_clusters(config, [alias for c in contexts for alias in (c.source, c.target)])
+        check_flow_clusters(config, names)  # every cluster answers, and accepts the logins
         check_client_addresses(config, names)  # a role's own bootstrap.servers: the same cluster
         return cls(config, names, contexts, parts, once, duration_s, endpoint)
 
@@ -255,6 +253,7 @@ class _Run:
         self.exporter: Any = None
         self.released: threading.Thread | None = None  # stops the queries and the session (--once)
         self.targets: dict[str, dict[TP, int]] = {}
+        self.before: dict[str, dict[str, dict[TP, int]]] = {}  # --once: each ledger at start
         self.deadline: float | None = None
 
     def start(self) -> None:
@@ -282,16 +281,25 @@ class _Run:
                 j.first_run_done(FIRST_HEARTBEAT_WAIT_S)
         for r in self.runners:
             target = self.targets[r.name]
+            if once:  # where each flow's ledger stands, for the summary of what this run copied
+                self.before[r.name] = r.delivered_by_flow(target)
             r.start(target if once else None, snapshot=target)
             report(f"started {r.job} of {r.name} (checkpoint {r.checkpoint})")
         self.events.start()
         duration_s = self.plan.duration_s
         self.deadline = None if duration_s is None else time.monotonic() + duration_s
 
-    def once(self, timeout_s: float | None, show_progress: bool) -> dict[str, FlowStatus]:
+    def once(
+        self,
+        timeout_s: float | None,
+        show_progress: bool,
+        on_summary: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, FlowStatus]:
         """``--once``: wait until every query caught up with its snapshot, release Spark, then
-        one heartbeat and checkpoint round and the tables."""
+        one heartbeat and checkpoint round and the tables; ``on_summary`` gets what each flow
+        copied (:func:`copied_summary`)."""
         report, spark, config = self.report, self.spark, self.config
+        after: dict[str, dict[str, dict[TP, int]]] = {}
         deadline = self.deadline
         limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
         for r in self.runners:
@@ -305,7 +313,11 @@ class _Run:
                     "everything committed so far is kept"
                 )
             report(f"{r.name}: caught up with {sum(self.targets[r.name].values())} source offsets")
+            if on_summary is not None:
+                after[r.name] = r.delivered_by_flow(self.targets[r.name])
         statuses = {r.name: r.status() for r in self.runners}
+        if on_summary is not None:
+            on_summary(copied_summary(self.plan.contexts, self.before, after))
         if self.own_session and self.writer == "delta-rs":  # what is left needs no Spark
             self.released = _release_spark(spark, self.runners)
         self.events.stop("--once: caught up with the snapshot taken at start")
@@ -392,6 +404,7 @@ def run_flows(
     progress_interval_s: float = 5,
     metrics_port: int | None = None,
     metrics_host: str | None = None,
+    on_summary: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, FlowStatus]:
     """Run the queries of the given (default: all enabled) flows; the one call behind `mirror run`.
 
@@ -404,7 +417,8 @@ def run_flows(
     ``progress_interval_s`` while running.
     ``metrics_port``/``metrics_host`` (else ``mirror.metrics.port``/``.host``): serve Prometheus
     metrics from before the queries start until return
-    (:mod:`mirror_lib.replication.metrics.metrics_endpoint`).
+    (:mod:`mirror_lib.replication.metrics.metrics_endpoint`). ``on_summary`` (``--once``):
+    gets what each flow copied (:func:`copied_summary`) once every query caught up.
     """
     plan = RunPlan.resolve(
         config,
@@ -420,7 +434,7 @@ def run_flows(
     try:
         run.start()
         if once:
-            return run.once(timeout_s, show_progress)
+            return run.once(timeout_s, show_progress, on_summary)
         return run.continuous(on_progress, progress_interval_s)
     except KeyboardInterrupt:
         run.events.stop("interrupted (Ctrl-C, SIGINT or a job cancel)")
@@ -430,6 +444,36 @@ def run_flows(
         raise
     finally:
         run.stop()
+
+
+def copied_summary(
+    contexts: Collection[FlowContext],
+    before: dict[str, dict[str, dict[TP, int]]],
+    after: dict[str, dict[str, dict[TP, int]]],
+) -> dict[str, Any]:
+    """Per flow, what a ``--once`` run copied: per source topic its remote topic, partitions and
+    source offsets (the ledger's move: records, and the transaction markers a source may hold
+    between them), and their sum. ``before``/``after``: query -> flow -> ledger position."""
+    positions = {
+        flow: (pos, before.get(query, {}).get(flow, {}))
+        for query, flows in after.items()
+        for flow, pos in flows.items()
+    }
+    out: dict[str, Any] = {}
+    for ctx in contexts:
+        end, start = positions.get(ctx.flow.name, ({}, {}))
+        topics: dict[str, dict[str, Any]] = {}
+        for (topic, partition), pos in sorted(end.items()):
+            row = topics.setdefault(
+                topic, {"remote_topic": ctx.remote_topic(topic), "partitions": 0, "offsets": 0}
+            )
+            row["partitions"] += 1
+            row["offsets"] += max(pos - start.get((topic, partition), 0), 0)
+        out[ctx.flow.name] = {
+            "offsets": sum(t["offsets"] for t in topics.values()),
+            "topics": topics,
+        }
+    return out
 
 
 def _materialize_failure(

@@ -11,6 +11,11 @@ tables on Databricks) and aggregate with the functions below. The SQL views
 * checkpoint and heartbeat age: now minus the newest record of the pair (heartbeats: hops = 0);
 * error: the flow's newest ``error`` event since its newest ``start`` (a run that failed, or a
   fan-out target left out while the others go on), or None.
+
+``records``, ``latency_ms_p50``/``p99`` are over all history and ``records_per_second`` over the
+last 60 s (as the views); the ``window_*`` figures are over one window that ``mirror status``
+names (default the last 5 minutes, :data:`STATUS_WINDOW_S`), so one slow start does not set the
+p99 for good.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from mirror_lib.tables.location import (
 )
 
 Row = dict[str, Any]
+#: The window of ``mirror status``'s figures by default (records, rec/s, p50/p99): 5 minutes.
+STATUS_WINDOW_S = 300.0
 #: Table -> timestamp column that becomes ``_ms`` (epoch ms) in :func:`read_rows`.
 TIMESTAMPS = {
     "replication_metrics": "ts",
@@ -156,6 +163,18 @@ class FlowHealth:
     heartbeat_age_seconds: float | None
     outage: str | None = None  # what a live run of this flow is waiting for, if anything
     error: str | None = None  # its newest error since its newest start (last_error)
+    #: the window the ``window_*`` figures are over, ending now (seconds)
+    window_seconds: float | None = None
+    window_records: int | None = None
+    window_records_per_second: float | None = None
+    window_latency_ms_p50: float | None = None
+    window_latency_ms_p99: float | None = None
+
+    @property
+    def has_data(self) -> bool:
+        """Whether any run wrote figures of this flow (a batch, a checkpoint or a heartbeat)."""
+        seen = (self.last_batch, self.checkpoint_age_seconds, self.heartbeat_age_seconds)
+        return any(v is not None for v in seen)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,14 +187,19 @@ def health(
     flows: Sequence[tuple[str, str, str]],
     now_ms: float,
     events: Sequence[Row] = (),
+    window_s: float = STATUS_WINDOW_S,
 ) -> list[FlowHealth]:
-    """Health of ``flows`` ((name, source, target)) from all rows of the tables."""
+    """Health of ``flows`` ((name, source, target)) from all rows of the tables; the
+    ``window_*`` figures over the ``window_s`` seconds up to ``now_ms``."""
     out = []
     for name, source, target in flows:
         rows = [m for m in metrics if m["flow"] == name and m["_ms"] is not None]
         lags = latest_lag(rows)
         recent = [m for m in rows if now_ms - m["_ms"] <= 60_000]
         lat = latency(rows)
+        window = [m for m in rows if 0 <= now_ms - m["_ms"] <= window_s * 1000]
+        in_window = latency(window)
+        window_records = sum(m["records"] or 0 for m in window)
         cps = last_seen(checkpoints, {(source, target)}, now_ms, hops=False)
         hbs = last_seen(heartbeats, {(source, target)}, now_ms, hops=True)
         last_ms = max((m["_ms"] for m in rows), default=None)
@@ -191,20 +215,28 @@ def health(
                 checkpoint_age_seconds=(now_ms - max(cps.values())) / 1000 if cps else None,
                 heartbeat_age_seconds=(now_ms - max(hbs.values())) / 1000 if hbs else None,
                 error=last_error(events, name),
+                window_seconds=window_s,
+                window_records=window_records,
+                window_records_per_second=window_records / window_s,
+                window_latency_ms_p50=in_window.get("latency_ms_p50"),
+                window_latency_ms_p99=in_window.get("latency_ms_p99"),
             )
         )
     return out
 
 
 def flow_health(
-    config: MirrorConfig, now_ms: float | None = None, spark: Any = None
+    config: MirrorConfig,
+    now_ms: float | None = None,
+    spark: Any = None,
+    window_s: float = STATUS_WINDOW_S,
 ) -> list[FlowHealth]:
     """Health of every enabled flow of ``config`` from its tables (either writer)."""
     spark = tables_spark(config, spark)
     tables = {name: read_rows(config, name, spark) for name in TIMESTAMPS}
-    flows = [(f.name, f.source, f.target) for f in config.enabled_flows()]
+    flows = [(f.name, f.mm2_source, f.mm2_target) for f in config.enabled_flows()]  # as in MM2
     now = time.time() * 1000.0 if now_ms is None else now_ms
     return health(
         tables["replication_metrics"], tables["checkpoints"], tables["heartbeats"], flows, now,
-        tables["flow_events"],
+        tables["flow_events"], window_s,
     )  # fmt: skip

@@ -105,7 +105,7 @@ def window_metrics(
     spark: Any = None,
 ) -> tuple[dict[str, float], Series]:
     """:func:`summarize` over the materialized tables of ``config``."""
-    flows = [(f.name, f.source, f.target) for f in map(config.flow, flow_names)]
+    flows = [(f.name, f.mm2_source, f.mm2_target) for f in map(config.flow, flow_names)]
     t = {name: read_rows(config, name, spark) for name in TIMESTAMPS}
     summary, series = summarize(
         t["replication_metrics"], t["heartbeats"], t["checkpoints"], flows, started_ms, ended_ms

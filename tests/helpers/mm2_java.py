@@ -7,6 +7,8 @@
   ``Heartbeat.deserializeRecord``.
 * :meth:`Mm2Java.replay`: an offset-syncs topic replayed into MM2's own ``OffsetSyncStore``, and
   its translation of upstream offsets.
+* :meth:`Mm2Java.names`: the aliases and topic names MM2's dedicated mode gives each flow of an
+  mm2.properties file (no broker needed).
 """
 
 from __future__ import annotations
@@ -97,3 +99,10 @@ class Mm2Java:
         rows = self._run("org.apache.kafka.connect.mirror.Mm2SyncReplay", bootstrap, syncs_topic,
                          *args)  # fmt: skip
         return {(r["topic"], r["partition"], r["upstream"]): r["downstream"] for r in rows}
+
+    def names(self, properties: Path, topic: str = "orders") -> dict[str, dict[str, Any]]:
+        """``{flow: {"enabled", "source_alias", "target_alias", "offset_syncs", "checkpoints",
+        "remote_topic", "remote_heartbeats"}}`` as MM2's own connector configurations name them
+        for the flows of ``properties`` (``remote_topic``: the remote name of ``topic``)."""
+        rows = self._run("org.apache.kafka.connect.mirror.Mm2Names", str(properties), topic)
+        return {r.pop("flow"): r for r in rows}

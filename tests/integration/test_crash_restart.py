@@ -107,17 +107,6 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
     )
 
 
-def test_unreachable_cluster_fails_fast_with_a_clear_message(brokers, tmp_path, subprocess_env):
-    props = flow_properties(brokers.source, "127.0.0.1:1", tmp_path / "state")
-    config = write_properties(tmp_path / "mm2.properties", props)
-    started = time.monotonic()
-    out = run_mirror(config, subprocess_env, "--once", timeout_s=120)
-    assert out.returncode == 1
-    assert "cannot reach cluster B at B.bootstrap.servers=127.0.0.1:1" in out.stderr
-    assert "nothing was started" in out.stderr
-    assert time.monotonic() - started < 60
-
-
 @pytest.mark.parametrize("slots", [1, 4])
 def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
     brokers, tmp_path, unique_name, subprocess_env, slots

@@ -179,8 +179,8 @@ def run_checkpoints(
             committed=committed,
             translate=lambda t, p, u: view.translate((t, p), u),
             policy=ctx.policy,
-            source_alias=ctx.source,
-            target_alias=ctx.target,
+            source_alias=ctx.flow.mm2_source,  # MirrorCheckpointTask's names (as MM2's)
+            target_alias=ctx.flow.mm2_target,
             should_replicate_topic=ctx.should_replicate,
             store=state.store,
         )

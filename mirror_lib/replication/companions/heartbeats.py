@@ -48,7 +48,7 @@ class Heartbeater:
         """Write one heartbeat and wait for its acknowledgement."""
         ensure_heartbeats_topic(self.ctx)
         now = int(time.time() * 1000)
-        beat = Heartbeat(self.ctx.source, self.ctx.target, now)
+        beat = Heartbeat(self.ctx.flow.mm2_source, self.ctx.flow.mm2_target, now)  # as MM2
         self.producer.produce(
             self.ctx.policy.heartbeats_topic(), beat.value(), beat.key(), partition=0, timestamp=now
         )

@@ -29,7 +29,7 @@ from typing import Any
 from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
-from mirror_lib.kafka.clients import client_config
+from mirror_lib.kafka.clients import client_config, librdkafka_logger
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 
@@ -70,7 +70,7 @@ def reachable(config: MirrorConfig, alias: str, timeout_s: float = PROBE_TIMEOUT
 
     from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
 
-    quiet = logging.getLogger("mirror_lib.librdkafka")
+    quiet = librdkafka_logger()
     admin = admin_client(client_config(config.cluster(alias), "admin", extra={"logger": quiet}))
     try:
         return bool(admin.list_topics(timeout=timeout_s).brokers)

@@ -27,7 +27,7 @@ from mirror_lib.errors import BrokerError, ConfigError, DecodeError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.lookups import partition_bounds
 from mirror_lib.kafka.mirror_client import MirrorClient
-from mirror_lib.kafka.reach import check_client_addresses, check_clusters
+from mirror_lib.kafka.reach import check_client_addresses, check_flow_clusters
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.formats import TP, Checkpoint
 from mirror_lib.replication.companions.protection import lift_protection
@@ -212,7 +212,7 @@ def run_cutover(
 ) -> CutoverResult:
     """Walk the cutover steps for ``flow``; stops at the first refused or waiting step."""
     ctx = FlowContext.create(config, flow)
-    check_clusters(config, [ctx.source, ctx.target])  # reachable, and the logins accepted
+    check_flow_clusters(config, [ctx.flow.name], kept="nothing was changed")  # and the logins
     check_client_addresses(config, [ctx.flow.name], heartbeats=False)  # own bootstrap.servers
     result = CutoverResult(ctx.flow.name, uuid.uuid4().hex, dry_run=not options.apply)
     if options.retire:

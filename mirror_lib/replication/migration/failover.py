@@ -21,6 +21,7 @@ from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
 from mirror_lib.kafka.lookups import wait_futures
 from mirror_lib.kafka.mirror_client import MirrorClient
+from mirror_lib.kafka.reach import check_flow_clusters
 from mirror_lib.mm2.formats import TP
 from mirror_lib.offsets.checkpoints import KEPT, is_idle_group, moves_forward
 from mirror_lib.tables.location import tables_root
@@ -49,10 +50,14 @@ class TranslatedOffset:
 def translate_group(
     config: MirrorConfig, group: str, source: str, target: str
 ) -> list[TranslatedOffset]:
-    """Translated offsets of ``group`` on ``target`` for the flow source->target, per partition."""
-    config.flow(f"{source}->{target}")
-    client = MirrorClient.from_config(config, target, config.flow(f"{source}->{target}").policy())
-    checkpoints = client.remote_checkpoints(group, source)
+    """Translated offsets of ``group`` on ``target`` for the flow source->target, per partition.
+
+    Reads the target only (the checkpoints are there), so it answers while the source is down;
+    an unreachable target fails within 10 s, naming it."""
+    flow = config.flow(f"{source}->{target}")
+    check_flow_clusters(config, [flow.name], ("target",), kept="nothing was read or changed")
+    client = MirrorClient.from_config(config, target, flow.policy())
+    checkpoints = client.remote_checkpoints(group, flow.mm2_source)
     return [
         TranslatedOffset(t, p, cp.downstream_offset, metadata=cp.metadata)
         for (t, p), cp in sorted(checkpoints.items())

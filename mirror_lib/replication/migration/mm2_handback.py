@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import BrokerError, MirrorRuntimeError
 from mirror_lib.kafka.lookups import list_topic_partitions
+from mirror_lib.kafka.reach import check_flow_clusters
 from mirror_lib.mm2.connect_offsets import offsets_topic, source_offset_record
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
@@ -60,6 +61,7 @@ def hand_back(config: MirrorConfig, flow: str, *, apply: bool = False) -> list[H
     on the same properties continues exactly there.
     """
     ctx = FlowContext.create(config, flow)
+    check_flow_clusters(config, [ctx.flow.name], kept="nothing was written")
     admin = ctx.admin("source")
     partitions = sorted(flow_bounds(ctx, admin))
     ledger = LedgerView(ctx)
@@ -98,7 +100,7 @@ def _write(ctx: FlowContext, rows: list[HandBack]) -> None:
 
     for r in rows:
         assert r.mm2_after is not None
-        key, value = source_offset_record(ctx.source, r.topic, r.partition, r.mm2_after)
+        key, value = source_offset_record(ctx.flow.mm2_source, r.topic, r.partition, r.mm2_after)
         producer.produce(topic, value, key, on_delivery=report)
     if producer.flush(30) or failed:
         raise BrokerError(

@@ -46,7 +46,7 @@ def mm2_committed(ctx: FlowContext, timeout_s: float = 30) -> dict[TP, int | Non
     conf = ctx.client("target", "consumer", **{"group.id": f"__mirror_reader.{ctx.flow.name}"})
     out: dict[TP, int | None] = {}
     for msg in read_topic(conf, topic, timeout_s):
-        parsed = parse_source_offset(msg.key(), msg.value(), ctx.source)
+        parsed = parse_source_offset(msg.key(), msg.value(), ctx.flow.mm2_source)
         if parsed is not None:
             out[parsed[0]] = parsed[1]
     return out

@@ -177,7 +177,10 @@ def translate_consumer_offsets(
     positions = offsets.offsets if isinstance(offsets, CheckpointOffsets) else offsets
     ctx = FlowContext.create(config, f"{source}->{target}")
     # lazy: confluent-kafka
+    from mirror_lib.kafka.reach import check_flow_clusters
     from mirror_lib.replication.translate import copied_by_mm2, older_than_kept, scan_segments
+
+    check_flow_clusters(config, [ctx.flow.name], ("target",), kept="nothing was read")
 
     needed = {(t, p): u for t, parts in positions.items() for p, u in parts.items()}
     scan = scan_segments(ctx, needed)  # back from the end, only as far as needed

@@ -7,6 +7,7 @@ import pytest
 from mirror_lib.config.jaas import parse_jaas
 from mirror_lib.config.java_clients import IGNORED, RENAMED, translate
 from mirror_lib.config.librdkafka_conf import PROPERTIES
+from mirror_lib.config.model import CopyWarning
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.client_check import client_specs
@@ -221,7 +222,9 @@ def test_delivery_conflicts_and_per_flow_client_settings():
     with pytest.raises(ConfigError, match=r"B\.producer\.max\.in\.flight"):
         check_clients(cfg(**{"B.producer.max.in.flight.requests.per.connection": "10"}))
     with pytest.raises(ConfigError, match=r"A->B\.producer\.enable\.idempotence"):
-        check_clients(cfg(**{"A->B.producer.enable.idempotence": "false"}))
+        check_clients(
+            cfg(**{"A->B.producer.enable.idempotence": "false", "mirror.delivery": "exactly_once"})
+        )
     config = cfg(**{"A->B.consumer.fetch.min.bytes": "1000", "A->B.target.admin.retries": "3"})
     flow = config.flow("A->B")
     assert flow.overrides("source", "consumer") == {
@@ -238,12 +241,23 @@ def test_delivery_conflicts_and_per_flow_client_settings():
 
 def test_a_target_without_idempotent_producers_is_served_at_least_once():
     """OCI Streaming and other services without idempotent producers: at least once, with
-    neither transactions nor idempotence; under exactly-once the refusal names the way out."""
+    neither transactions nor idempotence, as MM2 runs the file; exactly once set explicitly is
+    refused, naming the way out."""
     off = {"B.producer.enable.idempotence": "false"}
+    by_default = cfg(**off)
+    assert by_default.flow("A->B").settings.delivery == "at_least_once"
+    assert by_default.flow("A->B").settings.commit_interval_ms == 1000  # at least once's default
+    (said,) = [w for w in by_default.warnings if isinstance(w, CopyWarning)]
+    assert said.startswith(
+        "B.producer.enable.idempotence = false: flow A->B runs at least once, as MirrorMaker 2 "
+        "runs this file, not exactly once (the default)"
+    )
+    assert check_clients(by_default) == []  # said once, at the top
     with pytest.raises(ConfigError) as caught:
-        check_clients(cfg(**off))
+        check_clients(cfg(**off, **{"mirror.delivery": "exactly_once"}))
     assert caught.value.key == "B.producer.enable.idempotence"
     assert "A->B.mirror.delivery = at_least_once" in caught.value.expected
+    assert "delete that line (the flow then runs at least once" in caught.value.expected
     config = cfg(**off, **{"mirror.delivery": "at_least_once"})
     assert check_clients(config) == [
         "B.producer.enable.idempotence = false: flow A->B writes at least once without "
@@ -270,8 +284,16 @@ def test_a_target_without_idempotent_producers_is_served_at_least_once():
 def test_alias_keys_are_honoured_not_passed_to_clients():
     config = cfg(**{"source.cluster.alias": "A", "A->B.target.cluster.alias": "B"})
     assert "cluster.alias" not in str(client_config(config.cluster("A"), "consumer"))
-    with pytest.raises(ConfigError, match=r"A->B\.source\.cluster\.alias"):
-        cfg(**{"A->B.source.cluster.alias": "primary"})
+    assert (config.flow("A->B").mm2_source, config.flow("A->B").mm2_target) == ("A", "B")
+    assert not [w for w in config.warnings if "cluster.alias" in w]  # the aliases themselves
+    # another name is the one MM2 gives the cluster: the flow's own over a top-level one
+    renamed = cfg(**{"source.cluster.alias": "dc1", "A->B.source.cluster.alias": "primary"})
+    flow = renamed.flow("A->B")
+    assert (flow.source, flow.mm2_source, flow.mm2_target) == ("A", "primary", "B")
+    assert flow.policy().format_remote_topic(flow.mm2_source, "orders") == "primary.orders"
+    assert renamed.flow("B->A").mm2_source == "dc1"  # the top-level one: every other flow
+    with pytest.raises(ConfigError, match=r"A->B\.source\.cluster\.alias = ''"):
+        cfg(**{"A->B.source.cluster.alias": ""})  # empty: only the pre-3.0 idiom
 
 
 def test_the_property_list_is_the_installed_librdkafkas():

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from mirror_lib.app.cli import main
+from mirror_lib.config.describe import internal_topics
 from mirror_lib.config.model import ROLES, MirrorConfig
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError
@@ -415,25 +416,50 @@ def test_oci_streaming_target_without_idempotent_producers(files, capsys, monkey
         check_clients(exactly_once)
 
 
-def test_empty_separator_file_is_refused_and_runs_once_the_advice_is_followed(
-    files, capsys, tmp_path
-):
-    code, _out, err = validate(files["identity_empty_separator"], capsys)
-    assert code == 2
-    assert "no replication.policy.separator line (delete it)" in err
-    assert "dc1.heartbeats -> dc1heartbeats" in err
-    advised = tmp_path / "advised.properties"
-    advised.write_text(
-        files["identity_empty_separator"]
-        .read_text()
-        .replace("replication.policy.separator =\n", "")
-    )
-    code, _out, err = validate(advised, capsys)
+def test_empty_separator_with_identity_naming_runs_under_mm2s_names(files, capsys):
+    """MirrorMaker 2 runs this file: the internal topics and remote heartbeats lose their dots,
+    and a take-over from it must find them under those names (MM2 4.3.1's own, read from its
+    MirrorMakerConfig)."""
+    code, out, err = validate(files["identity_empty_separator"], capsys)
     assert code == 0, err
-    flow = load_config(advised).flow("dc1->dc2")
+    assert (
+        "warning: replication.policy.separator is empty with IdentityReplicationPolicy: topics "
+        "keep their names, and the names that join an alias with the separator have none, as "
+        "MirrorMaker 2 names them (a take-over from it finds them): dc1heartbeats, "
+        "mm2-offset-syncsdc1internal, dc1checkpointsinternal (with MM2's default '.': "
+        "dc1.heartbeats, mm2-offset-syncs.dc1.internal, dc1.checkpoints.internal)"
+    ) in out.splitlines()
+    config = load_config(files["identity_empty_separator"])
+    flow = config.flow("dc1->dc2")
     assert flow.policy().format_remote_topic("dc1", "orders") == "orders"
-    assert flow.policy().format_remote_topic("dc1", "heartbeats") == "dc1.heartbeats"
-    build_all(load_config(advised))
+    assert internal_topics(flow)["checkpoints"]["topic"] == "dc1checkpointsinternal"
+    mm2_location = load_config(
+        files["identity_empty_separator"], **{"offset-syncs.topic.location": "source"}
+    )
+    assert internal_topics(mm2_location.flow("dc1->dc2"))["offset_syncs"] == {
+        "topic": "mm2-offset-syncsdc2internal",  # MM2's default location: named by the target
+        "cluster": "dc1",
+    }
+    build_all(config)
+
+
+def test_a_top_level_source_alias_names_the_source_as_mm2_does(files, capsys):
+    """MM2's dedicated mode puts a top-level source.cluster.alias into every flow's connectors
+    (MM2 4.3.1's MirrorMakerConfig, tests/integration/test_mm2_names.py): its internal topics
+    and heartbeats carry that name, and a take-over must find them."""
+    code, out, err = validate(files["top_level_source_alias"], capsys)
+    assert code == 0, err
+    assert (
+        "warning: source.cluster.alias = primary: as in MirrorMaker 2, flow dc-east->dc-west "
+        "names its source 'primary', not 'dc-east'"
+    ) in out
+    assert "  checkpoints: primary:checkpoints:internal on dc-west" in out
+    config = load_config(files["top_level_source_alias"])
+    flow = config.flow("dc-east->dc-west")
+    assert flow.mm2_source == "primary"
+    assert flow.policy().format_remote_topic(flow.mm2_source, "heartbeats") == "primary:heartbeats"
+    assert flow.policy().topic_source("orders") == "primary"  # identity: the configured alias
+    build_all(config)
 
 
 def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
@@ -449,17 +475,18 @@ def test_old_idiom_needs_the_empty_source_alias(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("extra", "renamed"),
+    ("extra", "names"),
     [
-        ("", "mm2-offset-syncs.A.internal -> mm2-offset-syncsAinternal, A.checkpoints.internal"),
-        ("replication.policy.internal.topic.separator.enabled = false\n", "Aheartbeats (MM2"),
+        ("", "Aheartbeats, mm2-offset-syncsAinternal, Acheckpointsinternal"),
+        (
+            "replication.policy.internal.topic.separator.enabled = false\n",
+            "Aheartbeats, mm2-offset-syncs.A.internal, A.checkpoints.internal",
+        ),
     ],
 )
-def test_empty_separator_with_identity_policy_is_refused_with_advice_that_fits(
-    tmp_path, capsys, extra, renamed
+def test_an_empty_separator_with_identity_policy_says_the_names_it_gives(
+    tmp_path, capsys, extra, names
 ):
-    """The file already sets IdentityReplicationPolicy: the advice is to delete the empty
-    separator, and what it would have renamed."""
     path = tmp_path / "sep.properties"
     path.write_text(
         "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
@@ -467,13 +494,10 @@ def test_empty_separator_with_identity_policy_is_refused_with_advice_that_fits(
         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
         + extra
     )
-    code, _out, err = validate(path, capsys)
-    assert code == 2
-    assert "replication.policy.separator = '': expected no replication.policy.separator line" in err
-    assert "(delete it): IdentityReplicationPolicy already keeps topic names" in err
-    assert "A.heartbeats -> Aheartbeats" in err
-    assert renamed in err
-    assert "prefer" not in err.lower()
+    code, out, err = validate(path, capsys)
+    assert code == 0, err
+    assert f"(a take-over from it finds them): {names} (with MM2's default" in out
+    assert "policy: IdentityReplicationPolicy (separator '')" in out
 
 
 @pytest.mark.parametrize(
@@ -516,7 +540,11 @@ def test_flow_keys_naming_unknown_clusters_are_warned(files, capsys, tmp_path):
 @pytest.mark.parametrize(
     ("extra", "key", "expected"),
     [
-        ("target.producer.enable.idempotence = false", "producer.enable.idempotence", "true"),
+        (
+            "target.producer.enable.idempotence = false\nmirror.delivery = exactly_once",
+            "producer.enable.idempotence",
+            "delete that line",
+        ),
         ("target.producer.acks = 1", "target.producer.acks", "all or unset"),
         ("source.consumer.isolation.level = read_uncommitted", "isolation.level", "aborted"),
         ("target.producer.batch.size = 0", "target.producer.batch.size", "1 .. 2147483647"),
@@ -538,6 +566,23 @@ def test_validate_refuses_what_run_would_refuse(files, capsys, tmp_path, extra, 
     assert code == 2, err
     assert key in err
     assert expected in err
+
+
+def test_a_target_without_idempotence_runs_at_least_once_as_mm2_runs_it(files, capsys, tmp_path):
+    """The OCI file without its `mirror.delivery` line: MM2 runs it, and so do we, at least once,
+    saying so first."""
+    path = tmp_path / "oci.properties"
+    path.write_text(
+        files["oci_streaming"].read_text().replace("mirror.delivery = at_least_once\n", "")
+    )
+    code, out, err = validate(path, capsys)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith(
+        "warning, changes what is copied: oci.producer.enable.idempotence = false: flow "
+        "onprem->oci runs at least once, as MirrorMaker 2 runs this file"
+    )
+    assert "  delivery: at_least_once;" in out
+    assert load_config(path).flow("onprem->oci").settings.delivery == "at_least_once"
 
 
 def test_at_least_once_warns_for_settings_it_overrides(files):

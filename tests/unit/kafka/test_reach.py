@@ -10,7 +10,7 @@ import pytest
 
 from mirror_lib.app.cli import main
 from mirror_lib.config.parse import parse_config
-from mirror_lib.errors import ConfigError
+from mirror_lib.errors import BrokerError, ConfigError
 from mirror_lib.kafka import reach
 from mirror_lib.kafka.reach import LoginRefused, credentials_key, diverted_clients
 from tests.helpers.tls_material import write
@@ -102,3 +102,69 @@ def test_a_refused_login_is_invalid_input_naming_the_key_and_no_secret(monkeypat
     text = str(refused.value)
     assert text.startswith("B.sasl.jaas.config = '<redacted>': expected a login that cluster B")
     assert "invalid credentials" in text and "s3cret" not in text and "ScramLogin" not in text
+
+
+def test_what_each_broker_did_is_said_once_without_librdkafkas_timings():
+    errors = [
+        "127.0.0.1:2/bootstrap: Connect to ipv4#127.0.0.1:2 failed: Connection refused (after 0ms "
+        "in state CONNECT)",
+        "1/1 brokers are down",
+        "127.0.0.1:2/bootstrap: Connect to ipv4#127.0.0.1:2 failed: Connection refused (after 1ms "
+        "in state CONNECT, 1 identical error(s) suppressed)",
+        "kafka.invalid:9092/bootstrap: Failed to resolve 'kafka.invalid:9092': Name or service not "
+        "known (after 4ms in state CONNECT)",
+    ]
+    assert reach.tried_text(errors, "timed out") == (
+        "127.0.0.1:2: Connect to ipv4#127.0.0.1:2 failed: Connection refused, "
+        "kafka.invalid:9092: Failed to resolve 'kafka.invalid:9092': Name or service not known"
+    )
+    assert reach.tried_text(["1/1 brokers are down"], "timed out") == "timed out"
+
+
+def test_every_unreachable_cluster_is_named_with_its_role_in_one_line(monkeypatch):
+    asked: list[str] = []
+
+    def down(role, conf, timeout_s):
+        asked.append(conf["bootstrap.servers"])
+        raise reach.Unreachable(f"{conf['bootstrap.servers']}: Connection refused")
+
+    monkeypatch.setattr(reach, "_cluster_id", down)
+    cfg = config("B->A.enabled = true\n")
+    with pytest.raises(BrokerError) as failed:
+        reach.check_flow_clusters(cfg, ["A->B", "B->A"], kept="nothing was changed")
+    assert sorted(asked) == ["a:9093", "b1:9092,b2:9092"]  # each cluster asked once
+    assert str(failed.value) == (
+        "cannot reach cluster A (source of A->B, target of B->A) at A.bootstrap.servers = "
+        "a:9093: no broker answered a metadata request within 10s (tried a:9093: Connection "
+        "refused); cannot reach cluster B (target of A->B, source of B->A) at "
+        "B.bootstrap.servers = b1:9092,b2:9092: no broker answered a metadata request within "
+        "10s (tried b1:9092,b2:9092: Connection refused); nothing was changed"
+    )
+    assert failed.value.transient and "\n" not in str(failed.value)
+
+
+def test_a_command_asks_only_the_side_it_reads(monkeypatch):
+    asked: list[str] = []
+    monkeypatch.setattr(reach, "_cluster_id", lambda r, c, t: asked.append(c["bootstrap.servers"]))
+    reach.check_flow_clusters(config(""), ["A->B"], ("target",))
+    assert asked == ["b1:9092,b2:9092"]
+
+
+def test_librdkafkas_lines_go_to_the_python_logger_while_routed(capsys):
+    from mirror_lib.kafka import clients
+
+    cluster = config("A.debug = broker\n").cluster
+    assert "logger" not in clients.client_config(cluster("B"), "consumer")
+    logger = clients.librdkafka_logger()
+    for verbose in (False, True):
+        with clients.routed_librdkafka_logs(verbose):
+            routed = clients.client_config(cluster("B"), "consumer")
+            assert routed["logger"] is logger
+            # a client that asks for librdkafka's debug output keeps writing it itself
+            assert "logger" not in clients.client_config(cluster("A"), "consumer")
+            logger.error("FAIL [rdkafka#consumer-1] down")
+        assert capsys.readouterr().err == (
+            "librdkafka: FAIL [rdkafka#consumer-1] down\n" if verbose else ""
+        )
+    assert "logger" not in clients.client_config(cluster("B"), "consumer")  # as it was
+    assert logger.propagate

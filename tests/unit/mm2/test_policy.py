@@ -166,6 +166,34 @@ def test_java_split(text: str, parts: list[str]) -> None:
     assert java_split(text, ".") == parts
 
 
+def test_java_split_on_an_empty_separator_splits_between_every_character() -> None:
+    """Java's ``Pattern.quote("")`` matches everywhere: ``"dc1heartbeats".split(...)`` gives
+    its characters, so MM2's topicSource of ``dc1heartbeats`` is ``d``."""
+    assert java_split("dc1hb", "") == ["d", "c", "1", "h", "b"]
+    assert java_split("", "") == [""]
+
+
+def test_identity_with_an_empty_separator_names_as_mm2_does() -> None:
+    """MM2 4.3.1 runs an empty separator with IdentityReplicationPolicy (its names, read from
+    its own MirrorMakerConfig): nothing joins the alias any more."""
+    policy = make_policy("IdentityReplicationPolicy", "", True, True, source_cluster_alias="dc1")
+    assert policy.format_remote_topic("dc1", "orders") == "orders"
+    assert policy.format_remote_topic("dc1", "heartbeats") == "dc1heartbeats"
+    assert policy.offset_syncs_topic("dc2") == "mm2-offset-syncsdc2internal"
+    assert policy.checkpoints_topic("dc1") == "dc1checkpointsinternal"
+    assert policy.is_checkpoints_topic("dc1checkpointsinternal")
+    assert policy.is_internal_topic("mm2-offset-syncsdc2internal")
+    assert policy.topic_source("orders") == "dc1"
+    assert policy.topic_source("dc1heartbeats") == "d"  # as MM2's Java split answers
+    assert not policy.is_heartbeats_topic("dc1heartbeats")  # MM2 says false too
+    # with the internal separator off, the internal topics keep their dots
+    dotted = make_policy("IdentityReplicationPolicy", "", False, True)
+    assert dotted.checkpoints_topic("dc1") == "dc1.checkpoints.internal"
+    assert dotted.format_remote_topic("dc1", "heartbeats") == "dc1heartbeats"
+    with pytest.raises(ConfigError, match="a non-empty string"):
+        make_policy("DefaultReplicationPolicy", "", True, True)
+
+
 @pytest.mark.parametrize(
     ("topic", "source", "upstream", "original"),
     [

@@ -37,6 +37,7 @@ def target(monkeypatch: pytest.MonkeyPatch) -> FakeGroupAdmin:
     admin = FakeGroupAdmin({"app": {("A.orders", 0): (900, ""), ("A.orders", 1): (10, "")}})
     monkeypatch.setattr(mirror_client, "read_topic", topic_reader(log))
     monkeypatch.setattr(failover, "_admin", lambda config, alias: admin)
+    monkeypatch.setattr(failover, "check_flow_clusters", lambda *a, **kw: None)  # B is a fake
     monkeypatch.setattr(protection, "lift_flow_protection", lambda *a, **kw: None)  # no ACLs
     return admin
 

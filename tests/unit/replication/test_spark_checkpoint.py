@@ -120,6 +120,7 @@ def test_an_offset_older_than_the_segments_kept_is_refused_not_moved_forward(mon
     """Retention removed the metrics topic's oldest segments: a query that stopped before them
     gets an error naming the partition, not the first kept segment's start (records skipped)."""
     from mirror_lib.config.parse import parse_config
+    from mirror_lib.kafka import reach
     from mirror_lib.offsets.segments import Segment, SegmentIndex
     from mirror_lib.replication import translate
     from mirror_lib.replication.migration.spark_checkpoint import translate_consumer_offsets
@@ -128,6 +129,7 @@ def test_an_offset_older_than_the_segments_kept_is_refused_not_moved_forward(mon
     kept = {("orders", 0): SegmentIndex([Segment(10_000, 19_999, 10_000, 19_999)])}
     scan = SegmentScan(kept, 5010, complete=False, floor={("orders", 0): 10_000})
     monkeypatch.setattr(translate, "scan_segments", lambda ctx, needed: scan)
+    monkeypatch.setattr(reach, "check_flow_clusters", lambda *a, **kw: None)  # the scan is fake
     props = {"clusters": "A, B", "A->B.enabled": "true"}
     props |= {"A.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": "127.0.0.1:2"}
     config = parse_config(props)
@@ -141,6 +143,7 @@ def test_an_offset_mirrormaker_2_copied_before_the_take_over_is_refused(monkeypa
     """A flow that took ``orders[0]`` over from MM2 at upstream 1000 (our first segment starts
     there): a query at 500 would otherwise be moved to our first record, past MM2's copies."""
     from mirror_lib.config.parse import parse_config
+    from mirror_lib.kafka import reach
     from mirror_lib.offsets.segments import Segment, SegmentIndex
     from mirror_lib.replication import translate
     from mirror_lib.replication.migration.spark_checkpoint import translate_consumer_offsets
@@ -149,6 +152,7 @@ def test_an_offset_mirrormaker_2_copied_before_the_take_over_is_refused(monkeypa
     ours = {("orders", 0): SegmentIndex([Segment(999, 1999, 990, 1990)])}
     scan = SegmentScan(ours, 10, complete=True, mm2_below={("orders", 0): 999})
     monkeypatch.setattr(translate, "scan_segments", lambda ctx, needed: scan)
+    monkeypatch.setattr(reach, "check_flow_clusters", lambda *a, **kw: None)  # the scan is fake
     props = {"clusters": "A, B", "A->B.enabled": "true"}
     props |= {"A.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": "127.0.0.1:2"}
     config = parse_config(props)
