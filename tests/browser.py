@@ -53,6 +53,17 @@ window.addEventListener("unhandledrejection", function (e) {
 </script>"""
 
 _REPORT = """<script>
+// How far a table's rows reach below the table's visible area (px; null: no table): plotly
+// clips a table at the figure's plot area, so a positive value is a row cut, or rows to scroll.
+function tableOverflow(gd) {
+  var cells = gd.querySelectorAll(".table .y-column .column-cells .column-cell");
+  if (!cells.length || !gd._fullLayout) { return null; }
+  var layout = gd._fullLayout;
+  var visible = gd.getBoundingClientRect().top + layout.height - layout.margin.b;
+  var bottom = Math.max.apply(null, Array.prototype.map.call(cells, function (c) {
+    return c.getBoundingClientRect().bottom; }));
+  return Math.round(bottom - visible);
+}
 window.addEventListener("load", function () { setTimeout(function () {
   var figures = Array.prototype.map.call(document.querySelectorAll(".plotly-graph-div"),
     function (gd) {
@@ -61,6 +72,7 @@ window.addEventListener("load", function () { setTimeout(function () {
         function (t) { return t.querySelectorAll(".points .point").length; });
       return {
         id: gd.id,
+        title: ((gd._fullLayout || {}).title || {}).text || "",
         drawn: !!gd.querySelector(".main-svg"),
         width: box.width,
         height: box.height,
@@ -74,7 +86,12 @@ window.addEventListener("load", function () { setTimeout(function () {
         table_cells: gd.querySelectorAll(".table .cell-text").length,
         annotations: Array.prototype.map.call(gd.querySelectorAll(".annotation-text"),
           function (a) { return a.textContent; }),
-        xaxis_title: (gd.querySelector(".g-xtitle") || {}).textContent || ""
+        xaxis_title: Array.prototype.map.call(gd.querySelectorAll("[class^=g-x][class$=title]"),
+          function (a) { return a.textContent; }).join(""),
+        yaxis_types: Object.keys(gd._fullLayout || {}).filter(function (k) {
+          return /^yaxis[0-9]*$/.test(k); }).sort().map(function (k) {
+          return gd._fullLayout[k].type; }),
+        table_overflow_px: tableOverflow(gd)
       };
     });
   var pre = document.createElement("pre");
