@@ -4,8 +4,8 @@ disk as the README says (``site/index.html``), in Debian's Chromium (``make chro
 Every page is loaded with :data:`tests.browser.SITE_REPORT`: no code line and no table may be
 wider than its box (the reader would have to find the hidden part by scrolling sideways), no key
 name in a table may break between two letters, every image must load, and the search box must
-find pages. The key pages are also saved as screenshots under the test's temporary folder
-(``<tmp>/screenshots``), for a person to look at.
+find pages; the performance page's charts must load. The key pages are also saved as
+screenshots under the test's temporary folder (``<tmp>/screenshots``), for a person to look at.
 """
 
 from __future__ import annotations
@@ -68,13 +68,15 @@ def look(site: Path, page: str, workdir: Path, search: str = "") -> dict:
     return probe(path, workdir, script + SITE_REPORT, path.with_name(f"probed-{path.name}"))
 
 
-def test_no_code_line_or_table_is_clipped_and_no_key_breaks_mid_word(site, tmp_path):
+def test_no_code_line_or_table_is_clipped_no_key_breaks_mid_word_every_image_loads(site, tmp_path):
     found = {}
     for page in pages(site):
         report = look(site, page, tmp_path)
         wide = [] if page in WIDE_BY_DESIGN else report["tables"]
+        unloaded = [i["src"] for i in report["images"] if not i["loaded"]]
         problems = {k: v for k, v in (("code", report["code"]), ("tables", wide),
-                    ("midword", report["midword"]), ("errors", report["errors"])) if v}  # fmt: skip
+                    ("midword", report["midword"]), ("errors", report["errors"]),
+                    ("images", unloaded)) if v}  # fmt: skip
         if problems:
             found[page] = problems
     assert not found, found
@@ -88,6 +90,13 @@ def test_search_works_from_disk(site, tmp_path):
     assert search["items"] > 0, search
     assert search["href"].split("#")[0].endswith("/operations/failover.html"), search
     assert "matching document" in search["meta"], search
+
+
+def test_the_performance_page_shows_the_bench_charts(site, tmp_path):
+    images = look(site, "performance.html", tmp_path)["images"]
+    charts = [i for i in images if "bench-" in i["src"]]
+    assert len(charts) >= 2, images
+    assert all(i["loaded"] and i["width"] > 400 for i in charts), charts
 
 
 def test_screenshots_of_the_key_pages(site, tmp_path):
