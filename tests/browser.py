@@ -166,7 +166,8 @@ window.addEventListener("load", function () { setTimeout(function () {
     report.search = {items: items.length,
                      meta: (document.querySelector(".md-search-result__meta") || {}).textContent,
                      first: items.length ? items[0].textContent.trim().slice(0, 80) : null,
-                     href: items.length ? (items[0].querySelector("a") || {}).href : null};
+                     hrefs: Array.prototype.map.call(items, function (item) {
+                       return ((item.querySelector("a") || {}).href || "").split("#")[0]; })};
     done();
   }, 3000);
 }, 500); });

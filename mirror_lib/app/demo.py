@@ -9,6 +9,7 @@ dashboard (``<workdir>/dashboard.html``).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +35,10 @@ from mirror_lib.testing.processes import stop_all
 
 TOPICS = {"orders": 4, "payments": 2, "clicks": 3}
 GROUP = "demo-orders-app"
+#: The logger of librdkafka's own lines (mirror_lib.kafka.reach's too): the workload's clients
+#: log there, not to the terminal (a fresh broker's "Failed to acquire idempotence PID", say).
+LIBRDKAFKA = logging.getLogger("mirror_lib.librdkafka")
+LIBRDKAFKA.addHandler(logging.NullHandler())
 
 
 def demo_properties(
@@ -84,6 +89,7 @@ class Workload:
                 "batch.num.messages": 1,
                 "linger.ms": 0,
                 "enable.idempotence": True,
+                "logger": LIBRDKAFKA,
             }
         )
         i = 0
@@ -113,6 +119,7 @@ class Workload:
                 "group.id": GROUP,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                "logger": LIBRDKAFKA,
             }
         )
         consumer.assign(self.start_positions(consumer))
@@ -191,7 +198,11 @@ def _report(
         ).collect()
     }
     consumer = Consumer(
-        {"bootstrap.servers": config.cluster("A").bootstrap_servers, "group.id": GROUP}
+        {
+            "bootstrap.servers": config.cluster("A").bootstrap_servers,
+            "group.id": GROUP,
+            "logger": LIBRDKAFKA,
+        }
     )
     committed = {
         tp.partition: tp.offset

@@ -36,7 +36,9 @@ def assert_reads_at_a_glance(output: str) -> None:
     """What a newcomer should not have to read past (issue 55): Spark's stage bars, librdkafka's
     own log lines, warnings about ACLs on brokers that have none."""
     assert "[Stage " not in output, output[-3000:]
-    raw = [line for line in output.splitlines() if re.search(r"%\d\|\d+\.\d+\|[A-Z]+\|", line)]
+    printed = r"%\d\|\d+\.\d+\|[A-Z]+\|"  # librdkafka's own: %6|1796...|BGQUEUE|...
+    logged = r"^[A-Z]+ \[[^]]*#(producer|consumer)-\d+\] \[thrd:"  # through a Python logger
+    raw = [line for line in output.splitlines() if re.search(f"{printed}|{logged}", line)]
     assert not raw, raw
     assert "ACL" not in output and "write-protected" not in output, output[-3000:]
 
