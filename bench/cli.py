@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import fanout
+from bench import fanout, plots
 from bench import idle as idle_flow
 from bench.cases import peers, plan
 from bench.engine import ROOT, export_engine
@@ -243,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.readme:
             write_readme(Path(args.readme), block)
             log(f"wrote {args.readme}")
+            if Path(args.readme).resolve() == plots.README:  # the docs' charts show this block
+                draw_charts()
         if args.json:
             write_json(Path(args.json), runner)
         if args.mlflow:
@@ -265,3 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     log(f"done in {took / 60:.1f} min; all verified: {ok}; work dir {workdir}")
     return 0 if ok else 1
+
+
+def draw_charts() -> None:
+    """Redraw the performance page's charts from the block just written; a failure (no
+    Chromium for kaleido, say) is said, and the results stand."""
+    try:
+        for path in plots.write_charts():
+            log(f"drew {path}")
+    except Exception as exc:  # the run's results are written: say so, and go on
+        log(f"charts not drawn ({type(exc).__name__}: {exc}); run: python -m bench.plots")

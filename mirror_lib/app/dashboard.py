@@ -28,7 +28,12 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 NO_DATA = "no data yet"
+#: What the stale-data tile says when no enabled flow skips stale records.
+SKIPPING_OFF = "off: no flow sets mirror.skip.older.than.ms (stale records are copied)"
 MAX_TABLE_ROWS = 200
+#: Line charts draw a row per topic (one time axis) up to this many topics, so that topics
+#: with the same figures do not hide each other; more topics share one plot.
+MAX_FACETS = 8
 #: Page sections: heading -> figure names, in order. Figures of other SQL files go to "More".
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Replication latency", ("latency",)),
@@ -55,7 +60,7 @@ HEADERS = {
     "status_ts": "since (UTC)",
 }
 TITLES = {
-    "latency": "Replication latency per topic (ms): p50 solid, p99 dashed",
+    "latency": "Replication latency per topic (ms, log scale): p50 solid, p99 dashed",
     "throughput": "Records replicated per minute, per topic",
     "lag_over_time": "Replication lag per topic over time (records behind the source)",
     "lag": "Current replication lag per partition (records)",
@@ -68,6 +73,12 @@ TITLES = {
     "migrations": "Cutover per partition: end offset on the source, matching offset on the target",
 }
 _CHART_HEIGHT = 380
+_FACET_HEIGHT = 170  # px per topic row of a line chart
+#: How a table's height is estimated, so that its last row is not cut: plotly wraps a cell's
+#: text at its column's width and grows the row. The width is a narrow page's (wider pages
+#: wrap less, leaving some room under the table, never too little).
+_TABLE_PX, _CHAR_PX, _LINE_PX, _ROW_PAD_PX = 1000, 7.5, 19, 12
+_TABLE_MAX_PX = 720  # past this a table scrolls, and its title says how many rows it has
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 
@@ -152,6 +163,7 @@ class Chart:
     fmt: str = ",.0f"  # number format (d3 and Python share this syntax)
     labels: bool = False  # value labels on the bars
     legend: str | None = "topic"  # None: no legend (the x labels say it all)
+    log_y: bool = False  # a log axis: a start-up's seconds do not flatten the milliseconds
 
 
 def _get(how: str | Callable[[dict[str, Any]], Any], row: dict[str, Any]) -> Any:
@@ -168,7 +180,7 @@ def _pair(r: dict[str, Any]) -> str:
 
 CHARTS = {
     "latency": Chart("topic", "minute", ("latency_ms_p50", "latency_ms_p99"), "line",
-                     "minute (UTC)", "latency (ms)", "ms"),
+                     "minute (UTC)", "latency (ms)", "ms", log_y=True),
     "throughput": Chart("topic", "minute", ("records",), "bar", "minute (UTC)",
                         "records / minute", "records"),
     "skipped": Chart("topic", "minute", ("records",), "bar", "minute (UTC)",
@@ -189,8 +201,14 @@ def _chart(go: Any, fig: go.Figure, spec: Chart, rows: list[dict[str, Any]]) -> 
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(str(_get(spec.series, r)), []).append(r)
+    facets = spec.kind == "line" and 1 < len(groups) <= MAX_FACETS
+    if facets:  # a row per topic, one time axis, each row titled with its topic
+        fig.set_subplots(rows=len(groups), cols=1, shared_xaxes=True, vertical_spacing=0.35 /
+                         len(groups), subplot_titles=list(groups))  # fmt: skip
+        fig.update_layout(height=130 + _FACET_HEIGHT * len(groups))
     for i, (label, rs) in enumerate(groups.items()):
         color = qualitative.Plotly[i % len(qualitative.Plotly)]
+        where = {"row": i + 1, "col": 1} if facets else {}
         for dash, col in zip(("solid", "dash", "dot"), spec.y, strict=False):
             name = label if len(spec.y) == 1 else f"{label} {col.rsplit('_', 1)[-1]}"
             ys = [r[col] for r in rs]
@@ -203,15 +221,23 @@ def _chart(go: Any, fig: go.Figure, spec: Chart, rows: list[dict[str, Any]]) -> 
             }
             if spec.kind == "line":
                 line = {"color": color, "dash": dash}
-                fig.add_trace(go.Scatter(mode="lines+markers", line=line, **common))
+                fig.add_trace(go.Scatter(mode="lines+markers", line=line, **common), **where)
             else:
                 text = [f"{v:{spec.fmt}} {spec.unit}" if v is not None else "" for v in ys]
                 fig.add_trace(go.Bar(marker_color=color, text=text if spec.labels else None,
                                      width=0.4 if spec.labels else None,  # narrow, labelled
                                      textposition="outside", **common))  # fmt: skip
     legend = {"showlegend": spec.legend is not None, "legend_title_text": spec.legend or ""}
-    fig.update_layout(xaxis_title=spec.x_title, yaxis_title=spec.y_title, barmode="stack", **legend)
-    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(barmode="stack", **legend)
+    if facets:  # the time axis under the last row; each row's own scale in the unit
+        fig.update_xaxes(title_text=spec.x_title, row=len(groups), col=1)
+        fig.update_yaxes(title_text=spec.unit)
+    else:
+        fig.update_layout(xaxis_title=spec.x_title, yaxis_title=spec.y_title)
+    if spec.log_y:  # ticks at the powers of ten: 10, 100, 1000 ms
+        fig.update_yaxes(type="log", dtick=1)
+    else:
+        fig.update_yaxes(rangemode="tozero")
     xs = [r[spec.x] for r in rows] if spec.x_title == "minute (UTC)" else []
     if xs and max(xs) - min(xs) <= dt.timedelta(minutes=30):  # short runs: a tick per minute
         fig.update_xaxes(dtick=60_000, tickformat="%H:%M\n%b %d")
@@ -222,17 +248,41 @@ def _chart(go: Any, fig: go.Figure, spec: Chart, rows: list[dict[str, Any]]) -> 
 def _table(go: Any, fig: go.Figure, rows: list[dict[str, Any]]) -> None:
     shown = rows[:MAX_TABLE_ROWS]
     cols = list(shown[0])
-    header = [f"<b>{HEADERS.get(c, c.replace('_', ' '))}</b>" for c in cols]
+    header = [HEADERS.get(c, c.replace("_", " ")) for c in cols]
+    cells = [[_cell(r[c]) for r in shown] for c in cols]
+    # wide content gets a wide column (1 to 4 shares), so that long reasons wrap less
+    longest = [max(map(len, [h, *col])) for h, col in zip(header, cells, strict=True)]
+    widths = [min(max(n / 12, 1.0), 4.0) for n in longest]
     fig.add_trace(go.Table(
-        header={"values": header, "align": "left", "fill_color": "#e8edf3", "height": 30,
-                "font": {"size": 13}},
-        cells={"values": [[_cell(r[c]) for r in shown] for c in cols], "align": "left",
-               "height": 26, "font": {"size": 13}},
+        columnwidth=widths,
+        header={"values": [f"<b>{h}</b>" for h in header], "align": "left",
+                "fill_color": "#e8edf3", "height": 30, "font": {"size": 13}},
+        cells={"values": cells, "align": "left", "height": 26, "font": {"size": 13}},
     ))  # fmt: skip
     margin = {"l": 20, "r": 20, "t": 60, "b": 10}
-    fig.update_layout(height=min(130 + 26 * len(shown), 660), margin=margin)
+    height = margin["t"] + margin["b"] + table_height(header, cells, widths)
+    fig.update_layout(height=min(height, _TABLE_MAX_PX), margin=margin)
+    title = fig.layout.title.text
     if len(rows) > len(shown):
-        fig.update_layout(title_text=f"{fig.layout.title.text} — first {len(shown)} of {len(rows)}")
+        title = f"{title} — first {len(shown)} of {len(rows)}"
+    if height > _TABLE_MAX_PX:
+        title += ", scroll for more" if len(rows) > len(shown) else f" — {len(rows)} rows, scroll"
+    fig.update_layout(title_text=title)
+
+
+def table_height(header: list[str], cells: list[list[str]], widths: list[float]) -> int:
+    """Pixels a plotly table needs to show every row whole: each row as high as its most
+    wrapped cell (an estimate on the safe side, see ``_TABLE_PX``)."""
+    import textwrap
+
+    chars = [max(int((_TABLE_PX * w / sum(widths) - 16) / _CHAR_PX), 4) for w in widths]
+
+    def row_px(texts: list[str]) -> int:
+        lines = max(len(textwrap.wrap(s, n) or [""]) for s, n in zip(texts, chars, strict=True))
+        return _ROW_PAD_PX + _LINE_PX * lines
+
+    rows = [row_px([col[i] for col in cells]) for i in range(len(cells[0]))]
+    return row_px(header) + sum(rows) + 10
 
 
 def bucket_label(seconds: int) -> str:
@@ -244,11 +294,14 @@ def bucket_label(seconds: int) -> str:
     return f"{seconds} s"
 
 
-def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> go.Figure:
+def figure(
+    name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60, empty: str = NO_DATA
+) -> go.Figure:
     """The figure of one SQL file's rows: a chart for known names, else a table; empty-safe.
 
     ``bucket_seconds``: the time bucket of the rows' ``minute`` column (see
-    :func:`mirror_lib.spark.views.bucket_for`), named in titles and axes.
+    :func:`mirror_lib.spark.views.bucket_for`), named in titles and axes. ``empty``: what the
+    figure says without rows.
     """
     go = _plotly()
     fig = go.Figure()
@@ -260,7 +313,7 @@ def figure(name: str, rows: list[dict[str, Any]], bucket_seconds: int = 60) -> g
         fig.update_layout(height=_CHART_HEIGHT if name in CHARTS else 200)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
-        fig.add_annotation(text=NO_DATA, showarrow=False, font={"size": 18, "color": "#777"},
+        fig.add_annotation(text=empty, showarrow=False, font={"size": 18, "color": "#777"},
                            xref="paper", yref="paper", x=0.5, y=0.5)  # fmt: skip
     elif name in CHARTS:
         spec = CHARTS[name]
@@ -282,8 +335,14 @@ def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
         require_tables(config)
     bucket = data_bucket(spark, config)  # a 45 s run: 1 s buckets, not one or two minutes
     create_views(spark, config, bucket_seconds=bucket)
+    skipping = any(f.settings.skip_older_than_ms > 0 for f in config.enabled_flows())
     return {
-        name: figure(name, query_rows(spark, sql), bucket_seconds=bucket)
+        name: figure(
+            name,
+            query_rows(spark, sql),
+            bucket_seconds=bucket,
+            empty=NO_DATA if skipping or name != "skipped" else SKIPPING_OFF,
+        )
         for name, sql in load_queries().items()
     }
 

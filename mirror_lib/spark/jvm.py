@@ -39,6 +39,9 @@ from typing import Any
 #: only, no UI, small shuffles, UTC.
 LOCAL_CONF: dict[str, bool | float | int | str | None] = {
     "spark.ui.enabled": "false",
+    # pyspark launches its JVM as a shell, which turns on Spark's `[Stage 3:> (0 + 1) / 1]`
+    # bars on stderr: they garble the output of `mirror run` and `mirror demo`
+    "spark.ui.showConsoleProgress": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.shuffle.partitions": "2",

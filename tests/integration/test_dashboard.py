@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from mirror_lib.app.dashboard import NO_DATA, build_figures
+from mirror_lib.app.dashboard import NO_DATA, SKIPPING_OFF, build_figures
 from mirror_lib.app.lakeview import select_columns
 from mirror_lib.config.parse import parse_config
 from mirror_lib.tables.delta_rs import ensure_tables, table_path
@@ -121,7 +121,8 @@ def test_figures_show_each_topic_and_partition(spark, tables):
     assert list(trace["throughput", "A.clicks"].y) == [5]
     # latest lag per partition, carried through buckets where a partition copied nothing
     assert list(trace["lag_over_time", "A.orders"].y) == [6, 1, 7, 2]
-    assert figs["latency"].layout.xaxis.title.text == "time (UTC), 2 s buckets"
+    # a row per topic: the time axis is titled under the last one
+    assert figs["latency"].layout.xaxis2.title.text == "time (UTC), 2 s buckets"
     assert figs["throughput"].layout.title.text == "Records replicated per 2 s, per topic"
     lag = trace["lag", "A.orders"]
     assert dict(zip(lag.x, lag.y, strict=True)) == {"A.orders p0": 0, "A.orders p1": 2}
@@ -141,7 +142,9 @@ def test_figures_show_each_topic_and_partition(spark, tables):
     assert list(verified.cells.values[3]) == ["behind", "complete"]
     (migrated,) = figs["migrations"].data
     assert list(migrated.cells.values[3]) == ["migrated"]
-    assert not any(fig.layout.annotations for fig in figs.values())
+    said = [a.text for fig in figs.values() for a in fig.layout.annotations]
+    assert NO_DATA not in said and SKIPPING_OFF not in said  # every tile has data
+    assert [a.text for a in figs["latency"].layout.annotations] == ["A.orders", "A.clicks"]
 
 
 def test_select_lists_match_what_spark_returns(spark, tables):
@@ -184,7 +187,9 @@ def test_mirror_dashboard_writes_an_offline_page_also_for_empty_tables(tmp_path,
         assert f"<h2>{heading}</h2>" in page
     stems = [p.stem for p in SQL_DIR.glob("*.sql")]
     assert all(f'id="fig-{stem}"' in page for stem in stems)
-    assert page.count(f'"text":"{NO_DATA}"') == len(stems)
+    # no flow sets mirror.skip.older.than.ms: the tile says skipping is off, not "no data yet"
+    assert page.count(f'"text":"{NO_DATA}"') == len(stems) - 1
+    assert page.count(f'"text":"{SKIPPING_OFF}"') == 1
     assert "flows: A-&gt;B" in page
 
 
@@ -221,8 +226,10 @@ def assert_every_tile_draws(report: dict, stems: list[str]) -> dict[str, dict]:
     assert sorted(figures) == sorted(stems)
     for name, fig in figures.items():
         assert fig["drawn"] and fig["width"] > 300 and fig["height"] > 100, fig
-        if fig["annotations"] == [NO_DATA]:
+        if fig["annotations"] in ([NO_DATA], [SKIPPING_OFF]):
             continue
+        if fig["table_overflow_px"] is not None and "scroll" not in fig["title"]:
+            assert fig["table_overflow_px"] <= 0, (name, fig)  # no row cut at the bottom
         assert fig["traces"], fig
         assert sum(fig["markers"]) + fig["bars"] + fig["table_cells"] > 0, (name, fig)
     return figures
@@ -235,9 +242,12 @@ def test_the_page_draws_in_a_real_browser(spark, tables, tmp_path):
     page = write_dashboard(spark, tables, tmp_path / "health.html")
     stems = [p.stem for p in SQL_DIR.glob("*.sql")]
     figures = assert_every_tile_draws(render(page, tmp_path), stems)
-    assert not any(f["annotations"] for f in figures.values())  # every tile has data
+    said = [a for f in figures.values() for a in f["annotations"]]
+    assert NO_DATA not in said and SKIPPING_OFF not in said  # every tile has data
     latency = figures["latency"]
     assert latency["markers"] == [4, 4, 1, 1]  # A.orders p50/p99 over 2 s buckets, A.clicks
+    assert latency["annotations"] == ["A.orders", "A.clicks"]  # a row each
+    assert latency["yaxis_types"] == ["log", "log"]
     assert latency["xaxis_title"] == "time (UTC), 2 s buckets"
     assert figures["lag"]["bars"] == 3  # A.orders p0, p1 and A.clicks p0
     assert figures["heartbeats"]["bars"] == 2
@@ -258,3 +268,20 @@ def test_the_browser_probe_sees_javascript_errors_and_undrawn_tiles(tmp_path):
     assert fig["id"] == "fig-latency" and not fig["drawn"]
     with pytest.raises(AssertionError):
         assert_every_tile_draws(report, ["latency"])
+
+
+@pytest.mark.skipif(not chromium_available(), reason="needs Debian's chromium: make chromium")
+def test_the_browser_probe_sees_a_table_cut_mid_row(tmp_path):
+    """The check that no table is cut at its bottom can fail: a table figure too low for its
+    rows, as the events table was (issue 55), is reported with its overflow."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    fig = go.Figure(go.Table(cells={"values": [[f"row {i}" for i in range(8)]], "height": 26}))
+    fig.update_layout(height=150, margin={"t": 60, "b": 10}, title_text="events")
+    page = tmp_path / "cut.html"
+    page.write_text(pio.to_html(fig, include_plotlyjs=True, full_html=True, div_id="fig-gaps"))
+    (cut,) = render(page, tmp_path)["figures"]
+    assert cut["table_overflow_px"] > 0, cut
+    with pytest.raises(AssertionError):
+        assert_every_tile_draws({"errors": [], "figures": [cut]}, ["gaps"])

@@ -11,6 +11,7 @@ import pytest
 from mirror_lib.app import dashboard
 from mirror_lib.app.cli import main
 from mirror_lib.app.dashboard import (
+    MAX_FACETS,
     MAX_TABLE_ROWS,
     NO_DATA,
     SECTIONS,
@@ -67,8 +68,20 @@ def test_latency_has_a_p50_and_a_p99_line_per_topic():
     assert names == ["A.orders p50", "A.orders p99", "A.clicks p50", "A.clicks p99"]
     assert list(fig.data[0].y) == [0.0, 10.0, 20.0] and fig.data[1].line.dash == "dash"
     assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color
-    assert fig.layout.yaxis.title.text == "latency (ms)"
-    assert fig.layout.xaxis.title.text == "minute (UTC)" and fig.layout.xaxis.dtick == 60_000
+    # a row per topic, so that topics with the same latency do not hide each other (issue 55)
+    assert [t.yaxis for t in fig.data] == ["y", "y", "y2", "y2"]
+    assert [a.text for a in fig.layout.annotations] == ["A.orders", "A.clicks"]
+    assert fig.layout.yaxis.title.text == fig.layout.yaxis2.title.text == "ms"
+    # a log axis: a start-up's 9.5 s does not flatten the milliseconds after it
+    assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
+    assert "log scale" in fig.layout.title.text
+    # one time axis, titled under the last row
+    assert fig.layout.xaxis2.title.text == "minute (UTC)" and fig.layout.xaxis.matches == "x2"
+    assert fig.layout.xaxis.dtick == 60_000
+    one = figure("latency", [r for r in rows if r["topic"] == "A.orders"])
+    assert one.layout.yaxis.title.text == "latency (ms)" and not one.layout.annotations
+    many = [dict(r, topic=f"A.t{i}") for i in range(MAX_FACETS + 1) for r in rows[:1]]
+    assert not figure("latency", many).layout.annotations  # too many rows: one plot
 
 
 def test_throughput_lag_and_heartbeats_are_labelled_with_units():
@@ -95,7 +108,22 @@ def test_tables_format_cells_and_cap_rows():
     assert "<b>checkpoint age (s)</b>" in table.header.values
     assert [col[0] for col in table.cells.values] == ["g", "1.2", "–", "2026-11-21 02:13:00"]
     assert len(table.cells.values[0]) == MAX_TABLE_ROWS
-    assert fig.layout.title.text.endswith(f"first {MAX_TABLE_ROWS} of {MAX_TABLE_ROWS + 5}")
+    assert fig.layout.title.text.endswith(
+        f"first {MAX_TABLE_ROWS} of {MAX_TABLE_ROWS + 5}, scroll for more"
+    )
+
+
+def test_a_table_is_as_high_as_its_wrapped_rows():
+    """Plotly grows a row whose text wraps: the figure grows with it, so that the last row of
+    the events table is not cut (issue 55)."""
+    event = {"ts": T0, "type": "stop", "flow": "A->B", "reason": "--once: caught up"}
+    short = figure("gaps", [event] * 4).layout.height
+    long_reason = "--once: caught up with the snapshot taken at start " * 4
+    wrapped = figure("gaps", [dict(event, reason=long_reason)] + [event] * 3).layout.height
+    assert wrapped >= short + 2 * 19  # at least two more lines in the first row
+    (table,) = figure("gaps", [dict(event, reason=long_reason)]).data
+    assert table.columnwidth[3] > table.columnwidth[2]  # the reason gets the wider column
+    assert figure("gaps", [event] * 50).layout.title.text.endswith("50 rows, scroll")
 
 
 def test_arrow_values_become_naive_utc_and_floats():
