@@ -64,11 +64,13 @@ def _add_outages(config: MirrorConfig, rows: list[FlowHealth]) -> None:
         row.outage = (
             "; ".join(
                 f"{o['query']} waiting for {o['role']} cluster {o['cluster']} (bootstrap "
-                f"{o['bootstrap']}) for {(now - o['started_ms']) / 1000:.0f}s: {o['reason']}"
+                f"{o['bootstrap']}) for {(now - o['started_ms']) / 1000:.0f}s, "
+                f"cause {o.get('cause', 'other')}: {o['reason']}"
                 for o in waits
             )
             or None
         )
+        row.outage_cause = ",".join(sorted({o.get("cause", "other") for o in waits})) or None
 
 
 def alerts(row: FlowHealth, limits: Thresholds) -> list[str]:

@@ -162,6 +162,8 @@ class FlowHealth:
     checkpoint_age_seconds: float | None
     heartbeat_age_seconds: float | None
     outage: str | None = None  # what a live run of this flow is waiting for, if anything
+    #: the outages' causes, for alerts: unreachable, not_enough_replicas, no_leader, ...
+    outage_cause: str | None = None
     error: str | None = None  # its newest error since its newest start (last_error)
     #: the window the ``window_*`` figures are over, ending now (seconds)
     window_seconds: float | None = None

@@ -188,6 +188,7 @@ def test_mirror_status_shows_what_a_live_run_waits_for(tmp_path, monkeypatch):
     assert row.outage is not None
     assert "replication of A->B waiting for target cluster B (bootstrap 127.0.0.1:10)" in row.outage
     assert "A->B: outage: replication of A->B waiting" in format_status([row])
+    assert row.outage_cause == "unreachable" and "cause unreachable" in row.outage
     h.sup.close()
     _add_outages(h.config, [row])
     assert row.outage is None
