@@ -17,10 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from mirror_lib.testing import embedded
 from mirror_lib.testing.clusters import BROKER_ENV, broker_kind, start_clusters
 from tests.helpers.clean_tree import left_behind, tree_entries
+
+# Property tests assert what they compute, never how fast: a per-example deadline fails them on
+# a busy machine (test_mm2_compatible_points_match_mm2_writer did at load average 30).
+settings.register_profile("mirror", deadline=None)
+settings.load_profile("mirror")
 
 REPO = Path(__file__).resolve().parent.parent
 
