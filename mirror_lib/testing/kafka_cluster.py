@@ -302,7 +302,7 @@ def start_cluster(
     for _attempt in range(3):
         nodes, links = layout(root / f"kafka-{alias}", shape, used)
         cluster = KafkaCluster(alias, root / f"kafka-{alias}", new_cluster_id(), shape, nodes)
-        hub = LinkHub() if links else None
+        hub = LinkHub(cluster.workdir) if links else None
         link_ports = {}
         if hub is not None:
             for name, (upstream, ends) in links.items():

@@ -15,29 +15,44 @@ Modes:
   was held, as the peers' own timeouts would have by then.
 - ``refuse``: live connections are closed and new ones refused (nothing listens).
 
-All links of a :class:`LinkHub` are served by one asyncio loop in one thread: a three-broker
-cluster has about twenty of them.
+Every byte of a three-broker cluster crosses its links (about twenty), replication and the
+brokers' heartbeats to their controllers included, so they are served by one asyncio loop in a
+process of their own (``python -m mirror_lib.testing.links``), at a higher CPU priority where
+allowed: in the test's process they shared its interpreter lock with the test's own consumers,
+and on a busy machine a slow network was the last thing the faults needed. A :class:`LinkHub`
+starts that process and drives it over a Unix socket.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
-from collections.abc import Coroutine, Iterable
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any
+
+from mirror_lib.testing import processes
 
 OPEN, BLACKHOLE, REFUSE = "open", "blackhole", "refuse"
 MODES = (OPEN, BLACKHOLE, REFUSE)
 _CHUNK = 256 * 1024
-T = TypeVar("T")
+_NICE = -10  # the links' priority, where the user may raise it (root)
 
 
 @dataclass(eq=False)
 class Link:
     """One forwarded path: ``port`` (where its users connect) to ``upstream``. ``ends`` names
-    what it joins (for example ``{"client", "broker 2"}``), so a fault can pick every link that
+    what it joins (for example ``{"clients", "node 2"}``), so a fault can pick every link that
     touches one end."""
 
     name: str
@@ -45,27 +60,65 @@ class Link:
     upstream: int
     ends: frozenset[str]
     mode: str = OPEN
-    _server: asyncio.Server | None = field(default=None, repr=False)
-    _writers: set[asyncio.StreamWriter] = field(default_factory=set, repr=False)
-    _open: asyncio.Event | None = field(default=None, repr=False)
 
 
-class LinkHub:
-    """Links served by one event loop in a daemon thread; see the module docstring."""
+class LinkHub(processes.ChildProcess):
+    """The links of one cluster, served by a process of their own (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
+    def __init__(self, workdir: Path | None = None) -> None:
+        super().__init__()
+        folder = Path(workdir or tempfile.mkdtemp(prefix="mirror-links-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        self.workdir = folder
         self._links: dict[str, Link] = {}
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="links")
-        self._thread.start()
+        self._lock = threading.Lock()
+        # a short path: a Unix socket's path has a limit of about 100 bytes
+        self._control = Path(tempfile.mkdtemp(prefix="mlk-")) / "control"
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mirror_lib.testing.links", "--control", str(self._control)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.adopt(proc)
+        self._sock = self._connect(time.monotonic() + 30)
+        self._reader = self._sock.makefile("rb")
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "links.log"
+
+    def _connect(self, deadline: float) -> socket.socket:
+        while True:
+            exited = self.exit_report("the links process exited during start")
+            if exited is not None:
+                raise RuntimeError(exited)
+            with contextlib.suppress(OSError):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(str(self._control))
+                return sock
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the links process did not listen; log {self.log_path}")
+            time.sleep(0.05)
+
+    def _ask(self, **request: Any) -> dict[str, Any]:
+        with self._lock:
+            self._sock.sendall(json.dumps(request).encode() + b"\n")
+            line = self._reader.readline()
+        if not line:
+            raise RuntimeError(f"the links process is gone; log {self.log_path}")
+        answer = dict(json.loads(line))
+        if "error" in answer:
+            raise ValueError(answer["error"])
+        return answer
 
     # -- the API the tests call (any thread) -------------------------------------------------
     def add(self, name: str, upstream: int, ends: Iterable[str], port: int = 0) -> Link:
         """A new open link on ``port`` (0: a free one) to ``upstream``."""
         if name in self._links:
             raise ValueError(f"link {name!r} exists")
-        link = Link(name, port, upstream, frozenset(ends))
-        self._call(self._serve(link))
+        answer = self._ask(op="add", name=name, upstream=upstream, port=port)
+        link = Link(name, int(answer["port"]), upstream, frozenset(ends))
         self._links[name] = link
         return link
 
@@ -77,8 +130,10 @@ class LinkHub:
         """Put ``links`` in ``mode`` (one of :data:`MODES`)."""
         if mode not in MODES:
             raise ValueError(f"link mode {mode!r}: one of {', '.join(MODES)}")
-        for link in list(links):
-            self._call(self._switch(link, mode))
+        chosen = list(links)
+        self._ask(op="mode", mode=mode, names=[lk.name for lk in chosen])
+        for link in chosen:
+            link.mode = mode
 
     def cut(self, end: str, mode: str = BLACKHOLE) -> list[Link]:
         """Cut every link that touches ``end``; returns them (for :meth:`mend`)."""
@@ -91,96 +146,137 @@ class LinkHub:
         self.set_mode(OPEN, self.links(end))
 
     def close(self) -> None:
-        """Close every link, end every connection and stop the loop."""
-        for link in list(self._links.values()):
-            with contextlib.suppress(Exception):
-                self._call(self._switch(link, REFUSE))
-        self._links.clear()
+        """Close every link and end the process."""
         with contextlib.suppress(Exception):
-            self._call(self._cancel_all())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+            self._sock.close()
+        self.stop(5)
+        self._links.clear()
 
-    async def _cancel_all(self) -> None:
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=10)
+# -- the links process ----------------------------------------------------------------------
+@dataclass(eq=False)
+class _Served:
+    """A link as its process serves it."""
 
-    # -- inside the loop ----------------------------------------------------------------------
-    async def _serve(self, link: Link) -> None:
-        link._open = asyncio.Event()
-        link._open.set()
-        link._server = await asyncio.start_server(
-            lambda r, w: self._connected(link, r, w), "127.0.0.1", link.port, reuse_address=True
-        )
-        link.port = int(link._server.sockets[0].getsockname()[1])
+    port: int
+    upstream: int
+    mode: str = OPEN
+    server: asyncio.Server | None = None
+    writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def _switch(self, link: Link, mode: str) -> None:
-        previous, link.mode = link.mode, mode
-        assert link._open is not None
+
+class _Server:
+    """The asyncio side: the links by name, and the control connection's requests."""
+
+    def __init__(self) -> None:
+        self.links: dict[str, _Served] = {}
+
+    async def control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            request = json.loads(line)
+            try:
+                answer = await self.handle(request)
+            except Exception as exc:  # told to the caller, who raises it
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        for served in self.links.values():  # the hub closed: so do the links
+            await self.switch(served, REFUSE)
+        asyncio.get_running_loop().stop()
+
+    async def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request["op"] == "add":
+            served = _Served(int(request["port"]), int(request["upstream"]))
+            await self.serve(served)
+            self.links[request["name"]] = served
+            return {"port": served.port}
+        if request["op"] == "mode":
+            for name in request["names"]:
+                await self.switch(self.links[name], request["mode"])
+            return {"ok": True}
+        raise ValueError(f"unknown request {request!r}")
+
+    async def serve(self, served: _Served) -> None:
+        served.opened.set()
+        served.server = await asyncio.start_server(
+            lambda r, w: self.connected(served, r, w), "127.0.0.1", served.port,
+            reuse_address=True,
+        )  # fmt: skip
+        served.port = int(served.server.sockets[0].getsockname()[1])
+
+    async def switch(self, served: _Served, mode: str) -> None:
+        previous, served.mode = served.mode, mode
         if mode == OPEN:
             if previous != OPEN:
-                self._close_all(link)  # held connections: their peers gave up on them
-            link._open.set()
-            if link._server is None:
-                await self._serve(link)
+                self.close_all(served)  # held connections: their peers gave up on them
+            served.opened.set()
+            if served.server is None:
+                await self.serve(served)
             return
-        link._open.clear()
+        served.opened.clear()
         if mode == REFUSE:
-            if link._server is not None:
-                link._server.close()
-                link._server = None
-            self._close_all(link)
+            if served.server is not None:
+                served.server.close()
+                served.server = None
+            self.close_all(served)
 
     @staticmethod
-    def _close_all(link: Link) -> None:
-        for writer in list(link._writers):
+    def close_all(served: _Served) -> None:
+        for writer in list(served.writers):
             with contextlib.suppress(Exception):
                 writer.transport.abort()
-        link._writers.clear()
+        served.writers.clear()
 
-    async def _connected(
-        self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    async def connected(
+        self, served: _Served, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        with contextlib.suppress(asyncio.CancelledError):  # the hub closes: just end
-            await self._forward(link, reader, writer)
-
-    async def _forward(
-        self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        link._writers.add(writer)
-        if link.mode != OPEN:
+        served.writers.add(writer)
+        if served.mode != OPEN:
             return  # held: accepted, never answered; closed when the link is mended
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", link.upstream)
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", served.upstream)
         except OSError:
-            link._writers.discard(writer)
+            served.writers.discard(writer)
             writer.transport.abort()
             return
-        link._writers.add(up_writer)
+        served.writers.add(up_writer)
         await asyncio.gather(
-            self._pump(link, reader, up_writer),
-            self._pump(link, up_reader, writer),
+            self.pump(served, reader, up_writer),
+            self.pump(served, up_reader, writer),
             return_exceptions=True,
         )
         for w in (writer, up_writer):
-            link._writers.discard(w)
+            served.writers.discard(w)
             with contextlib.suppress(Exception):
                 w.transport.abort()
 
     @staticmethod
-    async def _pump(link: Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-        assert link._open is not None
-        while True:
-            data = await src.read(_CHUNK)
-            if not data:
-                break
-            if link.mode != OPEN:  # the bytes are lost; mending closes the connection
-                await link._open.wait()
+    async def pump(served: _Served, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        while data := await src.read(_CHUNK):
+            if served.mode != OPEN:  # the bytes are lost; mending closes the connection
+                await served.opened.wait()
                 return
             dst.write(data)
             await dst.drain()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The links process: serve links until the control connection closes."""
+    parser = argparse.ArgumentParser(prog="python -m mirror_lib.testing.links")
+    parser.add_argument("--control", required=True, help="the Unix socket to take requests on")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(OSError):  # a network is not slower because the machine is busy
+        os.nice(_NICE)
+    loop = asyncio.new_event_loop()
+    server = _Server()
+    control = loop.run_until_complete(asyncio.start_unix_server(server.control, args.control))
+    try:
+        loop.run_forever()
+    finally:
+        control.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
