@@ -74,12 +74,19 @@ def _translate_jaas(value: str, key: str = "sasl.jaas.config") -> dict[str, str]
 #: librdkafka's default transaction.timeout.ms.
 TRANSACTION_TIMEOUT_MS = 60000
 
-#: Every client's defaults, under the user's settings. ``reconnect.backoff.max.ms``: Java's
-#: default (MM2's clients), not librdkafka's 10 s. A client learns a partition's new leader after a
-#: broker is lost only at its next reconnect attempt to the lost one, and with the backoff grown
-#: to 6-10 s while the controller waited out the broker's session (9 s), copying resumed 16 s
-#: after a leader was killed instead of 10 (docs/how-it-works.md#faults-on-a-cluster).
-CLIENT_DEFAULTS: dict[str, Any] = {"reconnect.backoff.max.ms": 1000}
+#: Every client's defaults, under the user's settings: the Java clients' (MM2's), where
+#: librdkafka's wait longer for a broker that went away (docs/how-it-works.md#faults-on-a-cluster).
+#: ``reconnect.backoff.max.ms`` (librdkafka: 10 s): a client learns a partition's new leader after
+#: a broker is lost only at its next reconnect attempt to the lost one; with the backoff grown to
+#: 6-10 s while the controller waited out the broker's session (9 s), a slot waited 16 s after a
+#: leader was killed instead of 10. ``socket.timeout.ms`` (librdkafka: 60 s, Java's
+#: ``request.timeout.ms``: 30 s) and ``socket.connection.setup.timeout.ms`` (30 s, Java: 10 s):
+#: a broker cut off by the network holds requests and connection attempts that long.
+CLIENT_DEFAULTS: dict[str, Any] = {
+    "reconnect.backoff.max.ms": 1000,
+    "socket.timeout.ms": 30000,
+    "socket.connection.setup.timeout.ms": 10000,
+}
 
 
 def raw_settings(

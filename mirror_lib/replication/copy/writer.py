@@ -79,7 +79,12 @@ HANG_FACTOR = 5.0
 #: group's coordinator three times in one slice); past that the slice ends
 MAX_RENEWALS = 8
 SLOW_ACK_S = 2.0  # acknowledgements this late: the writer looks at the target for a cause
-_abandoned: list[Producer] = []  # hung producers: never freed under the thread blocked in them
+#: acknowledgements this late (and HANG_FACTOR times the slowest lately) while the target's
+#: metadata shows every partition led and in sync: the requests are held on a connection to a
+#: broker that went away (a partitioned network holds them until socket.timeout.ms, 30 s), and
+#: the writer renews its producer instead of waiting for that
+STUCK_ACK_S = 10.0
+_abandoned: list[Any] = []  # hung clients: never freed under the thread blocked in them
 
 
 @dataclass
@@ -189,6 +194,7 @@ class TargetWriter:
         self.backlog_records = 0
         self.renewals = 0  # producers replaced in this slice (renew)
         self.slow_offsets_s = 0.0  # the slowest send_offsets_to_transaction lately (decays)
+        self.slow_ack_s = 0.0  # the slowest acknowledgement of a commit's records lately (decays)
         self._min_isr: dict[str, int] | None = None  # of the remote topics, asked once a slice
         # per remote partition, when its copy was last known complete (epoch ms; from the
         # ledger's entries, then this writer's commits): how long records waited (resumed)
@@ -426,7 +432,9 @@ class TargetWriter:
         if not self.eos or self.renewals >= MAX_RENEWALS:
             raise cause
         self.renewals += 1
-        _abandoned.append(self.producer)
+        _abandoned.extend((self.producer, self.ledger))  # its connections may be held too
+        self.ledger = ledger_consumer(self.ctx, self.slot, on_commit=self._ledger_committed)
+        self.ledger_group = None
         if self.in_txn or self.commit_pending or self.rolled is not None:
             self.aborts_unreported += 1
         self._forget_open()
@@ -564,17 +572,31 @@ class TargetWriter:
 
     def _acknowledge(self) -> None:
         """Wait until the target acknowledged the transaction's records; if that takes longer
-        than SLOW_ACK_S, look at the target for why (:func:`target_trouble`)."""
-        limit = self._flush_limit()
+        than SLOW_ACK_S, look at the target for why (:func:`target_trouble`). If it shows
+        nothing wrong and STUCK_ACK_S pass without acknowledgements, the requests are stuck on a
+        lost connection: :class:`HungCallError` (the commit renews the producer)."""
+        started, limit = time.monotonic(), self._flush_limit()
         if self._flush(min(SLOW_ACK_S, limit)) == 0:
+            self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
             return
         if self._min_isr is None:
             self._min_isr = min_insync(self.ctx, sorted({t for t, _p in self._written()}))
         where = self.ctx.where("target")
         trouble = target_trouble(self.producer, self._written(), self._min_isr, where)
         self.trouble = trouble or self.trouble
-        if self._flush(max(limit - SLOW_ACK_S, 0.0)) > 0:
+        stuck = max(STUCK_ACK_S, HANG_FACTOR * self.slow_ack_s)
+        if trouble is None and self.eos and stuck < limit:
+            if self._flush(max(started + stuck - time.monotonic(), 0.0)) == 0:
+                self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+                return
+            raise HungCallError(
+                f"{where} acknowledged none of {len(self.producer)} records for {stuck:.0f}s "
+                "although its metadata shows every partition led and in sync: they are held on "
+                "a connection to a broker that went away"
+            )
+        if self._flush(max(started + limit - time.monotonic(), 0.0)) > 0:
             raise self._unacknowledged("records")
+        self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
 
     def _written(self) -> list[TP]:
         """The remote partitions this writer's transactions write: its own and those of the

@@ -39,6 +39,11 @@ from tests.helpers.fake_admin import RecordingAdminOps
         (KafkaError.REQUEST_TIMED_OUT, BrokerError, True),
         (KafkaError._TRANSPORT, BrokerError, True),
         (KafkaError.INVALID_CONFIG, BrokerError, False),
+        # what a moving leader answers for a while (two brokers of three cut off)
+        (KafkaError.OFFSET_NOT_AVAILABLE, BrokerError, True),
+        (KafkaError.FENCED_LEADER_EPOCH, BrokerError, True),
+        (KafkaError.NOT_ENOUGH_REPLICAS, BrokerError, True),
+        (KafkaError.NOT_COORDINATOR, BrokerError, True),
     ],
 )
 def test_map_kafka_error(code: int, cls: type, transient: bool) -> None:
@@ -364,3 +369,10 @@ def test_future_result_is_the_one_wait_for_every_caller():
     with pytest.raises(BrokerError, match=r"describing failed: .*down") as info:
         wait_futures({"t": failed}, "describing", 1)
     assert info.value.transient
+
+
+def test_a_moving_leaders_answer_in_a_failed_querys_text_is_transient() -> None:
+    from mirror_lib.errors import is_transient_text
+
+    text = 'KafkaError{code=OFFSET_NOT_AVAILABLE,val=78,str="Broker: Leader high watermark..."}'
+    assert is_transient_text(text)

@@ -705,3 +705,46 @@ def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
     assert target_trouble(_MetaProducer(meta), [("A.T", 0)], {"A.T": 2}, "B") is None
     silent = target_trouble(_MetaProducer(None), written, {}, "target cluster B")
     assert silent is not None and silent.startswith("target cluster B did not answer")
+
+
+def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch):
+    """A partitioned broker holds in-flight requests until socket.timeout.ms (60 s) while the
+    controllers have moved its partitions: with every partition led and in sync and nothing
+    acknowledged for STUCK_ACK_S, the writer renews its producer instead of waiting."""
+    from mirror_lib.replication.copy.copy_state import Rewound
+
+    monkeypatch.setattr(writer_module, "SLOW_ACK_S", 0.05)
+    monkeypatch.setattr(writer_module, "STUCK_ACK_S", 0.2)
+    monkeypatch.setattr(writer_module, "min_insync", lambda *_a: {})
+    monkeypatch.setattr(writer_module, "target_trouble", lambda *_a: None)
+    stuck, fresh = FakeProducer(), FakeProducer()
+    stuck.acking = False
+    made = [stuck, fresh]
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (made.pop(0), 60_000))
+    monkeypatch.setattr(
+        writer_module, "ledger_consumer", lambda *a, **k: FakeLedger({("A.T", 0): 0})
+    )
+    ctx = FlowContext.create(parse_config({**PROPS, "mirror.fanout.enabled": "false"}), "A->B")
+    w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
+    w.start()
+    w.accept(("T", 0), _records(0, 4), 0.0)
+    with pytest.raises(Rewound):
+        w.commit(_no_watermarks, wait=True)
+    assert w.producer is fresh and "acknowledged none of 5 records" in (w.trouble or "")
+
+
+def test_a_target_that_refuses_writes_is_waited_for_not_renewed(monkeypatch):
+    """Fewer in-sync replicas than min.insync.replicas: a new producer would wait as well, so
+    the slice fails after FLUSH_S naming the cause, and the run waits through the outage."""
+    monkeypatch.setattr(writer_module, "SLOW_ACK_S", 0.05)
+    monkeypatch.setattr(writer_module, "STUCK_ACK_S", 0.1)
+    monkeypatch.setattr(writer_module, "FLUSH_S", 0.3)
+    monkeypatch.setattr(writer_module, "min_insync", lambda *_a: {})
+    said = "A.T[0] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2"
+    monkeypatch.setattr(writer_module, "target_trouble", lambda *_a: said)
+    w, producer = _stamped_writer(monkeypatch, None)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 4), 0.0)
+    with pytest.raises(BrokerError, match=r"fewer than its min\.insync\.replicas") as caught:
+        w.commit(_no_watermarks, wait=True)
+    assert caught.value.transient and w.renewals == 0
