@@ -98,7 +98,8 @@ def future_result(
     """The one wait on a confluent-kafka admin future: its result, or a BrokerError naming ``what``.
 
     A Kafka error goes through ``map_error`` (default: ``"<what> failed: <error>"``, transient
-    when Kafka says it is retriable); no answer within ``timeout_s`` is a transient error.
+    when Kafka says it is retriable or it is one of :data:`_TRANSIENT`); no answer within
+    ``timeout_s`` is a transient error.
     """
     try:
         return fut.result(timeout=timeout_s)
@@ -106,7 +107,8 @@ def future_result(
         err = exc.args[0]
         if map_error is not None:
             raise map_error(err, what) from exc
-        raise BrokerError(f"{what} failed: {err}", transient=err.retriable()) from exc
+        transient = err.retriable() or err.name() in _TRANSIENT
+        raise BrokerError(f"{what} failed: {err}", transient=transient) from exc
     except FUTURE_TIMEOUT as exc:
         shown = timeout_s if shown_timeout_s is None else shown_timeout_s
         raise broker_error(f"{what}: no answer in {shown}s", "_TIMED_OUT", transient=True) from exc

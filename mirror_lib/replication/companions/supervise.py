@@ -282,6 +282,7 @@ class Supervisor:
             restarts=outage.attempts,
             reason=f"{outage.role} cluster {outage.cluster} (bootstrap {outage.bootstrap}) "
             f"unavailable for {duration:.0f}s; {outage.attempts} restarts",
+            last_error=outage.reason,
             action="resumed",
         )
         self._write_status()

@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
-from mirror_lib.kafka.admin import TOPIC_GONE_CODES
+from mirror_lib.kafka.admin import TOPIC_GONE_CODES, admin_client
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.clients import TRANSACTION_TIMEOUT_MS
 from mirror_lib.mm2.formats import TP
@@ -111,17 +111,25 @@ def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
 
 
 def target_trouble(
-    producer: Producer, written: Sequence[TP], min_isr: Mapping[str, int], where: str
+    ctx: FlowContext, producer: Producer, written: Sequence[TP], min_isr: Mapping[str, int]
 ) -> str | None:
-    """Why the target (``where``) may not acknowledge writes to ``written`` (remote
-    partitions), from its metadata as ``producer`` sees it: a partition without a leader, or
-    with fewer in-sync replicas than its ``min.insync.replicas`` (``min_isr``; the target then
-    refuses writes with NOT_ENOUGH_REPLICAS, which librdkafka retries in silence). None:
-    nothing seen."""
+    """Why the target may not acknowledge writes to ``written`` (remote partitions), from its
+    metadata: a partition without a leader, or with fewer in-sync replicas than its
+    ``min.insync.replicas`` (``min_isr``; the target then refuses writes with
+    NOT_ENOUGH_REPLICAS, which librdkafka retries in silence), and the bootstrap addresses that
+    did not answer. The metadata comes from ``producer``, else (it asked a broker that does not
+    answer) from whichever bootstrap address answers first. None: nothing seen."""
+    silent: list[str] = []
     try:
         meta = producer.list_topics(timeout=TROUBLE_LOOKUP_S).topics
-    except KafkaException as exc:
-        return f"{where} did not answer a metadata request ({exc.args[0].str()})"
+    except KafkaException:
+        answered, silent = _ask_each(ctx)
+        if answered is None:
+            return (
+                f"no broker of {ctx.where('target')} answered a metadata request in "
+                f"{TROUBLE_LOOKUP_S:g}s"
+            )
+        meta = answered
     problems = []
     for topic, p in written:
         found = meta.get(topic)
@@ -137,10 +145,32 @@ def target_trouble(
                 f"min.insync.replicas = {needed}, so the target refuses its writes "
                 "(NOT_ENOUGH_REPLICAS) until a replica returns"
             )
-    if not problems:
-        return None
     more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-    return "; ".join(problems[:3]) + more
+    found_text = "; ".join(problems[:3]) + more
+    if silent:
+        found_text += ("; " if found_text else "") + f"{', '.join(silent)} did not answer"
+    return found_text or None
+
+
+def _ask_each(ctx: FlowContext) -> tuple[Any, list[str]]:
+    """Metadata topics from the first bootstrap address of the target that answers (each asked
+    on its own, at once), and the addresses that did not answer in time."""
+    from concurrent.futures import ThreadPoolExecutor  # one small pool, only when diagnosing
+
+    conf = ctx.client("target", "admin")
+    addresses = [a.strip() for a in str(conf["bootstrap.servers"]).split(",") if a.strip()]
+
+    def ask(address: str) -> Any:
+        try:
+            admin = admin_client({**conf, "bootstrap.servers": address, "log_level": 0})
+            return admin.list_topics(timeout=TROUBLE_LOOKUP_S).topics
+        except KafkaException:
+            return None
+
+    with ThreadPoolExecutor(len(addresses) or 1) as pool:
+        answers = list(pool.map(ask, addresses))
+    silent = [a for a, meta in zip(addresses, answers, strict=True) if meta is None]
+    return next((m for m in answers if m is not None), None), silent
 
 
 def make_producer(

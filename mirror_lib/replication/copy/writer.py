@@ -582,7 +582,7 @@ class TargetWriter:
         if self._min_isr is None:
             self._min_isr = min_insync(self.ctx, sorted({t for t, _p in self._written()}))
         where = self.ctx.where("target")
-        trouble = target_trouble(self.producer, self._written(), self._min_isr, where)
+        trouble = target_trouble(self.ctx, self.producer, self._written(), self._min_isr)
         self.trouble = trouble or self.trouble
         stuck = max(STUCK_ACK_S, HANG_FACTOR * self.slow_ack_s)
         if trouble is None and self.eos and stuck < limit:

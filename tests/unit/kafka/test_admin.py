@@ -376,3 +376,20 @@ def test_a_moving_leaders_answer_in_a_failed_querys_text_is_transient() -> None:
 
     text = 'KafkaError{code=OFFSET_NOT_AVAILABLE,val=78,str="Broker: Leader high watermark..."}'
     assert is_transient_text(text)
+
+
+@pytest.mark.parametrize("code", [KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH])
+def test_an_admin_future_failing_on_a_moving_leader_is_transient(code: int) -> None:
+    """Listing offsets while two brokers of three were cut off failed on these, and the
+    tables thread took them as terminal: the run ended."""
+    import concurrent.futures
+
+    from confluent_kafka import KafkaException
+
+    from mirror_lib.kafka.admin import future_result
+
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    fut.set_exception(KafkaException(KafkaError(code)))
+    with pytest.raises(BrokerError) as caught:
+        future_result(fut, "listing offsets on cluster B", 1)
+    assert caught.value.transient

@@ -140,6 +140,7 @@ def test_a_transient_failure_restarts_the_query_and_records_the_outage(tmp_path,
     assert started["cluster"] == ended["cluster"] == "B" and ended["role"] == "target"
     assert ended["records_behind"] == 42 and ended["restarts"] == 2
     assert ended["duration_s"] >= 0 and started["outage_id"] == ended["outage_id"]
+    assert "listing topics failed" in ended["last_error"] and ended["cause"] == started["cause"]
     assert current_outages(h.config) == []
     assert "outage over" in h.lines[-1]
 

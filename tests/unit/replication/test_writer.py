@@ -697,14 +697,16 @@ def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
     meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2, 3]), 1: _Partition(1, [1]),
                                  2: _Partition(-1, [])})})  # fmt: skip
     written = [("A.T", 0), ("A.T", 1), ("A.T", 2)]
-    text = target_trouble(_MetaProducer(meta), written, {"A.T": 2}, "target cluster B")
+    ctx = FlowContext.create(parse_config({**PROPS, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B")
+    text = target_trouble(ctx, _MetaProducer(meta), written, {"A.T": 2})
     assert text is not None
     assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
     assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
     assert "A.T[0]" not in text
-    assert target_trouble(_MetaProducer(meta), [("A.T", 0)], {"A.T": 2}, "B") is None
-    silent = target_trouble(_MetaProducer(None), written, {}, "target cluster B")
-    assert silent is not None and silent.startswith("target cluster B did not answer")
+    assert target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None
+    # the producer asked a broker that does not answer: each bootstrap address is asked itself
+    silent = target_trouble(ctx, _MetaProducer(None), written, {})
+    assert silent is not None and silent.startswith("no broker of target cluster B")
 
 
 def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch):
