@@ -23,11 +23,14 @@ from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, stable_slot
 
 #: The group coordinator is elsewhere or not ready yet (a new cluster's first group, a leader that
-#: moved): librdkafka gives up on these at once, so the ledger read asks again.
+#: moved), or the request met a broker that does not answer: the ledger read asks again.
 _COORDINATOR_MOVING = frozenset({
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT,
 })  # fmt: skip
+#: One attempt of a ledger read: a request sent to a broker cut off by the network waits its
+#: socket timeout, and the next attempt may find another broker (three-broker fault matrix).
+_ATTEMPT_S = 10.0
 
 
 def flow_bounds(ctx: Any, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[int, int]]:
@@ -87,8 +90,9 @@ def read_ledger(
         return {}
     deadline = time.monotonic() + timeout_s
     while True:
+        left = max(deadline - time.monotonic(), 1.0)
         try:
-            committed = consumer.committed(tps, timeout=max(deadline - time.monotonic(), 1.0))
+            committed = consumer.committed(tps, timeout=min(left, _ATTEMPT_S))
         except KafkaException as exc:
             moving = exc.args and exc.args[0].code() in _COORDINATOR_MOVING
             if moving and time.monotonic() < deadline:

@@ -595,6 +595,9 @@ class TargetWriter:
                 "a connection to a broker that went away"
             )
         if self._flush(max(started + limit - time.monotonic(), 0.0)) > 0:
+            # what the target shows now: fencing a lost broker shrinks the in-sync replicas only
+            # once its session ends, seconds after the first look
+            self.trouble = target_trouble(self.ctx, self.producer, self._written(), self._min_isr)
             raise self._unacknowledged("records")
         self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
 
