@@ -161,10 +161,14 @@ def client_config(
 def _fit_transaction_timeout(conf: dict[str, Any], raw: Mapping[str, tuple[str, str]]) -> list[str]:
     """A transactional producer's delivery timeout lowered to its transaction timeout, which
     librdkafka requires (Java does not: a Java ``delivery.timeout.ms = 300000`` is common). The
-    copy loop fails a commit after 30 s without acknowledgements anyway."""
+    copy loop fails a commit after 30 s without acknowledgements anyway. Our own
+    ``socket.timeout.ms`` yields to a short transaction timeout the same way, silently."""
     txn = str(conf.get("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS))
     if "transactional.id" not in conf or not txn.isdigit():
         return []
+    socket_ms = conf.get("socket.timeout.ms")
+    if socket_ms is CLIENT_DEFAULTS["socket.timeout.ms"] and socket_ms > int(txn) + 100:
+        conf["socket.timeout.ms"] = int(txn) + 100  # ours, not the user's: as librdkafka requires
     notes = []
     for key in ("message.timeout.ms", "delivery.timeout.ms"):
         value = str(conf.get(key, ""))

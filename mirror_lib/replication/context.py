@@ -23,7 +23,12 @@ from mirror_lib.config.parse import parse_config, resolved_flow_properties
 from mirror_lib.config.properties import has_reference, is_sensitive
 from mirror_lib.config.settings import FlowSettings
 from mirror_lib.errors import BrokerError, ConfigError
-from mirror_lib.kafka.clients import client_config, idempotence_off, producer_defaults
+from mirror_lib.kafka.clients import (
+    client_config,
+    idempotence_off,
+    librdkafka_logger,
+    producer_defaults,
+)
 from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
 from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
 
@@ -277,11 +282,13 @@ class FlowContext:
         """librdkafka config for ``role`` on ``cluster`` ("source"/"target" or an alias).
 
         ``defaults`` yield to the user's settings (with the flow's ``A->B.consumer.*`` etc.);
-        ``extra`` overrides them.
+        ``extra`` overrides them. librdkafka's own lines go to :func:`librdkafka_logger`, also in
+        Spark's workers, where no ``mirror --verbose`` routes them: the engine reports what
+        they mean in its own words.
         """
         cluster_config, overrides = self._cluster_overrides(cluster, role)
         alias = cluster_config.alias
-        return client_config(
+        conf = client_config(
             cluster_config,
             role,
             # The side and alias let lower layers name the cluster in errors (admin.where_from).
@@ -291,6 +298,9 @@ class FlowContext:
             extra=extra,
             overrides=overrides,
         )
+        if "debug" not in conf:  # asked for: stays on stderr
+            conf.setdefault("logger", librdkafka_logger())
+        return conf
 
 
 class PlainProducer:

@@ -184,6 +184,24 @@ def test_a_transactional_producer_delivery_timeout_is_lowered_to_its_transaction
     assert any("lowered" in n for n in report.notes)
 
 
+def test_a_short_transaction_timeout_lowers_our_socket_timeout_not_the_users():
+    """librdkafka refuses a transactional producer whose socket.timeout.ms exceeds its
+    transaction.timeout.ms + 100: our default yields; a user's own value is theirs to fix."""
+    from mirror_lib.config.parse import parse_config
+    from mirror_lib.kafka.clients import client_config
+
+    base = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
+    short = parse_config({**base, "A->B.enabled": "true", "B.transaction.timeout.ms": "5000"})
+    txn = client_config(short.cluster("B"), "producer", extra={"transactional.id": "t"})
+    assert txn["socket.timeout.ms"] == 5100
+    assert check_client_builds(short).notes == ()  # builds, and nothing to tell the user
+    assert client_config(short.cluster("B"), "producer")["socket.timeout.ms"] == 30000
+    theirs = parse_config({**base, "A->B.enabled": "true", "B.transaction.timeout.ms": "5000",
+                           "B.socket.timeout.ms": "30000"})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"B\.socket\.timeout\.ms = '30000'"):
+        check_client_builds(theirs)
+
+
 def test_a_referenced_mechanism_or_cipher_list_is_left_out_not_given_a_stand_in(tmp_path):
     """librdkafka parses these when the client is made: a stand-in text would be refused."""
     path = config_file(
