@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka delta lint docs format bench clean
+.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka delta lint docs format bench fault-matrix clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -90,6 +90,15 @@ SPARK40_FILES ?= tests/integration/test_replication.py tests/integration/test_ch
 test-spark40: $(STAMP40) ## the spark40-marked tests on pyspark 4.0.x (Databricks Runtime 17.3 LTS)
 	$(call DELTA_FETCH,$(VENV40)/bin)
 	$(VENV40)/bin/pytest -p no:cacheprovider $(PYTEST_PARALLEL) -m spark40 $(SPARK40_FILES)
+
+# Every fault of docs/testing.md#the-fault-matrix on three-broker clusters under a steady load
+# (about an hour on 2 cores); each fault's figures go to $(FAULTS_DIR)/fault-figures.jsonl.
+FAULTS_DIR ?= $(HOME)/.cache/mirror_lib/fault-matrix
+fault-matrix: kafka ## the whole fault matrix on three-broker clusters (about an hour)
+	rm -rf $(FAULTS_DIR) && mkdir -p $(FAULTS_DIR)
+	MIRROR_FAULT_MATRIX=1 MIRROR_FAULT_FIGURES=$(FAULTS_DIR)/fault-figures.jsonl \
+		$(BIN)/pytest -p no:cacheprovider -v tests/faults --basetemp=$(FAULTS_DIR)/runs
+	cat $(FAULTS_DIR)/fault-figures.jsonl
 
 bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/replication.py

@@ -29,6 +29,7 @@ settings.register_profile("mirror", deadline=None)
 settings.load_profile("mirror")
 
 REPO = Path(__file__).resolve().parent.parent
+MATRIX_ENV = "MIRROR_FAULT_MATRIX"
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     integration_dir = Path(__file__).parent / "integration"
     skip_real = pytest.mark.skip(reason=f"needs Apache Kafka: unset {BROKER_ENV}=tansu")
+    skip_matrix = pytest.mark.skip(reason=f"the fault matrix: `make fault-matrix` ({MATRIX_ENV}=1)")
     real = _real_kafka()
+    matrix = os.environ.get(MATRIX_ENV) == "1"
     for item in items:
+        if not matrix and item.get_closest_marker("fault_matrix") is not None:
+            item.add_marker(skip_matrix)
         if integration_dir in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.integration)
         if not real and item.get_closest_marker("real_kafka") is not None:

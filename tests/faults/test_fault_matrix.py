@@ -1,0 +1,247 @@
+"""The fault matrix (docs/testing.md#the-fault-matrix): every fault of a production-shaped pair
+of clusters, under a steady load, with four slots, exactly once.
+
+A is three combined nodes; B is three brokers and three dedicated controllers, every path of it
+through a link that can be cut (:mod:`mirror_lib.testing.kafka_cluster`), so that two brokers
+cut at once leave a quorum that fences them and shrinks the in-sync replicas below
+``min.insync.replicas``. Each fault ends with every record exactly once and in order per
+partition in both views, consumer groups that translate exactly, and the time from the fault to
+copying again measured on B and found in the flow's events. ``make fault-matrix`` runs it (about
+an hour on 2 cores) and writes each fault's figures to ``fault-figures.jsonl`` beside the runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from mirror_lib.config.parse import load_config
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.testing.embedded import free_port
+from mirror_lib.testing.kafka_cluster import (
+    COMBINED,
+    PRODUCTION,
+    KafkaCluster,
+    start_clusters,
+)
+from tests.helpers.faults import FaultFlow, assert_told
+from tests.helpers.waiting import wait_for
+
+pytestmark = [pytest.mark.real_kafka, pytest.mark.fault_matrix, pytest.mark.timeout(2400)]
+
+CUT_S = 60  # how long a broker stays cut off
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, ...]]:
+    root = tmp_path_factory.mktemp("fault-matrix")
+    started = start_clusters(["A", "B"], root, {"A": COMBINED, "B": PRODUCTION})
+    try:
+        yield tuple(started)
+    finally:
+        for c in started:
+            c.stop()
+
+
+@pytest.fixture(autouse=True)
+def healed(clusters: tuple[KafkaCluster, ...]) -> Iterator[None]:
+    """Whatever a fault left (a node down, a cut link), the next test starts on whole clusters."""
+    yield
+    for c in clusters:
+        for node in c.nodes:
+            c.mend(node.node_id)
+            if not node.is_running():
+                c.start_node(node.node_id)
+        c.wait_in_sync()
+
+
+def now_ms() -> float:
+    return time.time() * 1000
+
+
+def run(clusters, tmp_path, name, env, **extra: str) -> FaultFlow:
+    a, b = clusters
+    return FaultFlow(a, b, tmp_path / "run", name, env, extra=dict(extra)).start()
+
+
+def test_rolling_restart_of_b_then_of_a(clusters, tmp_path, unique_name, subprocess_env):
+    a, b = clusters
+    flow = run(clusters, tmp_path, unique_name, subprocess_env)
+    try:
+        flow.steady(5)
+        faults: list[float] = []
+
+        def stopped(_node: object) -> None:
+            faults.append(now_ms())
+            flow.recovered(faults[-1])
+
+        b.rolling_restart(down_s=5, on_stop=stopped)
+        a.rolling_restart(down_s=5, on_stop=stopped)
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        for fault, took in zip(faults, flow.figures["recovery_s"], strict=True):
+            assert_told(flow, fault, took)
+    finally:
+        flow.stop()
+        flow.report("rolling restart of B, then of A")
+
+
+@pytest.mark.parametrize("victim", ["busiest leader of B", "transaction coordinator of a slot"])
+def test_sigkill_of_a_broker_of_b_mid_transaction(
+    clusters, tmp_path, unique_name, subprocess_env, victim
+):
+    """With 400 records/s on eight partitions and a commit every 20 ms, every slot has a
+    transaction open at any moment: the kill lands inside one."""
+    _a, b = clusters
+    flow = run(clusters, tmp_path, unique_name, subprocess_env)
+    try:
+        flow.steady(5)
+        if victim.startswith("busiest"):
+            node = b.busiest_leader(flow.remote)
+        else:
+            ctx = FlowContext.create(load_config(flow.workdir / "mm2.properties"), "A->B")
+            node = b.coordinator_of(ctx.transactional_id(0))
+        fault = now_ms()
+        b.kill_node(node)
+        took = flow.recovered(fault)
+        flow.steady(10)
+        b.start_node(node)
+        b.wait_in_sync()
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        assert_told(flow, fault, took)
+    finally:
+        flow.stop()
+        flow.report(f"SIGKILL of the {victim}")
+
+
+def test_sigkill_of_a_leader_of_a(clusters, tmp_path, unique_name, subprocess_env):
+    a, _b = clusters
+    flow = run(clusters, tmp_path, unique_name, subprocess_env)
+    try:
+        flow.steady(5)
+        node = a.busiest_leader(flow.topic)
+        fault = now_ms()
+        a.kill_node(node)
+        took = flow.recovered(fault)
+        flow.steady(10)
+        a.start_node(node)
+        a.wait_in_sync()
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        assert_told(flow, fault, took)
+    finally:
+        flow.stop()
+        flow.report("SIGKILL of A's busiest leader")
+
+
+def test_one_broker_of_b_cut_off_shrinks_the_isr_and_writes_go_on(
+    clusters, tmp_path, unique_name, subprocess_env
+):
+    _a, b = clusters
+    flow = run(clusters, tmp_path, unique_name, subprocess_env)
+    try:
+        flow.steady(5)
+        node = b.busiest_leader(flow.remote)
+        fault = now_ms()
+        b.cut(node)
+        took = flow.recovered(fault)
+        wait_for(lambda: node not in b.live_brokers(), 60, f"broker {node} fenced", flow.alive)
+        flow.steady(max(0.0, CUT_S - (now_ms() - fault) / 1000))
+        isr = {len(p.isrs) for p in b.metadata(flow.remote).topics[flow.remote].partitions.values()}
+        assert isr == {2}, f"in-sync replicas with broker {node} cut off: {isr}"
+        b.mend(node)
+        b.wait_in_sync()
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        assert_told(flow, fault, took)
+    finally:
+        flow.stop()
+        flow.report("one broker of B cut off for 60 s")
+
+
+def status(flow: FaultFlow) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "mirror_lib.app.cli", "status", str(flow.workdir / "mm2.properties"),
+         "--json"],
+        env=flow.env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+def test_two_brokers_of_b_cut_off_the_flow_waits_says_why_and_resumes(
+    clusters, tmp_path, unique_name, subprocess_env
+):
+    """Two of three brokers gone: the in-sync replicas fall below ``min.insync.replicas`` and
+    B refuses writes (NOT_ENOUGH_REPLICAS, which librdkafka retries in silence). The flow waits,
+    says why in ``mirror status``, its events and its metrics, and resumes when one returns."""
+    _a, b = clusters
+    port = free_port(set())
+    flow = run(
+        clusters, tmp_path, unique_name, subprocess_env,
+        **{"mirror.tables.enabled": "true", "mirror.metrics.port": str(port)},
+    )  # fmt: skip
+    try:
+        flow.steady(5)
+        first, second = sorted(b.live_brokers())[:2]
+        fault = now_ms()
+        b.cut(first)
+        b.cut(second)
+
+        def said() -> str:
+            text = json.dumps(status(flow))
+            return text if "NOT_ENOUGH_REPLICAS" in text else ""
+
+        shown = wait_for(said, 300, "mirror status naming NOT_ENOUGH_REPLICAS", flow.alive)
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        assert b"mirror_outage_seconds{" in scraped and b'cause="not_enough_replicas"' in scraped
+        flow.steady(max(0.0, CUT_S - (now_ms() - fault) / 1000))
+        b.mend(first)
+        took = flow.recovered(fault, timeout_s=600)
+        b.mend(second)
+        b.wait_in_sync()
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        ended = flow.events("outage_ended")
+        assert any(
+            e.get("cause") == "not_enough_replicas"
+            or "NOT_ENOUGH_REPLICAS" in e.get("last_error", "")
+            for e in ended
+        ), ended
+        assert_told(flow, fault, took)
+        flow.figures["status"] = shown[:300]
+    finally:
+        flow.stop()
+        flow.report("two brokers of B cut off (NOT_ENOUGH_REPLICAS)")
+
+
+def test_the_active_controller_of_b_killed(clusters, tmp_path, unique_name, subprocess_env):
+    _a, b = clusters
+    flow = run(clusters, tmp_path, unique_name, subprocess_env)
+    try:
+        flow.steady(5)
+        controller = b.active_controller()
+        fault = now_ms()
+        b.kill_node(controller)
+        wait_for(lambda: b.active_controller() != controller, 60, "a new active controller")
+        took = flow.recovered(fault)
+        flow.steady(10)
+        b.start_node(controller)
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        assert_told(flow, fault, took)
+    finally:
+        flow.stop()
+        flow.report("the active controller of B killed")

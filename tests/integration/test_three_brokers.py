@@ -1,0 +1,84 @@
+"""Clusters as people run them (docs/testing.md#production-shapes): A and B of three brokers
+each, replication factor 3 and ``min.insync.replicas = 2`` for every topic, internal ones
+included; a steady load on A and a continuous ``mirror run`` with four slots, exactly once.
+
+Two faults run in ``make test``: a rolling restart of B (each broker stopped cleanly, kept down,
+started, and the cluster back in sync before the next), and a SIGKILL of the broker that leads
+most of the remote partitions. Each ends with every record exactly once and in order per
+partition in both views (the raw committed view and the broker's ``read_committed``), and
+consumer groups committed on A that translate exactly. The time from each fault to copying
+again is measured on B (:class:`tests.helpers.faults.Tail`) and must be in the flow's events.
+The whole fault matrix (tests/faults/) runs with ``make fault-matrix``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mirror_lib.testing.kafka_cluster import COMBINED, KafkaCluster, start_clusters
+from tests.helpers.faults import FaultFlow, assert_told
+
+pytestmark = [pytest.mark.real_kafka, pytest.mark.timeout(1800)]
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, ...]]:
+    started = start_clusters(["A", "B"], tmp_path_factory.mktemp("three-brokers"), COMBINED)
+    try:
+        yield tuple(started)
+    finally:
+        for c in started:
+            c.stop()
+
+
+def now_ms() -> float:
+    return time.time() * 1000
+
+
+def test_a_rolling_restart_of_the_target_under_load_copies_every_record_exactly_once(
+    clusters, tmp_path, unique_name, subprocess_env
+):
+    a, b = clusters
+    flow = FaultFlow(a, b, tmp_path / "run", unique_name, subprocess_env).start()
+    try:
+        flow.steady(5)
+        faults: list[float] = []
+
+        def stopped(_node: object) -> None:
+            faults.append(now_ms())
+            flow.recovered(faults[-1])
+
+        b.rolling_restart(down_s=5, on_stop=stopped)
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        for fault, took in zip(faults, flow.figures["recovery_s"], strict=True):
+            assert_told(flow, fault, took)
+    finally:
+        flow.stop()
+        flow.report("rolling restart of B (combined nodes)")
+
+
+def test_sigkill_of_the_busiest_leader_of_the_target_mid_copy_loses_and_repeats_nothing(
+    clusters, tmp_path, unique_name, subprocess_env
+):
+    a, b = clusters
+    flow = FaultFlow(a, b, tmp_path / "run", unique_name, subprocess_env).start()
+    try:
+        flow.steady(5)
+        victim = b.busiest_leader(flow.remote)
+        fault = now_ms()
+        b.kill_node(victim)
+        took = flow.recovered(fault)
+        b.start_node(victim)
+        b.wait_in_sync()
+        flow.steady(5)
+        flow.finish()
+        flow.check_checkpoints()
+        assert_told(flow, fault, took)
+    finally:
+        flow.stop()
+        flow.report("SIGKILL of B's busiest leader (combined nodes)")
