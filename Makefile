@@ -35,10 +35,13 @@ venv-spark40: $(STAMP40) ## the pyspark 4.0.x virtualenv of `make test-spark40`
 chromium: ## install Debian's chromium for the dashboard browser test (needs root)
 	@test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 
-# Apache Kafka (broker and MirrorMaker 2, one pinned release) from Maven Central, once, into
-# ~/.cache/mirror_lib/jars (MIRROR_JARS_CACHE): the broker of the integration tests and the bench.
-kafka: $(STAMP) ## fetch the pinned Apache Kafka jars (broker, MirrorMaker 2) into the cache
-	$(BIN)/python -m mirror_lib.testing.kafka_jars kafka mm2
+# Apache Kafka from Maven Central, once, into ~/.cache/mirror_lib/jars (MIRROR_JARS_CACHE): the
+# pinned release's broker and MirrorMaker 2 (the integration tests and the bench), and the brokers
+# of the version tiers (4.4, the newest; 3.9 and 2.8 with its ZooKeeper, the ones people migrate
+# from), each pinned in mirror_lib/testing/kafka_jars.py.
+KAFKA_SETS ?= kafka mm2 kafka:4.4 kafka:3.9 kafka:2.8
+kafka: $(STAMP) ## fetch the pinned Apache Kafka jars (brokers of each tested release, MM2)
+	$(BIN)/python -m mirror_lib.testing.kafka_jars $(KAFKA_SETS)
 
 # Delta's Spark writer (the delta-spark package's jars, for this pyspark) from Maven Central, once,
 # into Spark's Ivy cache ~/.ivy2.5.2: a local session with Delta starts and stops, within 15 min.
