@@ -92,7 +92,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[kafka_broker.KafkaBroker]]:
     """The three releases; the tests' clients and the flow are ``User:ANONYMOUS``, a super
     user, so the ACLs put on the source topics restrict no one here."""
     options = {
@@ -100,11 +100,26 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         for alias, version in RELEASES.items()
     }
     root = tmp_path_factory.mktemp("versions")
-    brokers = kafka_broker.start_kafka(list(RELEASES), root, options)
+    started = kafka_broker.start_kafka(list(RELEASES), root, options)
     try:
-        yield {b.alias: b.bootstrap_servers for b in brokers}
+        yield started
     finally:
-        kafka_broker.stop_kafka(brokers)
+        kafka_broker.stop_kafka(started)
+
+
+@pytest.fixture(scope="module")
+def clusters(brokers: list[kafka_broker.KafkaBroker]) -> dict[str, str]:
+    return {b.alias: b.bootstrap_servers for b in brokers}
+
+
+def test_each_cluster_runs_its_release(brokers: list[kafka_broker.KafkaBroker]) -> None:
+    """From its own jars, as the broker's own log says; 2.8 beside its ZooKeeper."""
+    for broker in brokers:
+        release = broker.options.release
+        assert f"Kafka version: {release.version}" in broker.log_path.read_text()
+        assert (broker.zookeeper is not None) == release.zookeeper
+        settings = (broker.workdir / "server.properties").read_text()
+        assert ("process.roles=" in settings) != release.zookeeper
 
 
 def _prepare(boot: dict[str, str], pair: Pair) -> None:

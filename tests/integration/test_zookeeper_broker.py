@@ -1,11 +1,9 @@
-"""Every Apache Kafka release the tests run starts from its own jars, takes a topic and answers:
-the ones people migrate from (2.8 in ZooKeeper mode, 3.9 in KRaft mode) and the newest (4.4).
-A ZooKeeper-mode broker killed comes back on its data while its ZooKeeper server stays up, and
-both stop by PID."""
+"""The ZooKeeper-mode launcher (Kafka 2.8): a broker killed comes back on its data while its
+ZooKeeper server stays up, and both stop by PID. (Each release starting from its own jars,
+taking topics and answering is part of the version tier, test_versions.py.)"""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -16,30 +14,8 @@ from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 pytestmark = pytest.mark.real_kafka
 
 
-def _options(version: str) -> kafka_broker.KafkaOptions:
-    return dataclasses.replace(kafka_broker.OPEN_ACLS, version=version)
-
-
-@pytest.mark.parametrize("version", ["3.9", "4.4"])
-def test_a_kraft_release_takes_a_topic_and_answers(version: str, tmp_path: Path) -> None:
-    (broker,) = kafka_broker.start_kafka([f"k{version}"], tmp_path, _options(version))
-    try:
-        assert broker.zookeeper is None
-        text = (broker.workdir / "server.properties").read_text()
-        assert "process.roles=broker,controller" in text
-        assert f"Kafka version: {broker.options.release.version}" in broker.log_path.read_text()
-        create_topic(broker.bootstrap_servers, "taken", partitions=2)
-        rows = [{"value": b"v%d" % i, "partition": i % 2} for i in range(6)]
-        produce_exact(broker.bootstrap_servers, "taken", rows)
-        got = consume_all(broker.bootstrap_servers, "taken")
-        assert sorted(r.value or b"" for r in got) == sorted(r["value"] for r in rows)
-    finally:
-        kafka_broker.stop_kafka([broker])
-    assert not broker.is_running()
-
-
 def test_a_zookeeper_release_runs_beside_its_zookeeper_and_comes_back(tmp_path: Path) -> None:
-    (broker,) = kafka_broker.start_kafka(["zk"], tmp_path, _options("2.8"))
+    (broker,) = kafka_broker.start_kafka(["zk"], tmp_path, kafka_broker.KafkaOptions(version="2.8"))
     keeper = broker.zookeeper
     assert keeper is not None
     try:
