@@ -336,8 +336,8 @@ def _logging_file(workdir: Path, version: str) -> Path:
 def write_logging(workdir: Path, version: str = kafka_jars.KAFKA_VERSION) -> None:
     """Write the logging settings of a JVM of release ``version`` into ``workdir``: log4j2's
     (Kafka 4.x) or log4j 1.2's (older releases and their ZooKeeper)."""
-    path = _logging_file(workdir, version)
-    path.write_text(BROKER_LOG4J if path.name == "log4j2.properties" else BROKER_LOG4J_1)
+    log4j2 = kafka_jars.release(version).log4j2
+    _logging_file(workdir, version).write_text(BROKER_LOG4J if log4j2 else BROKER_LOG4J_1)
 
 
 def java_command(
@@ -353,7 +353,7 @@ def java_command(
     Kafka's own JVM options."""
     heap = heap_mb or int(os.environ.get(HEAP_ENV, "512"))
     logging = _logging_file(workdir, version)
-    if logging.name == "log4j2.properties":
+    if kafka_jars.release(version).log4j2:
         log_option = f"-Dlog4j2.configurationFile={logging}"
     else:
         log_option = f"-Dlog4j.configuration=file:{logging}"
