@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv venv-spark40 demo test test-main test-spark40 chromium kafka delta lint docs format bench fault-matrix clean
+.PHONY: help venv venv-spark40 venv-spark43 demo test test-main test-spark40 test-spark43 \
+	test-kafka44 chromium kafka delta lint docs format bench fault-matrix clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -17,28 +18,48 @@ $(STAMP): setup.py constraints.txt
 
 venv: $(STAMP) ## create/refresh the local virtualenv from constraints.txt
 
-# Databricks Runtime 17.3 LTS is Spark 4.0: a second, smaller virtualenv (no MLflow, plotly or
-# dashboards) runs the engine's tests on the pyspark 4.0.x pinned in constraints-spark40.txt.
+# A smaller virtualenv of another pyspark (no MLflow, plotly or dashboards): $(1) its folder, $(2)
+# the constraints file that pins its pyspark (and Delta), $(3) its extras; the rest as
+# constraints.txt pins it.
+define tier_venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/pip install -q --upgrade pip
+	grep -v -e '^pyspark==' -e '^delta-spark==' constraints.txt > $(1)/constraints-base.txt
+	$(1)/bin/pip install -q -c $(1)/constraints-base.txt -c $(2) -e ".[$(3)]"
+	touch $(1)/.installed
+endef
+
+# Databricks Runtime 17.3 LTS is Spark 4.0: the engine's tests on the pyspark 4.0.x pinned in
+# constraints-spark40.txt, with Delta 4.0's Spark writer.
 VENV40 ?= .venv-spark40
 STAMP40 := $(VENV40)/.installed
+EXTRAS40 := kafka,spark,delta,delta-spark,embedded,notebooks,test
 $(STAMP40): setup.py constraints.txt constraints-spark40.txt
-	$(PYTHON) -m venv $(VENV40)
-	$(VENV40)/bin/pip install -q --upgrade pip
-	grep -v -e '^pyspark==' -e '^delta-spark==' constraints.txt > $(VENV40)/constraints-base.txt
-	$(VENV40)/bin/pip install -q -c $(VENV40)/constraints-base.txt -c constraints-spark40.txt \
-		-e ".[kafka,spark,delta,delta-spark,embedded,notebooks,test]"
-	touch $(STAMP40)
+	$(call tier_venv,$(VENV40),constraints-spark40.txt,$(EXTRAS40))
 
 venv-spark40: $(STAMP40) ## the pyspark 4.0.x virtualenv of `make test-spark40`
+
+# The newest pyspark, 4.3 (constraints-spark43.txt): no Delta release supports it yet, so no
+# delta-spark there; delta-rs writes the tables.
+VENV43 ?= .venv-spark43
+STAMP43 := $(VENV43)/.installed
+EXTRAS43 := kafka,spark,delta,embedded,notebooks,test
+$(STAMP43): setup.py constraints.txt constraints-spark43.txt
+	$(call tier_venv,$(VENV43),constraints-spark43.txt,$(EXTRAS43))
+
+venv-spark43: $(STAMP43) ## the pyspark 4.3.x virtualenv of `make test-spark43`
 
 # The dashboard test drives Debian's chromium; installed once, as root, when missing.
 chromium: ## install Debian's chromium for the dashboard browser test (needs root)
 	@test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 
-# Apache Kafka (broker and MirrorMaker 2, one pinned release) from Maven Central, once, into
-# ~/.cache/mirror_lib/jars (MIRROR_JARS_CACHE): the broker of the integration tests and the bench.
-kafka: $(STAMP) ## fetch the pinned Apache Kafka jars (broker, MirrorMaker 2) into the cache
-	$(BIN)/python -m mirror_lib.testing.kafka_jars kafka mm2
+# Apache Kafka from Maven Central, once, into ~/.cache/mirror_lib/jars (MIRROR_JARS_CACHE): the
+# pinned release's broker and MirrorMaker 2 (the integration tests and the bench), and the brokers
+# of the version tiers (4.4, the newest; 3.9 and 2.8 with its ZooKeeper, the ones people migrate
+# from), each pinned in mirror_lib/testing/kafka_jars.py.
+KAFKA_SETS ?= kafka mm2 kafka:4.4 kafka:3.9 kafka:2.8
+kafka: $(STAMP) ## fetch the pinned Apache Kafka jars (brokers of each tested release, MM2)
+	$(BIN)/python -m mirror_lib.testing.kafka_jars $(KAFKA_SETS)
 
 # Delta's Spark writer (the delta-spark package's jars, for this pyspark) from Maven Central, once,
 # into Spark's Ivy cache ~/.ivy2.5.2: a local session with Delta starts and stops, within 15 min.
@@ -75,9 +96,11 @@ format: $(STAMP) ## apply ruff formatting and fixes
 # every worker idle and the run hanging (pytest-xdist issues 784, 1378; seen here once).
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0
-test: lint docs chromium kafka delta ## lint, the docs build, then the full suite, then the pyspark 4.0 tier
+test: lint docs chromium kafka delta ## lint, the docs build, the full suite, then the tiers of other releases
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 	$(MAKE) test-spark40
+	$(MAKE) test-spark43
+	$(MAKE) test-kafka44
 
 test-main: lint docs chromium kafka delta ## lint, the docs build and the full suite on the main virtualenv only
 	$(BIN)/pytest $(PYTEST_PARALLEL)
@@ -90,6 +113,20 @@ SPARK40_FILES ?= tests/integration/test_replication.py tests/integration/test_ch
 test-spark40: $(STAMP40) ## the spark40-marked tests on pyspark 4.0.x (Databricks Runtime 17.3 LTS)
 	$(call DELTA_FETCH,$(VENV40)/bin)
 	$(VENV40)/bin/pytest -p no:cacheprovider $(PYTEST_PARALLEL) -m spark40 $(SPARK40_FILES)
+
+# Replication, checkpoints and notebook 02 (whose run materializes the tables) on pyspark 4.3,
+# the newest: no Delta release supports Spark 4.3 yet, so delta-rs writes the tables.
+SPARK43_FILES ?= tests/integration/test_replication.py tests/integration/test_checkpoints.py \
+	tests/notebooks/test_notebooks.py
+test-spark43: $(STAMP43) ## the spark40-marked tests of 3 files on pyspark 4.3.x (tables by delta-rs)
+	$(VENV43)/bin/pytest -p no:cacheprovider $(PYTEST_PARALLEL) -m spark40 $(SPARK43_FILES)
+
+# Replication and checkpoints against brokers of Apache Kafka 4.4, the newest (MirrorMaker 2 and
+# the rest of the suite stay on 4.3.1: connect-mirror 4.4.0 is not served).
+KAFKA44_FILES ?= tests/integration/test_replication.py tests/integration/test_checkpoints.py
+test-kafka44: kafka ## the spark40-marked replication and checkpoint tests on Kafka 4.4 brokers
+	MIRROR_TEST_KAFKA_VERSION=4.4 $(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL) \
+		-m spark40 $(KAFKA44_FILES)
 
 # Every fault of docs/testing.md#the-fault-matrix on three-broker clusters under a steady load
 # (about an hour on 2 cores); each fault's figures go to $(FAULTS_DIR)/fault-figures.jsonl.
@@ -104,4 +141,4 @@ bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/replication.py
 
 clean: ## remove the virtualenv and local state
-	rm -rf $(VENV) $(VENV40) mirror-state site .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) $(VENV40) $(VENV43) mirror-state site .pytest_cache .ruff_cache .mypy_cache

@@ -9,7 +9,8 @@ EXTRAS = {
     "aws": ["aws-msk-iam-sasl-signer-python>=1.0.2"],
     # Google Managed Kafka logins: Application Default Credentials; Databricks ships google-auth
     "gcp": ["google-auth>=2.20", "requests>=2.28"],
-    "spark": ["pyspark>=4.0,<4.2", "pyarrow>=15", "pandas>=2.0"],
+    # tested on 4.0 (Databricks Runtime 17.3 LTS), 4.1 and 4.3: docs/support.md
+    "spark": ["pyspark>=4.0,<4.4", "pyarrow>=15", "pandas>=2.0"],
     # pyspark's Spark Connect client (pyspark[connect]): SPARK_REMOTE, a Connect session in tests
     "connect": [
         "grpcio>=1.76.0",

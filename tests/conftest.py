@@ -54,6 +54,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("MIRROR_TEST_REAL_KAFKA", "1")
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which brokers this run starts: a tier of another Kafka release says so at the top."""
+    from mirror_lib.testing.clusters import VERSION_ENV, kafka_version
+
+    if embedded.external_clusters_from_env() is not None:
+        return "test clusters: your own (MIRROR_TEST_*_BOOTSTRAP)"
+    if broker_kind() != "kafka":
+        return "test clusters: embedded tansu"
+    return f"test clusters: Apache Kafka {kafka_version()} ({VERSION_ENV} picks another)"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     integration_dir = Path(__file__).parent / "integration"
     skip_real = pytest.mark.skip(reason=f"needs Apache Kafka: unset {BROKER_ENV}=tansu")

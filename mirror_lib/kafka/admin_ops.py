@@ -10,6 +10,7 @@ No confluent-kafka here.
 from __future__ import annotations
 
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -126,6 +127,25 @@ class ClusterInfo:
 def kafka_error_name(exc: BaseException) -> str | None:
     """The Kafka error name (e.g. ``"INVALID_PARTITIONS"``) an admin error was mapped from."""
     return getattr(exc, "kafka_error", None)
+
+
+#: How Apache Kafka (2.8 to 4.x alike) refuses a topic config of another release, in
+#: CreateTopics and IncrementalAlterConfigs: INVALID_CONFIG with this message.
+_UNKNOWN_TOPIC_CONFIG = re.compile(r"Unknown topic config name: ([\w.\-]+)")
+
+
+def unknown_topic_config(exc: BaseException | None) -> str | None:
+    """The topic config that a broker refused because its release has no such setting (one new
+    in a later release, or one an earlier release had), else None."""
+    if exc is None or kafka_error_name(exc) != "INVALID_CONFIG":
+        return None
+    match = _UNKNOWN_TOPIC_CONFIG.search(str(exc))
+    return match.group(1) if match else None
+
+
+def unknown_config_error(name: str) -> BrokerError:
+    """The error of a broker that does not know topic config ``name`` (as Kafka words it)."""
+    return broker_error(f"INVALID_CONFIG: Unknown topic config name: {name}", "INVALID_CONFIG")
 
 
 def broker_error(message: str, name: str | None, *, transient: bool = False) -> BrokerError:

@@ -2,6 +2,8 @@
 
 Tests, the bench and the demo ask for clusters by alias here and get bootstrap strings back, so
 each of them runs on either broker (``--broker kafka|tansu``, or ``MIRROR_TEST_BROKER`` in tests).
+``MIRROR_TEST_KAFKA_VERSION`` picks the Apache Kafka release (default: the pinned 4.3.1; the
+Kafka 4.4 tier, ``make test-kafka44``, sets ``4.4``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from mirror_lib.errors import ConfigError
 
 BROKER_ENV = "MIRROR_TEST_BROKER"
+VERSION_ENV = "MIRROR_TEST_KAFKA_VERSION"
 BROKER_KINDS = ("kafka", "tansu")
 #: what a flow over each kind needs: tansu's fetch costs more the longer its partition, so a copy
 #: task at its head fetches a partition again only 50 ms after its last records
@@ -29,6 +32,21 @@ def broker_kind(value: str | None = None) -> str:
         where = "argument" if value is not None else "environment"
         raise ConfigError(BROKER_ENV, kind, f"one of {', '.join(BROKER_KINDS)}", where=where)
     return kind
+
+
+def kafka_version(value: str | None = None) -> str:
+    """The Apache Kafka release of test clusters: ``value``, else ``$MIRROR_TEST_KAFKA_VERSION``,
+    else the pinned default; checked against the releases the tests can fetch."""
+    from mirror_lib.testing import kafka_jars
+
+    chosen = (value if value is not None else os.environ.get(VERSION_ENV, "")).strip()
+    if not chosen:
+        return kafka_jars.KAFKA_VERSION
+    try:
+        return kafka_jars.release(chosen).version
+    except ConfigError as e:
+        where = "argument" if value is not None else "environment"
+        raise ConfigError(VERSION_ENV, chosen, e.expected, where=where) from None
 
 
 @dataclasses.dataclass
@@ -49,7 +67,8 @@ def start_clusters(aliases: Sequence[str], workdir: Path, kind: str | None = Non
 
     Apache Kafka clusters run an authorizer that allows what no ACL names
     (:data:`~mirror_lib.testing.kafka_broker.OPEN_ACLS`), so ACL sync runs as on a secured
-    cluster and a test can deny one operation on its own topic."""
+    cluster and a test can deny one operation on its own topic; their release is
+    :func:`kafka_version`'s."""
     kind = broker_kind(kind)
     if kind == "tansu":
         from mirror_lib.testing import embedded
@@ -59,6 +78,7 @@ def start_clusters(aliases: Sequence[str], workdir: Path, kind: str | None = Non
         return Started(kind, boots, list(tansu), lambda: embedded.stop_brokers(tansu))
     from mirror_lib.testing import kafka_broker
 
-    kafka = kafka_broker.start_kafka(aliases, workdir, kafka_broker.OPEN_ACLS)
+    options = dataclasses.replace(kafka_broker.OPEN_ACLS, version=kafka_version())
+    kafka = kafka_broker.start_kafka(aliases, workdir, options)
     boots = {a: b.bootstrap_servers for a, b in zip(aliases, kafka, strict=True)}
     return Started(kind, boots, list(kafka), lambda: kafka_broker.stop_kafka(kafka))

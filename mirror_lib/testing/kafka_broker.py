@@ -1,5 +1,7 @@
 """Apache Kafka test clusters: one single-node KRaft cluster (broker and controller in one JVM) per
-alias, on free loopback ports, with its own log directory and cluster id.
+alias, on free loopback ports, with its own log directory and cluster id. On a ZooKeeper-mode
+release (Kafka 2.8) the cluster is a broker and its ZooKeeper server
+(:mod:`mirror_lib.testing.zookeeper`), each its own JVM.
 
 A cluster is ready only when a real Metadata request answers. It is stopped by PID, and it can be
 killed (SIGKILL, as a crash) and restarted on the same ports and log directory, so it comes back
@@ -7,7 +9,8 @@ with its data. Its log is kept in a file (:attr:`KafkaBroker.log_path`) that a f
 print. Options: a ``SASL_SSL`` (or ``SASL_PLAINTEXT``) listener with SCRAM users, Kafka's
 ``StandardAuthorizer`` with super users, and any broker setting (short retention, for one).
 
-The jars come from :mod:`mirror_lib.testing.kafka_jars` (fetched once from Maven Central).
+The jars come from :mod:`mirror_lib.testing.kafka_jars` (fetched once from Maven Central), of
+the release ``KafkaOptions.version`` names (default 4.3.1; see ``kafka_jars.RELEASES``).
 Environment: ``MIRROR_KAFKA_JAVA`` names the ``java`` to run (default: ``$JAVA_HOME/bin/java``,
 else ``java`` on PATH); ``MIRROR_KAFKA_HEAP_MB`` the maximum heap (default 512).
 """
@@ -33,6 +36,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_lib.errors import ConfigError, EmbeddedBrokerError
 from mirror_lib.testing import kafka_jars, processes
 from mirror_lib.testing.embedded import free_port
+from mirror_lib.testing.zookeeper import ZooKeeperServer
 
 JAVA_ENV = "MIRROR_KAFKA_JAVA"
 HEAP_ENV = "MIRROR_KAFKA_HEAP_MB"
@@ -65,8 +69,22 @@ logger.raft.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
+#: The same for the releases that log through log4j 1.2's API (Kafka 2.8 and 3.x, ZooKeeper).
+BROKER_LOG4J_1 = """\
+log4j.rootLogger = INFO, OUT
+log4j.appender.OUT = org.apache.log4j.ConsoleAppender
+log4j.appender.OUT.layout = org.apache.log4j.PatternLayout
+log4j.appender.OUT.layout.ConversionPattern = [%d] %p %m (%c)%n
+log4j.logger.kafka = INFO
+log4j.logger.state.change.logger = WARN
+log4j.logger.org.apache.kafka.controller = WARN
+log4j.logger.org.apache.kafka.raft = WARN
+log4j.logger.kafka.request.logger = WARN
+log4j.logger.org.apache.zookeeper = WARN
+"""
 
 #: Broker settings every test cluster gets: one node, small internal topics, no waiting.
+#: :data:`KRAFT_ONLY` and :data:`SINCE_4` say which of them an older release does not take.
 BASE_SETTINGS: dict[str, str] = {
     "process.roles": "broker,controller",
     "node.id": "1",
@@ -87,6 +105,31 @@ BASE_SETTINGS: dict[str, str] = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "2500",
 }
+
+#: What only a KRaft node takes: a ZooKeeper-mode broker (2.x) gets ``broker.id`` and
+#: ``zookeeper.connect`` instead.
+KRAFT_ONLY = frozenset(
+    {
+        "process.roles",
+        "node.id",
+        "controller.listener.names",
+        "controller.quorum.voters",
+        "broker.heartbeat.interval.ms",
+        "broker.session.timeout.ms",
+    }
+)
+#: Settings new in Kafka 4.0 (the share groups of KIP-932): left out for older releases.
+SINCE_4 = frozenset(
+    {
+        "share.coordinator.state.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
+    }
+)
+#: The authorizer with ZooKeeper (2.x): ACLs in ZooKeeper; with KRaft, in the metadata log.
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+#: A ZooKeeper-mode broker's session: a killed broker's registration lapses within seconds.
+ZK_SESSION_MS = "6000"
 
 #: Broker settings for tests of retention: segments roll and old ones are deleted within seconds.
 SHORT_RETENTION: dict[str, str] = {
@@ -122,7 +165,8 @@ class KafkaOptions:
     an administrator's door). ``proxied``: ``(listen port, advertised port)`` of a second
     PLAINTEXT listener that clients reach through a test proxy: Metadata asked there names the
     proxy, so every connection of such a client goes through it, while the first listener stays
-    direct. ``settings``: any other broker setting.
+    direct. ``settings``: any other broker setting. ``version``: the Apache Kafka release to run
+    (``kafka_jars.RELEASES``; ``"2.8"`` runs in ZooKeeper mode, without a secure listener).
     """
 
     secure: SecureListener | None = None
@@ -131,6 +175,11 @@ class KafkaOptions:
     super_users: tuple[str, ...] = ("User:ANONYMOUS",)
     settings: Mapping[str, str] = dataclasses.field(default_factory=dict)
     heap_mb: int | None = None
+    version: str = kafka_jars.KAFKA_VERSION
+
+    @property
+    def release(self) -> kafka_jars.Release:
+        return kafka_jars.release(self.version)
 
 
 #: An authorizer that allows whatever no ACL names, as on a cluster that has just turned ACLs on:
@@ -146,7 +195,10 @@ class KafkaBroker(processes.ChildProcess):
     """One single-node Apache Kafka cluster: its ports, folders and (while running) process.
 
     :meth:`stop` stops it cleanly and :meth:`kill` SIGKILLs it, as a crash would; its data stays,
-    and :meth:`start` brings it back on the same ports."""
+    and :meth:`start` brings it back on the same ports. On a ZooKeeper-mode release
+    ``controller_port`` is its ZooKeeper server's (:attr:`zookeeper`), which holds what a KRaft
+    controller would; the server keeps running while the broker stops or dies, as in a real
+    cluster, and :func:`stop_kafka` stops it after the broker."""
 
     alias: str
     workdir: Path
@@ -155,6 +207,7 @@ class KafkaBroker(processes.ChildProcess):
     secure_port: int | None
     cluster_id: str
     options: KafkaOptions
+    zookeeper: ZooKeeperServer | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -179,6 +232,8 @@ class KafkaBroker(processes.ChildProcess):
         """Start the JVM on this cluster's ports and log directory; wait until it answers."""
         if self.is_running():
             return
+        if self.zookeeper is not None:
+            self.zookeeper.start(ready_timeout_s)
         _launch(self)
         _wait_ready(self, time.monotonic() + ready_timeout_s)
 
@@ -203,9 +258,13 @@ def java_binary() -> str:
 
 def _settings(broker: KafkaBroker) -> dict[str, str]:
     opts = broker.options
+    release = opts.release
+    if release.zookeeper and opts.secure is not None:
+        raise ConfigError("secure", opts.secure, f"None on ZooKeeper-mode Kafka {release.version}")
     listeners = [f"PLAINTEXT://127.0.0.1:{broker.port}"]
     advertised = list(listeners)
-    protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+    protocols = [] if release.zookeeper else ["CONTROLLER:PLAINTEXT"]
+    protocols.append("PLAINTEXT:PLAINTEXT")
     extra: dict[str, str] = {}
     if opts.proxied is not None:
         listeners.append(f"PROXIED://127.0.0.1:{opts.proxied[0]}")
@@ -228,13 +287,13 @@ def _settings(broker: KafkaBroker) -> dict[str, str]:
                 f"{prefix}ssl.keystore.location": str(opts.secure.tls_pem),
             }
     if opts.authorizer:
-        extra["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        extra["authorizer.class.name"] = (
+            ACL_AUTHORIZER if release.zookeeper else STANDARD_AUTHORIZER
+        )
         if opts.super_users:
             extra["super.users"] = ";".join(opts.super_users)
-    listeners.append(f"CONTROLLER://127.0.0.1:{broker.controller_port}")
     return {
-        **BASE_SETTINGS,
-        "controller.quorum.voters": f"1@127.0.0.1:{broker.controller_port}",
+        **_metadata_settings(broker, listeners),
         "listeners": ",".join(listeners),
         "advertised.listeners": ",".join(advertised),
         "listener.security.protocol.map": ",".join(protocols),
@@ -244,37 +303,83 @@ def _settings(broker: KafkaBroker) -> dict[str, str]:
     }
 
 
+def _metadata_settings(broker: KafkaBroker, listeners: list[str]) -> dict[str, str]:
+    """The base settings as ``broker``'s release takes them: a KRaft node (the CONTROLLER
+    listener added to ``listeners``) or a ZooKeeper-mode broker."""
+    release = broker.options.release
+    base = {k: v for k, v in BASE_SETTINGS.items() if release.major >= 4 or k not in SINCE_4}
+    if release.zookeeper:
+        base = {k: v for k, v in base.items() if k not in KRAFT_ONLY}
+        return {
+            **base,
+            "broker.id": "1",
+            "zookeeper.connect": f"127.0.0.1:{broker.controller_port}",
+            "zookeeper.session.timeout.ms": ZK_SESSION_MS,
+        }
+    listeners.append(f"CONTROLLER://127.0.0.1:{broker.controller_port}")
+    return {**base, "controller.quorum.voters": f"1@127.0.0.1:{broker.controller_port}"}
+
+
 def _write_settings(broker: KafkaBroker) -> Path:
     path = broker.workdir / "server.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in _settings(broker).items()))
-    (broker.workdir / "log4j2.properties").write_text(BROKER_LOG4J)
+    write_logging(broker.workdir, broker.options.version)
     return path
 
 
-def java_command(workdir: Path, heap_mb: int | None, main: str, *args: str) -> list[str]:
-    """The command of a Kafka JVM (broker, controller or tool) that logs by the
-    ``log4j2.properties`` of ``workdir``: a fixed heap (default ``$MIRROR_KAFKA_HEAP_MB``, else
-    512 MB), as bin/kafka-server-start.sh gives the broker, and Kafka's own JVM options."""
+def _logging_file(workdir: Path, version: str) -> Path:
+    if kafka_jars.release(version).log4j2:
+        return workdir / "log4j2.properties"
+    return workdir / "log4j.properties"
+
+
+def write_logging(workdir: Path, version: str = kafka_jars.KAFKA_VERSION) -> None:
+    """Write the logging settings of a JVM of release ``version`` into ``workdir``: log4j2's
+    (Kafka 4.x) or log4j 1.2's (older releases and their ZooKeeper)."""
+    log4j2 = kafka_jars.release(version).log4j2
+    _logging_file(workdir, version).write_text(BROKER_LOG4J if log4j2 else BROKER_LOG4J_1)
+
+
+def java_command(
+    workdir: Path,
+    heap_mb: int | None,
+    main: str,
+    *args: str,
+    version: str = kafka_jars.KAFKA_VERSION,
+) -> list[str]:
+    """The command of a Kafka JVM (broker, controller or tool) of release ``version`` that logs
+    by the settings :func:`write_logging` writes into ``workdir``: a fixed heap (default
+    ``$MIRROR_KAFKA_HEAP_MB``, else 512 MB), as bin/kafka-server-start.sh gives the broker, and
+    Kafka's own JVM options."""
     heap = heap_mb or int(os.environ.get(HEAP_ENV, "512"))
+    logging = _logging_file(workdir, version)
+    if kafka_jars.release(version).log4j2:
+        log_option = f"-Dlog4j2.configurationFile={logging}"
+    else:
+        log_option = f"-Dlog4j.configuration=file:{logging}"
     return [
         java_binary(),
         f"-Xms{heap}m",
         f"-Xmx{heap}m",
         *JVM_OPTIONS,
-        f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
+        log_option,
         "-cp",
-        kafka_jars.classpath("kafka"),
+        kafka_jars.classpath("kafka", version=version),
         main,
         *args,
     ]
 
 
 def _java_cmd(broker: KafkaBroker, main: str, *args: str) -> list[str]:
-    return java_command(broker.workdir, broker.options.heap_mb, main, *args)
+    opts = broker.options
+    return java_command(broker.workdir, opts.heap_mb, main, *args, version=opts.version)
 
 
 def _format(broker: KafkaBroker) -> None:
-    """Format the log directory for this cluster's id, with its SCRAM users."""
+    """Format the log directory for this cluster's id, with its SCRAM users (KRaft only: a
+    ZooKeeper-mode broker creates its log directory itself)."""
+    if broker.options.release.zookeeper:
+        return
     config = _write_settings(broker)
     args = ["format", "-t", broker.cluster_id, "-c", str(config)]
     for name, password in (broker.options.secure.users if broker.options.secure else {}).items():
@@ -295,29 +400,22 @@ def _format(broker: KafkaBroker) -> None:
 
 def _launch(broker: KafkaBroker) -> None:
     config = _write_settings(broker)
-    with open(broker.log_path, "ab") as log:
-        log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
-        log.flush()
-        try:  # own session: a Ctrl-C in the terminal reaches only us; we stop the broker
-            proc = subprocess.Popen(
-                _java_cmd(broker, "kafka.Kafka", str(config)),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as e:
-            raise EmbeddedBrokerError(f"cannot run java for Kafka {broker.alias!r}: {e}") from e
-    broker.adopt(proc)
+    broker.spawn(_java_cmd(broker, "kafka.Kafka", str(config)), f"java for Kafka {broker.alias!r}")
 
 
 def _port_lost(broker: KafkaBroker) -> bool:
-    return "Address already in use" in broker.log_tail(200)
+    servers: list[processes.ChildProcess] = [broker]
+    if broker.zookeeper is not None:
+        servers.append(broker.zookeeper)
+    return any("Address already in use" in s.log_tail(200) for s in servers)
 
 
 def _wait_ready(broker: KafkaBroker, deadline: float) -> None:
-    """Wait until a Metadata request on the PLAINTEXT listener names the broker."""
+    """Wait until a Metadata request on the PLAINTEXT listener names the broker (and, in
+    ZooKeeper mode, every topic in its log directory: its controller sends them a moment after
+    the broker registers, while a KRaft broker answers only once it has caught up)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0})
+    on_disk = _topics_on_disk(broker.log_dir) if broker.zookeeper is not None else set()
     while True:
         exited = broker.exit_report(f"Kafka cluster {broker.alias!r} exited during start")
         if exited is not None:
@@ -325,7 +423,8 @@ def _wait_ready(broker: KafkaBroker, deadline: float) -> None:
         with contextlib.suppress(OSError, ck.KafkaException):  # not listening yet
             socket.create_connection(("127.0.0.1", broker.port), timeout=0.5).close()
             wait = max(0.2, min(2.0, deadline - time.monotonic()))
-            if admin.list_topics(timeout=wait).brokers:
+            metadata = admin.list_topics(timeout=wait)
+            if metadata.brokers and on_disk <= set(metadata.topics):
                 return
         if time.monotonic() > deadline:
             raise EmbeddedBrokerError(
@@ -333,6 +432,14 @@ def _wait_ready(broker: KafkaBroker, deadline: float) -> None:
                 f"{broker.bootstrap_servers} in time; log {broker.log_path}:\n{broker.log_tail()}"
             )
         time.sleep(0.1)
+
+
+def _topics_on_disk(log_dir: Path) -> set[str]:
+    """The topics whose partitions a log directory holds (folders ``<topic>-<partition>``)."""
+    if not log_dir.is_dir():
+        return set()
+    found = (d.name.rpartition("-") for d in log_dir.iterdir() if d.is_dir())
+    return {topic for topic, _, number in found if topic and number.isdigit()}
 
 
 def _new_broker(alias: str, root: Path, options: KafkaOptions, used: set[int]) -> KafkaBroker:
@@ -346,7 +453,10 @@ def _new_broker(alias: str, root: Path, options: KafkaOptions, used: set[int]) -
     workdir.mkdir(parents=True)
     cluster_id = new_cluster_id()
     secure = ports[2] if options.secure else None
-    return KafkaBroker(alias, workdir, ports[0], ports[1], secure, cluster_id, options)
+    zookeeper = None
+    if options.release.zookeeper:
+        zookeeper = ZooKeeperServer(workdir / "zookeeper", ports[1], options.version)
+    return KafkaBroker(alias, workdir, ports[0], ports[1], secure, cluster_id, options, zookeeper)
 
 
 def new_cluster_id() -> str:
@@ -374,6 +484,8 @@ def _start_one(
         except EmbeddedBrokerError:
             lost = _port_lost(broker)
             broker.kill()
+            if broker.zookeeper is not None:
+                broker.zookeeper.kill()
             if not lost:
                 raise
     raise EmbeddedBrokerError(f"Kafka cluster {alias!r}: no free ports after 3 attempts")
@@ -395,8 +507,9 @@ def start_kafka(
         raise ConfigError("aliases", names, "one or more distinct names")
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="mirror-kafka-"))
     root.mkdir(parents=True, exist_ok=True)
-    kafka_jars.jar_dir("kafka")  # fetch once, before the threads
     per_alias = options if isinstance(options, Mapping) else dict.fromkeys(names, options)
+    for version in {(per_alias.get(n) or KafkaOptions()).version for n in names}:
+        kafka_jars.jar_dir("kafka", version)  # fetch once, before the threads
     with ThreadPoolExecutor(len(names)) as pool:
         futures = [
             pool.submit(_start_one, n, root, per_alias.get(n) or KafkaOptions(), ready_timeout_s)
@@ -415,11 +528,14 @@ def start_kafka(
 
 
 def stop_kafka(brokers: Sequence[KafkaBroker], timeout_s: float = 20) -> None:
-    """Stop the clusters (SIGTERM, then SIGKILL after ``timeout_s``). Their folders stay."""
-    processes.stop(
-        [b.process for b in brokers if b.process is not None and b.owner_pid == os.getpid()],
-        timeout_s,
-    )
+    """Stop the clusters (SIGTERM, then SIGKILL after ``timeout_s``), a ZooKeeper-mode broker
+    before its ZooKeeper server. Their folders stay."""
+    processes.stop(_own_processes(brokers), timeout_s)
+    processes.stop(_own_processes([b.zookeeper for b in brokers if b.zookeeper]), timeout_s)
+
+
+def _own_processes(servers: Sequence[processes.ChildProcess]) -> list[subprocess.Popen[bytes]]:
+    return [s.process for s in servers if s.process is not None and s.owner_pid == os.getpid()]
 
 
 @contextlib.contextmanager

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 import time
 import uuid
 from collections.abc import Mapping
@@ -143,21 +142,7 @@ class Mm2Process(processes.ChildProcess):
         """Write the properties and start the JVM (no wait; see :meth:`wait_replicating`)."""
         if self.is_running():
             return
-        cmd = self.command()
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
-            log.flush()
-            try:  # own session: a Ctrl-C in the terminal reaches only us; we stop MM2
-                proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as e:
-                raise EmbeddedBrokerError(f"cannot run java for MirrorMaker 2: {e}") from e
-        self.adopt(proc)
+        self.spawn(self.command(), "java for MirrorMaker 2")
 
     def wait_replicating(
         self, flow: str, topic: str = PROBE_TOPIC, timeout_s: float = 120

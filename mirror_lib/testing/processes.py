@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import FrameType
 
+from mirror_lib.errors import EmbeddedBrokerError
+
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}  # pid -> child started by this process
 _OWNER = {"pid": os.getpid()}
 _LOCK = threading.Lock()
@@ -121,6 +123,25 @@ class ChildProcess:
             return None
         code = self.process.returncode if self.process else None
         return f"{what} (code {code}); log {self.log_path}:\n{self.log_tail()}"
+
+    def spawn(self, command: list[str], what: str) -> None:
+        """Run ``command`` as this server: in a session of its own (a Ctrl-C in the terminal
+        reaches only us; we stop it), its output appended to :attr:`log_path` after a line that
+        marks the start. ``what`` names it in the error if it cannot run."""
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
+            log.flush()
+            try:
+                proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as e:
+                raise EmbeddedBrokerError(f"cannot run {what}: {e}") from e
+        self.adopt(proc)
 
     def adopt(self, process: subprocess.Popen[bytes]) -> None:
         """``process`` is this server now: stopped at exit unless stopped before."""

@@ -20,6 +20,7 @@ from mirror_lib.kafka.admin_ops import (
     NewTopicSpec,
     broker_error,
     default_entry,
+    unknown_config_error,
 )
 
 
@@ -30,6 +31,8 @@ class RecordingAdminOps(AdminOps):
     ``security_disabled`` (ACL calls raise SecurityDisabledError), ``failures`` (method name →
     error to raise once). ``default_configs`` are the entries a topic reports when it has no
     override; tests may add e.g. STATIC_BROKER_CONFIG or read-only entries there.
+    ``unknown_configs``: topic configs this broker's release does not have; creating a topic with
+    one, or SETting one, is refused as Kafka refuses it (INVALID_CONFIG), DELETE is accepted.
     """
 
     def __init__(self, topics: Mapping[str, int] | None = None, *, brokers: int = 1) -> None:
@@ -44,6 +47,7 @@ class RecordingAdminOps(AdminOps):
         self.unsupported: set[str] = set()
         self.security_disabled = False
         self.failures: dict[str, BrokerError] = {}
+        self.unknown_configs: set[str] = set()
 
     def _enter(self, method: str, *args: Any) -> None:
         self.calls.append((method, copy.deepcopy(args)))
@@ -90,6 +94,8 @@ class RecordingAdminOps(AdminOps):
             if s.name in self.topics:
                 err = broker_error(f"topic {s.name} exists", "TOPIC_ALREADY_EXISTS")
                 out[s.name] = CreateOutcome(s.name, "exists", err)
+            elif unknown := sorted(self.unknown_configs & set(s.configs)):
+                out[s.name] = CreateOutcome(s.name, "failed", unknown_config_error(unknown[0]))
             elif s.replication_factor > len(self.cluster.broker_ids):
                 err = broker_error(
                     f"replication factor {s.replication_factor} too large",
@@ -115,6 +121,9 @@ class RecordingAdminOps(AdminOps):
         self._enter("incremental_alter_configs", topic, list(ops))
         if topic not in self.topics:
             raise broker_error(f"unknown topic {topic}", "UNKNOWN_TOPIC_OR_PART")
+        for o in ops:
+            if o.op == "SET" and o.name in self.unknown_configs:
+                raise unknown_config_error(o.name)
         for o in ops:
             if o.op == "SET":
                 self.overrides[topic][o.name] = str(o.value)

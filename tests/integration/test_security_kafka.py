@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka import admin as ka
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import KafkaAdminOps
@@ -28,6 +27,7 @@ from mirror_lib.kafka.admin_ops import AclBinding
 from mirror_lib.replication.companions.protection import LIFTED_PRINCIPAL, MARKER_PREFIX
 from mirror_lib.testing.kafka_broker import KafkaOptions, SecureListener, start_kafka, stop_kafka
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from tests.helpers.acls import grant
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
 from tests.helpers.tls_material import issued, self_signed, write
 from tests.helpers.waiting import process_alive, wait_for
@@ -73,19 +73,6 @@ class Secured:
 
     def ops(self, alias: str) -> KafkaAdminOps:
         return KafkaAdminOps({"bootstrap.servers": self.admin[alias]}, timeout_s=30)
-
-
-def grant(bootstrap: str, principal: str, resource: str, pattern: str, name: str, ops: str,
-          permission: str = "ALLOW") -> None:  # fmt: skip
-    """Create ACLs as the administrator."""
-    admin = ka.AdminClient({"bootstrap.servers": bootstrap})
-    bindings = [
-        ka.AclBinding(ka.ResourceType[resource], name, ka.ResourcePatternType[pattern], principal,
-                      "*", ka.AclOperation[op], ka.AclPermissionType[permission])
-        for op in ops.split(",")
-    ]  # fmt: skip
-    for fut in admin.create_acls(bindings).values():
-        fut.result(30)
 
 
 @pytest.fixture(scope="module")

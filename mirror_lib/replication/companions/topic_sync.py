@@ -9,6 +9,7 @@ Scheduling (intervals, "has anything changed") belongs to the caller.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from mirror_lib.kafka.admin_ops import (
     CreateOutcome,
     NewTopicSpec,
     kafka_error_name,
+    unknown_topic_config,
 )
 from mirror_lib.mm2.filters import compile_patterns, parse_list
 
@@ -173,7 +175,8 @@ class TopicSyncer:
     """Applies MM2's topic, config, ACL and partition sync for one flow source -> target through the
     admin layer.
 
-    Stateless apart from "already warned" flags; call each method on its own schedule.
+    Stateless apart from "already warned" flags and the topic configs the target refused as
+    unknown (:attr:`unknown_configs`); call each method on its own schedule.
     """
 
     def __init__(
@@ -197,11 +200,34 @@ class TopicSyncer:
         self._warned: set[str] = set()
         #: remote topic -> why the target last refused to create or grow it (cleared on success)
         self.refused: dict[str, BrokerError] = {}
+        #: topic configs the target's Kafka release does not have: never sent to it again
+        self.unknown_configs: set[str] = set()
 
     def _warn_once(self, key: str, msg: str, *args: object) -> None:
         if key not in self._warned:
             self._warned.add(key)
             log.warning(msg, *args)
+
+    def _unknown_to_target(
+        self, err: BaseException | None, remote: str, sent: Iterable[str]
+    ) -> str | None:
+        """The config of ``sent`` that the target refused for ``remote`` in ``err`` as one its
+        Kafka release does not have (a setting of a newer or an older release); else None. Noted,
+        so it is never sent again, and so warned about once."""
+        name = unknown_topic_config(err)
+        if name is None or name not in set(sent):
+            return None
+        self.unknown_configs.add(name)
+        log.warning(
+            "the target does not know topic config %s (its Kafka release has no such setting): "
+            "%s and every remote topic after it are created and synced without it",
+            name,
+            remote,
+        )
+        return name
+
+    def _known(self, configs: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in configs.items() if k not in self.unknown_configs}
 
     def _replicated(self) -> dict[str, int]:
         return {t: n for t, n in self.source.list_topics().items() if self.should_replicate(t)}
@@ -241,7 +267,7 @@ class TopicSyncer:
             for remote, count in create.items()
             if remote not in outcomes
         ]
-        outcomes |= self.target.create_topics(specs)
+        outcomes |= self._create_specs(specs)
         for remote, outcome in outcomes.items():
             if outcome.status == "failed":
                 log.error("could not create remote topic %s: %s", remote, outcome.error)
@@ -251,6 +277,23 @@ class TopicSyncer:
             self.refused.pop(remote, None)
             if outcome.status == "created":
                 log.info("created remote topic %s (%d partitions)", remote, create[remote])
+        return outcomes
+
+    def _create_specs(self, specs: list[NewTopicSpec]) -> dict[str, CreateOutcome]:
+        """Create ``specs`` on the target without the configs it does not know; a topic refused
+        for one more such config is created again without it."""
+        outcomes: dict[str, CreateOutcome] = {}
+        while specs:
+            specs = [dataclasses.replace(s, configs=self._known(s.configs)) for s in specs]
+            created = self.target.create_topics(specs)
+            again = []
+            for spec in specs:
+                outcome = created[spec.name]
+                if self._unknown_to_target(outcome.error, spec.name, spec.configs) is not None:
+                    again.append(spec)
+                else:
+                    outcomes[spec.name] = outcome
+            specs = again
         return outcomes
 
     def _source_configs(
@@ -278,8 +321,9 @@ class TopicSyncer:
     def sync_configs(self) -> dict[str, list[ConfigOp]]:
         """Push source topic configs to existing remote topics; returns applied ops.
 
-        A target without IncrementalAlterConfigs raises UnsupportedOperationError (as MM2);
-        other per-topic failures are logged and skipped.
+        A target without IncrementalAlterConfigs raises UnsupportedOperationError (as MM2); a
+        config the target does not know is left out (warned about once); other per-topic
+        failures are logged and skipped.
         """
         target_topics = self.target.list_topics()
         pairs = {
@@ -291,18 +335,27 @@ class TopicSyncer:
             return {}
         applied: dict[str, list[ConfigOp]] = {}
         for topic, entries in self.source.describe_topic_configs(list(pairs)).items():
-            ops = config_sync_ops(entries, self.config_filter)
-            if not ops:
-                continue
+            ops = self._alter_configs(
+                topic, pairs[topic], config_sync_ops(entries, self.config_filter)
+            )
+            if ops:
+                applied[pairs[topic]] = ops
+        return applied
+
+    def _alter_configs(self, topic: str, remote: str, ops: list[ConfigOp]) -> list[ConfigOp]:
+        """Apply ``ops`` to ``remote`` but those of configs the target does not know; returns
+        what was applied (nothing after a failure, which is logged)."""
+        while ops := [o for o in ops if o.name not in self.unknown_configs]:
             try:
-                self.target.incremental_alter_configs(pairs[topic], ops)
+                self.target.incremental_alter_configs(remote, ops)
+                return ops
             except UnsupportedOperationError:
                 raise
             except BrokerError as e:
-                log.error("could not sync configs of %s to %s: %s", topic, pairs[topic], e)
-                continue
-            applied[pairs[topic]] = ops
-        return applied
+                if self._unknown_to_target(e, remote, (o.name for o in ops)) is None:
+                    log.error("could not sync configs of %s to %s: %s", topic, remote, e)
+                    return []
+        return []
 
     def sync_acls(self) -> list[AclBinding]:
         """Copy topic ACLs to the target; returns the bindings created.

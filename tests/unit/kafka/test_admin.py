@@ -20,6 +20,7 @@ from mirror_lib.kafka.admin_ops import (
     SecurityDisabledError,
     broker_error,
     kafka_error_name,
+    unknown_topic_config,
 )
 from tests.helpers.fake_admin import RecordingAdminOps
 
@@ -132,6 +133,27 @@ def test_create_topics_outcomes() -> None:
     }
     assert kafka_error_name(out["bad"].error) == "INVALID_CONFIG"  # type: ignore[arg-type]
     assert ops.create_topics([]) == {}
+
+
+def test_a_config_of_another_kafka_release_is_told_from_other_invalid_configs() -> None:
+    """Apache Kafka 2.8 and 4.4 word it alike, in CreateTopics and IncrementalAlterConfigs."""
+    unknown = KafkaError(
+        KafkaError.INVALID_CONFIG, "Unknown topic config name: message.format.version"
+    )
+    invalid = KafkaError(KafkaError.INVALID_CONFIG, "Invalid value -7 for configuration x.y")
+    futures = {"old": _done(), "new": _done(), "bad": _done()}
+    futures["new"] = concurrent.futures.Future()
+    futures["new"].set_exception(KafkaException(unknown))
+    futures["bad"] = concurrent.futures.Future()
+    futures["bad"].set_exception(KafkaException(invalid))
+    out = _ops(StubAdmin(create_topics=futures)).create_topics(
+        [NewTopicSpec(n, 1) for n in futures]
+    )
+    assert unknown_topic_config(out["new"].error) == "message.format.version"
+    assert unknown_topic_config(out["bad"].error) is None
+    assert unknown_topic_config(out["old"].error) is None
+    other = broker_error("x: Unknown topic config name: y", "TOPIC_AUTHORIZATION_FAILED")
+    assert unknown_topic_config(other) is None
 
 
 def _native(name: str, value: str, source: ka.ConfigSource, default: bool) -> ka.ConfigEntry:

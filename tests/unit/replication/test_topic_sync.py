@@ -241,6 +241,73 @@ def test_create_missing_subset_and_errors_are_not_fatal(caplog: pytest.LogCaptur
     assert tgt.calls_of("create_topics")[0][0][0].name == "primary.test-topic-2"
 
 
+def test_a_config_the_target_release_lacks_is_left_out_and_warned_about_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 2.8 source's message.format.version on a 4.x target (and a 4.x source's settings on a
+    2.8 target): Kafka refuses the whole topic with INVALID_CONFIG. The topic is created without
+    it, later syncs never send it again, and one warning says so."""
+    src, tgt, syncer = make()
+    tgt.unknown_configs = {"message.format.version", "message.downconversion.enable"}
+    old = {"message.format.version": "2.8", "message.downconversion.enable": "false"}
+    src.add_topic("test-topic-1", 2, {"retention.ms": "5000", **old})
+    src.add_topic("test-topic-2", 1, {"message.format.version": "2.8"})
+    caplog.set_level(logging.WARNING)
+    out = syncer.create_missing()
+    assert {t: o.status for t, o in out.items()} == {
+        "primary.test-topic-1": "created",
+        "primary.test-topic-2": "created",
+    }
+    assert tgt.overrides["primary.test-topic-1"] == {"retention.ms": "5000"}
+    assert tgt.overrides["primary.test-topic-2"] == {}
+    assert syncer.unknown_configs == set(old) and not syncer.refused
+    src.overrides["test-topic-1"]["retention.ms"] = "6000"
+    calls = len(tgt.calls_of("incremental_alter_configs"))
+    applied = syncer.sync_configs()
+    assert tgt.overrides["primary.test-topic-1"] == {"retention.ms": "6000"}
+    sent = [op.name for _t, ops in tgt.calls_of("incremental_alter_configs")[calls:] for op in ops]
+    assert not set(old) & set(sent) and "retention.ms" in sent
+    assert set(applied) == {"primary.test-topic-1", "primary.test-topic-2"}
+    syncer.create_missing()
+    syncer.sync_configs()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    for name in old:
+        (warning,) = [w for w in warnings if name in w]
+        assert warning.startswith(f"the target does not know topic config {name} (its Kafka")
+        assert "primary.test-topic-" in warning and "created and synced without it" in warning
+
+
+def test_a_config_the_target_release_lacks_is_found_by_config_sync_too() -> None:
+    """A remote topic that exists already: the SET the target refuses is dropped, the others
+    applied in the same sync; a DELETE of it (a default on the source) the target takes."""
+    src, tgt, syncer = make()
+    tgt.unknown_configs = {"message.timestamp.after.max.ms"}
+    newer = {"message.timestamp.after.max.ms": "86400000"}
+    src.add_topic("test-topic-1", 1, {"retention.ms": "5000", **newer})
+    tgt.add_topic("primary.test-topic-1", 1)
+    applied = syncer.sync_configs()["primary.test-topic-1"]
+    assert ConfigOp("retention.ms", "5000") in applied
+    assert "message.timestamp.after.max.ms" not in {op.name for op in applied}
+    assert tgt.overrides["primary.test-topic-1"]["retention.ms"] == "5000"
+    assert syncer.unknown_configs == set(newer)
+
+
+def test_another_invalid_config_is_no_config_of_another_release(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only Kafka's "Unknown topic config name" is a config of another release: any other
+    refusal is logged as before, and nothing is left out of later syncs."""
+    src, tgt, syncer = make()
+    src.add_topic("test-topic-1", 1, {"retention.ms": "5000"})
+    tgt.add_topic("primary.test-topic-1", 1)
+    bad = broker_error("INVALID_CONFIG: Invalid value -7 for configuration x", "INVALID_CONFIG")
+    tgt.failures["incremental_alter_configs"] = bad
+    assert syncer.sync_configs() == {}
+    assert "could not sync configs of test-topic-1" in caplog.text
+    assert not syncer.unknown_configs
+    assert ConfigOp("retention.ms", "5000") in syncer.sync_configs()["primary.test-topic-1"]
+
+
 def test_a_topic_whose_configs_the_source_refuses_is_not_created_without_them() -> None:
     """An ACL without DESCRIBE_CONFIGS on one topic (real Kafka's TOPIC_AUTHORIZATION_FAILED):
     that remote topic is refused, named with the cause; the others are created."""

@@ -70,7 +70,7 @@ def test_the_broker_runs_with_kafkas_own_jvm_options(
 ) -> None:
     """bin/kafka-run-class.sh's G1 options and a fixed heap: with G1's default pause target a
     broker paused for up to 240 ms under the bench's steady load."""
-    monkeypatch.setattr(kafka_jars, "classpath", lambda _name: "/jars/*")
+    monkeypatch.setattr(kafka_jars, "classpath", lambda *_names, **_release: "/jars/*")
     monkeypatch.setattr(kafka_broker, "java_binary", lambda: "java")
     monkeypatch.delenv(kafka_broker.HEAP_ENV, raising=False)
     command = kafka_broker._java_cmd(_broker(kafka_broker.KafkaOptions()), "kafka.Kafka", "c")
