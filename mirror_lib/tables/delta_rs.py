@@ -225,16 +225,26 @@ def _open(path: str, version: int | None = None, timestamp: str | None = None) -
 
 
 def read_table(
-    root: str, name: str, version: int | None = None, timestamp: str | None = None
+    root: str,
+    name: str,
+    version: int | None = None,
+    timestamp: str | None = None,
+    where: Any = None,
 ) -> pa.Table:
-    """The table as Arrow (latest, or as of a version / ISO-8601 time); empty if not created yet."""
+    """The table as Arrow (latest, or as of a version / ISO-8601 time); empty if not created yet.
+
+    ``where``: a ``pyarrow.dataset`` expression, pushed down to the files (those whose
+    statistics rule it out are not read)."""
     from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     path = table_path(root, name)
     latest = version is None and not timestamp
     if latest and name in SCHEMAS and not DeltaTable.is_deltatable(path):
         return SCHEMAS[name].empty_table()
-    return _open(path, version, timestamp).to_pyarrow_table()
+    dt = _open(path, version, timestamp)
+    if where is None:
+        return dt.to_pyarrow_table()
+    return dt.to_pyarrow_dataset().to_table(filter=where)
 
 
 # ---------------------------------------------------------------------------------------------
