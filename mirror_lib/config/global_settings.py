@@ -141,7 +141,7 @@ GLOBAL_SETTINGS += (
         "mirror.tables.maintenance.interval.seconds",
         "tables_maintenance_interval",
         "3600",
-        _number_at_least(60, "seconds", off=True),
+        _number_at_least(10, "seconds", off=True),
         "how often `mirror run` maintains the delta-rs tables on its tables thread: deletes "
         "rows older than the retention, compacts small files, writes a Delta checkpoint, "
         "removes expired log entries and vacuums; 0: never (the bundle's maintenance job, or "
@@ -160,7 +160,7 @@ GLOBAL_SETTINGS += (
         "mirror.tables.history.hours",
         "tables_history_hours",
         "168",
-        _number_at_least(1, "hours"),
+        _number_at_least(0.01, "hours"),
         "how far back time travel reaches: Delta log entries and files that a newer version "
         "replaced are kept this long (`delta.logRetentionDuration`, "
         "`delta.deletedFileRetentionDuration`, VACUUM's retention), then removed",

@@ -311,13 +311,17 @@ def maintain(
     return report
 
 
+_UNIT_HOURS = {"second": 1 / 3600, "minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0}
+
+
 def _retention_hours(configuration: Mapping[str, str | None]) -> float:
-    """``delta.deletedFileRetentionDuration`` in hours when it is ``interval N hours`` (what
-    maintenance sets), else Delta's default, a week."""
+    """``delta.deletedFileRetentionDuration`` (``interval N <unit>``, as maintenance sets it)
+    in hours, else Delta's default, a week."""
     words = (configuration.get("delta.deletedFileRetentionDuration") or "").split()
-    if len(words) == 3 and words[0] == "interval" and words[2].startswith("hour"):
+    if len(words) == 3 and words[0] == "interval":
+        unit = _UNIT_HOURS.get(words[2].rstrip("s"))
         try:
-            return float(words[1])
+            return float(words[1]) * unit if unit is not None else 168.0
         except ValueError:
             pass
     return 168.0

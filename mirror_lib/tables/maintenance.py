@@ -57,12 +57,13 @@ class MaintenancePolicy:
 
     @property
     def vacuum_hours(self) -> int:
-        """VACUUM's retention: the history, in whole hours (Delta counts hours)."""
-        return math.ceil(self.history_hours)
+        """VACUUM's retention: the history, in whole hours (Delta counts hours; under one
+        hour: none, as the files replaced in that hour are few)."""
+        return math.floor(self.history_hours)
 
     def table_properties(self) -> dict[str, str]:
         """The Delta table properties that bound each table's log and replaced files."""
-        window = f"interval {self.vacuum_hours} hours"
+        window = f"interval {round(self.history_hours * 3600)} seconds"
         return {
             "delta.checkpointInterval": str(self.checkpoint_interval),
             "delta.logRetentionDuration": window,

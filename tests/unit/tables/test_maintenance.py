@@ -47,19 +47,19 @@ def test_the_defaults_and_their_table_properties(tmp_path):
     assert (policy.interval_s, policy.retention_days, policy.history_hours) == (3600, 7, 168)
     assert policy.table_properties() == {
         "delta.checkpointInterval": "10",
-        "delta.logRetentionDuration": "interval 168 hours",
-        "delta.deletedFileRetentionDuration": "interval 168 hours",
+        "delta.logRetentionDuration": "interval 604800 seconds",
+        "delta.deletedFileRetentionDuration": "interval 604800 seconds",
         "delta.enableExpiredLogCleanup": "true",
     }
     short = MaintenancePolicy.of(config(tmp_path, **{"mirror.tables.history.hours": "1.5"}))
-    assert short.vacuum_hours == 2  # Delta counts whole hours
-    assert short.table_properties()["delta.logRetentionDuration"] == "interval 2 hours"
+    assert short.vacuum_hours == 1  # VACUUM counts whole hours, never more than the history
+    assert short.table_properties()["delta.logRetentionDuration"] == "interval 5400 seconds"
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("mirror.tables.maintenance.interval.seconds", "30"),
+        ("mirror.tables.maintenance.interval.seconds", "5"),
         ("mirror.tables.retention.days", "0"),
         ("mirror.tables.history.hours", "nan"),
         ("mirror.tables.checkpoint.interval", "0"),
