@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default="partitions,groups,new-topic,flows")
     p.add_argument("--partitions", default="4,100,1000,4000")
-    p.add_argument("--records-per-partition", type=int, default=500)
+    p.add_argument("--records-per-partition", type=int, default=2000)
     p.add_argument("--groups", default="10,1000,5000")
     p.add_argument("--flows", default="1,5,10")
     p.add_argument("--idle-seconds", type=float, default=120)
@@ -250,6 +250,10 @@ def case_partitions(n: int, args: argparse.Namespace, work: Path) -> dict[str, A
         )
         log(f"partitions {n}: ours {out['ours']} idle {out['ours_idle']}")
         if not args.no_mm2:
+            from bench.kafka_data import wipe
+
+            ledgers = tuple(f"__mirror_ledger.A->B.{slot}" for slot in range(8))
+            wipe(b.tgt, groups=ledgers)  # MM2 copies into the same remote topics as ours
             props = mm2_properties(b.src, b.tgt, regex)
             mm2 = run_until(mm2_command(props, work / "mm2"), work / "mm2.err", copied, 3700)
             mm2["records_per_s"] = round(total / mm2["wall_s"]) if mm2["wall_s"] else None

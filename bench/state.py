@@ -121,7 +121,7 @@ def role_group(name: str) -> str:
     """driver (the ``mirror`` CLI), jvm, or worker (pyspark's daemons and workers)."""
     if name.startswith("mirror cli"):
         return "driver"
-    if name in ("jvm", "java"):
+    if name in ("jvm", "java", "mm2 jvm"):
         return "jvm"
     return "worker"
 
