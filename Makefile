@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: help venv venv-spark40 venv-spark43 demo test test-main test-spark40 test-spark43 \
-	test-kafka44 chromium kafka delta lint docs format bench fault-matrix clean
+	test-kafka44 chromium kafka delta lint docs format bench bench-scale bench-soak fault-matrix clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -139,6 +139,16 @@ fault-matrix: kafka ## the whole fault matrix on three-broker clusters (about an
 
 bench: $(STAMP) ## run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/replication.py
+
+# The scale and soak benches (bench/README.md, "Scale and soak"): hours each at their defaults.
+# SCALE_ARGS / SOAK_ARGS pass flags, e.g. `make bench-soak SOAK_ARGS="--minutes 5"`.
+SCALE_ARGS ?=
+SOAK_ARGS ?=
+bench-scale: $(STAMP) kafka ## partitions, groups, new topics and flows, beside MirrorMaker 2
+	$(BIN)/python bench/scale.py $(SCALE_ARGS)
+
+bench-soak: $(STAMP) kafka ## hours at 5,000 records/s: every piece of state, extrapolated to 30 days
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
 
 clean: ## remove the virtualenv and local state
 	rm -rf $(VENV) $(VENV40) $(VENV43) mirror-state site .pytest_cache .ruff_cache .mypy_cache

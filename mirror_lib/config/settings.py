@@ -25,6 +25,7 @@ from mirror_lib.config.setting_values import (
     seconds,
     text,
 )
+from mirror_lib.errors import ConfigError
 from mirror_lib.mm2.filters import DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE
 
 DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
@@ -47,6 +48,30 @@ OnGap = Literal["fail", "skip"]
 #: not decide when a record is visible, and commits every 20 ms loaded the brokers
 #: (docs/how-it-works.md, "At least once").
 AT_LEAST_ONCE_COMMIT_INTERVAL_MS = 1000
+
+#: ``mirror.metrics.topic.retention.ms`` by default: 7 days, the broker's own default
+#: (``log.retention.hours = 168``) and Kafka's ``offsets.retention.minutes``, stated on the topic
+#: so that neither a shorter cluster default cuts translation short nor an unlimited one keeps
+#: the topic growing (docs/operations/state.md).
+METRICS_RETENTION_MS = 7 * 24 * 3600 * 1000
+_DAY_MS = 24 * 3600 * 1000
+
+
+def metrics_retention(key: str, raw: str) -> int:
+    """``retention.ms`` of the metrics topic: at least a day (the checkpoint job and
+    ``mirror verify`` read the topic back), or -1 for unlimited."""
+    value = int_at_least(-1)(key, raw)
+    if value != -1 and value < _DAY_MS:
+        raise ConfigError(key, raw, f"milliseconds >= {_DAY_MS} (a day), or -1 for unlimited")
+    return value
+
+
+#: ``refresh.topics.interval.seconds`` when unset, so that a new topic is copied within a minute
+#: of its creation (issue 52): after discovery the slice ends, the planner creates the remote
+#: topic and new copy tasks start, about 30 s on the busy 2-core bench machine. Each copy task
+#: lists the source's topics this often; MM2's default, 600 s, keeps new topics waiting.
+REFRESH_TOPICS_S = 15
+
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("topics", "topics", ".*", regex_list, "topics to replicate (regexes, full match)"),
@@ -116,9 +141,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "refresh.topics.interval.seconds",
         "refresh_topics_interval",
-        "600",
+        str(REFRESH_TOPICS_S),
         seconds,
-        "partition/config refresh period (topics are listed every batch regardless)",
+        "how often a copy task looks for new topics and partitions (at most every 60 s), and "
+        "partitions are synced; MM2's default is 600. Topics are listed every slice regardless",
     ),
     Setting(
         "refresh.groups.enabled",
@@ -356,6 +382,15 @@ SETTINGS: tuple[Setting, ...] = (
         "catches up on its own",
     ),
     Setting(
+        "mirror.metrics.topic.retention.ms",
+        "metrics_retention_ms",
+        str(METRICS_RETENTION_MS),
+        metrics_retention,
+        "`retention.ms` of the flow's metrics topic when the flow creates it (MM2 has no such "
+        "topic; an existing topic keeps its own): how far back translation's segments reach. "
+        "At least a day, or -1 to keep everything",
+    ),
+    Setting(
         "mirror.trigger.interval.seconds",
         "trigger_interval",
         "1",
@@ -453,6 +488,7 @@ class FlowSettings:
     skip_topics: tuple[str, ...]
     fanout: bool
     fanout_max_lag_records: int
+    metrics_retention_ms: int
     trigger_interval: float
     separator_configured: bool = False
     explicit: frozenset[str] = frozenset()

@@ -110,7 +110,7 @@ def ensure_metrics_topic(ctx: FlowContext, timeout_s: float | None = None) -> Ka
         ctx.metrics_topic,
         1,
         ctx.settings.offset_syncs_replication_factor,
-        {"cleanup.policy": "delete"},
+        {"cleanup.policy": "delete", "retention.ms": str(ctx.settings.metrics_retention_ms)},
     )
     target.create_topics([spec])
     return target

@@ -46,6 +46,7 @@ from mirror_lib.tables.location import (
     tables_root,
     tables_writer,
 )
+from mirror_lib.tables.maintenance import MaintenancePolicy
 from mirror_lib.tables.schemas import TABLES
 
 
@@ -187,30 +188,44 @@ def maintain_tables(
     config: MirrorConfig,
     *,
     spark: Any = None,
-    retention_days: float = 30,
-    vacuum_hours: float = 168,
+    retention_days: float | None = None,
+    vacuum_hours: float | None = None,
 ) -> dict[str, Any]:
-    """Delete rows older than the retention, compact and vacuum every table.
+    """Delete rows older than the retention, compact, vacuum and checkpoint every table, and
+    set the table properties that bound its log (docs/operations/state.md).
 
-    delta-rs tables are maintained directly. With Delta's Spark writer (``spark`` given, e.g. the
-    bundle's maintenance task) the same is SQL - DELETE, OPTIMIZE, VACUUM - and the views are
-    (re)created in ``mirror.tables.schema`` so the dashboard's queries resolve.
+    ``retention_days`` and ``vacuum_hours`` default to ``mirror.tables.retention.days`` and
+    ``mirror.tables.history.hours``. delta-rs tables are maintained directly. With Delta's
+    Spark writer (``spark`` given, e.g. the bundle's maintenance task) the same is SQL - ALTER
+    TABLE SET TBLPROPERTIES, DELETE, OPTIMIZE, VACUUM - and the views are (re)created in
+    ``mirror.tables.schema`` so the dashboard's queries resolve.
     """
+    policy = MaintenancePolicy.of(config)
+    days = policy.retention_days if retention_days is None else retention_days
+    hours = policy.vacuum_hours if vacuum_hours is None else vacuum_hours
+    properties = policy.table_properties()
     if spark is not None and tables_writer(spark, config) == "spark":
-        return _maintain_with_sql(spark, config, retention_days, vacuum_hours)
-    return maintain(tables_root(config), retention_days=retention_days, vacuum_hours=vacuum_hours)
+        return _maintain_with_sql(spark, config, days, hours, properties)
+    root = tables_root(config)
+    return maintain(root, retention_days=days, vacuum_hours=hours, properties=properties)
 
 
 def _maintain_with_sql(
-    spark: Any, config: MirrorConfig, retention_days: float, vacuum_hours: float
+    spark: Any,
+    config: MirrorConfig,
+    retention_days: float,
+    vacuum_hours: float,
+    properties: dict[str, str],
 ) -> dict[str, Any]:
     ensure_spark_tables(spark, config)  # tables no command has written yet: empty, for the views
     seconds = int(retention_days * 86400)
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(properties.items()))
     done: dict[str, Any] = {}
     for name in TABLES:
         table = spark_table_name(config, name)
         if not spark_table_exists(spark, config, name):
             continue
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({settings})")
         spark.sql(
             f"DELETE FROM {table} WHERE record_ts < current_timestamp() - "
             f"make_dt_interval(0, 0, 0, {seconds})"

@@ -59,8 +59,10 @@ from mirror_lib.tables.location import (
     local_session_delta,
     materialized_clusters,
     tables_enabled,
+    tables_root,
     tables_writer,
 )
+from mirror_lib.tables.maintenance import maintain_if_due
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +327,8 @@ class _Run:
             _one_round(ctx, report, self.plan.parts)
         for cluster in self.clusters:
             report(materialize_now(spark, config, cluster, timeout_s, self.writer))
+        if self.clusters and self.writer == "delta-rs" and maintain_if_due(config) is not None:
+            report(f"maintained the tables in {tables_root(config)}")
         return statuses
 
     def continuous(

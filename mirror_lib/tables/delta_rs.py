@@ -17,6 +17,7 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import astuple, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -224,16 +225,26 @@ def _open(path: str, version: int | None = None, timestamp: str | None = None) -
 
 
 def read_table(
-    root: str, name: str, version: int | None = None, timestamp: str | None = None
+    root: str,
+    name: str,
+    version: int | None = None,
+    timestamp: str | None = None,
+    where: Any = None,
 ) -> pa.Table:
-    """The table as Arrow (latest, or as of a version / ISO-8601 time); empty if not created yet."""
+    """The table as Arrow (latest, or as of a version / ISO-8601 time); empty if not created yet.
+
+    ``where``: a ``pyarrow.dataset`` expression, pushed down to the files (those whose
+    statistics rule it out are not read)."""
     from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     path = table_path(root, name)
     latest = version is None and not timestamp
     if latest and name in SCHEMAS and not DeltaTable.is_deltatable(path):
         return SCHEMAS[name].empty_table()
-    return _open(path, version, timestamp).to_pyarrow_table()
+    dt = _open(path, version, timestamp)
+    if where is None:
+        return dt.to_pyarrow_table()
+    return dt.to_pyarrow_dataset().to_table(filter=where)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,14 +258,19 @@ def maintain(
     vacuum_hours: float = 168,
     compact: bool = True,
     vacuum_full: bool = False,
+    properties: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Retention delete, compaction, vacuum and checkpoint of every existing table.
+    """Retention delete, compaction, vacuum, checkpoint and log clean-up of every table.
 
-    Rows whose ``record_ts`` is older than ``retention_days`` are deleted (rows with a null
-    ``record_ts`` are kept). Vacuum removes files unreferenced for ``vacuum_hours`` (whole hours):
-    **under 168 h it breaks time travel to versions older than that window**, and with
-    ``vacuum_full`` (which also removes orphans of killed tasks) a short window can delete files
-    of a batch that is being written right now. Returns metrics per table.
+    ``properties`` (:meth:`~mirror_lib.tables.maintenance.MaintenancePolicy.table_properties`)
+    are set on each table first where they differ, so that every later commit checkpoints and
+    cleans its log by them. Rows whose ``record_ts`` is older than ``retention_days`` are
+    deleted (rows with a null ``record_ts`` are kept). Vacuum removes files unreferenced for
+    ``vacuum_hours`` (whole hours): **it breaks time travel to versions older than that
+    window**, and with ``vacuum_full`` (which also removes orphans of killed tasks) a short
+    window can delete files of a batch that is being written right now. Log entries older than
+    the table's ``delta.logRetentionDuration`` (delta-rs' default: 30 days) and before its
+    newest checkpoint are removed. Returns metrics per table.
     """
     import pyarrow.dataset as ds
     from deltalake import DeltaTable  # lazy: optional extra "delta"
@@ -267,6 +283,11 @@ def maintain(
             continue
         dt = DeltaTable(path)
         metrics: dict[str, Any] = {"deleted_rows": 0}
+        current = dt.metadata().configuration
+        changed = {k: v for k, v in (properties or {}).items() if current.get(k) != v}
+        if changed:
+            dt.alter.set_table_properties(changed)
+            metrics["properties"] = changed
         dataset = dt.to_pyarrow_dataset()
         if "record_ts" in dataset.schema.names:
             ts_type = dataset.schema.field("record_ts").type
@@ -276,11 +297,31 @@ def maintain(
                 deleted = dt.delete(f"record_ts < '{stamp}'")
                 metrics["deleted_rows"] = deleted.get("num_deleted_rows", old)
         if compact:
-            metrics["compact"] = dt.optimize.compact()
-        hours, enforce = max(0, math.floor(vacuum_hours)), vacuum_hours >= 168
+            done = dt.optimize.compact()
+            metrics["compact"] = {k: done.get(k) for k in ("numFilesAdded", "numFilesRemoved")}
+        hours = max(0, math.floor(vacuum_hours))
+        # delta-rs refuses a retention under the table's own unless told not to enforce it
+        enforce = hours >= _retention_hours(dt.metadata().configuration)
         vacuumed = dt.vacuum(hours, False, enforce, full=vacuum_full)
         metrics["vacuumed_files"] = len(vacuumed)
         dt.create_checkpoint()
+        dt.cleanup_metadata()
         metrics["version"] = dt.version()
         report[name] = metrics
     return report
+
+
+_UNIT_HOURS = {"second": 1 / 3600, "minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0}
+
+
+def _retention_hours(configuration: Mapping[str, str | None]) -> float:
+    """``delta.deletedFileRetentionDuration`` (``interval N <unit>``, as maintenance sets it)
+    in hours, else Delta's default, a week."""
+    words = (configuration.get("delta.deletedFileRetentionDuration") or "").split()
+    if len(words) == 3 and words[0] == "interval":
+        unit = _UNIT_HOURS.get(words[2].rstrip("s"))
+        try:
+            return float(words[1]) * unit if unit is not None else 168.0
+        except ValueError:
+            pass
+    return 168.0

@@ -12,8 +12,9 @@ tables on Databricks) and aggregate with the functions below. The SQL views
 * error: the flow's newest ``error`` event since its newest ``start`` (a run that failed, or a
   fan-out target left out while the others go on), or None.
 
-``records``, ``latency_ms_p50``/``p99`` are over all history and ``records_per_second`` over the
-last 60 s (as the views); the ``window_*`` figures are over one window that ``mirror status``
+``records``, ``latency_ms_p50``/``p99`` are over the history :func:`flow_health` reads (the last
+hour, :data:`HEALTH_WINDOW_S`; the views: all history) and ``records_per_second`` over the last
+60 s; the ``window_*`` figures are over one window that ``mirror status``
 names (default the last 5 minutes, :data:`STATUS_WINDOW_S`), so one slow start does not set the
 p99 for good.
 """
@@ -70,23 +71,66 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
     return None
 
 
-def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[Row]:
+def read_rows(
+    config: MirrorConfig,
+    name: str,
+    spark: Any = None,
+    *,
+    since_ms: float | None = None,
+    columns: Sequence[str] | None = None,
+) -> list[Row]:
     """Rows of a table with ``_ms`` = its timestamp column in epoch ms (either writer; none
-    while the table does not exist yet)."""
+    while the table does not exist yet).
+
+    ``since_ms``: only rows at or after it, and ``columns``: only these (plus ``_ms``), both
+    pushed down to the files: delta-rs skips the files and row groups whose statistics say
+    they hold nothing newer, so a read of the last hour costs the last hour, not the month.
+    """
     ts = TIMESTAMPS[name]
     spark = tables_spark(config, spark)
     if spark is not None:
         if not spark_table_exists(spark, config, name):
             return []
         df = spark.table(spark_table_name(config, name))
-        return [r.asDict() for r in df.selectExpr("*", f"unix_millis({ts}) AS _ms").collect()]
+        if since_ms is not None:
+            df = df.where(f"{ts} >= timestamp_millis({int(since_ms)})")
+        picked = list(columns) if columns is not None else ["*"]
+        df = df.selectExpr(*picked, f"unix_millis({ts}) AS _ms")
+        return [r.asDict() for r in df.collect()]
     import pyarrow as pa  # lazy: optional extra "delta/spark"
 
     from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 
-    table = read_table(tables_root(config), name)
+    wanted = None if columns is None else sorted({*columns, ts})
+    if since_ms is None and wanted is None:
+        table = read_table(tables_root(config), name)
+    else:
+        table = _read_since(config, name, ts, since_ms, wanted)
     ms = table[ts].cast(pa.timestamp("ms", tz="UTC"), safe=False).cast(pa.int64())
     return table.append_column("_ms", ms).to_pylist()
+
+
+def _read_since(
+    config: MirrorConfig, name: str, ts: str, since_ms: float | None, columns: list[str] | None
+) -> Any:
+    """The rows of ``name`` since ``since_ms`` (all: None), with ``columns`` (all: None)."""
+    import pyarrow as pa  # lazy: optional extra "delta/spark"
+    import pyarrow.dataset as ds  # lazy: optional extra "delta/spark"
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
+
+    from mirror_lib.tables.delta_rs import table_path  # lazy: deltalake, pyarrow
+    from mirror_lib.tables.schemas import SCHEMAS
+
+    path = table_path(tables_root(config), name)
+    if not DeltaTable.is_deltatable(path):
+        schema = SCHEMAS[name]
+        return schema.empty_table().select(columns) if columns else schema.empty_table()
+    dataset = DeltaTable(path).to_pyarrow_dataset()
+    where = None
+    if since_ms is not None:
+        since = pa.scalar(int(since_ms), pa.timestamp("ms", tz="UTC"))
+        where = ds.field(ts) >= since.cast(dataset.schema.field(ts).type)
+    return dataset.to_table(columns=columns, filter=where)
 
 
 def latency(rows: Iterable[Row]) -> dict[str, float]:
@@ -227,18 +271,39 @@ def health(
     return out
 
 
+#: How far back ``mirror status`` reads the metrics: its records, rate, latency and lag are
+#: those of this window, so that it answers in a second over months of history.
+HEALTH_WINDOW_S = 3600.0
+_METRICS = ("flow", "topic", "partition", "records", "lag", "upstream_last", "latency_ms_p50",
+            "latency_ms_p99", "latency_ms_max")  # fmt: skip
+_PAIRS = {"checkpoints": ("source", "target"), "heartbeats": ("source", "target", "hops")}
+_EVENTS = ("type", "flow", "action", "reason")
+
+
 def flow_health(
     config: MirrorConfig,
     now_ms: float | None = None,
     spark: Any = None,
     window_s: float = STATUS_WINDOW_S,
+    history_s: float | None = HEALTH_WINDOW_S,
 ) -> list[FlowHealth]:
-    """Health of every enabled flow of ``config`` from its tables (either writer)."""
+    """Health of every enabled flow of ``config`` from its tables (either writer).
+
+    Records, rate, latency and lag come from the metrics of the last ``history_s`` (None: all
+    history), the ``window_*`` figures from the last ``window_s`` of them; checkpoint and
+    heartbeat ages from their newest rows, found in that read or, for a pair quiet longer, in a
+    read of only the columns that say so."""
     spark = tables_spark(config, spark)
-    tables = {name: read_rows(config, name, spark) for name in TIMESTAMPS}
-    flows = [(f.name, f.mm2_source, f.mm2_target) for f in config.enabled_flows()]  # as in MM2
     now = time.time() * 1000.0 if now_ms is None else now_ms
-    return health(
-        tables["replication_metrics"], tables["checkpoints"], tables["heartbeats"], flows, now,
-        tables["flow_events"], window_s,
-    )  # fmt: skip
+    since = None if history_s is None else now - max(history_s, window_s) * 1000
+    flows = [(f.name, f.mm2_source, f.mm2_target) for f in config.enabled_flows()]  # as in MM2
+    metrics = read_rows(config, "replication_metrics", spark, since_ms=since, columns=_METRICS)
+    pairs = {}
+    for name, columns in _PAIRS.items():
+        rows = read_rows(config, name, spark, since_ms=since, columns=columns)
+        found = {(r["source"], r["target"]) for r in rows}
+        if since is not None and any((s, t) not in found for _n, s, t in flows):
+            rows = read_rows(config, name, spark, columns=columns)  # a pair quiet for longer
+        pairs[name] = rows
+    events = read_rows(config, "flow_events", spark, columns=_EVENTS)
+    return health(metrics, pairs["checkpoints"], pairs["heartbeats"], flows, now, events, window_s)

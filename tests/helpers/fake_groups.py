@@ -31,11 +31,16 @@ class FakeGroupAdmin:
         }
         self.members: dict[str, int] = {}
         self.altered: list[tuple[str, str, int, int, str | None]] = []
+        self.calls: list[tuple[str, int]] = []  # (method, groups in the call)
 
     def list_consumer_groups(self, request_timeout: float | None = None) -> Future:
         return _done(SimpleNamespace(valid=[SimpleNamespace(group_id=g) for g in self.offsets]))
 
-    def describe_consumer_groups(self, groups: list[str]) -> dict[str, Future]:
+    def describe_consumer_groups(
+        self, groups: list[str], request_timeout: float | None = None
+    ) -> dict[str, Future]:
+        self.calls.append(("describe_consumer_groups", len(groups)))
+
         def described(g: str) -> Any:
             n = self.members.get(g, 0)
             state = ConsumerGroupState.STABLE if n else ConsumerGroupState.EMPTY
@@ -43,7 +48,10 @@ class FakeGroupAdmin:
 
         return {g: _done(described(g)) for g in groups}
 
-    def list_consumer_group_offsets(self, requests: list[Any]) -> dict[str, Future]:
+    def list_consumer_group_offsets(
+        self, requests: list[Any], request_timeout: float | None = None
+    ) -> dict[str, Future]:
+        self.calls.append(("list_consumer_group_offsets", len(requests)))
         out = {}
         for req in requests:
             tps = [
@@ -53,7 +61,10 @@ class FakeGroupAdmin:
             out[req.group_id] = _done(SimpleNamespace(group_id=req.group_id, topic_partitions=tps))
         return out
 
-    def alter_consumer_group_offsets(self, requests: list[Any]) -> dict[str, Future]:
+    def alter_consumer_group_offsets(
+        self, requests: list[Any], request_timeout: float | None = None
+    ) -> dict[str, Future]:
+        self.calls.append(("alter_consumer_group_offsets", len(requests)))
         for req in requests:
             for tp in req.topic_partitions:
                 self.altered.append((req.group_id, tp.topic, tp.partition, tp.offset, tp.metadata))

@@ -9,6 +9,7 @@ Its state (latest checkpoints, segments) is rebuilt from Kafka when a worker has
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError, DecodeError
 from mirror_lib.kafka.admin import AUTH_ERRORS, admin_client, future_result
@@ -52,6 +52,10 @@ class CheckpointState:
     skipped: int = 0
     #: the source's groups as first listed, kept with ``refresh.groups.enabled = false``
     fixed_groups: tuple[str, ...] | None = None
+    #: per side, the admin clients the per-group requests are spread over (:func:`_admins`)
+    admins: dict[str, list[Any]] = field(default_factory=dict)
+    #: the checkpoints this job wrote, by their offset on the topic: read back without decoding
+    own: dict[int, Checkpoint] = field(default_factory=dict)
 
     def reread_checkpoints(self) -> None:
         """Forget the checkpoints known so far; the next cycle reads the topic again from its
@@ -59,6 +63,7 @@ class CheckpointState:
         self.store = CheckpointStore()
         self.checkpoints_position = 0
         self.skipped = 0
+        self.own = {}
 
 
 def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
@@ -69,60 +74,102 @@ def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
         reader_conf(ctx), ctx.checkpoints_topic, start=state.checkpoints_position
     ):
         state.checkpoints_position = msg.offset() + 1
-        try:
-            cp = Checkpoint.decode(msg.key(), msg.value())
-        except DecodeError:
-            state.skipped += 1
-            continue
+        cp = state.own.pop(msg.offset(), None)  # ours: decoding it cost most of a round
+        if cp is None:
+            try:
+                cp = Checkpoint.decode(msg.key(), msg.value())
+            except DecodeError:
+                state.skipped += 1
+                continue
         if ctx.should_checkpoint_group(cp.group):
             checkpoints.append(cp)
     state.store.load(checkpoints)
 
 
-def _wait(futures: dict[Any, Any], what: str) -> list[Any]:
-    return list(wait_futures(futures, what).values())
+#: Admin clients per cluster for the per-group requests of a round. librdkafka sends one
+#: client's requests to a group coordinator one after the other; measured on one broker,
+#: offsets of 2,000 groups took 1.95 s through one client and 0.56 s through 16
+#: (bench/README.md, "Scale and soak").
+GROUP_ADMINS = 8
+
+
+def _admins(ctx: FlowContext, state: CheckpointState, side: str) -> list[Any]:
+    """The job's admin clients on ``side``, made once and kept across rounds."""
+    if side not in state.admins:
+        conf = ctx.client(side, "admin")
+        state.admins[side] = [admin_client(conf) for _ in range(GROUP_ADMINS)]
+    return state.admins[side]
+
+
+def _per_group(admins: list[Any], call: str, requests: list[Any], timeout_s: float) -> dict:
+    """``call`` once per group request (confluent-kafka takes one group a call), spread over
+    ``admins`` and all sent before any answer is awaited; group -> future."""
+    futures: dict[str, Any] = {}
+    for i, request in enumerate(requests):
+        method = getattr(admins[i % len(admins)], call)
+        futures |= method([request], request_timeout=timeout_s)
+    return futures
 
 
 def _source_groups(
-    ctx: FlowContext, admin: AdminClient, state: CheckpointState
+    ctx: FlowContext, admins: list[Any], state: CheckpointState
 ) -> dict[str, dict[TP, tuple[int, str]]]:
     """The source's groups the flow checkpoints, with their committed offsets. Listed every
-    cycle, or, with ``refresh.groups.enabled = false``, only the first time (as MM2)."""
+    cycle, or, with ``refresh.groups.enabled = false``, only the first time (as MM2). One
+    OffsetFetch per group, spread over ``admins`` (:data:`GROUP_ADMINS`)."""
     names = state.fixed_groups
+    timeout_s = ctx.settings.admin_timeout_ms / 1000
     if names is None:
-        timeout_s = ctx.settings.admin_timeout_ms / 1000
         listing = future_result(
-            admin.list_consumer_groups(request_timeout=timeout_s),
+            admins[0].list_consumer_groups(request_timeout=timeout_s),
             "listing consumer groups",
             timeout_s + 5,
         )
         names = tuple(sorted(x.group_id for x in listing.valid))
         if not ctx.settings.refresh_groups:
             state.fixed_groups = names
-    groups = {}
-    for g in names:
-        if not accept_group(g, ctx.group_filter):
-            continue
-        (result,) = _wait(
-            admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)]), "group offsets"
-        )
-        groups[g] = {
+    wanted = [ConsumerGroupTopicPartitions(g) for g in names if accept_group(g, ctx.group_filter)]
+    answers = wait_futures(
+        _per_group(admins, "list_consumer_group_offsets", wanted, timeout_s),
+        "group offsets",
+        timeout_s + 5,
+    )
+    return {
+        g: {
             (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
             for tp in result.topic_partitions
             if tp.offset >= 0
         }
-    return groups
+        for g, result in answers.items()
+    }
 
 
 def _sync_group_offsets(ctx: FlowContext, state: CheckpointState) -> int:
-    admin = admin_client(ctx.client("target", "admin"))
-    changed = 0
-    for group in state.store.groups():
-        (desc,) = _wait(admin.describe_consumer_groups([group]), "describe group")
-        (current,) = _wait(
-            admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]), "offsets"
-        )
-        target = {(tp.topic, tp.partition): tp.offset for tp in current.topic_partitions}
+    """Commit on B the translated offsets of the groups idle there (never backwards).
+
+    The groups are described in a request per admin client, and their offsets fetched and
+    committed a group a request, spread over the job's admin clients (see
+    :func:`_source_groups`)."""
+    admins = _admins(ctx, state, "target")
+    timeout_s = ctx.settings.admin_timeout_ms / 1000
+    groups = sorted(state.store.groups())
+    if not groups:
+        return 0
+    describes: dict[str, Any] = {}
+    for i, admin in enumerate(admins):  # a share of the groups each, all in flight at once
+        if share := groups[i :: len(admins)]:
+            describes |= admin.describe_consumer_groups(share, request_timeout=timeout_s)
+    described = wait_futures(describes, "describe group", timeout_s + 5)
+    fetches = [ConsumerGroupTopicPartitions(g) for g in groups]
+    current = wait_futures(
+        _per_group(admins, "list_consumer_group_offsets", fetches, timeout_s),
+        "offsets",
+        timeout_s + 5,
+    )
+    commits: list[Any] = []
+    for group in groups:
+        desc = described[group]
+        target = {(tp.topic, tp.partition): tp.offset for tp in current[group].topic_partitions}
         latest = state.store.latest(group)
         plan = group_offsets_to_sync(
             checkpoints=latest,
@@ -130,21 +177,25 @@ def _sync_group_offsets(ctx: FlowContext, state: CheckpointState) -> int:
             target_members=len(desc.members),
             target_offsets=target,
         )
-        if not plan:
-            continue
-        request = ConsumerGroupTopicPartitions(  # with the commit's metadata, as MM2
-            group,
-            [
-                TopicPartition(t, p, off, metadata=latest[(t, p)].metadata)
-                for (t, p), off in sorted(plan.items())
-            ],
-        )
+        if plan:
+            commits.append(
+                ConsumerGroupTopicPartitions(  # with the commit's metadata, as MM2
+                    group,
+                    [
+                        TopicPartition(t, p, off, metadata=latest[(t, p)].metadata)
+                        for (t, p), off in sorted(plan.items())
+                    ],
+                )
+            )
+    changed = 0
+    futures = _per_group(admins, "alter_consumer_group_offsets", commits, timeout_s)
+    for request in commits:
         try:
-            _wait(admin.alter_consumer_group_offsets([request]), "alter group offsets")
+            future_result(futures[request.group_id], "alter group offsets", timeout_s + 5)
         except BrokerError as exc:  # e.g. a member joined meanwhile: MM2 logs and moves on
-            log.warning("group %s on %s not synced: %s", group, ctx.target, exc)
+            log.warning("group %s on %s not synced: %s", request.group_id, ctx.target, exc)
             continue
-        changed += len(plan)
+        changed += len(request.topic_partitions)
     return changed
 
 
@@ -163,7 +214,7 @@ def run_checkpoints(
         return 0, 0
     state = state if state is not None else CheckpointState()
     _add_checkpoints(ctx, state)
-    groups = _source_groups(ctx, admin_client(ctx.client("source", "admin")), state)
+    groups = _source_groups(ctx, _admins(ctx, state, "source"), state)
     offsets = {
         (group, tp): upstream
         for group, committed in groups.items()
@@ -186,7 +237,7 @@ def run_checkpoints(
         )
     if emitted:
         try:
-            _write_checkpoints(ctx, emitted)
+            state.own |= _write_checkpoints(ctx, emitted)
         except BaseException:
             # the store already holds them, and whether a failed commit landed is unknown: the
             # topic says what was written, so that a retry emits what was not
@@ -239,10 +290,11 @@ def _topic_id(ctx: FlowContext, topic: str) -> str | None:
         return None
 
 
-def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
-    """Write one round. With exactly-once delivery in one transaction: every partition's
-    checkpoint appears together. At least once (for targets without transactions) without one:
-    a round that is not acknowledged whole fails, and the next cycle writes what is missing."""
+def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> dict[int, Checkpoint]:
+    """Write one round; returns each checkpoint by its offset on the topic. With exactly-once
+    delivery in one transaction: every partition's checkpoint appears together. At least once
+    (for targets without transactions) without one: a round that is not acknowledged whole
+    fails, and the next cycle writes what is missing."""
     ctx.admin_ops("target").create_compacted_topic(
         ctx.checkpoints_topic, ctx.settings.checkpoints_replication_factor
     )
@@ -251,10 +303,13 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
     txn = {"transactional.id": txn_id, "enable.idempotence": True}
     producer = Producer(ctx.producer("target", **(txn if eos else {})))
     failed: list[str] = []
+    written: dict[int, Checkpoint] = {}
 
-    def delivered(err: Any, _msg: Any) -> None:
+    def delivered(err: Any, msg: Any, *, cp: Checkpoint) -> None:
         if err is not None:
             failed.append(err.str())
+        else:
+            written[msg.offset()] = cp
 
     try:
         if eos:
@@ -264,16 +319,18 @@ def _write_checkpoints(ctx: FlowContext, checkpoints: list[Checkpoint]) -> None:
         for cp in checkpoints:
             producer.produce(
                 ctx.checkpoints_topic, cp.value(), cp.key(), partition=0, timestamp=now,
-                on_delivery=delivered,
+                on_delivery=functools.partial(delivered, cp=cp),
             )  # fmt: skip
         if eos:
             bounded(lambda: producer.commit_transaction(30), 30, "checkpoints' commit_transaction")
+            producer.poll(0)  # their delivery reports, with offsets (one missed: decoded later)
         elif producer.flush(30) > 0 or failed:
             raise BrokerError(
                 f"checkpoints of {ctx.label} not acknowledged by {ctx.where('target')}: "
                 f"{', '.join(sorted(set(failed))) or 'no answer in 30 s'}",
                 transient=True,
             )
+        return written
     except KafkaException as exc:
         err = exc.args[0]
         raise BrokerError(

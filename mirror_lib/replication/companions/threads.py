@@ -25,6 +25,7 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.testhooks import delay_first_heartbeat
 from mirror_lib.tables.catch_up import materialize_once, positions_file
+from mirror_lib.tables.maintenance import maintain_if_due
 
 log = logging.getLogger(__name__)
 
@@ -194,5 +195,9 @@ class TablesJob(CompanionJob):
         return f"positions in {positions_file(self.config, self.cluster)} and the tables"
 
     def run_once(self) -> int:
-        """Materialize what the topics hold now; the number of records read."""
-        return materialize_once(self.config, self.cluster, stopping=self._stop.is_set)
+        """Materialize what the topics hold now, then maintain the tables when that is due
+        (``mirror.tables.maintenance.interval.seconds``); the number of records read."""
+        read = materialize_once(self.config, self.cluster, stopping=self._stop.is_set)
+        if not self._stop.is_set():
+            maintain_if_due(self.config)
+        return read

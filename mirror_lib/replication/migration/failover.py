@@ -169,13 +169,17 @@ def translate_group_as_of(
     Reads the materialized ``checkpoints`` Delta table as of ``version`` or ``timestamp``
     (ISO-8601, e.g. "2026-11-21T02:13:00Z"): "what would a failover at 02:13 have given us".
     """
+    import pyarrow.dataset as ds  # lazy: pyarrow
+
     from mirror_lib.tables.delta_rs import read_table  # lazy: deltalake, pyarrow
 
-    table = read_table(tables_root(config), "checkpoints", version=version, timestamp=timestamp)
+    mine = (ds.field("group_id") == group) & (ds.field("source") == source)
+    mine &= ds.field("target") == target
+    table = read_table(
+        tables_root(config), "checkpoints", version=version, timestamp=timestamp, where=mine
+    )
     latest: dict[TP, dict[str, Any]] = {}
     for row in table.to_pylist():
-        if (row["group_id"], row["source"], row["target"]) != (group, source, target):
-            continue
         key = (row["topic"], row["partition"])
         if key not in latest or row["kafka_offset"] > latest[key]["kafka_offset"]:
             latest[key] = row

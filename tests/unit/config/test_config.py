@@ -72,7 +72,7 @@ def test_defaults_match_mm2():
     assert s.heartbeats_interval == 1
     assert not s.sync_group_offsets
     assert s.sync_group_offsets_interval == 60
-    assert s.refresh_topics_interval == 600
+    assert s.refresh_topics_interval == 15  # ours: a new topic within a minute (MM2: 600)
     assert s.offset_lag_max == 100
     assert s.replication_factor == 2
     assert s.tasks == 2  # ours: a fixed 2 uses a 2-core machine (MM2: 1)

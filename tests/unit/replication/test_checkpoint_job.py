@@ -144,3 +144,40 @@ def test_at_least_once_writes_checkpoints_without_a_transaction(clusters, monkey
     assert "transactional.id" not in confs[0]
     assert confs[0]["enable.idempotence"] == "false"
     assert confs[0]["max.in.flight.requests.per.connection"] == 1
+
+
+def test_group_sync_describes_many_groups_a_request(clusters) -> None:
+    """Group sync asks B about its groups in a request per admin client, not one per group (a
+    round of 5,000 groups in seconds, bench/README.md "Scale and soak"); each group's offsets
+    are still their own call, as confluent-kafka takes one group a call, and every group that
+    moves is committed."""
+    ctx = _ctx(**{"sync.group.offsets.enabled": "true"})
+    groups = 3 * checkpoint_job.GROUP_ADMINS
+    for g in range(groups):
+        clusters.source.offsets[f"app{g:02d}"] = {("orders", 0): (700 + g, "")}
+    clusters.target.members["app02"] = 1  # active on B: never moved
+
+    assert run_checkpoints(ctx, _state(), force_group_sync=True) == (groups, 0)
+    described = [n for kind, n in clusters.target.calls if kind == "describe_consumer_groups"]
+    assert len(described) == checkpoint_job.GROUP_ADMINS and sum(described) == groups
+    assert len(clusters.target.altered) == groups - 1
+    assert "app02" not in {a[0] for a in clusters.target.altered}
+
+
+def test_a_round_reads_its_own_checkpoints_back_without_decoding_them(clusters, monkeypatch):
+    """The next round reads the topic on from where it stood: the checkpoints it wrote itself
+    are taken as written (decoding 50,000 of them was most of a 5,000-group round), another
+    writer's are decoded."""
+    ctx, state = _ctx(), _state()
+    clusters.source.offsets["app"] = {("orders", 0): (700, "")}
+    assert run_checkpoints(ctx, state) == (1, 0)
+    _write_earlier(clusters, Checkpoint("other", "A.orders", 0, 400, 400 + SHIFT))
+    decoded: list[bytes] = []
+    real = Checkpoint.decode
+    monkeypatch.setattr(Checkpoint, "decode", lambda k, v: decoded.append(k) or real(k, v))
+
+    clusters.source.offsets["app"] = {("orders", 0): (800, "")}
+    assert run_checkpoints(ctx, state) == (1, 0)
+    assert len(decoded) == 1  # only the other writer's
+    assert state.store.get("other", "A.orders", 0) is not None
+    assert state.store.get("app", "A.orders", 0).upstream_offset == 800

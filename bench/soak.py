@@ -1,0 +1,371 @@
+#!/usr/bin/env python
+"""Soak bench: `mirror run` for hours at a steady rate, every piece of its state sampled each
+minute and extrapolated to 30 days (`make bench-soak`; bench/README.md, "Scale and soak").
+
+Two Apache Kafka brokers (source A, target B). A load process writes ``--rate`` records/s of
+100 B to ``--partitions`` partitions of topic ``soak``; ``--groups`` consumer groups on A commit
+offsets a few seconds behind the head every 10 s (groups without members, as consumers that
+commit and leave would); ``mirror run`` replicates with every part on: checkpoints, group
+offset sync, heartbeats and the tables, with the maintenance settings given. Every
+``--sample-seconds`` the bench records (``bench.state``): each Delta table's files, bytes and
+log entries, the Spark checkpoint folders, the other files of ``mirror.state.dir``, each
+internal topic's bytes in the brokers' log folders, the ledger's entries, and per process role
+the RSS, open files and threads. At the end: every series' value after 30 days on a line
+fitted to the run after its first quarter, plots, and a Markdown summary.
+
+Time is compressed honestly only where a setting says how often something happens: the
+maintenance interval and the history (time travel) window are shortened with
+``--maintenance-seconds`` and ``--history-hours``, so that a 2-hour soak sees as many rounds
+as a 30-day run sees in its first days, and a bounded series shows its bound; the rate, the
+30 s table writes and the 60 s checkpoint rounds are the defaults.
+
+    .venv/bin/python bench/soak.py --minutes 120                 # the soak of the issue
+    .venv/bin/python bench/soak.py --minutes 5 --sample-seconds 20 --maintenance-seconds 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import curves, state
+from bench.methods import mirror_cmd
+from bench.procs import Lines, log, mirror_props, popen, stop_group, write_props
+
+TOPIC = "soak"
+INTERNAL = (
+    "mm2-metrics.A.internal",
+    "mm2-offset-syncs.A.internal",
+    "A.checkpoints.internal",
+    "heartbeats",
+    "A.heartbeats",
+    "__consumer_offsets",
+    "__transaction_state",
+)
+GB = 1e9
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--minutes", type=float, default=120)
+    p.add_argument("--rate", type=float, default=5_000, help="records/s of the load")
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--groups", type=int, default=20, help="consumer groups committing on A")
+    p.add_argument("--sample-seconds", type=float, default=60)
+    p.add_argument(
+        "--maintenance-seconds",
+        type=float,
+        default=600,
+        help="mirror.tables.maintenance.interval.seconds (default of the engine: 3600)",
+    )
+    p.add_argument(
+        "--history-hours",
+        type=float,
+        default=1,
+        help="mirror.tables.history.hours (default of the engine: 168)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another flow property (repeatable)",
+    )
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: a temp dir)")
+    return p.parse_args(argv)
+
+
+class Groups(threading.Thread):
+    """``n`` groups on A, each committing every 10 s an offset a little behind each partition's
+    high watermark (a different distance per group), so that every checkpoint round and group
+    sync has work."""
+
+    def __init__(self, bootstrap: str, n: int, partitions: int) -> None:
+        super().__init__(name="soak-groups", daemon=True)
+        self.bootstrap, self.n, self.partitions = bootstrap, n, partitions
+        self.stopping = threading.Event()
+        self.commits = 0
+
+    def run(self) -> None:
+        import confluent_kafka as ck
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 4})
+        probe = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "soak-probe"})
+        try:
+            while not self.stopping.wait(10):
+                his = [
+                    probe.get_watermark_offsets(ck.TopicPartition(TOPIC, p), timeout=10)[1]
+                    for p in range(self.partitions)
+                ]
+                futures = []
+                for g in range(self.n):
+                    tps = [
+                        ck.TopicPartition(TOPIC, p, max(0, hi - 10 * g)) for p, hi in enumerate(his)
+                    ]
+                    request = ck.ConsumerGroupTopicPartitions(f"soak-group-{g}", tps)
+                    futures += admin.alter_consumer_group_offsets([request]).values()
+                for f in futures:
+                    f.result(30)
+                self.commits += 1
+        except Exception as exc:  # the soak goes on; the summary says the groups stopped
+            log(f"groups stopped committing: {exc}")
+        finally:
+            probe.close()
+
+
+def ledger_entries(bootstrap: str) -> int:
+    """Committed offsets of the flow's ledger groups on B."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    groups = [
+        g.group_id
+        for g in admin.list_consumer_groups().result(30).valid
+        if g.group_id.startswith("__mirror_ledger.")
+    ]
+    n = 0
+    for g in groups:
+        (fut,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)]).values()
+        n += len(fut.result(30).topic_partitions)
+    return n
+
+
+def sample(
+    t0: float, work: Path, state_path: Path, log_dirs: list[Path], pid: int, tgt: str
+) -> dict[str, Any]:
+    """One sample of everything (see the module docstring)."""
+    row: dict[str, Any] = {"t_s": round(time.monotonic() - t0, 1)}
+    row["state"] = state.state_dir(state_path)
+    row["topics"] = state.topic_sizes(log_dirs, INTERNAL)
+    row["topics"]["soak (source)"] = state.topic_sizes(log_dirs[:1], [TOPIC])[TOPIC]
+    row["processes"] = state.processes(pid)
+    try:
+        row["ledger_entries"] = ledger_entries(tgt)
+    except Exception as exc:  # a busy broker: the next minute counts
+        log(f"ledger: {exc}")
+    return row
+
+
+def summarize(samples: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Per flattened series: last, peak, slope per day and value at 30 days."""
+    ts = [s["t_s"] for s in samples]
+    flat = [state.flatten({k: v for k, v in s.items() if k != "t_s"}) for s in samples]
+    names = sorted({k for f in flat for k in f})
+    out = {}
+    for name in names:
+        points = [(t, f[name]) for t, f in zip(ts, flat, strict=True) if name in f]
+        out[name] = curves.at_30_days([t for t, _ in points], [y for _, y in points])
+    return out
+
+
+def rss_growth(samples: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Per process role: mean RSS over the run's last hour (or last third) against its first
+    hour (or first third, after the first sample), as growth in percent."""
+    out: dict[str, float | None] = {}
+    span = samples[-1]["t_s"] if samples else 0
+    window = 3600 if span >= 3 * 3600 else span / 3
+    for group in ("driver", "jvm", "worker"):
+        first = [
+            s["processes"].get(group, {}).get("rss_mb")
+            for s in samples[1:]
+            if s["t_s"] <= samples[0]["t_s"] + window
+        ]
+        last = [
+            s["processes"].get(group, {}).get("rss_mb")
+            for s in samples
+            if s["t_s"] >= span - window
+        ]
+        first = [x for x in first if x]
+        last = [x for x in last if x]
+        if first and last:
+            a, b = sum(first) / len(first), sum(last) / len(last)
+            out[group] = round((b - a) / a * 100, 1)
+        else:
+            out[group] = None
+    return out
+
+
+def report(samples: list[dict[str, Any]], args: argparse.Namespace, out: Path) -> str:
+    """The Markdown summary; writes the plots, ``samples.json`` and ``summary.json``."""
+    fits = summarize(samples, args)
+    (out / "samples.json").write_text(json.dumps(samples))
+    (out / "summary.json").write_text(json.dumps(fits, indent=1))
+    ts_h = [s["t_s"] / 3600 for s in samples]
+    plots = []
+    groups = {
+        "tables_bytes": (
+            "Delta tables: bytes on disk (data + log)",
+            "bytes",
+            [
+                f"state.tables.{t}.{k}"
+                for t in samples[-1]["state"]["tables"]
+                for k in ("disk_bytes", "log_bytes")
+            ],
+        ),
+        "tables_files": (
+            "Delta tables: files of the current version, and log entries",
+            "files",
+            [
+                f"state.tables.{t}.{k}"
+                for t in samples[-1]["state"]["tables"]
+                for k in ("files", "log_entries")
+            ],
+        ),
+        "checkpoints": (
+            "Spark checkpoint folders: bytes",
+            "bytes",
+            [
+                f"state.spark_checkpoints.{c}.bytes"
+                for c in samples[-1]["state"]["spark_checkpoints"]
+            ],
+        ),
+        "topics": (
+            "Internal topics on the brokers: bytes",
+            "bytes",
+            [f"topics.{t}" for t in samples[-1]["topics"]],
+        ),
+        "rss": (
+            "RSS per process role",
+            "MB",
+            [f"processes.{g}.rss_mb" for g in samples[-1]["processes"]],
+        ),
+    }
+    flat = [state.flatten({k: v for k, v in s.items() if k != "t_s"}) for s in samples]
+    for key, (title, unit, names) in groups.items():
+        series = {n.split(".", 1)[1]: (ts_h, [f.get(n, 0) for f in flat]) for n in names}
+        lines = {
+            f"{n.split('.', 1)[1]} (30-day line)": (
+                [ts_h[-1], 720.0],
+                [flat[-1].get(n, 0), fits[n]["at_30_days"] if n in fits else 0],
+            )
+            for n in names
+        }
+        plots += curves.plot(out / f"soak-{key}", title, series, "hours", unit, lines=lines)
+    totals = ["state.state_bytes"]
+    ours = fits["state.state_bytes"]["at_30_days"] if "state.state_bytes" in fits else 0
+    rows = []
+    for name in sorted(fits):
+        if name.endswith(("bytes", "entries", "files", "rss_mb", "fds", "threads")) or (
+            name.startswith("topics.")
+        ):
+            f = fits[name]
+            rows.append(
+                {
+                    "series": name,
+                    "last": f"{f['last']:,.0f}",
+                    "peak": f"{f['peak']:,.0f}",
+                    "per day": f"{f['per_day']:+,.0f}",
+                    "at 30 days": f"{f['at_30_days']:,.0f}",
+                }
+            )
+    growth = rss_growth(samples)
+    text = (
+        f"Soak: {args.minutes:g} min at {args.rate:g} records/s over {args.partitions} "
+        f"partitions, {args.groups} groups; maintenance every {args.maintenance_seconds:g} s, "
+        f"history {args.history_hours:g} h; {len(samples)} samples every "
+        f"{args.sample_seconds:g} s.\n\n"
+        f"Our state ({', '.join(totals)}) after 30 days on the fitted line: "
+        f"**{ours / GB:.2f} GB**. RSS growth, last against first hour (or third): {growth}.\n\n"
+        + curves.table(rows, ["series", "last", "peak", "per day", "at 30 days"])
+        + "\nPlots: "
+        + ", ".join(p.name for p in plots)
+        + "\n"
+    )
+    (out / "summary.md").write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from mirror_lib.testing.clusters import start_clusters
+    from mirror_lib.testing.kafka_io import create_topic
+    from mirror_lib.testing.load import SteadyLoad
+
+    work = Path(tempfile.mkdtemp(prefix="mirror-soak-"))
+    out = args.out or work / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    log(f"soak: work folder {work}, results in {out}")
+    brokers = start_clusters(("source", "target"), work / "kafka", "kafka")
+    src, tgt = brokers.bootstraps["source"], brokers.bootstraps["target"]
+    log_dirs = [Path(b.log_dir) for b in brokers.handles]  # type: ignore[attr-defined]
+    stopping = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+    load = groups = proc = None
+    samples: list[dict[str, Any]] = []
+    try:
+        create_topic(src, TOPIC, args.partitions)
+        state_path = work / "state"
+        extra = dict(kv.split("=", 1) for kv in args.set)
+        props = mirror_props(
+            src,
+            tgt,
+            state_path,
+            TOPIC,
+            **{
+                "sync.group.offsets.enabled": "true",
+                "sync.group.offsets.interval.seconds": "60",
+                "mirror.tables.maintenance.interval.seconds": f"{args.maintenance_seconds:g}",
+                "mirror.tables.history.hours": f"{args.history_hours:g}",
+                **extra,
+            },
+        )
+        config = write_props(work / "mm2.properties", props)
+        seconds = args.minutes * 60
+        load = SteadyLoad(src, TOPIC, args.partitions, args.rate, work).start()
+        groups = Groups(src, args.groups, args.partitions)
+        groups.start()
+        proc = popen(mirror_cmd(config, "--duration", str(seconds + 60)), work / "mirror.err")
+        lines = Lines(proc.stdout, None, work / "mirror.out")
+        started = time.monotonic()
+        while lines.first("started replication") is None and time.monotonic() - started < 600:
+            if proc.poll() is not None:
+                break
+            time.sleep(1)
+        log(f"mirror run started its replication after {time.monotonic() - started:.0f} s")
+        t0 = time.monotonic()
+        next_sample = t0
+        while time.monotonic() - t0 < seconds and not stopping["now"]:
+            if proc.poll() is not None:
+                log(f"mirror run exited early: {proc.returncode}; see {work}/mirror.err")
+                break
+            if time.monotonic() >= next_sample:
+                row = sample(t0, work, state_path, log_dirs, proc.pid, tgt)
+                samples.append(row)
+                next_sample += args.sample_seconds
+                tables = row["state"]["tables"]
+                log(
+                    f"t={row['t_s']:.0f}s state {row['state']['state_bytes'] / 1e6:.1f} MB, "
+                    f"files {sum(t['files'] for t in tables.values())}, log entries "
+                    f"{sum(t['log_entries'] for t in tables.values())}, acked {load.acked():,}"
+                )
+            time.sleep(1)
+        lines.join()
+    finally:
+        if groups is not None:
+            groups.stopping.set()
+        if proc is not None:
+            stop_group(proc, signal.SIGINT, grace=60)
+        if load is not None:
+            load.stop()
+        brokers.stop()
+    if len(samples) < 2:
+        log("not enough samples for a summary")
+        return 1
+    print(report(samples, args, out))
+    log(f"results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
