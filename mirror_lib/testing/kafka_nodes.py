@@ -7,14 +7,13 @@ import dataclasses
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from mirror_lib.errors import ConfigError, EmbeddedBrokerError
 from mirror_lib.testing import processes
 from mirror_lib.testing.embedded import free_port
-from mirror_lib.testing.kafka_broker import BROKER_LOG4J, java_command
+from mirror_lib.testing.kafka_broker import java_command, write_logging
 
 CONTROLLER_HEAP_ENV = "MIRROR_KAFKA_CONTROLLER_HEAP_MB"
 #: A dedicated controller holds only the metadata log: a quarter of a broker's heap is plenty.
@@ -124,7 +123,7 @@ class KafkaNode(processes.ChildProcess):
     def write_settings(self) -> Path:
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
-        (self.workdir / "log4j2.properties").write_text(BROKER_LOG4J)
+        write_logging(self.workdir)
         return path
 
     def launch(self) -> None:
@@ -132,20 +131,7 @@ class KafkaNode(processes.ChildProcess):
         if self.is_running():
             return
         config = self.write_settings()
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
-            log.flush()
-            try:  # own session: a Ctrl-C in the terminal reaches only us; we stop the node
-                proc = subprocess.Popen(
-                    self.command("kafka.Kafka", str(config)),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as e:
-                raise EmbeddedBrokerError(f"cannot run java for Kafka node {self.name}: {e}") from e
-        self.adopt(proc)
+        self.spawn(self.command("kafka.Kafka", str(config)), f"java for Kafka node {self.name}")
 
 
 def layout(
