@@ -78,6 +78,7 @@ class SteadyRun:
     peer: str = ""
     mm2_eos: bool = False
     variant: str = ""  # as Method.variant
+    roll: bool = False  # a rolling restart of B during the load (``--brokers 3``)
 
 
 STEADY_TRIGGER = {"mirror.trigger.interval.seconds": "0.5"}  # every steady run
@@ -97,6 +98,11 @@ STEADY_ALO_TASKS1 = SteadyRun(
 )
 STEADY_MM2 = SteadyRun("MM2 defaults, tasks.max=1", {}, "mm2", "mm2")
 STEADY_MM2_EOS = SteadyRun("MM2 EOS, tasks.max=1", {}, "mm2", "mm2", mm2_eos=True)
+# on three-broker clusters (``--brokers 3``): each broker of B restarted in turn under the load
+STEADY_ROLL = SteadyRun("exactly once, rolling restart of B", roll=True)
+STEADY_MM2_EOS_ROLL = SteadyRun(
+    "MM2 EOS, tasks.max=1, rolling restart of B", {}, "mm2", "mm2", mm2_eos=True, roll=True
+)
 STEADY_SPARK_KAFKA = SteadyRun(
     "Spark Kafka connector, processingTime 0.5 s", {}, "spark-kafka", "spark-kafka"
 )
@@ -157,6 +163,8 @@ def plan(args: argparse.Namespace) -> tuple[list[Case], list[SteadyRun]]:
             STEADY_MM2_EOS,
             STEADY_SPARK_KAFKA,
         )
+        if getattr(args, "brokers", 1) > 1:
+            runs += (STEADY_ROLL, STEADY_MM2_EOS_ROLL)
         steady += [
             r
             for r in runs

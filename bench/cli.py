@@ -129,6 +129,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="kafka",
         help="the brokers: Apache Kafka (default; fetched once from Maven Central) or tansu",
     )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="brokers per cluster: 1, or 3 combined KRaft nodes with replication factor 3 and "
+        "min.insync.replicas 2 for every topic (Apache Kafka only); with 3 the steady runs add "
+        "a rolling restart of B under the load, ours and MM2's (no README block is written)",
+    )
+    parser.add_argument(
+        "--roll-seconds",
+        type=float,
+        default=150,
+        help="the load of a rolling-restart steady run (long enough for three brokers in turn)",
+    )
     parser.add_argument("--json", default=None, help="also write raw results as JSON here")
     parser.add_argument(
         "--mlflow", action="store_true", help="log the results as MLflow runs (see --mlflow-uri)"
@@ -169,7 +184,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.no_alo = args.no_tasks4 = True
     chosen = {c.strip() for c in args.cases.split(",")}
     whole = set(DEFAULT_CASES.split(",")) <= chosen or chosen == {"fanout"}
-    if args.readme is None and not args.quick and whole:  # a partial run keeps the whole's block
+    if args.brokers > 1 and args.broker != "kafka":
+        parser.error(f"--brokers {args.brokers}: several brokers need --broker kafka")
+    # a partial run keeps the whole's block, and so does a run on three brokers
+    if args.readme is None and not args.quick and whole and args.brokers == 1:
         args.readme = str(ROOT / "bench" / "README.md")
     try:
         peers(args)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from bench.engine import ROOT
+from bench.procs import replication_factor
 
 PEERS = ("mm2", "spark-kafka")
 SPARK_KAFKA_SCRIPT = ROOT / "bench" / "spark_kafka.py"
@@ -27,10 +28,12 @@ def free_port() -> int:
 
 
 def mm2_properties(source: str, target: str, topic: str, **extra: str) -> dict[str, str]:
-    """MM2 replicating ``topic`` A->B with its defaults, plus what single-node clusters need
-    (every replication factor 1) and ``extra``. The topic must exist before MM2 starts: MM2 looks
-    for new topics only every ``refresh.topics.interval.seconds`` (600 s)."""
+    """MM2 replicating ``topic`` A->B with its defaults, plus every replication factor at the
+    clusters' (1 on single nodes, 3 on three brokers) and ``extra``. The topic must exist before
+    MM2 starts: MM2 looks for new topics only every ``refresh.topics.interval.seconds`` (600 s)."""
     from mirror_lib.testing.mm2 import single_node_settings  # the engine's, after --engine-ref
+
+    factor = {k: replication_factor() for k in single_node_settings()}
 
     return {
         "clusters": "A, B",
@@ -40,7 +43,7 @@ def mm2_properties(source: str, target: str, topic: str, **extra: str) -> dict[s
         "A->B.topics": topic,
         "B->A.enabled": "false",
         "B->A.emit.heartbeats.enabled": "false",
-        **single_node_settings(),
+        **factor,
         **extra,
     }
 

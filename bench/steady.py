@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,10 +168,12 @@ def drive(
     meter: Meter,
     t0: float,
     warm_load_s: float = 0,
+    on_load: Callable[[], None] | None = None,
 ) -> Load:
     """Warm up, load at ``rate``, wait until every load record was received (up to 120 s).
 
-    ``warm_load_s``: first load at ``rate`` this long (keys ``u*``), left out of the figures."""
+    ``warm_load_s``: first load at ``rate`` this long (keys ``u*``), left out of the figures.
+    ``on_load``: called as the measured load starts (it must not block: a fault to time)."""
     pool = value_pool()
     receiver = Receiver(target, remote).start()
     try:
@@ -191,6 +194,8 @@ def drive(
         cpu0, tree0, tc0 = machine_cpu_s(), meter.sampler.cpu_total(), time.monotonic()
         brokers0 = broker_cpu_s(meter.broker_pids)
         start_ms = time.time() * 1000
+        if on_load is not None:
+            on_load()
         created, source_ack = send_at_rate(source, topic, pool, rate, seconds)
         end_ms = time.time() * 1000
         send_singles(source, topic, pool, "t")  # push the high watermark past the last batch

@@ -12,6 +12,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from mirror_lib.errors import ConfigError
 
@@ -57,25 +58,55 @@ class Started:
     bootstraps: dict[str, str]
     handles: list[object]
     _stop: Callable[[], None] = dataclasses.field(repr=False)
+    #: alias -> its :class:`~mirror_lib.testing.kafka_cluster.KafkaCluster` (``brokers > 1``)
+    clusters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: what every topic of these clusters gets, for the flow's and MM2's topics too
+    replication_factor: int = 1
 
     def stop(self) -> None:
         self._stop()
 
 
-def start_clusters(aliases: Sequence[str], workdir: Path, kind: str | None = None) -> Started:
-    """Start one single-node cluster per alias on ``kind`` (see :func:`broker_kind`).
+def start_clusters(
+    aliases: Sequence[str], workdir: Path, kind: str | None = None, brokers: int = 1
+) -> Started:
+    """Start one cluster per alias on ``kind`` (see :func:`broker_kind`): a single node, or
+    with ``brokers = 3`` three combined KRaft nodes with replication factor 3 and
+    ``min.insync.replicas = 2`` (:mod:`mirror_lib.testing.kafka_cluster`; Apache Kafka only).
 
-    Apache Kafka clusters run an authorizer that allows what no ACL names
+    Single-node Apache Kafka clusters run an authorizer that allows what no ACL names
     (:data:`~mirror_lib.testing.kafka_broker.OPEN_ACLS`), so ACL sync runs as on a secured
     cluster and a test can deny one operation on its own topic; their release is
     :func:`kafka_version`'s."""
     kind = broker_kind(kind)
+    if brokers not in (1, 3):
+        raise ConfigError("brokers", brokers, "1 (a single node) or 3 (three combined nodes)")
+    if brokers > 1 and kind != "kafka":
+        raise ConfigError("brokers", brokers, "1 on tansu: several brokers need Apache Kafka")
     if kind == "tansu":
         from mirror_lib.testing import embedded
 
         tansu = embedded.start_brokers(len(aliases), aliases, workdir)
         boots = {a: b.bootstrap_servers for a, b in zip(aliases, tansu, strict=True)}
         return Started(kind, boots, list(tansu), lambda: embedded.stop_brokers(tansu))
+    if brokers > 1:
+        from mirror_lib.testing import kafka_cluster
+
+        started = kafka_cluster.start_clusters(aliases, workdir, kafka_cluster.COMBINED)
+        by_alias = dict(zip(aliases, started, strict=True))
+
+        def stop_all() -> None:
+            for c in started:
+                c.stop()
+
+        return Started(
+            kind,
+            {a: c.bootstrap_servers for a, c in by_alias.items()},
+            [n for c in started for n in c.nodes],
+            stop_all,
+            dict(by_alias),
+            kafka_cluster.COMBINED.replication_factor,
+        )
     from mirror_lib.testing import kafka_broker
 
     options = dataclasses.replace(kafka_broker.OPEN_ACLS, version=kafka_version())

@@ -241,3 +241,17 @@ def test_the_tail_spread_tells_one_stall_from_a_broad_tail() -> None:
     assert steady.tail_spread(stall, 5_000, 100.0) == {"seconds": 1, "top": {2: 300}}
     broad = {n: (500.0 if n % 100 == 0 else 5.0) for n in range(50_000)}
     assert steady.tail_spread(broad, 5_000, 100.0)["seconds"] == 10
+
+
+def test_three_brokers_add_a_rolling_restart_beside_mm2_and_write_no_readme_block():
+    """``--brokers 3``: the steady runs add a rolling restart of B, ours and MM2's; the main
+    README block (single brokers) is left alone; tansu has one broker only."""
+    args = parse_args(["--brokers", "3", "--cases", "200B,steady", "--peers", "mm2"])
+    rolls = [s for s in plan(args)[1] if s.roll]
+    assert [(s.kind, s.mm2_eos) for s in rolls] == [("mirror", False), ("mm2", True)]
+    assert args.readme is None
+    assert not [s for s in plan(parse_args(["--cases", "steady", "--peers", "mm2"]))[1] if s.roll]
+    assert not [s for s in plan(parse_args(["--brokers", "3", "--cases", "steady",
+                                            "--peers", ""]))[1] if s.kind == "mm2"]  # fmt: skip
+    with pytest.raises(SystemExit):
+        parse_args(["--brokers", "3", "--broker", "tansu"])

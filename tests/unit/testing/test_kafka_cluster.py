@@ -75,3 +75,12 @@ def test_the_coordinator_partition_uses_javas_string_hash() -> None:
     assert kc._java_hash("polygenelubricants") == -(2**31)
     assert kc._java_abs(kc._java_hash("polygenelubricants")) == 0
     assert kc._java_abs(-5) == 5
+
+
+@pytest.mark.parametrize(("kind", "brokers"), [("kafka", 2), ("tansu", 3)])
+def test_start_clusters_refuses_a_broker_count_it_cannot_start(tmp_path, kind, brokers):
+    from mirror_lib.testing.clusters import start_clusters
+
+    with pytest.raises(ConfigError, match=f"brokers = {brokers}"):
+        start_clusters(["A"], tmp_path, kind, brokers)
+    assert not list(tmp_path.iterdir())  # refused before anything started
