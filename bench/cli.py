@@ -24,12 +24,13 @@ from bench.measure import make_subreaper, reap_all_orphans
 from bench.procs import log
 from bench.report import (
     MLFLOW_EXPERIMENT,
+    RESULTS,
     facts,
     log_mlflow,
     mlflow_experiment,
     render,
+    write_block,
     write_json,
-    write_readme,
 )
 from bench.runner import Runner
 
@@ -118,10 +119,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mirror-timeout", type=float, default=None, help="per copy, seconds")
     parser.add_argument("--max-minutes", type=float, default=90, help="watchdog for everything")
     parser.add_argument(
-        "--readme",
+        "--results",
         default=None,
-        help="write results here (default bench/README.md for a run of every case, or of the "
-        "fanout case alone; none with --quick or for other partial runs)",
+        help="write the results block here (default bench/results.md for a run of every case, "
+        "or of the fanout case alone; none with --quick or for other partial runs)",
     )
     parser.add_argument(
         "--broker",
@@ -136,7 +137,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1,
         help="brokers per cluster: 1, or 3 combined KRaft nodes with replication factor 3 and "
         "min.insync.replicas 2 for every topic (Apache Kafka only); with 3 the steady runs add "
-        "a rolling restart of B under the load, ours and MM2's (no README block is written)",
+        "a rolling restart of B under the load, ours and MM2's (no results block is written)",
     )
     parser.add_argument(
         "--roll-seconds",
@@ -187,8 +188,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.brokers > 1 and args.broker != "kafka":
         parser.error(f"--brokers {args.brokers}: several brokers need --broker kafka")
     # a partial run keeps the whole's block, and so does a run on three brokers
-    if args.readme is None and not args.quick and whole and args.brokers == 1:
-        args.readme = str(ROOT / "bench" / "README.md")
+    if args.results is None and not args.quick and whole and args.brokers == 1:
+        args.results = str(RESULTS)
     try:
         peers(args)
     except ValueError as e:
@@ -258,10 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     if main_runs:
         block = render(runner, args, command, started_at, took)
         print("\n" + block)
-        if args.readme:
-            write_readme(Path(args.readme), block)
-            log(f"wrote {args.readme}")
-            if Path(args.readme).resolve() == plots.README:  # the docs' charts show this block
+        if args.results:
+            write_block(Path(args.results), block)
+            log(f"wrote {args.results}")
+            if Path(args.results).resolve() == RESULTS:  # the docs' charts show this block
                 draw_charts()
         if args.json:
             write_json(Path(args.json), runner)
@@ -272,9 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         fblock = fanout.render(fanout_runs, command, started_at, facts(), args.fanout_max_lag)
         print("\n" + fblock)
         log(f"fanout: {fanout.summary(fanout_runs)}")
-        if args.readme:
-            fanout.write_block(Path(args.readme), fblock)
-            log(f"wrote the fan-out block of {args.readme}")
+        if args.results:
+            write_block(Path(args.results), fblock, (fanout.MARK_BEGIN, fanout.MARK_END))
+            log(f"wrote the fan-out block of {args.results}")
     ok = (
         all(r.ok for r in runner.rows)
         and all(s["ok"] for s in runner.steady)

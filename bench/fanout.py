@@ -160,10 +160,10 @@ def render(
     facts: dict[str, str],
     max_lag: int | None = None,
 ) -> str:
-    """The fan-out results block of bench/README.md."""
+    """The fan-out results block of bench/results.md."""
     one = next((r for r in runs if len(r.copies) == 1), None)
     lines = [
-        f"Run {started}. Command (from the repository root):",
+        f"Fan-out (`--cases fanout`), run {started}. Command (from the repository root):",
         "",
         "```",
         command,
@@ -206,17 +206,6 @@ def copy_rate(events: list[dict[str, Any]], start_ms: float | None) -> float | N
         return None
     last = max(e["ts_ms"] for e in batches)
     return sum(e["records"] for e in batches) / max((last - start_ms) / 1000, 1e-3)
-
-
-def write_block(path: Path, block: str) -> None:
-    """Replace the fan-out block of ``path`` (appended under a heading if it has none)."""
-    body = f"{MARK_BEGIN}\n{block}{MARK_END}\n"
-    text = path.read_text() if path.exists() else ""
-    if MARK_BEGIN in text and MARK_END in text:
-        head, rest = text.split(MARK_BEGIN, 1)
-        path.write_text(head + body + rest.split(MARK_END, 1)[1])
-    else:
-        path.write_text(text.rstrip("\n") + "\n\n## Fan-out results\n\n" + body)
 
 
 def summary(runs: list[FanoutRun]) -> dict[str, Any]:

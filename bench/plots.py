@@ -1,13 +1,13 @@
 """The performance page's charts, drawn from the results the benchmark recorded.
 
-A whole ``make bench`` run writes its results block into ``bench/README.md``
+A whole ``make bench`` run writes its results block into ``bench/results.md``
 (:func:`bench.report.render`); this reads that block's throughput and steady-load tables back
 and draws two charts with plotly, exported as SVG by kaleido (which drives the machine's
 Chromium, ``make chromium``): ``docs/images/bench-throughput.svg`` and
 ``docs/images/bench-latency.svg``. Static images, because the site opens from disk and GitHub
 shows ``docs/performance.md`` with them. Each chart names the run it shows.
 
-    .venv/bin/python -m bench.plots     # redraw from bench/README.md (bench/cli.py runs it too)
+    .venv/bin/python -m bench.plots     # redraw from bench/results.md (bench/cli.py runs it too)
 """
 
 from __future__ import annotations
@@ -35,10 +35,9 @@ from bench.cases import (
     STEADY_SPARK_KAFKA,
     STEADY_TASKS1,
 )
-from bench.report import MARK_BEGIN, MARK_END
+from bench.report import MARK_BEGIN, MARK_END, RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "bench" / "README.md"
 IMAGES = ROOT / "docs" / "images"
 CHARTS = ("bench-throughput", "bench-latency")
 
@@ -99,13 +98,13 @@ def _number(cell: str) -> float:
     return float(cell.replace(",", ""))
 
 
-def read_results(readme: str) -> Results:
-    """The results block of ``bench/README.md`` (the text between its markers), read back."""
-    block = readme.split(MARK_BEGIN, 1)[1].split(MARK_END, 1)[0]
+def read_results(text: str) -> Results:
+    """The results block of ``bench/results.md`` (the text between its markers), read back."""
+    block = text.split(MARK_BEGIN, 1)[1].split(MARK_END, 1)[0]
     started = re.search(r"^Run (\d{4}-\d\d-\d\d \d\d:\d\d):\d\d UTC", block, re.M)
     engine = re.search(r"mirror_lib git (\w+)", block)
     if not started or not engine:
-        raise ValueError("bench/README.md's results block names no run (its 'Run ...' line)")
+        raise ValueError("bench/results.md's results block names no run (its 'Run ...' line)")
     results = Results(run=f"{started[1]} UTC, engine {engine[1]}")
     lines = block.splitlines()
     for row in _table(lines, "case"):
@@ -191,9 +190,9 @@ def _style(fig: Any, title: str, run: str, height: int) -> None:
     fig.update_yaxes(automargin=True)
 
 
-def write_charts(readme: Path = README, out: Path = IMAGES) -> list[Path]:
-    """Draw the charts of ``readme``'s results block into ``out`` (SVG); their paths."""
-    figs = figures(read_results(readme.read_text(encoding="utf-8")))
+def write_charts(results: Path = RESULTS, out: Path = IMAGES) -> list[Path]:
+    """Draw the charts of ``results``' block into ``out`` (SVG); their paths."""
+    figs = figures(read_results(results.read_text(encoding="utf-8")))
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, fig in figs.items():

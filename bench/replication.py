@@ -15,8 +15,8 @@ then a steady-load latency run (``mirror run --duration``, trigger interval 0.5 
 Every copy is verified by reading the copied topic to end-of-partition (read_committed) and
 comparing per-partition record counts and a CRC32 chain over key+value with the source.
 
-    .venv/bin/python bench/replication.py            # full run (10-25 min), writes bench/README.md
-    .venv/bin/python bench/replication.py --quick    # smoke run (~2-3 min), prints only
+    .venv/bin/python bench/replication.py            # whole run (~50 min): bench/results.md
+    .venv/bin/python bench/replication.py --quick    # smoke run (~20 min), prints only
 
 This file is the entry point only; the benchmark is the package ``bench`` (cases in
 ``bench/cases.py``, the one runner in ``bench/runner.py``; see bench/README.md "Files").

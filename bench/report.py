@@ -1,4 +1,5 @@
-"""The results: the README block (``--readme``), the raw JSON (``--json``), MLflow (``--mlflow``).
+"""The results: their block in bench/results.md (``--results``), the raw JSON (``--json``),
+MLflow (``--mlflow``).
 
 MLflow is used directly (not ``mirror_lib.app.tracking``), so a ``--engine-ref`` export needs none
 of the engine's tracking code.
@@ -27,6 +28,13 @@ from bench.procs import REPLICATION_ENV
 from bench.runner import Row, Runner
 
 MARK_BEGIN, MARK_END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
+#: The latest results, which docs/performance.md includes and bench/plots.py draws: a whole run
+#: replaces its block, the fan-out case its own (bench/fanout.py).
+RESULTS = Path(__file__).resolve().parent / "results.md"
+RESULTS_HEAD = (
+    "<!-- Written by make bench (bench/report.py, bench/fanout.py): each run replaces its block"
+    " between the markers. How to run it: bench/README.md. -->\n"
+)
 MLFLOW_EXPERIMENT = "mirror_lib-bench"
 
 
@@ -90,7 +98,7 @@ def warmup_line(w: dict[str, Any]) -> list[str]:
 
 
 def render(bench: Runner, args: argparse.Namespace, command: str, started: str, took: float) -> str:
-    """The results block of bench/README.md: facts, throughput, start-up, steady load, memory."""
+    """The results block of bench/results.md: facts, throughput, start-up, steady load, memory."""
     f = facts()
     lines = [
         f"Run {started}, took {took / 60:.1f} min. Command (from the repository root):",
@@ -303,15 +311,18 @@ CONNECTOR_GAPS = [
 ]
 
 
-def write_readme(path: Path, block: str) -> None:
-    """Replace the block between the result markers of ``path`` (or start a new file)."""
-    body = f"{MARK_BEGIN}\n{block}{MARK_END}\n"
-    if path.exists() and MARK_BEGIN in (text := path.read_text()) and MARK_END in text:
-        head, rest = text.split(MARK_BEGIN, 1)
-        tail = rest.split(MARK_END, 1)[1].lstrip("\n")
+def write_block(path: Path, block: str, marks: tuple[str, str] = (MARK_BEGIN, MARK_END)) -> None:
+    """Replace the block between ``marks`` in ``path``; a file without them gets the block
+    appended (a new file starts with :data:`RESULTS_HEAD`)."""
+    begin, end = marks
+    body = f"{begin}\n{block}{end}\n"
+    text = path.read_text() if path.exists() else RESULTS_HEAD
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
         path.write_text(head + body + ("\n" + tail if tail else ""))
     else:
-        path.write_text("# Replication benchmark\n\n" + body)
+        path.write_text(text.rstrip("\n") + "\n\n" + body)
 
 
 def mlflow_experiment(uri: str) -> tuple[Any, str]:

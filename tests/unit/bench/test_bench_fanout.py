@@ -1,10 +1,10 @@
-"""The fan-out case's flags, flow properties and README block, without brokers (bench/fanout.py)."""
+"""The fan-out case's flags, flow properties and block, without brokers (bench/fanout.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench import fanout
+from bench import fanout, report
 from bench.cases import plan
 from bench.cli import parse_args
 from mirror_lib.config.fanout import read_groups
@@ -40,6 +40,7 @@ def runs() -> list[fanout.FanoutRun]:
 
 def test_block_has_a_row_per_target_with_the_read_ratio() -> None:
     block = fanout.render(runs(), "CMD", "now", {"nproc": "2"})
+    assert block.startswith("Fan-out (`--cases fanout`), run now.")  # in results.md after the main
     rows = [line for line in block.splitlines() if line.startswith("| fan-out") or "| one" in line]
     assert len(rows) == 3
     assert "| one target (A->B) | B | 0.2 | 1.05 | 1.00x | 20.0 | 50 | 5,000 |" in rows[0]
@@ -50,13 +51,16 @@ def test_block_has_a_row_per_target_with_the_read_ratio() -> None:
 
 
 def test_block_replaces_its_markers_only(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- bench:results:begin -->\nmain\n<!-- bench:results:end -->\n")
-    fanout.write_block(readme, "first\n")
-    fanout.write_block(readme, "second\n")
-    text = readme.read_text()
+    results = tmp_path / "results.md"
+    results.write_text("intro\n<!-- bench:results:begin -->\nmain\n<!-- bench:results:end -->\n")
+    marks = (fanout.MARK_BEGIN, fanout.MARK_END)
+    report.write_block(results, "first\n", marks)
+    report.write_block(results, "second\n", marks)
+    text = results.read_text()
     assert text.count(fanout.MARK_BEGIN) == 1 and "second" in text and "first" not in text
     assert "\nmain\n" in text and text.startswith("intro\n")
+    report.write_block(results, "main again\n")
+    assert "second" in results.read_text() and "\nmain\n" not in results.read_text()
 
 
 def test_copy_rate_is_from_the_query_start_to_the_last_transaction_of_the_case_topic() -> None:

@@ -1,4 +1,4 @@
-"""The benchmark's run plan and README block, without brokers (bench/cases.py, bench/report.py)."""
+"""The benchmark's run plan and results block, without brokers (bench/cases.py, bench/report.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from bench.cases import plan
 from bench.cli import parse_args
 from bench.measure import Measure
 from bench.runner import Row, Runner
-
-README = Path(__file__).resolve().parents[3] / "bench" / "README.md"
 
 
 def labels(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
@@ -113,10 +111,10 @@ def test_quick_and_no_flags_leave_out_their_methods() -> None:
 def test_quick_lowers_only_unchanged_defaults() -> None:
     args = parse_args(["--quick", "--records", "1000"])
     assert (args.records, args.big_records, args.steady_seconds) == (1000, 10_000, 10)
-    assert args.readme is None
+    assert args.results is None
 
 
-def test_block_has_the_table_headers_of_the_recorded_readme(
+def test_block_has_the_table_headers_of_the_recorded_results(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(report, "facts", lambda: {"nproc": "2"})
@@ -125,7 +123,7 @@ def test_block_has_the_table_headers_of_the_recorded_readme(
     m = Measure(wall_s=10, machine_cpu_s=20, broker_cpu_s=2, peak_rss_mb=100, peak_pss_mb=90)
     runner.rows = [Row("200B", "baseline loop (a)", 1000, 205_000_000, m, True, {"inner_s": 9.5})]
     block = report.render(runner, args, "CMD", "now", 60)
-    recorded = README.read_text().split(report.MARK_BEGIN)[1].split(report.MARK_END)[0]
+    recorded = report.RESULTS.read_text().split(report.MARK_BEGIN)[1].split(report.MARK_END)[0]
     headers = [line for line in block.splitlines() if line.startswith("| case |")]
     assert len(headers) == 2
     for header in headers:
@@ -140,11 +138,16 @@ def test_block_has_the_table_headers_of_the_recorded_readme(
         idle_block
     )
 
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{report.MARK_BEGIN}\nold\n{report.MARK_END}\n\n## After\n")
-    report.write_readme(readme, block)
-    text = readme.read_text()
+    results = tmp_path / "results.md"
+    results.write_text(f"# x\n\n{report.MARK_BEGIN}\nold\n{report.MARK_END}\n\n## After\n")
+    report.write_block(results, block)
+    text = results.read_text()
     assert "old" not in text and block in text and text.endswith("## After\n")
+    new = tmp_path / "new.md"
+    report.write_block(new, block)
+    assert (
+        new.read_text() == f"{report.RESULTS_HEAD}\n{report.MARK_BEGIN}\n{block}{report.MARK_END}\n"
+    )
 
 
 def test_warm_up_line_says_what_the_first_run_did() -> None:
@@ -214,14 +217,14 @@ def test_the_defaults_row_sets_no_tasks_max_and_the_pairs_set_mm2s(tmp_path) -> 
     assert written(MIRROR_TASKS4)["tasks.max"] == "4"
 
 
-def test_only_a_whole_run_replaces_the_results_of_bench_readme():
+def test_only_a_whole_run_replaces_the_recorded_results():
     """A partial run (one case, a trial of an engine) prints its block; it does not overwrite
-    the block of the last whole run unless --readme says where."""
-    assert parse_args([]).readme is not None
-    assert parse_args(["--cases", "fanout"]).readme is not None
-    assert parse_args(["--cases", "steady"]).readme is None
-    assert parse_args(["--cases", "steady", "--readme", "/tmp/r.md"]).readme == "/tmp/r.md"
-    assert parse_args(["--quick"]).readme is None
+    the block of the last whole run unless --results says where."""
+    assert parse_args([]).results == str(report.RESULTS)
+    assert parse_args(["--cases", "fanout"]).results == str(report.RESULTS)
+    assert parse_args(["--cases", "steady"]).results is None
+    assert parse_args(["--cases", "steady", "--results", "/tmp/r.md"]).results == "/tmp/r.md"
+    assert parse_args(["--quick"]).results is None
 
 
 def test_a_flow_over_tansu_paces_its_fetches_and_one_over_kafka_does_not(
@@ -243,13 +246,13 @@ def test_the_tail_spread_tells_one_stall_from_a_broad_tail() -> None:
     assert steady.tail_spread(broad, 5_000, 100.0)["seconds"] == 10
 
 
-def test_three_brokers_add_a_rolling_restart_beside_mm2_and_write_no_readme_block():
-    """``--brokers 3``: the steady runs add a rolling restart of B, ours and MM2's; the main
-    README block (single brokers) is left alone; tansu has one broker only."""
+def test_three_brokers_add_a_rolling_restart_beside_mm2_and_write_no_results_block():
+    """``--brokers 3``: the steady runs add a rolling restart of B, ours and MM2's; the recorded
+    results block (single brokers) is left alone; tansu has one broker only."""
     args = parse_args(["--brokers", "3", "--cases", "200B,steady", "--peers", "mm2"])
     rolls = [s for s in plan(args)[1] if s.roll]
     assert [(s.kind, s.mm2_eos) for s in rolls] == [("mirror", False), ("mm2", True)]
-    assert args.readme is None
+    assert args.results is None
     assert not [s for s in plan(parse_args(["--cases", "steady", "--peers", "mm2"]))[1] if s.roll]
     assert not [s for s in plan(parse_args(["--brokers", "3", "--cases", "steady",
                                             "--peers", ""]))[1] if s.kind == "mm2"]  # fmt: skip

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from bench import plots
 from bench.cases import MIRROR_EOS, MM2_DEFAULTS, SPARK_KAFKA, STEADY_DEFAULT, STEADY_MM2
-from bench.report import MARK_BEGIN, MARK_END
+from bench.report import MARK_BEGIN, MARK_END, RESULTS
 
-BLOCK = f"""# Replication benchmark
+BLOCK = f"""<!-- a head -->
 
 {MARK_BEGIN}
 Run 2026-11-28 01:32:13 UTC, took 46.8 min. Command (from the repository root):
@@ -54,7 +54,7 @@ def test_the_charts_carry_the_numbers_in_order_and_name_the_run():
 
 
 def test_the_recorded_run_has_every_tool():
-    results = plots.read_results(plots.README.read_text())
+    results = plots.read_results(RESULTS.read_text())
     for case in ("200B", "10KB"):
         tools = {tool for m, _n, tool in plots.THROUGHPUT_ROWS if m in results.throughput[case]}
         assert tools == set(plots.COLOURS), case
@@ -63,7 +63,7 @@ def test_the_recorded_run_has_every_tool():
 
 def test_the_committed_charts_show_the_recorded_run():
     """`make bench` redraws them after a whole run (bench/cli.py); else `python -m bench.plots`."""
-    run = plots.read_results(plots.README.read_text()).run
+    run = plots.read_results(RESULTS.read_text()).run
     for name in plots.CHARTS:
         svg = (plots.IMAGES / f"{name}.svg").read_text()
         assert svg.startswith("<svg") and f"bench run {run}" in svg, name
