@@ -256,7 +256,7 @@ def whole_run_10kb(rows: list[Row]) -> str:
     return (
         f"10 KB over the whole run, process start to exit: {mirror.mbps:.1f} MB/s against the"
         f" loop's {loop.mbps:.1f} ({mirror.mbps / loop.mbps:.2f}x); the difference is Spark's"
-        " fixed start and stop (bench/README.md, ninth look)."
+        " fixed start and stop (docs/performance.md#how-to-read-it)."
     )
 
 

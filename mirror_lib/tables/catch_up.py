@@ -5,7 +5,7 @@ thread (:class:`~mirror_lib.replication.companions.threads.TablesJob`) and ``--o
 once at its end. Each call reads the internal topics from where the tables stand to their
 current end, decodes them (:mod:`mirror_lib.tables.decode`) and appends them with
 :func:`~mirror_lib.tables.positions.append_unseen` in chunks. A Spark query instead cost a
-``--once`` run 5-11 CPU-s and 5-9 s (bench/README.md, seventh findings).
+``--once`` run 5-11 CPU-s and 5-9 s (bench/journal/2026-11-24-once-tables-without-spark.md).
 
 Where to start reading, per partition: the later of the saved positions
 (``<state>/clusters/<cluster>/materialize-once.json``, written after each chunk's commits) and

@@ -42,7 +42,8 @@ JAVA_ENV = "MIRROR_KAFKA_JAVA"
 HEAP_ENV = "MIRROR_KAFKA_HEAP_MB"
 # What Apache Kafka's bin/kafka-run-class.sh gives every JVM it starts (its default
 # KAFKA_JVM_PERFORMANCE_OPTS). With G1's own 200 ms pause target a broker under the bench's
-# steady load paused for up to 240 ms, and every record in flight waited (bench/README.md).
+# steady load paused for up to 240 ms, and every record in flight waited
+# (bench/journal/2026-11-28-brokers-collector-starved.md).
 JVM_OPTIONS = (
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",

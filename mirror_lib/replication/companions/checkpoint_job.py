@@ -89,7 +89,7 @@ def _add_checkpoints(ctx: FlowContext, state: CheckpointState) -> None:
 #: Admin clients per cluster for the per-group requests of a round. librdkafka sends one
 #: client's requests to a group coordinator one after the other; measured on one broker,
 #: offsets of 2,000 groups took 1.95 s through one client and 0.56 s through 16
-#: (bench/README.md, "Scale and soak").
+#: (bench/journal/2026-12-02-scale-and-soak-smoke-runs.md).
 GROUP_ADMINS = 8
 
 

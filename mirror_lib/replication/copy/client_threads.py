@@ -7,8 +7,8 @@ and wakes again at once because the waiting records' ``linger.ms`` has passed. D
 broker's GC pause or a leader change each producer's network thread takes a whole core. Where
 the brokers share the machine that starves their collector: under the bench's steady load a
 target broker's 20 ms young collection took up to 650 ms, and every record in flight waited
-(bench/README.md). At a lower priority the spin takes only CPU nobody else wants; the copy loop
-itself, and the other processes of the job, keep theirs.
+(docs/how-it-works.md#client-threads). At a lower priority the spin takes only CPU nobody else
+wants; the copy loop itself, and the other processes of the job, keep theirs.
 """
 
 from __future__ import annotations

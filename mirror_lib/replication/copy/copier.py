@@ -55,9 +55,10 @@ def cyclic_gc_paused() -> Iterator[None]:
 
     Every ``consume()`` allocates up to 10,000 message objects, and allocations trigger the
     collector, which then traversed them again and again: 0.49 of 5.35 CPU-s for a million
-    records, measured with ``gc.callbacks`` (bench/README.md). The loop makes no reference cycles
-    (reference counting frees each message), so nothing waits for the collector; whatever
-    cycle appears meanwhile is collected once it runs again after the loop.
+    records, measured with ``gc.callbacks`` (docs/how-it-works.md#a-cheap-per-record-path). The
+    loop makes no reference cycles (reference counting frees each message), so nothing waits for
+    the collector; whatever cycle appears meanwhile is collected once it runs again after the
+    loop.
     """
     was_enabled = gc.isenabled()
     gc.disable()

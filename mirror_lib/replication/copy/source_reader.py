@@ -2,12 +2,12 @@
 
 Behind the source's head the consumer prefetches and fetches again as soon as its queue drains;
 at the head it fetches again as soon as its records were taken, which on Apache Kafka costs a
-fetch per producer batch and keeps the wait short (bench/README.md, fourteenth look). With
-``mirror.fetch.pace.ms`` set, a reader that stays at the head swaps its consumer for one that
-fetches a partition again only that long after its last records arrived: a fetch per few records
-made the test broker tansu, whose fetch cost grows with the partition, hold up its producers'
-acknowledgements for seconds (bench/README.md, eighth run). librdkafka reads its settings once,
-so the reader swaps consumers, at the writers' positions.
+fetch per producer batch and keeps the wait short. With ``mirror.fetch.pace.ms`` set, a reader
+that stays at the head swaps its consumer for one that fetches a partition again only that long
+after its last records arrived: a fetch per few records made the test broker tansu, whose fetch
+cost grows with the partition, hold up its producers' acknowledgements for seconds
+(docs/how-it-works.md#fetches-at-the-head). librdkafka reads its settings once, so the reader
+swaps consumers, at the writers' positions.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ def make_consumer(ctx: FlowContext, *, paced: bool = False) -> Consumer:
     defaults: dict[str, Any] = {
         "fetch.wait.max.ms": 100,
         "fetch.error.backoff.ms": 50,
-        # librdkafka's own default; 32 MB halved the copy rate of 10 KB records (bench/README.md)
+        # librdkafka's own default; 32 MB halved the copy rate of 10 KB records
+        # (bench/journal/2026-11-23-lean-local-jvm.md)
         "queued.max.messages.kbytes": 65536,
         # librdkafka prefetches 100,000 records per partition by default, and once a queue is
         # over a threshold it waits fetch.queue.backoff.ms (1 s) before fetching it again:
         # 20,000 small records a partition are enough to keep the copy busy, and a short wait
-        # keeps the queue from running dry (bench/README.md)
+        # keeps the queue from running dry (docs/how-it-works.md#a-cheap-per-record-path)
         "queued.min.messages": 20000,
         "fetch.queue.backoff.ms": 10,
     }

@@ -293,7 +293,9 @@ class TargetWriter:
                 cb = part.ack_both if i == last else part.ack_first
             else:
                 cb = part.ack_last if i == last else None
-            try:  # positional: keyword arguments cost 0.9 us a record more (bench/README.md)
+            # positional: keyword arguments cost 0.9 us a record more
+            # (docs/how-it-works.md#a-cheap-per-record-path)
+            try:
                 produce(rt, value, key, p, cb, None, ts if ts > 0 else 0, msg.headers())
             except BufferError:
                 self._produce_when_room(part, msg, cb)

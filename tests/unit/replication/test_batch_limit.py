@@ -91,9 +91,8 @@ def test_an_unreadable_limit_is_no_limit(monkeypatch, value):
 
 # (the default's key, its value, the keys a user may set it by, a value a user sets): one request
 # in flight, as Kafka Connect's producers, so that records wait for the answer in one batch
-# instead of many small requests (bench/README.md, the seventeenth look); with one request in
-# flight records gather while it is out, so a longer linger only delays each batch's first
-# record (the eighteenth look)
+# instead of many small requests; with one request in flight records gather while it is out,
+# so a longer linger only delays each batch's first record (docs/how-it-works.md#client-threads)
 USER_WINS = [
     ("max.in.flight.requests.per.connection", 1, ("max.in.flight",), "3"),
     ("linger.ms", 1, ("queue.buffering.max.ms",), "5"),

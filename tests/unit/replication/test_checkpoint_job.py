@@ -148,9 +148,9 @@ def test_at_least_once_writes_checkpoints_without_a_transaction(clusters, monkey
 
 def test_group_sync_describes_many_groups_a_request(clusters) -> None:
     """Group sync asks B about its groups in a request per admin client, not one per group (a
-    round of 5,000 groups in seconds, bench/README.md "Scale and soak"); each group's offsets
-    are still their own call, as confluent-kafka takes one group a call, and every group that
-    moves is committed."""
+    round of 5,000 groups in seconds, docs/performance.md#at-scale-and-over-time); each group's
+    offsets are still their own call, as confluent-kafka takes one group a call, and every group
+    that moves is committed."""
     ctx = _ctx(**{"sync.group.offsets.enabled": "true"})
     groups = 3 * checkpoint_job.GROUP_ADMINS
     for g in range(groups):

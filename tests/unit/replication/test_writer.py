@@ -450,7 +450,8 @@ def test_at_least_once_the_loop_copies_on_while_a_commit_is_acknowledged(monkeyp
 
 def test_a_rolled_commit_that_lands_leaves_a_young_transaction_open(monkeypatch):
     """Landing a sealed commit does not seal the next one before its interval: commits that
-    chained at the pace of the acknowledgements loaded the brokers (bench/README.md)."""
+    chained at the pace of the acknowledgements loaded the brokers
+    (docs/how-it-works.md#at-least-once)."""
     w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
     producer.acking = False
     w.accept(("T", 0), _records(0, 9), 0.0)
