@@ -26,11 +26,6 @@ COMMON = (
 )
 
 
-def _optional(parse: Any) -> Any:
-    """``parse``, or None for an empty value (the config's setting then applies)."""
-    return lambda raw: None if not str(raw).strip() else parse(raw)
-
-
 RUNNING = (
     text("duration_seconds", "0", "stop after (0: run until stopped)", parse=as_number(0)),
     text("once", "false", "catch up, then exit", parse=as_bool),
@@ -40,13 +35,13 @@ MAINTENANCE = (
         "retention_days",
         "",
         "delete table rows older than (days; empty: mirror.tables.retention.days)",
-        parse=_optional(as_number(0.01)),
+        parse=as_number(0.01),
     ),
     text(
         "vacuum_hours",
         "",
         "vacuum files unreferenced for (hours; empty: mirror.tables.history.hours)",
-        parse=_optional(as_number(0)),
+        parse=as_number(0),
     ),
 )
 
@@ -85,8 +80,8 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
         return maintain_tables(
             config,
             spark=spark,
-            retention_days=values["retention_days"],
-            vacuum_hours=values["vacuum_hours"],
+            retention_days=values["retention_days"] or None,  # empty: the config's setting
+            vacuum_hours=values["vacuum_hours"] if values["vacuum_hours"] != "" else None,
         )
     from mirror_lib.spark.runner import run_flows  # lazy: pyspark
 

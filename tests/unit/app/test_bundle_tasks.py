@@ -91,3 +91,21 @@ def test_the_running_tasks_split_the_parts_of_a_run_between_them():
     running = [parts for parts, _params in TASKS.values() if parts is not None]
     together = [part for parts in running for part in parts]
     assert sorted(together) == sorted(PARTS), "each part of a run in exactly one task"
+
+
+def test_maintenance_parameters_left_empty_take_the_configs_settings(tmp_path, monkeypatch):
+    """Job parameters are text: an empty one means the config's setting, a number a number."""
+    from mirror_lib.spark import materialize
+
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n")
+    asked: list[tuple[object, object]] = []
+    monkeypatch.setattr(
+        materialize, "maintain_tables", lambda c, spark, retention_days, vacuum_hours: asked.append(
+            (retention_days, vacuum_hours)
+        ),
+    )  # fmt: skip
+    run_task("maintenance", ["--config-path", str(config)], spark="spark")
+    run_task("maintenance", ["--config-path", str(config), "--retention-days", "3",
+                             "--vacuum-hours", "0"], spark="spark")  # fmt: skip
+    assert asked == [(None, None), (3.0, 0.0)]
