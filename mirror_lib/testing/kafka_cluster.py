@@ -164,6 +164,17 @@ class KafkaCluster:
         if self.hub is not None:
             self.hub.mend(self.node(node_id).name)
 
+    def heal(self, timeout_s: float = 180) -> None:
+        """Undo whatever a fault left: every link open, every node running, every broker
+        registered and every replica in sync (a test after a fault starts on a whole cluster)."""
+        for node in self.nodes:
+            self.mend(node.node_id)
+        for node in self.nodes:
+            if not node.is_running():
+                self.start_node(node.node_id, timeout_s)
+        self.wait_brokers(timeout_s)
+        self.wait_in_sync(timeout_s)
+
     # -- what the cluster says about itself ---------------------------------------------------
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})

@@ -54,11 +54,7 @@ def healed(clusters: tuple[KafkaCluster, ...]) -> Iterator[None]:
     """Whatever a fault left (a node down, a cut link), the next test starts on whole clusters."""
     yield
     for c in clusters:
-        for node in c.nodes:
-            c.mend(node.node_id)
-            if not node.is_running():
-                c.start_node(node.node_id)
-        c.wait_in_sync()
+        c.heal()
 
 
 def now_ms() -> float:

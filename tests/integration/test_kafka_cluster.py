@@ -30,6 +30,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         started.stop()
 
 
+@pytest.fixture(autouse=True)
+def whole(cluster: KafkaCluster) -> None:
+    """Each test starts on a whole cluster, whatever the one before cut, stopped or killed."""
+    cluster.heal()
+
+
 def produce(bootstrap: str, topic: str, n: int, timeout_s: float = 20) -> list[str]:
     """Delivery results (error names, or "ok") of ``n`` records, acks=all."""
     results: list[str] = []
