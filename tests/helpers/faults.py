@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
+import pytest
 
 from mirror_lib.config.parse import load_config
 from mirror_lib.replication.migration.failover import translate_group
@@ -34,6 +35,9 @@ from tests.helpers.waiting import process_alive, wait_for
 from tests.integration.conftest import metrics_events, write_properties
 
 PARTITIONS = 8
+#: The one-slot variant of a fault test whose four slots run in ``make test``: in
+#: ``make fault-matrix`` only, to keep ``make test`` within CI's hour.
+ONE_SLOT = pytest.param(1, marks=pytest.mark.fault_matrix)
 FIGURES_ENV = "MIRROR_FAULT_FIGURES"
 RATE = 400  # records a second: steady, and light enough for nine JVMs and Spark on 2 cores
 

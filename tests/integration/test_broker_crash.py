@@ -89,7 +89,9 @@ def crash_and_restart(broker: KafkaBroker, down_s: float) -> None:
     broker.start()
 
 
-@pytest.mark.parametrize(("victim", "slots"), [("B", 4), ("A", 4), ("B", 1)])
+@pytest.mark.parametrize(
+    ("victim", "slots"), [("B", 4), ("A", 4), pytest.param("B", 1, marks=pytest.mark.fault_matrix)]
+)
 def test_broker_sigkill_mid_slice_run_goes_on_exactly_once(
     clusters, tmp_path, unique_name, subprocess_env, victim, slots
 ):

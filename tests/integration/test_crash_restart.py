@@ -27,6 +27,7 @@ from mirror_lib.replication.copy.source_reader import CONSUME_BATCH
 from mirror_lib.replication.testhooks import AFTER_ENV, HOLD_ENV, TOPIC_ENV
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count
+from tests.helpers.faults import ONE_SLOT
 from tests.helpers.kafka_raw import aborted_records
 from tests.helpers.mirror_cli import kill_group, run_mirror, start_mirror
 from tests.helpers.waiting import keyed_records, process_alive, wait_for
@@ -62,7 +63,7 @@ def loaded_flow(brokers, tmp_path: Path, topic: str, slots: int) -> Path:
     return write_properties(tmp_path / "mm2.properties", props)
 
 
-@pytest.mark.parametrize("slots", [1, 4])
+@pytest.mark.parametrize("slots", [ONE_SLOT, 4])
 def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
     brokers, tmp_path, unique_name, subprocess_env, slots
 ):
@@ -107,7 +108,7 @@ def test_sigkill_at_several_points_then_restart_delivers_exactly_once(
     )
 
 
-@pytest.mark.parametrize("slots", [1, 4])
+@pytest.mark.parametrize("slots", [ONE_SLOT, 4])
 def test_ctrl_c_inside_a_transaction_stops_quietly_and_delivers_exactly_once(
     brokers, tmp_path, unique_name, subprocess_env, slots
 ):

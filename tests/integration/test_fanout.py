@@ -35,6 +35,7 @@ from tests.helpers.exactly_once import (
     exactly_once_problems,
     wait_exactly_once,
 )
+from tests.helpers.faults import ONE_SLOT
 from tests.helpers.kafka_raw import committed_records
 from tests.helpers.proxy import BLACKHOLE, OPEN, CountingProxy, bootstrap, proxied_broker
 from tests.helpers.raw_groups import committed_offsets
@@ -178,7 +179,7 @@ def test_healthy_targets_stay_in_the_shared_read_with_a_bound_below_one_read(
         wait_exactly_once(brokers.source, topic, target, remote, partitions, 30)
 
 
-@pytest.mark.parametrize("slots", [1, 4])
+@pytest.mark.parametrize("slots", [ONE_SLOT, 4])
 def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
     spark, brokers, tmp_path, unique_name, slots
 ):

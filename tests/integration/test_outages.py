@@ -22,6 +22,7 @@ from mirror_lib.replication.companions.supervise import current_outages
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers import waiting
 from tests.helpers.exactly_once import committed_count, wait_exactly_once
+from tests.helpers.faults import ONE_SLOT
 from tests.helpers.mirror_cli import kill_group, start_mirror
 from tests.helpers.proxy import BLACKHOLE, OPEN, REFUSE, SLOW, TcpProxy, bootstrap, proxied_broker
 from tests.integration.conftest import flow_properties, write_properties
@@ -49,7 +50,8 @@ class Run:
         return self.log.read_text(errors="replace")
 
 
-@pytest.fixture(scope="module", params=[1, 4], ids=["1-slot", "4-slots"])
+# one slot: in `make fault-matrix` (the four slots hold every path one slot takes, and more)
+@pytest.fixture(scope="module", params=[ONE_SLOT, 4], ids=["1-slot", "4-slots"])
 def run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Run]:
     if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
         pytest.skip(

@@ -2,13 +2,14 @@
 each, replication factor 3 and ``min.insync.replicas = 2`` for every topic, internal ones
 included; a steady load on A and a continuous ``mirror run`` with four slots, exactly once.
 
-Two faults run in ``make test``: a rolling restart of B (each broker stopped cleanly, kept down,
-started, and the cluster back in sync before the next), and a SIGKILL of the broker that leads
-most of the remote partitions. Each ends with every record exactly once and in order per
-partition in both views (the raw committed view and the broker's ``read_committed``), and
-consumer groups committed on A that translate exactly. The time from each fault to copying
-again is measured on B (:class:`tests.helpers.faults.Tail`) and must be in the flow's events.
-The whole fault matrix (tests/faults/) runs with ``make fault-matrix``.
+Two faults run in ``make test``, one after the other in one run: a rolling restart of B (each
+broker stopped cleanly, kept down, started, and the cluster back in sync before the next), then
+a SIGKILL of the broker that leads most of the remote partitions. The run ends with every
+record exactly once and in order per partition in both views (the raw committed view and the
+broker's ``read_committed``), and consumer groups committed on A that translate exactly. The
+time from each fault to copying again is measured on B (:class:`tests.helpers.faults.Tail`)
+and must be in the flow's events. The whole fault matrix (tests/faults/) runs with
+``make fault-matrix``.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ def now_ms() -> float:
     return time.time() * 1000
 
 
-def test_a_rolling_restart_of_the_target_under_load_copies_every_record_exactly_once(
+def test_a_rolling_restart_then_a_lost_leader_of_the_target_copy_every_record_exactly_once(
     clusters, tmp_path, unique_name, subprocess_env
 ):
+    """Both faults in one run (one flow's start and checks, within CI's hour): B rolled broker
+    by broker, then B's busiest leader SIGKILLed mid-copy and started again."""
     a, b = clusters
     flow = FaultFlow(a, b, tmp_path / "run", unique_name, subprocess_env).start()
     try:
@@ -53,32 +56,17 @@ def test_a_rolling_restart_of_the_target_under_load_copies_every_record_exactly_
 
         b.rolling_restart(down_s=5, on_stop=stopped)
         flow.steady(5)
+        victim = b.busiest_leader(flow.remote)
+        faults.append(now_ms())
+        b.kill_node(victim)
+        flow.recovered(faults[-1])
+        b.start_node(victim)
+        b.wait_in_sync()
+        flow.steady(5)
         flow.finish()
         flow.check_checkpoints()
         for fault, took in zip(faults, flow.figures["recovery_s"], strict=True):
             assert_told(flow, fault, took)
     finally:
         flow.stop()
-        flow.report("rolling restart of B (combined nodes)")
-
-
-def test_sigkill_of_the_busiest_leader_of_the_target_mid_copy_loses_and_repeats_nothing(
-    clusters, tmp_path, unique_name, subprocess_env
-):
-    a, b = clusters
-    flow = FaultFlow(a, b, tmp_path / "run", unique_name, subprocess_env).start()
-    try:
-        flow.steady(5)
-        victim = b.busiest_leader(flow.remote)
-        fault = now_ms()
-        b.kill_node(victim)
-        took = flow.recovered(fault)
-        b.start_node(victim)
-        b.wait_in_sync()
-        flow.steady(5)
-        flow.finish()
-        flow.check_checkpoints()
-        assert_told(flow, fault, took)
-    finally:
-        flow.stop()
-        flow.report("SIGKILL of B's busiest leader (combined nodes)")
+        flow.report("rolling restart of B, then SIGKILL of its busiest leader (combined nodes)")
