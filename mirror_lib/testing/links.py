@@ -241,11 +241,17 @@ class _Server:
             writer.transport.abort()
             return
         served.writers.add(up_writer)
-        await asyncio.gather(
-            self.pump(served, reader, up_writer),
-            self.pump(served, up_reader, writer),
-            return_exceptions=True,
-        )
+        # One side closing closes the other, as a process that dies resets its connections: a
+        # broker whose controller was killed must not wait out its request timeout on a link
+        # still open towards it.
+        pumps = [
+            asyncio.ensure_future(self.pump(served, reader, up_writer)),
+            asyncio.ensure_future(self.pump(served, up_reader, writer)),
+        ]
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
         for w in (writer, up_writer):
             served.writers.discard(w)
             with contextlib.suppress(Exception):
