@@ -165,6 +165,8 @@ def plan(args: argparse.Namespace) -> tuple[list[Case], list[SteadyRun]]:
         )
         if getattr(args, "brokers", 1) > 1:
             runs += (STEADY_ROLL, STEADY_MM2_EOS_ROLL)
+        if getattr(args, "rolls_only", False):
+            steady, runs = [], (STEADY_ROLL, STEADY_MM2_EOS_ROLL)
         steady += [
             r
             for r in runs

@@ -145,6 +145,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=150,
         help="the load of a rolling-restart steady run (long enough for three brokers in turn)",
     )
+    parser.add_argument(
+        "--rolls-only",
+        action="store_true",
+        help="with --brokers 3 and --cases steady: only the rolling-restart runs",
+    )
     parser.add_argument("--json", default=None, help="also write raw results as JSON here")
     parser.add_argument(
         "--mlflow", action="store_true", help="log the results as MLflow runs (see --mlflow-uri)"

@@ -163,7 +163,15 @@ def wipe(bootstrap: str, groups: tuple[str, ...] = ()) -> None:
 def read_metrics(bootstrap: str, topic: str = "mm2-metrics.A.internal") -> list[dict[str, Any]]:
     """Every record of the flow's metrics topic, decoded (none if it does not exist)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic not in admin.list_topics(timeout=30).topics:
+    for attempt in range(3):  # brokers just rolled can fail a first metadata request
+        try:
+            topics = admin.list_topics(timeout=30).topics
+            break
+        except ck.KafkaException:
+            if attempt == 2:
+                raise
+            time.sleep(5)
+    if topic not in topics:
         return []
     from mirror_lib.testing.kafka_io import consume_all
 

@@ -329,12 +329,12 @@ class Runner:
         memory."""
         a = self.args
         topic = "steady"
-        log(f"=== steady load ({run.label}): {a.rate} records/s x 200 B for {a.steady_seconds} s")
+        seconds = a.roll_seconds if run.roll else a.steady_seconds
+        log(f"=== steady load ({run.label}): {a.rate} records/s x 200 B for {seconds} s")
         create_topic(self.src, topic)
         n = len(self.steady)
         cmd, remote, stop_signal, echo = self.steady_command(run, topic, n)
         roll = Roll(self.brokers.clusters["target"]) if run.roll else None
-        seconds = a.roll_seconds if run.roll else a.steady_seconds
         with self.launched(cmd, f"steady-{n}.err", echo, stop_signal, 60) as proc:
             try:
                 load = steady_load.drive(
