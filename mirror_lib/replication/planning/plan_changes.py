@@ -2,7 +2,9 @@
 planned, and only the planner may set the change up.
 
 - A topic of the plan has another id than at planning (deleted and re-created since, or just
-  deleted), or its id cannot be read: the planner records the gap between slices.
+  deleted), or its id cannot be read: the planner records the gap between slices. A source
+  that does not answer in time (a broker or controller restarting) is asked again at the
+  next look instead.
 - A topic of the flow has more partitions than at planning, or a new topic matches: the
   planner creates its remote topic and writes its start position.
 """
@@ -20,6 +22,22 @@ from mirror_lib.kafka.lookups import topic_ids
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
+
+
+#: Errors that say the source did not answer, not that a topic is gone: a controller or broker
+#: restarting (a rolling restart of a cluster of combined nodes answers "Timed out waiting for
+#: controller" for seconds). The slice goes on, and the next look asks again.
+UNANSWERED = frozenset(
+    {"_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "NOT_CONTROLLER"}
+)
+
+
+def _unanswered(exc: BrokerError) -> bool:
+    name = getattr(exc, "kafka_error", None)
+    cause = exc.__cause__
+    if name is None and isinstance(cause, KafkaException) and cause.args:
+        name = getattr(cause.args[0], "name", lambda: None)()
+    return name in UNANSWERED
 
 
 class PlanChanges:
@@ -53,6 +71,9 @@ class PlanChanges:
         try:
             now = topic_ids(self._admin, set(self.ids))
         except BrokerError as exc:
+            if _unanswered(exc):
+                log.info("the plan's topic ids went unread (%s); asked again at the next look", exc)
+                return ""
             return f"a source topic of the plan is gone ({exc})"
         changed = [
             f"{t} (id {i}, now {now.get(t)})" for t, i in self.ids.items() if now.get(t) != i

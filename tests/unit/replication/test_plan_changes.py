@@ -1,0 +1,39 @@
+"""A slice ends when a topic of its plan is gone or re-created, not when the source is slow to
+answer (a rolling restart of A: "Timed out waiting for controller")."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.replication.planning import plan_changes
+from mirror_lib.replication.planning.plan_changes import PlanChanges
+
+
+def failing(code: int):
+    def topic_ids(admin: object, topics: object) -> dict[str, str]:
+        err = KafkaException(KafkaError(code, "from the broker"))
+        raise BrokerError(f"describing topics failed: {err.args[0]}", transient=True) from err
+
+    return topic_ids
+
+
+@pytest.mark.parametrize(
+    ("code", "ends"),
+    [
+        (KafkaError._TIMED_OUT, False),
+        (KafkaError.REQUEST_TIMED_OUT, False),
+        (KafkaError._TRANSPORT, False),
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, True),
+    ],
+)
+def test_only_an_answer_that_a_topic_is_gone_ends_the_slice(monkeypatch, code, ends):
+    ctx = SimpleNamespace(admin=lambda side: object())
+    changes = PlanChanges([ctx], {"orders": "id-1"}, None)  # type: ignore[list-item]
+    monkeypatch.setattr(plan_changes, "topic_ids", failing(code))
+    assert changes.ended_by_replaced() is ends
+    monkeypatch.setattr(plan_changes, "topic_ids", lambda admin, topics: {"orders": "id-2"})
+    assert changes.replaced() == "source topic re-created: orders (id id-1, now id-2)"
