@@ -150,7 +150,9 @@ def create_topic(
 ) -> None:
     """Create a topic and wait until its metadata is visible. Replication factor -1: the
     cluster's ``default.replication.factor`` (3 on a multi-broker test cluster)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # errors only: an info line of librdkafka's (BGQUEUE when the client goes with an answer
+    # pending) would reach the output of `mirror demo`, which creates its topics here
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     topic = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
     fut = admin.create_topics([topic])[name]
     fut.result(timeout=timeout_s)
