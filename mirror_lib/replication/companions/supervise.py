@@ -32,6 +32,7 @@ from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.kafka.clients import client_config, librdkafka_logger
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy.target_producer import target_refusal
 
 log = logging.getLogger(__name__)
 
@@ -247,9 +248,7 @@ class Supervisor:
             return
         outage.attempts += 1
         outage.next_retry = now + backoff(outage.attempts)
-        outage.reason = _first_line(text)
-        if outage.cause != "unreachable":
-            outage.cause = outage_cause(text)
+        self._diagnose(unit, outage, text)
         try:
             query = unit.restart()
         except MirrorError as exc:
@@ -266,6 +265,21 @@ class Supervisor:
             f"(next retry, if needed, in {backoff(outage.attempts):.0f}s)"
         )
         self._write_status()
+
+    def _diagnose(self, unit: Unit, outage: Outage, text: str) -> None:
+        """What the outage is now: a target that answers but refuses writes says why at each
+        retry (its in-sync replicas shrink only once its controllers fence the lost brokers,
+        after the first failure was told), else the failure's own text; a later cause
+        replaces the first."""
+        refusal = None
+        if outage.role == "target" and outage.cause != "unreachable":
+            try:
+                refusal = target_refusal(unit.ctx)
+            except Exception as exc:  # a diagnosis never ends a run
+                log.debug("%s: no diagnosis of the target: %s", outage.label, exc)
+        outage.reason = refusal or _first_line(text)
+        if outage.cause != "unreachable":
+            outage.cause = outage_cause(refusal or text)
 
     def _end(self, unit: Unit, outage: Outage) -> None:
         del self.outages[unit.name]
@@ -357,7 +371,11 @@ def current_outages(config: MirrorConfig) -> list[dict[str, Any]]:
 
 
 def _first_line(text: str) -> str:
-    match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text)
+    """The line of a failure that says what failed: our own error's, else a Kafka client's
+    (a Spark query's text begins with Spark's "Job aborted"), else the first."""
+    match = re.search(r"mirror_lib\.errors\.(\w+): (.*)", text) or re.search(
+        r"\b(KafkaException): (.*)", text
+    )
     if match:
         return f"{match.group(1)}: {match.group(2)}"
     lines = text.strip().splitlines()

@@ -5,7 +5,7 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -130,8 +130,22 @@ def target_trouble(
                 f"{TROUBLE_LOOKUP_S:g}s"
             )
         meta = answered
+    problems = replica_trouble(meta, written, min_isr)
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    found_text = "; ".join(problems[:3]) + more
+    if silent:
+        found_text += ("; " if found_text else "") + f"{', '.join(silent)} did not answer"
+    return found_text or None
+
+
+def replica_trouble(
+    meta: Mapping[str, Any], partitions: Iterable[TP], min_isr: Mapping[str, int]
+) -> list[str]:
+    """What keeps each of ``partitions`` from taking writes in the topic metadata ``meta``: no
+    leader, or fewer in-sync replicas than its ``min.insync.replicas`` (``min_isr``, 1 where
+    missing). Partitions ``meta`` does not hold are passed over."""
     problems = []
-    for topic, p in written:
+    for topic, p in partitions:
         found = meta.get(topic)
         part = found.partitions.get(p) if found is not None else None
         if part is None:
@@ -145,11 +159,36 @@ def target_trouble(
                 f"min.insync.replicas = {needed}, so the target refuses its writes "
                 "(NOT_ENOUGH_REPLICAS) until a replica returns"
             )
+    return problems
+
+
+#: Kafka's own logs that a transactional copy writes through its coordinators: with too few
+#: in-sync replicas they answer COORDINATOR_NOT_AVAILABLE, which hides the cause.
+COORDINATOR_LOGS = ("__transaction_state", "__consumer_offsets")
+
+
+def target_refusal(ctx: FlowContext) -> str | None:
+    """Why the target refuses the flow's writes now, as its metadata shows it from whichever
+    bootstrap address answers: partitions of the flow's remote topics, its metrics topic or
+    the coordinators' logs without a leader or below ``min.insync.replicas``. For an outage
+    that outlasts the first look: the controllers shrink the in-sync replicas only once they
+    fence a lost broker, after the copy task first gave up. None: nothing seen (or no
+    broker answered, which the outage says already)."""
+    meta, _silent = _ask_each(ctx)
+    if meta is None:
+        return None
+    source = ctx.flow.mm2_source
+    topics = sorted(
+        t
+        for t in meta
+        if t in COORDINATOR_LOGS or t == ctx.metrics_topic or ctx.policy.topic_source(t) == source
+    )
+    partitions = [(t, p) for t in topics for p in meta[t].partitions]
+    problems = replica_trouble(meta, partitions, min_insync(ctx, topics))
+    if not problems:
+        return None
     more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-    found_text = "; ".join(problems[:3]) + more
-    if silent:
-        found_text += ("; " if found_text else "") + f"{', '.join(silent)} did not answer"
-    return found_text or None
+    return f"{ctx.where('target')} refuses writes: " + "; ".join(problems[:3]) + more
 
 
 def _ask_each(ctx: FlowContext) -> tuple[Any, list[str]]:

@@ -218,3 +218,39 @@ def test_mirror_status_shows_what_a_live_run_waits_for(tmp_path, monkeypatch):
 )
 def test_an_outage_has_a_cause_an_alert_can_use(text, answers, cause):
     assert supervise.outage_cause(text, answers) == cause
+
+
+def test_a_later_diagnosis_of_the_target_replaces_the_first_cause(tmp_path, monkeypatch):
+    """The copy task gives up on unacknowledged records before the controllers fence the cut
+    brokers; at a later retry the target's metadata shows NOT_ENOUGH_REPLICAS, and the outage,
+    ``mirror status`` and its ended event say so."""
+    h = Harness(tmp_path, monkeypatch)
+    h.down.clear()  # B answers, but refuses writes
+    seen: list[str | None] = [None]
+    monkeypatch.setattr(supervise, "target_refusal", lambda _ctx: seen[0])
+    first = "target cluster B did not acknowledge records in 30s: b:2, b:3 did not answer"
+    h.query.fail(text_of(BrokerError(first, transient=True)))
+    h.watch()
+    outage = h.sup.outages["replication of A->B"]
+    assert outage.cause == "timed_out" and "did not answer" in outage.reason
+    seen[0] = (
+        "target cluster B (bootstrap 127.0.0.1:10) refuses writes: __transaction_state[0] has 1 "
+        "in-sync replica(s), fewer than its min.insync.replicas = 2, so the target refuses its "
+        "writes (NOT_ENOUGH_REPLICAS) until a replica returns"
+    )
+    spark_text = (
+        "Job aborted due to stage failure: ...\ncimpl.KafkaException: KafkaError{"
+        "code=COORDINATOR_NOT_AVAILABLE,val=15}"
+    )
+    h.query.fail(spark_text)
+    outage.next_retry = 0
+    h.watch()
+    assert outage.cause == "not_enough_replicas" and outage.reason == seen[0]
+    (shown,) = current_outages(h.config)
+    assert shown["cause"] == "not_enough_replicas"
+    seen[0] = None  # the diagnosis sees nothing: the failure's own line, not Spark's first
+    h.query.fail(spark_text)
+    outage.next_retry = 0
+    h.watch()
+    assert outage.reason == "KafkaException: KafkaError{code=COORDINATOR_NOT_AVAILABLE,val=15}"
+    assert outage.cause == "coordinator"

@@ -108,3 +108,58 @@ def test_the_producer_reports_the_users_transaction_timeout(monkeypatch):
         assert timeout_ms == want
     assert "transaction.timeout.ms" not in made[0]
     assert made[1]["transaction.timeout.ms"] == "5000"
+
+
+def _meta(**topics: dict[int, tuple[int, list[int]]]) -> dict:
+    """Topic metadata as confluent-kafka's list_topics gives it: partition -> (leader, isrs)."""
+    from types import SimpleNamespace
+
+    return {
+        name: SimpleNamespace(
+            partitions={
+                p: SimpleNamespace(leader=lead, isrs=isrs) for p, (lead, isrs) in parts.items()
+            }
+        )
+        for name, parts in topics.items()
+    }
+
+
+def test_replica_trouble_names_partitions_without_a_leader_or_below_min_insync():
+    meta = _meta(**{"A.t": {0: (1, [1, 2]), 1: (-1, []), 2: (3, [3])}, "other": {0: (1, [1])}})
+    problems = target_producer.replica_trouble(
+        meta, [("A.t", 0), ("A.t", 1), ("A.t", 2), ("gone", 0)], {"A.t": 2}
+    )
+    assert problems == [
+        "A.t[1] has no leader",
+        "A.t[2] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2, so the target "
+        "refuses its writes (NOT_ENOUGH_REPLICAS) until a replica returns",
+    ]
+    assert target_producer.replica_trouble(meta, [("A.t", 2)], {}) == []  # min.isr unknown: 1
+
+
+def test_target_refusal_looks_at_the_flows_remote_topics_and_the_coordinators_logs(monkeypatch):
+    """Two brokers of three cut off: the transaction log falls below its min.insync.replicas,
+    init_transactions answers COORDINATOR_NOT_AVAILABLE, and only the metadata says why."""
+    ctx = FlowContext.create(parse_config(PROPS), "A->B")
+    meta = _meta(**{
+        "A.t": {0: (1, [1, 2])},
+        "__transaction_state": {0: (1, [1])},
+        "B.elsewhere": {0: (1, [1])},  # another flow's remote topic: not this flow's
+        "local": {0: (1, [1])},
+    })  # fmt: skip
+    asked: list[list[str]] = []
+    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx: (meta, ["b:1"]))
+
+    def min_insync(_ctx, topics):
+        asked.append(list(topics))
+        return dict.fromkeys(topics, 2)
+
+    monkeypatch.setattr(target_producer, "min_insync", min_insync)
+    said = target_producer.target_refusal(ctx)
+    assert asked == [["A.t", "__transaction_state"]]
+    assert said is not None and said.startswith("target cluster B (bootstrap b:1) refuses writes: ")
+    assert "__transaction_state[0] has 1 in-sync replica(s)" in said and "A.t[0]" not in said
+    meta["__transaction_state"].partitions[0].isrs = [1, 2]
+    assert target_producer.target_refusal(ctx) is None
+    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx: (None, ["b:1"]))
+    assert target_producer.target_refusal(ctx) is None
