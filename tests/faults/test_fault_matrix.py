@@ -71,19 +71,9 @@ def test_rolling_restart_of_b_then_of_a(clusters, tmp_path, unique_name, subproc
     flow = run(clusters, tmp_path, unique_name, subprocess_env)
     try:
         flow.steady(5)
-        faults: list[float] = []
-
-        def stopped(_node: object) -> None:
-            faults.append(now_ms())
-            flow.recovered(faults[-1])
-
-        b.rolling_restart(down_s=5, on_stop=stopped)
-        a.rolling_restart(down_s=5, on_stop=stopped)
-        flow.steady(5)
-        flow.finish()
-        flow.check_checkpoints()
-        for fault, took in zip(faults, flow.figures["recovery_s"], strict=True):
-            assert_told(flow, fault, took)
+        flow.roll(b)
+        flow.roll(a)
+        flow.conclude()
     finally:
         flow.stop()
         flow.report("rolling restart of B, then of A")
@@ -104,16 +94,8 @@ def test_sigkill_of_a_broker_of_b_mid_transaction(
         else:
             ctx = FlowContext.create(load_config(flow.workdir / "mm2.properties"), "A->B")
             node = b.coordinator_of(ctx.transactional_id(0))
-        fault = now_ms()
-        b.kill_node(node)
-        took = flow.recovered(fault)
-        flow.steady(10)
-        b.start_node(node)
-        b.wait_in_sync()
-        flow.steady(5)
-        flow.finish()
-        flow.check_checkpoints()
-        assert_told(flow, fault, took)
+        flow.kill(b, node)
+        flow.conclude()
     finally:
         flow.stop()
         flow.report(f"SIGKILL of the {victim}")
@@ -125,16 +107,8 @@ def test_sigkill_of_a_leader_of_a(clusters, tmp_path, unique_name, subprocess_en
     try:
         flow.steady(5)
         node = a.busiest_leader(flow.topic)
-        fault = now_ms()
-        a.kill_node(node)
-        took = flow.recovered(fault)
-        flow.steady(10)
-        a.start_node(node)
-        a.wait_in_sync()
-        flow.steady(5)
-        flow.finish()
-        flow.check_checkpoints()
-        assert_told(flow, fault, took)
+        flow.kill(a, node)
+        flow.conclude()
     finally:
         flow.stop()
         flow.report("SIGKILL of A's busiest leader")
@@ -148,19 +122,14 @@ def test_one_broker_of_b_cut_off_shrinks_the_isr_and_writes_go_on(
     try:
         flow.steady(5)
         node = b.busiest_leader(flow.remote)
-        fault = now_ms()
-        b.cut(node)
-        took = flow.recovered(fault)
+        flow.fault(lambda: b.cut(node))
         wait_for(lambda: node not in b.live_brokers(), 60, f"broker {node} fenced", flow.alive)
-        flow.steady(max(0.0, CUT_S - (now_ms() - fault) / 1000))
+        flow.steady(max(0.0, CUT_S - (now_ms() - flow.faults[-1]) / 1000))
         isr = {len(p.isrs) for p in b.metadata(flow.remote).topics[flow.remote].partitions.values()}
         assert isr == {2}, f"in-sync replicas with broker {node} cut off: {isr}"
         b.mend(node)
         b.wait_in_sync()
-        flow.steady(5)
-        flow.finish()
-        flow.check_checkpoints()
-        assert_told(flow, fault, took)
+        flow.conclude()
     finally:
         flow.stop()
         flow.report("one broker of B cut off for 60 s")
@@ -228,16 +197,11 @@ def test_the_active_controller_of_b_killed(clusters, tmp_path, unique_name, subp
     try:
         flow.steady(5)
         controller = b.active_controller()
-        fault = now_ms()
-        b.kill_node(controller)
+        flow.fault(lambda: b.kill_node(controller))
         wait_for(lambda: b.active_controller() != controller, 60, "a new active controller")
-        took = flow.recovered(fault)
         flow.steady(10)
         b.start_node(controller)
-        flow.steady(5)
-        flow.finish()
-        flow.check_checkpoints()
-        assert_told(flow, fault, took)
+        flow.conclude()
     finally:
         flow.stop()
         flow.report("the active controller of B killed")

@@ -17,6 +17,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,7 @@ class FaultFlow:
     tail: Tail | None = None
     proc: Any = None
     figures: dict[str, Any] = field(default_factory=dict)
+    faults: list[float] = field(default_factory=list)  # when each fault began (ms)
 
     @property
     def remote(self) -> str:
@@ -197,6 +199,39 @@ class FaultFlow:
         )
         self.figures.setdefault("recovery_s", []).append(round(took, 2))
         return took
+
+    def fault(self, do: Callable[[], object], timeout_s: float = 300) -> float:
+        """Do a fault now and wait until the copy goes on (:meth:`recovered`); its seconds.
+        :meth:`conclude` holds each fault's time against the flow's events."""
+        self.faults.append(time.time() * 1000)
+        do()
+        return self.recovered(self.faults[-1], timeout_s)
+
+    def kill(self, cluster: KafkaCluster, node: int, settle_s: float = 10) -> float:
+        """SIGKILL ``node`` of ``cluster``; once the copy goes on and ``settle_s`` passed, start
+        it again on its data and wait until its replicas are in sync. The recovery's seconds."""
+        took = self.fault(lambda: cluster.kill_node(node))
+        self.steady(settle_s)
+        cluster.start_node(node)
+        cluster.wait_in_sync()
+        return took
+
+    def roll(self, cluster: KafkaCluster, down_s: float = 5) -> None:
+        """Restart ``cluster`` broker by broker, each down ``down_s``; each stop is a fault."""
+
+        def stopped(_node: object) -> None:
+            self.fault(lambda: None)
+
+        cluster.rolling_restart(down_s=down_s, on_stop=stopped)
+
+    def conclude(self) -> None:
+        """After the faults: copy a little more, then every record exactly once in both views,
+        exact checkpoints, and every fault that held the copy up told by a ``resumed`` event."""
+        self.steady(5)
+        self.finish()
+        self.check_checkpoints()
+        for fault, took in zip(self.faults, self.figures["recovery_s"], strict=True):
+            assert_told(self, fault, took)
 
     def finish(self, timeout_s: float = 600) -> None:
         """Stop the load; wait for every record on B; exactly once in both views."""
