@@ -3,9 +3,11 @@ in a process of their own (``python -m bench.probe load|measure``).
 
 ``load`` produces ``--rate`` records a second of ``--size`` bytes in 5 ms ticks, round-robin over
 the partitions, keys ``<sequence number>``; it keeps each record's CreateTime and the time the
-source broker acknowledged it. ``measure`` follows the copy with one ``read_committed`` consumer
-that takes records one at a time (``poll``: a batched ``consume(n, timeout)`` holds the first
-records back until the batch is full or the timeout ends) and keeps each one's arrival time.
+source broker acknowledged it, and its source offset. ``measure`` follows the copy with one
+``read_committed`` consumer that takes records one at a time (``poll``: a batched
+``consume(n, timeout)`` holds the first records back until the batch is full or the timeout
+ends) and keeps each one's arrival time and its partition and offset on the target; records
+whose keys are not numbers (a bench's own warm-up records) are passed over.
 Latency is arrival minus CreateTime, on one machine's clock; the first ``--warm`` seconds of the
 load are left out. :func:`floor` measures the probe itself: load and consumer on one broker's
 topic, nothing copied in between.
@@ -19,7 +21,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ def _load(args: argparse.Namespace) -> int:
     total = int(args.rate * args.seconds)
     created = [0.0] * total
     acked = [0.0] * total
+    offsets = [-1] * total
     value = b"." * args.size
 
     def delivered(err: Any, msg: Any) -> None:
@@ -43,6 +47,7 @@ def _load(args: argparse.Namespace) -> int:
             n = int(msg.key())
             created[n] = float(msg.timestamp()[1])
             acked[n] = time.time() * 1000
+            offsets[n] = msg.offset()
 
     start = time.monotonic()
     sent = 0
@@ -58,7 +63,7 @@ def _load(args: argparse.Namespace) -> int:
         next_tick = start + (int((time.monotonic() - start) / TICK_S) + 1) * TICK_S
         time.sleep(max(0.0, next_tick - time.monotonic()))
     producer.flush(120)
-    Path(args.out).write_text(json.dumps({"created": created, "acked": acked}))
+    Path(args.out).write_text(json.dumps({"created": created, "acked": acked, "offsets": offsets}))
     return 0
 
 
@@ -75,16 +80,20 @@ def _measure(args: argparse.Namespace) -> int:
     parts = [ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in range(args.partitions)]
     consumer.assign(parts)
     arrived: dict[int, float] = {}
+    landed: dict[int, tuple[int, int]] = {}  # where each record is on the target
     ready = Path(args.out).with_suffix(".ready")
     ready.write_text("")
     deadline = time.monotonic() + args.timeout
     while not stop["now"] and len(arrived) < args.expect and time.monotonic() < deadline:
         msg = consumer.poll(0.1)
-        if msg is None or msg.error() is not None:
+        if msg is None or msg.error() is not None or not (key := msg.key() or b"").isdigit():
             continue
-        arrived.setdefault(int(msg.key()), time.time() * 1000)
+        n = int(key)
+        if n not in arrived:
+            arrived[n] = time.time() * 1000
+            landed[n] = (msg.partition() or 0, msg.offset() or 0)  # a record has both
     consumer.close()
-    Path(args.out).write_text(json.dumps(arrived))
+    Path(args.out).write_text(json.dumps({"arrived": arrived, "landed": landed}))
     return 0
 
 
@@ -96,14 +105,20 @@ class Result:
     acked: list[float]
     arrived: dict[int, float]
     warm: int  # records left out at the start
+    offsets: list[int] = field(default_factory=list)  # each record's source offset
+    landed: dict[int, tuple[int, int]] = field(default_factory=dict)  # target (partition, offset)
+
+    def by_record(self) -> dict[int, float]:
+        """Arrival minus CreateTime of every measured record, by record number (ms)."""
+        return {
+            n: t - self.created[n]
+            for n, t in self.arrived.items()
+            if n >= self.warm and self.created[n]
+        }
 
     def latencies(self) -> list[float]:
         """Arrival minus CreateTime of every measured record, sorted (ms)."""
-        return sorted(
-            t - self.created[n]
-            for n, t in self.arrived.items()
-            if n >= self.warm and self.created[n]
-        )
+        return sorted(self.by_record().values())
 
     def summary(self) -> dict[str, Any]:
         lat = self.latencies()
@@ -135,28 +150,32 @@ def run(
     warm_s: float,
     workdir: Path,
     size: int = 200,
+    on_load: Callable[[], None] | None = None,
 ) -> Result:
     """Load ``topic`` on ``source`` at ``rate`` for ``warm_s + seconds`` and measure ``remote``
-    on ``target``; both in processes of their own."""
+    on ``target``; both in processes of their own. ``on_load`` is called as the load starts."""
     workdir.mkdir(parents=True, exist_ok=True)
     total = int(rate * (warm_s + seconds))
     measured = workdir / f"probe-{topic}-measure.json"
     loaded = workdir / f"probe-{topic}-load.json"
     py = [sys.executable, "-m", "bench.probe"]
+    root = Path(__file__).resolve().parent.parent  # where `-m bench.probe` is found
     measure = subprocess.Popen([
         *py, "measure", "--bootstrap", target, "--topic", remote, "--partitions", str(partitions),
         "--expect", str(total), "--timeout", str(warm_s + seconds + 180), "--out", str(measured),
-    ])  # fmt: skip
+    ], cwd=root)  # fmt: skip
     try:
         ready = measured.with_suffix(".ready")
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline and measure.poll() is None:
             time.sleep(0.05)
+        if on_load is not None:
+            on_load()
         load = subprocess.run([
             *py, "load", "--bootstrap", source, "--topic", topic, "--partitions", str(partitions),
             "--rate", str(rate), "--seconds", str(warm_s + seconds), "--size", str(size),
             "--out", str(loaded),
-        ], check=True, timeout=warm_s + seconds + 300)  # fmt: skip
+        ], check=True, timeout=warm_s + seconds + 300, cwd=root)  # fmt: skip
         del load
         measure.wait(warm_s + seconds + 240)
     finally:
@@ -164,8 +183,12 @@ def run(
             measure.send_signal(signal.SIGTERM)
             measure.wait(30)
     data = json.loads(loaded.read_text())
-    arrived = {int(k): v for k, v in json.loads(measured.read_text()).items()}
-    return Result(data["created"], data["acked"], arrived, int(rate * warm_s))
+    got = json.loads(measured.read_text())
+    arrived = {int(k): v for k, v in got["arrived"].items()}
+    landed = {int(k): (p, o) for k, (p, o) in got["landed"].items()}
+    return Result(
+        data["created"], data["acked"], arrived, int(rate * warm_s), data["offsets"], landed
+    )
 
 
 def floor(
@@ -176,9 +199,14 @@ def floor(
     seconds: float,
     warm_s: float,
     workdir: Path,
+    size: int = 200,
+    on_load: Callable[[], None] | None = None,
 ) -> Result:
     """The probe's own floor: the load and the consumer on one topic of one broker."""
-    return run(bootstrap, bootstrap, topic, topic, partitions, rate, seconds, warm_s, workdir)
+    return run(
+        bootstrap, bootstrap, topic, topic, partitions, rate, seconds, warm_s, workdir, size,
+        on_load,
+    )  # fmt: skip
 
 
 def pct(sorted_values: list[float], q: float) -> float:
