@@ -80,7 +80,10 @@ CONTESTANTS = (
 )
 FLOOR = "floor"
 FLOOR_LABEL = "probe floor (one broker, nothing copied)"
-FIGURES = ("p50_ms", "p99_ms", "max_ms", "machine_cores", "source_ack_p50_ms", "source_ack_p99_ms")
+FIGURES = (
+    "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "source_ack_p50_ms",
+    "source_ack_p99_ms",
+)  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -168,6 +171,7 @@ def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
             "p99": cell(entry["p99_ms"]),
             "max": cell(entry["max_ms"], 0),
             "machine CPU (cores)": cell(cores, 2),
+            "tool + brokers (cores)": cell(entry["own_cores"], 2),
             "/ MM2 defaults": ratio,
             "source ack p50 / p99": (
                 f"{cell(entry['source_ack_p50_ms'])} / {cell(entry['source_ack_p99_ms'])}"
@@ -231,13 +235,15 @@ class CpuWindow:
         self._stop.set()
         self._thread.join(5)
         if len(self.marks) < 2:
-            return {"machine_cores": None, "tool_cores": None, "broker_cores": None}
+            return dict.fromkeys(("machine_cores", "tool_cores", "broker_cores", "own_cores"))
         (t0, m0, c0, b0), (t1, m1, c1, b1) = self.marks
         span = t1 - t0
         return {
             "machine_cores": round((m1 - m0) / span, 3),
             "tool_cores": round((c1 - c0) / span, 3) if self.meter else None,
             "broker_cores": round((b1 - b0) / span, 3),
+            # what the copy cost, whatever else ran on the machine (the probe's processes not)
+            "own_cores": round((c1 - c0 + b1 - b0) / span, 3),
         }
 
 
