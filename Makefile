@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: help venv venv-spark40 venv-spark43 demo test test-main test-spark40 test-spark43 \
-	test-kafka44 test-newest chromium kafka delta lint docs format bench bench-scale bench-soak fault-matrix clean
+	test-kafka44 test-newest chromium kafka delta lint docs format bench bench-scale bench-soak bench-latency fault-matrix clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -155,6 +155,12 @@ bench-scale: $(STAMP) kafka ## partitions, groups, new topics and flows, beside 
 
 bench-soak: $(STAMP) kafka ## hours at 5,000 records/s: every piece of state, extrapolated to 30 days
 	$(BIN)/python bench/soak.py $(SOAK_ARGS)
+
+# The latency bench (bench/README.md, "Latency"): 6 contestants and the probe's floor, 5 times,
+# fresh brokers for each run. LATENCY_ARGS passes flags, e.g. LATENCY_ARGS="--reps 1".
+LATENCY_ARGS ?=
+bench-latency: $(STAMP) kafka ## p50/p99 at 5,000 records/s, ours beside MirrorMaker 2, repeated
+	$(BIN)/python bench/latency.py $(LATENCY_ARGS)
 
 clean: ## remove the virtualenv and local state
 	rm -rf $(VENV) $(VENV40) $(VENV43) mirror-state site .pytest_cache .ruff_cache .mypy_cache

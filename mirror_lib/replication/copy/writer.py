@@ -44,6 +44,7 @@ from mirror_lib.kafka.bounded import bounded
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events, testhooks
 from mirror_lib.replication.context import FlowContext, PlainProducer
+from mirror_lib.replication.copy import txn_timing
 from mirror_lib.replication.copy.copy_state import PartState, Rewound
 from mirror_lib.replication.copy.ledger import ledger_consumer, ledger_offsets, read_ledger
 from mirror_lib.replication.copy.target_producer import (
@@ -201,6 +202,7 @@ class TargetWriter:
         self.landed_ms: dict[TP, float] = {}
         self.trouble: str | None = None  # what held the copy up, told with the next resumed event
         self.restarted = True  # no commit since the ledger was read: a (re)started copy
+        self.commit_started_ms = 0.0  # the timing log's (txn_timing): when the commit started
 
     @property
     def name(self) -> str:
@@ -515,6 +517,8 @@ class TargetWriter:
         moved = {tp: part for tp, part in self.parts.items() if part.expect != part.committed}
         ledger = self._ledger_entries(moved, self.parts)
         landing: Landing | None = None
+        if txn_timing.enabled():
+            self.commit_started_ms = txn_timing.now_ms()
         try:
             if self.eos:
                 # the ledger's entries need no acknowledgement: they are sent while the records
@@ -627,6 +631,8 @@ class TargetWriter:
                 self.parts[tp] = part.successor()
         self.rolled = Rolled(sealed, self.txn_start, self._ledger_entries(sealed, self.parts))
         self.in_txn = False
+        if txn_timing.enabled():
+            self.commit_started_ms = txn_timing.now_ms()
 
     def _roll(self, watermarks: Callable[[Any], tuple[int, int]], *, block: bool) -> bool:
         """Move a sealed transaction on without waiting (``block`` off): once its records are
@@ -770,6 +776,10 @@ class TargetWriter:
             self.result.transactions += 1
         if landing.twice:
             self._tell_unreported(landing.twice)
+        if landing.moved and txn_timing.enabled():
+            txn_timing.write(
+                self.slot, self.commit_started_ms, landing.acked_ms, list(landing.moved.values())
+            )
         self.restarted = False
         self.trouble = None
         for tp, part in landing.moved.items():

@@ -13,7 +13,7 @@ import pytest
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy import source_reader
+from mirror_lib.replication.copy import source_reader, txn_timing
 from mirror_lib.replication.copy import writer as writer_module
 from mirror_lib.replication.copy.copier import SliceCopy
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
@@ -751,3 +751,23 @@ def test_a_target_that_refuses_writes_is_waited_for_not_renewed(monkeypatch):
     with pytest.raises(BrokerError, match=r"fewer than its min\.insync\.replicas") as caught:
         w.commit(_no_watermarks, wait=True)
     assert caught.value.transient and w.renewals == 0
+
+
+def test_the_copy_task_writes_its_timing_log_only_when_asked(monkeypatch, tmp_path):
+    """bench/latency.py splits a record's latency with it; unset, nothing is written."""
+    monkeypatch.delenv(txn_timing.DIR_ENV, raising=False)
+    w, _producer = _writer(monkeypatch, fanout=False, flow="A->B")
+    w.accept(("T", 0), _records(0, 9), 1_000.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert not any(tmp_path.iterdir())
+
+    monkeypatch.setenv(txn_timing.DIR_ENV, str(tmp_path))
+    w.accept(("T", 0), _records(10, 14), 2_000.0)
+    w.accept(("T", 0), _records(15, 16), 2_005.0)
+    assert w.commit(_no_watermarks, wait=True)
+    (log,) = tmp_path.glob("txn-*.jsonl")
+    (line,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert line["commit_start_ms"] <= line["acked_ms"] <= line["commit_end_ms"]
+    (part,) = line["parts"]
+    assert part["remote"] == "A.T" and part["n"] == 7
+    assert part["runs"] == [[10, 0]] and part["consumed"] == [[2_000.0, 5], [2_005.0, 2]]

@@ -1,0 +1,442 @@
+#!/usr/bin/env python
+"""Latency bench: end-to-end latency at a steady rate, MirrorMaker 2 beside `mirror run`, over
+repetitions (`make bench-latency`; bench/README.md, "Latency").
+
+Per repetition, every contestant gets a fresh pair of Apache Kafka brokers (source A, target B;
+``mirror_lib.testing``, Kafka's own JVM options) and a topic ``probe`` of 4 partitions; MM2
+and ours of a pair read the same ``mm2.properties`` (:data:`PAIRS`). Once the tool copies (a
+record per partition is on B), ``bench.probe`` loads ``--rate`` records/s of ``--size`` bytes
+for ``--warm`` + ``--seconds`` and times every record with its own one-record-a-poll
+``read_committed`` consumer; both in processes of their own. The first ``--warm`` seconds are
+left out. The probe's floor (load and consumer on one broker, nothing copied) runs in each
+repetition too. Machine CPU, the tool's and the brokers' are taken over the measured window
+(``bench.measure``). For ours, the copy task writes its timing log
+(:mod:`mirror_lib.replication.copy.txn_timing`) and the records above the run's p99 are split
+into stages (``bench.tail``).
+
+    .venv/bin/python bench/latency.py                       # 6 contestants + floor, 5 times
+    .venv/bin/python bench/latency.py --reps 1 --seconds 15 --warm 5 --contestants ours,mm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import probe, tail
+from bench.curves import table
+from bench.kafka_data import PARTITIONS, TailWatch, create_topic, last_records, value_pool
+from bench.measure import Meter, broker_cpu_s, machine_cpu_s
+from bench.methods import mirror_cmd
+from bench.peers import mm2_command, mm2_eos, mm2_properties
+from bench.procs import Lines, log, popen, stop_group, write_props
+from bench.steady import send_singles
+
+TOPIC = "probe"
+REMOTE = f"A.{TOPIC}"
+ALO = {"mirror.delivery": "at_least_once"}
+
+
+@dataclass(frozen=True)
+class Contestant:
+    """One tool (``mm2`` or ``mirror``) on the properties of one of :data:`PAIRS`."""
+
+    name: str  # its --contestants name
+    label: str
+    kind: str
+    pair: str
+
+
+#: the properties both tools of a pair read, over MM2's single-node defaults (``eos`` adds
+#: Connect's exactly-once support, which ours ignores: it reads its own delivery setting)
+PAIRS: dict[str, dict[str, str]] = {
+    "defaults": {},
+    "alo1": {"tasks.max": "1", **ALO},
+    "eos1": {"tasks.max": "1"},
+}
+CONTESTANTS = (
+    Contestant("mm2", "MM2 defaults (at least once, tasks.max = 1)", "mm2", "defaults"),
+    Contestant("ours", "ours defaults (exactly once, 2 slots)", "mirror", "defaults"),
+    Contestant("mm2-alo1", "MM2 at least once, tasks.max = 1", "mm2", "alo1"),
+    Contestant("ours-alo1", "ours at least once, tasks.max = 1", "mirror", "alo1"),
+    Contestant("mm2-eos1", "MM2 exactly once, tasks.max = 1", "mm2", "eos1"),
+    Contestant("ours-eos1", "ours exactly once, tasks.max = 1", "mirror", "eos1"),
+)
+FLOOR = "floor"
+FLOOR_LABEL = "probe floor (one broker, nothing copied)"
+FIGURES = (
+    "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "source_ack_p50_ms",
+    "source_ack_p99_ms",
+)  # fmt: skip
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    names = [c.name for c in CONTESTANTS]
+    p.add_argument(
+        "--contestants",
+        default=",".join(names),
+        help=f"comma-separated, of {', '.join(names)} (default: all)",
+    )
+    p.add_argument("--reps", type=int, default=5, help="repetitions of every contestant")
+    p.add_argument("--rate", type=float, default=5_000, help="records/s of the load")
+    p.add_argument("--size", type=int, default=200, help="bytes of each record's value")
+    p.add_argument("--seconds", type=float, default=60, help="the measured window")
+    p.add_argument("--warm", type=float, default=15, help="seconds of load left out first")
+    p.add_argument("--no-floor", action="store_true", help="skip the probe's floor")
+    p.add_argument("--keep", action="store_true", help="keep the brokers' data of every run")
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: a temp dir)")
+    args = p.parse_args(argv)
+    chosen = [c.strip() for c in args.contestants.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in names]
+    if unknown or not chosen:
+        p.error(f"--contestants {args.contestants!r}: unknown {unknown}; valid: {', '.join(names)}")
+    for flag in ("reps", "rate", "size", "seconds"):
+        if getattr(args, flag) <= 0:
+            p.error(f"--{flag} {getattr(args, flag)}: must be above 0")
+    if args.warm < 0:
+        p.error(f"--warm {args.warm}: must be 0 or more")
+    args.chosen = [c for c in CONTESTANTS if c.name in chosen]
+    return args
+
+
+# -- the pure parts ---------------------------------------------------------------------------
+def spread(values: list[float | None]) -> dict[str, float | None]:
+    """Median, min and max of the repetitions' values (None ones left out)."""
+    kept = [v for v in values if v is not None]
+    if not kept:
+        return {"median": None, "min": None, "max": None}
+    return {
+        "median": round(statistics.median(kept), 2),
+        "min": round(min(kept), 2),
+        "max": round(max(kept), 2),
+    }
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per contestant (in the order of ``runs``): each figure's median and spread over its
+    repetitions, and its tail records' stages pooled over them (``tail.quantiles``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(r["contestant"] for r in runs):
+        mine = [r for r in runs if r["contestant"] == name]
+        entry: dict[str, Any] = {
+            "label": mine[0]["label"],
+            "reps": len(mine),
+            "complete": sum(1 for r in mine if r["received"] == r["records"]),
+        }
+        for fig in FIGURES:
+            entry[fig] = spread([r.get(fig) for r in mine])
+        rows = [row for r in mine for row in r.get("tail_stages", [])]
+        if rows:
+            entry["tail"] = tail.quantiles(rows)
+        out[name] = entry
+    return out
+
+
+def cell(s: dict[str, float | None], digits: int = 1) -> str:
+    """``median (min-max)`` of a :func:`spread`."""
+    if s["median"] is None:
+        return "-"
+    if s["min"] == s["max"]:
+        return f"{s['median']:.{digits}f}"
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
+
+
+def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
+    """The results as Markdown: latency and CPU per contestant, then the tail's stages."""
+    base = summary.get("mm2", {}).get("machine_cores", {}).get("median")
+    rows = []
+    for entry in summary.values():
+        cores = entry["machine_cores"]
+        ratio = f"{cores['median'] / base:.2f}x" if base and cores["median"] else "-"
+        rows.append({
+            "": entry["label"],
+            "p50": cell(entry["p50_ms"]),
+            "p99": cell(entry["p99_ms"]),
+            "max": cell(entry["max_ms"], 0),
+            "machine CPU (cores)": cell(cores, 2),
+            "tool + brokers (cores)": cell(entry["own_cores"], 2),
+            "/ MM2 defaults": ratio,
+            "source ack p50 / p99": (
+                f"{cell(entry['source_ack_p50_ms'])} / {cell(entry['source_ack_p99_ms'])}"
+            ),
+            "runs complete": f"{entry['complete']}/{entry['reps']}",
+        })  # fmt: skip
+    if not rows:
+        return "No run completed.\n"
+    text = (
+        f"Latency: {args.rate:g} records/s x {args.size} B over {PARTITIONS} partitions, "
+        f"{args.warm:g} s left out, then {args.seconds:g} s measured; {args.reps} repetition(s), "
+        "fresh brokers for each run. Milliseconds, median of the repetitions (min-max).\n\n"
+        + table(rows, list(rows[0]))
+    )
+    tails = {e["label"]: e["tail"] for e in summary.values() if e.get("tail")}
+    if tails:
+        stages = [s for s in tail.STAGES if any(s in t for t in tails.values())]
+        trows = []
+        for label, t in tails.items():
+            row = {"records above the p99": label}
+            for s in stages:
+                q = t.get(s)
+                row[s] = f"{q['median']:.1f} / {q['p90']:.1f}" if q else "-"
+            row["records"] = str(max((q["records"] for q in t.values()), default=0))
+            trows.append(row)
+        text += (
+            "\nWhere the records above each run's p99 spent their time (ms, median / p90 over "
+            'all repetitions; bench/README.md, "Latency"):\n\n'
+            + table(trows, ["records above the p99", *stages, "records"])
+        )
+    return text
+
+
+# -- a run ------------------------------------------------------------------------------------
+class CpuWindow:
+    """Machine, tool and broker CPU between ``lead_s`` and ``lead_s + seconds`` after
+    :meth:`start` (the probe's measured window), in cores."""
+
+    def __init__(self, meter: Meter | None, broker_pids: list[int], lead_s: float, seconds: float):
+        self.meter, self.broker_pids = meter, broker_pids
+        self.lead_s, self.seconds = lead_s, seconds
+        self.marks: list[tuple[float, float, float, float]] = []
+        self._thread = threading.Thread(target=self._run, name="cpu-window", daemon=True)
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _mark(self) -> None:
+        tool = self.meter.sampler.cpu_total() if self.meter else 0.0
+        self.marks.append((time.monotonic(), machine_cpu_s(), tool, broker_cpu_s(self.broker_pids)))
+
+    def _run(self) -> None:
+        if self._stop.wait(self.lead_s):
+            return
+        self._mark()
+        if not self._stop.wait(self.seconds):
+            self._mark()
+
+    def result(self) -> dict[str, float | None]:
+        self._stop.set()
+        self._thread.join(5)
+        if len(self.marks) < 2:
+            return dict.fromkeys(("machine_cores", "tool_cores", "broker_cores", "own_cores"))
+        (t0, m0, c0, b0), (t1, m1, c1, b1) = self.marks
+        span = t1 - t0
+        return {
+            "machine_cores": round((m1 - m0) / span, 3),
+            "tool_cores": round((c1 - c0) / span, 3) if self.meter else None,
+            "broker_cores": round((b1 - b0) / span, 3),
+            # what the copy cost, whatever else ran on the machine (the probe's processes not)
+            "own_cores": round((c1 - c0 + b1 - b0) / span, 3),
+        }
+
+
+def start_brokers(aliases: tuple[str, ...], work: Path) -> Any:
+    from mirror_lib.testing.clusters import start_clusters
+
+    return start_clusters(aliases, work / "kafka", "kafka")
+
+
+def run_floor(args: argparse.Namespace, work: Path, rep: int) -> dict[str, Any]:
+    """The probe alone on one fresh broker."""
+    brokers = start_brokers(("source",), work)
+    try:
+        boot = brokers.bootstraps["source"]
+        pids = [b.pid for b in brokers.handles]
+        create_topic(boot, TOPIC, PARTITIONS)
+        background = Meter.with_background(pids, set(pids)).m.background_cores
+        cpu = CpuWindow(None, pids, args.warm, args.seconds)
+        log(f"rep {rep + 1}: {FLOOR_LABEL}")
+        result = probe.floor(
+            boot, TOPIC, PARTITIONS, args.rate, args.seconds, args.warm, work / "probe",
+            args.size, cpu.start,
+        )  # fmt: skip
+        out = {"contestant": FLOOR, "label": FLOOR_LABEL, **result.summary(), **cpu.result()}
+        return {**out, "background_cores": background}
+    finally:
+        brokers.stop()
+
+
+def wait_copying(src: str, tgt: str, proc: Any, timeout_s: float = 300) -> float:
+    """Send one record per partition and wait until the copy on B holds each: the tool copies.
+    Returns the seconds it took."""
+    started = time.monotonic()
+    send_singles(src, TOPIC, value_pool(), "w")
+    watch = TailWatch(tgt, REMOTE, last_records(src, TOPIC))
+    try:
+        while not watch.complete():
+            if proc.poll() is not None:
+                raise RuntimeError(f"the tool exited ({proc.returncode}) before it copied")
+            if time.monotonic() - started > timeout_s:
+                raise RuntimeError(f"nothing copied to {REMOTE} within {timeout_s:.0f} s")
+            time.sleep(0.5)
+    finally:
+        watch.close()
+    return time.monotonic() - started
+
+
+def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int) -> dict[str, Any]:
+    """One contestant on fresh brokers: start it, wait until it copies, probe, stop."""
+    from mirror_lib.replication.copy import txn_timing
+
+    brokers = start_brokers(("source", "target"), work)
+    txn_dir = work / "txn"
+    proc = None
+    try:
+        src, tgt = brokers.bootstraps["source"], brokers.bootstraps["target"]
+        pids = [b.pid for b in brokers.handles]
+        create_topic(src, TOPIC, PARTITIONS)
+        props = {
+            **mm2_properties(src, tgt, TOPIC),
+            "mirror.state.dir": str(work / "state"),
+            **PAIRS[c.pair],
+            **(mm2_eos() if c.pair == "eos1" else {}),
+        }
+        total_s = args.warm + args.seconds
+        if c.kind == "mm2":
+            cmd, stop_sig = mm2_command(props, work / "mm2"), signal.SIGTERM
+        else:
+            cfg = write_props(work / "mm2.properties", props)
+            cmd, stop_sig = mirror_cmd(cfg, "--duration", str(int(total_s + 600))), signal.SIGINT
+        log(f"rep {rep + 1}: {c.label}")
+        # others' CPU use on the machine just before (3 s): the context of the run's figures
+        with Meter.with_background(pids, set(pids)) as meter:
+            with _env(txn_timing.DIR_ENV, str(txn_dir) if c.kind == "mirror" else None):
+                proc = popen(cmd, work / f"{c.name}.err")
+            meter.sampler.keep.add(proc.pid)  # its Popen reaps it, not the sampler
+            meter.attach(proc.pid)
+            Lines(proc.stdout, None, work / f"{c.name}.out")
+            took = wait_copying(src, tgt, proc)
+            log(f"  copying after {took:.1f} s; probing {args.warm:g} + {args.seconds:g} s")
+            cpu = CpuWindow(meter, pids, args.warm, args.seconds)
+            result = probe.run(
+                src, tgt, TOPIC, REMOTE, PARTITIONS, args.rate, args.seconds, args.warm,
+                work / "probe", args.size, cpu.start,
+            )  # fmt: skip
+            window = cpu.result()
+            stop_group(proc, stop_sig, grace=60)
+        out = {"contestant": c.name, "label": c.label, "started_s": round(took, 1)}
+        out.update(result.summary())
+        out.update(window)
+        out["background_cores"] = meter.m.background_cores
+        if c.kind == "mirror":
+            out.update(tail_of(result, txn_dir, brokers))
+        return out
+    finally:
+        if proc is not None:
+            stop_group(proc, signal.SIGKILL, grace=5)
+        brokers.stop()
+
+
+def tail_of(result: probe.Result, txn_dir: Path, brokers: Any) -> dict[str, Any]:
+    """The stages of the records above the run's p99 (``bench.tail``)."""
+    lat = result.by_record()
+    p99 = probe.pct(sorted(lat.values()), 99)
+    records = tail.over_p99(lat, p99)
+    log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
+    markers = {p: tail.commit_markers(log_dir, REMOTE, p) for p in range(PARTITIONS)}
+    txns = tail.read_txn_log(txn_dir) if txn_dir.is_dir() else {}
+    rows = tail.breakdown(records, result, txns, markers, REMOTE, PARTITIONS)
+    return {
+        "tail_records": len(records),
+        "tail_matched": sum(1 for r in rows if r["fetch"] is not None),
+        "tail_stages": rows,
+        "transactions_logged": sum(len(v) for v in txns.values()),
+    }
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    """Set one environment variable (None: leave it alone) while a process is started."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def attempt(
+    name: str, step: Callable[[Path, int], dict[str, Any]], work: Path, rep: int
+) -> dict[str, Any]:
+    """One run, and once more on fresh brokers if it failed (on a busy machine a broker can
+    miss its start-up deadline); a run that failed twice is told as failed."""
+    error = ""
+    for n in (1, 2):
+        try:
+            run = step(work if n == 1 else work.with_name(f"{work.name}-again"), rep)
+            return {**run, "rep": rep + 1, "attempts": n}
+        except Exception as exc:  # the next run goes on
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            log(f"rep {rep + 1} {name} failed (attempt {n}): {error}")
+    return {"contestant": name, "error": error, "rep": rep + 1, "attempts": 2}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="mirror-latency-"))
+    out = args.out or work / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    log(f"latency: work folder {work}, results in {out}")
+    stopping = {"now": False}
+
+    def on_term(*_: Any) -> None:
+        stopping["now"] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    runs: list[dict[str, Any]] = []
+    steps: list[tuple[str, Callable[[Path, int], dict[str, Any]]]] = []
+    if not args.no_floor:
+        steps.append((FLOOR, functools.partial(run_floor, args)))
+    steps += [(c.name, functools.partial(run_contestant, c, args)) for c in args.chosen]
+    started = time.monotonic()
+    try:
+        for rep in range(args.reps):
+            for name, step in steps:  # interleaved: a busy minute hits every contestant alike
+                run = attempt(name, step, work / f"rep{rep + 1}-{name}", rep)
+                runs.append(run)
+                brief = {k: v for k, v in run.items() if k != "tail_stages"}
+                log(f"  {brief}")
+                (out / "runs.json").write_text(json.dumps(runs, indent=1))
+                if not args.keep:
+                    for folder in (f"rep{rep + 1}-{name}", f"rep{rep + 1}-{name}-again"):
+                        shutil.rmtree(work / folder / "kafka", ignore_errors=True)
+    except KeyboardInterrupt:
+        log("stopped early; summarizing the runs done")
+    ok = [r for r in runs if "error" not in r]
+    summary = summarize(ok)
+    text = markdown(summary, args)
+    failed = [f"rep {r['rep']} {r['contestant']}: {r['error']}" for r in runs if "error" in r]
+    if failed:
+        text += "\nFailed runs: " + "; ".join(failed) + "\n"
+    text += f"\n{time.monotonic() - started:.0f} s in all.\n"
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "summary.md").write_text(text)
+    print(text)
+    log(f"results in {out}")
+    return 1 if failed or stopping["now"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

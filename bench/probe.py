@@ -1,0 +1,241 @@
+"""A latency probe that cannot be the bottleneck: the load and the measuring consumer each run
+in a process of their own (``python -m bench.probe load|measure``).
+
+``load`` produces ``--rate`` records a second of ``--size`` bytes in 5 ms ticks, round-robin over
+the partitions, keys ``<sequence number>``; it keeps each record's CreateTime and the time the
+source broker acknowledged it, and its source offset. ``measure`` follows the copy with one
+``read_committed`` consumer that takes records one at a time (``poll``: a batched
+``consume(n, timeout)`` holds the first records back until the batch is full or the timeout
+ends) and keeps each one's arrival time and its partition and offset on the target; records
+whose keys are not numbers (a bench's own warm-up records) are passed over.
+Latency is arrival minus CreateTime, on one machine's clock; the first ``--warm`` seconds of the
+load are left out. :func:`floor` measures the probe itself: load and consumer on one broker's
+topic, nothing copied in between.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TICK_S = 0.005
+
+
+def _load(args: argparse.Namespace) -> int:
+    import confluent_kafka as ck
+
+    producer = ck.Producer({
+        "bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": args.linger_ms,
+        "enable.idempotence": True, "batch.size": 1_000_000, "log_level": 3,
+    })  # fmt: skip
+    total = int(args.rate * args.seconds)
+    created = [0.0] * total
+    acked = [0.0] * total
+    offsets = [-1] * total
+    value = b"." * args.size
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            n = int(msg.key())
+            created[n] = float(msg.timestamp()[1])
+            acked[n] = time.time() * 1000
+            offsets[n] = msg.offset()
+
+    start = time.monotonic()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.monotonic() - start) * args.rate) + 1)
+        while sent < due:
+            producer.produce(
+                args.topic, value, b"%d" % sent, partition=sent % args.partitions,
+                on_delivery=delivered,
+            )  # fmt: skip
+            sent += 1
+        producer.poll(0)
+        next_tick = start + (int((time.monotonic() - start) / TICK_S) + 1) * TICK_S
+        time.sleep(max(0.0, next_tick - time.monotonic()))
+    producer.flush(120)
+    Path(args.out).write_text(json.dumps({"created": created, "acked": acked, "offsets": offsets}))
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    import confluent_kafka as ck
+
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    consumer = ck.Consumer({
+        "bootstrap.servers": args.bootstrap, "group.id": f"probe-{time.time_ns()}",
+        "enable.auto.commit": False, "isolation.level": "read_committed",
+        "fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5, "log_level": 3,
+    })  # fmt: skip
+    parts = [ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in range(args.partitions)]
+    consumer.assign(parts)
+    arrived: dict[int, float] = {}
+    landed: dict[int, tuple[int, int]] = {}  # where each record is on the target
+    ready = Path(args.out).with_suffix(".ready")
+    ready.write_text("")
+    deadline = time.monotonic() + args.timeout
+    while not stop["now"] and len(arrived) < args.expect and time.monotonic() < deadline:
+        msg = consumer.poll(0.1)
+        if msg is None or msg.error() is not None or not (key := msg.key() or b"").isdigit():
+            continue
+        n = int(key)
+        if n not in arrived:
+            arrived[n] = time.time() * 1000
+            landed[n] = (msg.partition() or 0, msg.offset() or 0)  # a record has both
+    consumer.close()
+    Path(args.out).write_text(json.dumps({"arrived": arrived, "landed": landed}))
+    return 0
+
+
+@dataclass
+class Result:
+    """One probe run: per record, CreateTime, the source's acknowledgement and the arrival."""
+
+    created: list[float]
+    acked: list[float]
+    arrived: dict[int, float]
+    warm: int  # records left out at the start
+    offsets: list[int] = field(default_factory=list)  # each record's source offset
+    landed: dict[int, tuple[int, int]] = field(default_factory=dict)  # target (partition, offset)
+
+    def by_record(self) -> dict[int, float]:
+        """Arrival minus CreateTime of every measured record, by record number (ms)."""
+        return {
+            n: t - self.created[n]
+            for n, t in self.arrived.items()
+            if n >= self.warm and self.created[n]
+        }
+
+    def latencies(self) -> list[float]:
+        """Arrival minus CreateTime of every measured record, sorted (ms)."""
+        return sorted(self.by_record().values())
+
+    def summary(self) -> dict[str, Any]:
+        lat = self.latencies()
+        sent = len(self.created) - self.warm
+        acks = sorted(
+            a - c
+            for a, c in zip(self.acked[self.warm :], self.created[self.warm :], strict=True)
+            if c
+        )
+        return {
+            "records": sent,
+            "received": len(lat),
+            "p50_ms": round(pct(lat, 50), 1) if lat else None,
+            "p99_ms": round(pct(lat, 99), 1) if lat else None,
+            "max_ms": round(lat[-1], 1) if lat else None,
+            "source_ack_p50_ms": round(pct(acks, 50), 1) if acks else None,
+            "source_ack_p99_ms": round(pct(acks, 99), 1) if acks else None,
+        }
+
+
+def run(
+    source: str,
+    target: str,
+    topic: str,
+    remote: str,
+    partitions: int,
+    rate: float,
+    seconds: float,
+    warm_s: float,
+    workdir: Path,
+    size: int = 200,
+    on_load: Callable[[], None] | None = None,
+) -> Result:
+    """Load ``topic`` on ``source`` at ``rate`` for ``warm_s + seconds`` and measure ``remote``
+    on ``target``; both in processes of their own. ``on_load`` is called as the load starts."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    total = int(rate * (warm_s + seconds))
+    measured = workdir / f"probe-{topic}-measure.json"
+    loaded = workdir / f"probe-{topic}-load.json"
+    py = [sys.executable, "-m", "bench.probe"]
+    root = Path(__file__).resolve().parent.parent  # where `-m bench.probe` is found
+    measure = subprocess.Popen([
+        *py, "measure", "--bootstrap", target, "--topic", remote, "--partitions", str(partitions),
+        "--expect", str(total), "--timeout", str(warm_s + seconds + 180), "--out", str(measured),
+    ], cwd=root)  # fmt: skip
+    try:
+        ready = measured.with_suffix(".ready")
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline and measure.poll() is None:
+            time.sleep(0.05)
+        if on_load is not None:
+            on_load()
+        load = subprocess.run([
+            *py, "load", "--bootstrap", source, "--topic", topic, "--partitions", str(partitions),
+            "--rate", str(rate), "--seconds", str(warm_s + seconds), "--size", str(size),
+            "--out", str(loaded),
+        ], check=True, timeout=warm_s + seconds + 300, cwd=root)  # fmt: skip
+        del load
+        measure.wait(warm_s + seconds + 240)
+    finally:
+        if measure.poll() is None:
+            measure.send_signal(signal.SIGTERM)
+            measure.wait(30)
+    data = json.loads(loaded.read_text())
+    got = json.loads(measured.read_text())
+    arrived = {int(k): v for k, v in got["arrived"].items()}
+    landed = {int(k): (p, o) for k, (p, o) in got["landed"].items()}
+    return Result(
+        data["created"], data["acked"], arrived, int(rate * warm_s), data["offsets"], landed
+    )
+
+
+def floor(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    rate: float,
+    seconds: float,
+    warm_s: float,
+    workdir: Path,
+    size: int = 200,
+    on_load: Callable[[], None] | None = None,
+) -> Result:
+    """The probe's own floor: the load and the consumer on one topic of one broker."""
+    return run(
+        bootstrap, bootstrap, topic, topic, partitions, rate, seconds, warm_s, workdir, size,
+        on_load,
+    )  # fmt: skip
+
+
+def pct(sorted_values: list[float], q: float) -> float:
+    """The ``q``-th percentile (nearest rank) of sorted values."""
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.probe")
+    sub = parser.add_subparsers(dest="command", required=True)
+    load = sub.add_parser("load", help="produce at a steady rate, keep CreateTime and acks")
+    measure = sub.add_parser("measure", help="follow a topic read_committed, one record a poll")
+    for p in (load, measure):
+        p.add_argument("--bootstrap", required=True)
+        p.add_argument("--topic", required=True)
+        p.add_argument("--partitions", type=int, required=True)
+        p.add_argument("--out", required=True)
+    load.add_argument("--rate", type=float, required=True)
+    load.add_argument("--seconds", type=float, required=True)
+    load.add_argument("--size", type=int, default=200)
+    load.add_argument("--linger-ms", type=float, default=0)
+    measure.add_argument("--expect", type=int, required=True)
+    measure.add_argument("--timeout", type=float, required=True)
+    args = parser.parse_args(argv)
+    return _load(args) if args.command == "load" else _measure(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

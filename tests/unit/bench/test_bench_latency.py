@@ -1,0 +1,152 @@
+"""The latency bench's arithmetic: percentiles, median and spread over repetitions, the tail's
+stages, transaction markers in a log segment, the copy task's timing log."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from bench import latency, probe, tail
+
+
+def test_a_percentile_is_the_nearest_rank():
+    values = [float(v) for v in range(101)]  # 0..100: the q-th percentile is q
+    assert probe.pct(values, 50) == 50.0
+    assert probe.pct(values, 99) == 99.0
+    assert probe.pct(values, 100) == 100.0
+    assert probe.pct([1.0, 2.0, 3.0, 4.0], 99) == 4.0  # a value of the run, never between two
+    assert probe.pct([7.0], 99) == 7.0
+
+
+def test_the_warm_up_is_left_out_and_lost_records_are_counted():
+    created = [1000.0, 1000.0, 2000.0, 2000.0]
+    acked = [1002.0, 1002.0, 2003.0, 2005.0]
+    arrived = {0: 5000.0, 1: 5000.0, 2: 2010.0}  # record 3 never arrived
+    r = probe.Result(created, acked, arrived, warm=2)
+    s = r.summary()
+    assert s["records"] == 2 and s["received"] == 1
+    assert s["p50_ms"] == 10.0 and s["max_ms"] == 10.0  # the slow warm-up records are not in it
+    assert s["source_ack_p99_ms"] == 5.0
+
+
+def test_repetitions_give_their_median_and_range():
+    assert latency.spread([30.0, 10.0, 20.0, None]) == {"median": 20.0, "min": 10.0, "max": 30.0}
+    assert latency.spread([None]) == {"median": None, "min": None, "max": None}
+    assert latency.cell({"median": 20.0, "min": 10.0, "max": 30.0}) == "20.0 (10.0-30.0)"
+
+
+def test_the_summary_is_per_contestant_with_its_tail_pooled_over_repetitions():
+    def run(name: str, p99: float, stages: list[dict]) -> dict:
+        return {
+            "contestant": name, "label": name, "records": 10, "received": 10,
+            "p50_ms": 1.0, "p99_ms": p99, "max_ms": p99, "machine_cores": 1.0,
+            "source_ack_p50_ms": 1.0, "source_ack_p99_ms": 2.0, "tail_stages": stages,
+        }  # fmt: skip
+
+    runs = [
+        run("ours", 100.0, [{"commit": 10.0}]),
+        run("mm2", 50.0, []),
+        run("ours", 300.0, [{"commit": 30.0}, {"commit": 20.0}]),
+    ]
+    s = latency.summarize(runs)
+    assert list(s) == ["ours", "mm2"]
+    assert s["ours"]["p99_ms"] == {"median": 200.0, "min": 100.0, "max": 300.0}
+    assert s["ours"]["tail"]["commit"] == {"records": 3, "median": 20.0, "p90": 30.0}
+    assert "tail" not in s["mm2"]
+
+
+def test_an_unknown_contestant_is_refused_with_the_valid_ones(capsys):
+    with pytest.raises(SystemExit) as exc:
+        latency.parse_args(["--contestants", "ours,mm3"])
+    assert exc.value.code == 2
+    assert "mm3" in capsys.readouterr().err
+
+
+def test_a_records_consume_time_is_found_through_runs_and_batches():
+    # upstream offsets 10..14 then 20..22 (a gap), consumed in batches of 4 and 4
+    txn = tail.Txn(100.0, 120.0, [(10, 0), (20, 5)], 8, [(50.0, 4), (60.0, 4)])
+    assert txn.consumed_at(10) == 50.0
+    assert txn.consumed_at(13) == 50.0
+    assert txn.consumed_at(14) == 60.0  # the fifth record came in the second batch
+    assert txn.consumed_at(21) == 60.0
+    assert txn.consumed_at(15) is None and txn.consumed_at(23) is None
+
+
+def test_the_stages_add_up_to_the_latency():
+    txn = tail.Txn(130.0, 150.0, [(0, 0)], 1, [(110.0, 1)])
+    s = tail.stages(100.0, 105.0, 190.0, 110.0, txn, 170.0)
+    assert s["source_ack"] == 5.0 and s["fetch"] == 5.0 and s["txn_wait"] == 20.0
+    assert s["commit"] == 20.0 and s["lso"] == 20.0 and s["consumer_fetch"] == 20.0
+    assert sum(v for v in s.values() if v is not None) == 190.0 - 100.0
+    alo = tail.stages(100.0, 105.0, 190.0, 110.0, None, None)  # no transaction gates it
+    assert alo["copy_to_consumer"] == 80.0 and alo["commit"] is None
+
+
+def _batch(offset: int, records: int, max_ts: int, control: bool) -> bytes:
+    body = struct.pack(
+        ">ibIhiqqqhii", 0, 2, 0, 0x30 if control else 0x10, records - 1, max_ts, max_ts, 7, 0, 0,
+        records,
+    ) + b"x" * 9 * records  # fmt: skip
+    return struct.pack(">qi", offset, len(body)) + body
+
+
+def test_commit_markers_are_read_from_a_segment_and_matched_to_records(tmp_path):
+    segment = (
+        _batch(0, 3, 1_000, False)
+        + _batch(3, 1, 1_050, True)
+        + _batch(4, 2, 1_100, False)
+        + _batch(6, 1, 1_180, True)
+        + b"\0" * 64  # a preallocated end
+    )
+    assert tail.parse_markers(segment) == [(3, 1_050), (6, 1_180)]
+    folder = tmp_path / "A.probe-0"
+    folder.mkdir()
+    (folder / "00000000000000000000.log").write_bytes(segment)
+    markers = tail.commit_markers(tmp_path, "A.probe", 0)
+    assert tail.marker_after(markers, 2) == 1_050
+    assert tail.marker_after(markers, 5) == 1_180
+    assert tail.marker_after(markers, 7) is None
+
+
+def test_a_tail_record_is_broken_down_from_the_probe_the_log_and_the_markers():
+    result = probe.Result(
+        created=[0.0, 100.0], acked=[1.0, 104.0], arrived={0: 10.0, 1: 300.0}, warm=0,
+        offsets=[5, 8], landed={0: (0, 3), 1: (1, 2)},
+    )  # fmt: skip
+    txns = {("A.probe", 1): [tail.Txn(150.0, 200.0, [(8, 0)], 1, [(110.0, 1)])]}
+    markers = {1: [(3, 260)]}
+    assert tail.over_p99(result.by_record(), 10.0) == [1]
+    (row,) = tail.breakdown([1], result, txns, markers, "A.probe", 2)
+    assert row["fetch"] == 6.0 and row["txn_wait"] == 40.0 and row["commit"] == 50.0
+    assert row["lso"] == 60.0 and row["consumer_fetch"] == 40.0
+
+
+def test_the_timing_log_is_read_per_partition(tmp_path):
+    line = {
+        "slot": 0, "commit_start_ms": 3.0, "acked_ms": 4.0, "commit_end_ms": 5.0,
+        "parts": [{"remote": "A.T", "partition": 1, "n": 2, "runs": [[7, 0]],
+                   "consumed": [[1.0, 1], [2.0, 1]]}],
+    }  # fmt: skip
+    (tmp_path / "txn-1.jsonl").write_text(json.dumps(line) + "\n")
+    (txn,) = tail.read_txn_log(tmp_path)[("A.T", 1)]
+    assert (txn.commit_start_ms, txn.commit_end_ms) == (3.0, 5.0)
+    assert txn.consumed_at(8) == 2.0
+
+
+def test_the_markdown_gives_cpu_against_mm2_and_only_the_stages_measured():
+    def run(name: str, cores: float, stages: list[dict]) -> dict:
+        return {
+            "contestant": name, "label": f"label {name}", "records": 10, "received": 10,
+            "p50_ms": 5.0, "p99_ms": 9.0, "max_ms": 12.0, "machine_cores": cores,
+            "own_cores": cores / 2, "source_ack_p50_ms": 1.0, "source_ack_p99_ms": 2.0,
+            "tail_stages": stages,
+        }  # fmt: skip
+
+    runs = [run("mm2", 1.0, []), run("ours", 1.5, [{"fetch": 2.0, "commit": 4.0}])]
+    args = latency.parse_args(["--reps", "1"])
+    text = latency.markdown(latency.summarize(runs), args)
+    assert "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 1.50x |" in text
+    assert "| records above the p99 | fetch | commit | records |" in text
+    assert latency.markdown({}, args) == "No run completed.\n"
