@@ -1,7 +1,6 @@
 """A flow whose source MirrorMaker 2 names otherwise (a top-level `source.cluster.alias`): the
-heartbeats it writes and the Connect offsets a take-over reads carry MM2's name, as MM2's own
-connectors write them (their topic names are held to MM2's in
-tests/integration/test_mm2_names.py)."""
+heartbeats it writes carry MM2's name, as MM2's own connectors write them (their topic names are
+held to MM2's in tests/integration/test_mm2_names.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +8,9 @@ import confluent_kafka
 import pytest
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.mm2.connect_offsets import source_offset_record
 from mirror_lib.mm2.formats import Heartbeat
 from mirror_lib.replication.companions import heartbeats
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.migration import mm2_takeover
-from tests.helpers.fake_groups import topic_reader
 from tests.helpers.fake_kafka import FakeProducer
 
 PROPS = {
@@ -41,20 +37,3 @@ def test_heartbeats_carry_the_name_mm2_gives_the_source(ctx, monkeypatch):
     beat = Heartbeat.decode(key, value)
     assert topic == "heartbeats"
     assert (beat.source_cluster_alias, beat.target_cluster_alias) == ("primary", "B")
-
-
-def test_a_take_over_reads_mm2s_offsets_under_that_name(ctx, monkeypatch):
-    """MM2 keys its Connect source offsets by the alias its connector has: `primary` here."""
-    log = FakeProducer()
-    for cluster, partition, offset in (("primary", 0, 41), ("A", 1, 99)):
-        key, value = source_offset_record(cluster, "orders", partition, offset)
-        log.produce("mm2-offsets.A.internal", value, key, partition=0)
-    log.flush()
-    monkeypatch.setattr(mm2_takeover, "read_topic", topic_reader(log))
-    monkeypatch.setattr(
-        mm2_takeover,
-        "list_topic_partitions",
-        lambda admin, timeout_s: {"mm2-offsets.A.internal": 1},
-    )
-    monkeypatch.setattr(FlowContext, "admin", lambda self, side: None)
-    assert mm2_takeover.mm2_committed(ctx) == {("orders", 0): 41}

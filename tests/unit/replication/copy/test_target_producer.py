@@ -7,13 +7,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import confluent_kafka
 import pytest
+from confluent_kafka import KafkaError
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.admin_ops import broker_error
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy import target_producer
+from mirror_lib.replication.copy.target_producer import commit_error, record_error, timed_out_error
 from tests.helpers.fake_admin import RecordingAdminOps
+from tests.helpers.fake_kafka import FakeProducer
 
 PROPS = {
     "clusters": "A, B",
@@ -113,3 +117,114 @@ def test_a_producer_default_unless_the_user_sets_it(
         )
         assert conf[name] == value
         assert list(conf).index(name) >= list(conf).index(key)
+
+
+EXACTLY_ONCE = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:1",
+    "B.bootstrap.servers": "b:1",
+    "A->B.enabled": "true",
+}
+
+FENCED = KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True)
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._TRANSPORT]
+)
+def test_a_topic_deleted_on_the_target_is_retried_so_the_planner_creates_it_again(code):
+    """The metrics topic deleted by hand stopped the run for good, although a restarted
+    query's planner creates it again."""
+    assert commit_error(KafkaError(code), [], "B").transient
+    assert record_error(KafkaError(code), "T[0] offset 5", "B").transient  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.INVALID_PRODUCER_EPOCH]
+)
+def test_refused_or_fenced_is_not_retried(code):
+    assert not commit_error(KafkaError(code), [], "B").transient
+
+
+def test_fenced_after_the_transaction_timeout_is_retried_and_says_why():
+    """Kafka aborts a transaction open past the producer's transaction.timeout.ms and bumps its
+    epoch; librdkafka reports that as fenced. Nothing of it is visible, so the run retries."""
+    error = timed_out_error(FENCED, 9.2, 5000, "target cluster B", "B.producer.transaction...")
+    assert error is not None and error.transient
+    assert "open for 9.2 s, longer than the producer's transaction.timeout.ms = 5000" in str(error)
+    assert "B.producer.transaction..." in str(error)
+
+
+@pytest.mark.parametrize(
+    ("err", "open_s"),
+    [(FENCED, 4.9), (KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), 9.0)],
+    ids=["fenced-sooner", "not-fenced"],
+)
+def test_fenced_sooner_or_another_error_is_not_a_timeout(err, open_s):
+    """Fenced within the timeout: another instance of the slot runs (terminal, as before)."""
+    assert timed_out_error(err, open_s, 5000, "B", "B.producer.transaction.timeout.ms") is None
+
+
+def test_the_producer_reports_the_users_transaction_timeout(monkeypatch):
+    """``B.producer.transaction.timeout.ms`` reaches the producer and the timeout check."""
+    made = []
+
+    def producer(conf):
+        made.append(conf)
+        return FakeProducer()
+
+    monkeypatch.setattr(target_producer, "Producer", producer)
+    monkeypatch.setattr(target_producer, "batch_limit", lambda *a: None)
+    for extra, want in (({}, 60000), ({"B.producer.transaction.timeout.ms": "5000"}, 5000)):
+        ctx = FlowContext.create(parse_config({**EXACTLY_ONCE, **extra}), "A->B")
+        _producer, timeout_ms = target_producer.make_producer(ctx, 0)
+        assert timeout_ms == want
+    assert "transaction.timeout.ms" not in made[0]
+    assert made[1]["transaction.timeout.ms"] == "5000"
+
+
+class _Partition:
+    def __init__(self, leader: int, isrs: list[int]) -> None:
+        self.leader, self.isrs = leader, isrs
+
+
+class _Topic:
+    def __init__(self, parts: dict[int, _Partition]) -> None:
+        self.partitions = parts
+
+
+class _Meta:
+    def __init__(self, topics: dict[str, _Topic]) -> None:
+        self.topics = topics
+
+
+class _MetaProducer:
+    def __init__(self, meta: _Meta | None) -> None:
+        self.meta = meta
+
+    def list_topics(self, timeout: float = 0) -> _Meta:
+        if self.meta is None:
+            raise confluent_kafka.KafkaException(
+                confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
+            )
+        return self.meta
+
+
+def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
+    from mirror_lib.replication.copy.target_producer import target_trouble
+
+    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2, 3]), 1: _Partition(1, [1]),
+                                 2: _Partition(-1, [])})})  # fmt: skip
+    written = [("A.T", 0), ("A.T", 1), ("A.T", 2)]
+    ctx = FlowContext.create(
+        parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B"
+    )
+    text = target_trouble(ctx, _MetaProducer(meta), written, {"A.T": 2})
+    assert text is not None
+    assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
+    assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
+    assert "A.T[0]" not in text
+    assert target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None
+    # the producer asked a broker that does not answer: each bootstrap address is asked itself
+    silent = target_trouble(ctx, _MetaProducer(None), written, {})
+    assert silent is not None and silent.startswith("no broker of target cluster B")
