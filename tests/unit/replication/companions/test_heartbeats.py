@@ -5,34 +5,17 @@ held to MM2's in tests/integration/test_mm2_names.py)."""
 from __future__ import annotations
 
 import confluent_kafka
-import pytest
 
-from mirror_lib.config.parse import parse_config
 from mirror_lib.mm2.formats import Heartbeat
 from mirror_lib.replication.companions import heartbeats
-from mirror_lib.replication.context import FlowContext
 from tests.helpers.fake_kafka import FakeProducer
 
-PROPS = {
-    "clusters": "A, B",
-    "A.bootstrap.servers": "127.0.0.1:1",
-    "B.bootstrap.servers": "127.0.0.1:2",
-    "A->B.enabled": "true",
-    "source.cluster.alias": "primary",
-}
 
-
-@pytest.fixture
-def ctx() -> FlowContext:
-    config = parse_config(PROPS)
-    return FlowContext(config, config.flow("A->B"))
-
-
-def test_heartbeats_carry_the_name_mm2_gives_the_source(ctx, monkeypatch):
+def test_heartbeats_carry_the_name_mm2_gives_the_source(aliased_ctx, monkeypatch):
     written = FakeProducer()
     monkeypatch.setattr(confluent_kafka, "Producer", lambda conf: written)
     monkeypatch.setattr(heartbeats, "ensure_heartbeats_topic", lambda ctx: None)
-    assert heartbeats.emit_heartbeat(ctx) == 1
+    assert heartbeats.emit_heartbeat(aliased_ctx) == 1
     ((topic, _partition, key, value),) = written.records
     beat = Heartbeat.decode(key, value)
     assert topic == "heartbeats"

@@ -4,24 +4,14 @@ write them (their topic names are held to MM2's in tests/integration/test_mm2_na
 
 from __future__ import annotations
 
-import pytest
-
-from mirror_lib.config.parse import parse_config
 from mirror_lib.mm2.connect_offsets import source_offset_record
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.migration import mm2_takeover
 from tests.helpers.fake_groups import topic_reader
 from tests.helpers.fake_kafka import FakeProducer
-from tests.unit.replication.companions.test_heartbeats import PROPS
 
 
-@pytest.fixture
-def ctx() -> FlowContext:
-    config = parse_config(PROPS)
-    return FlowContext(config, config.flow("A->B"))
-
-
-def test_a_take_over_reads_mm2s_offsets_under_that_name(ctx, monkeypatch):
+def test_a_take_over_reads_mm2s_offsets_under_that_name(aliased_ctx, monkeypatch):
     """MM2 keys its Connect source offsets by the alias its connector has: `primary` here."""
     log = FakeProducer()
     for cluster, partition, offset in (("primary", 0, 41), ("A", 1, 99)):
@@ -35,4 +25,4 @@ def test_a_take_over_reads_mm2s_offsets_under_that_name(ctx, monkeypatch):
         lambda admin, timeout_s: {"mm2-offsets.A.internal": 1},
     )
     monkeypatch.setattr(FlowContext, "admin", lambda self, side: None)
-    assert mm2_takeover.mm2_committed(ctx) == {("orders", 0): 41}
+    assert mm2_takeover.mm2_committed(aliased_ctx) == {("orders", 0): 41}
