@@ -139,14 +139,13 @@ def read_baseline() -> set[str]:
 
 
 def _lengths(lines: set[str] | list[str]) -> dict[str, int]:
+    """Module -> lines of the ``length`` lines among ``lines``."""
     return {line.split()[1]: int(line.split()[2]) for line in lines if line.startswith("length ")}
 
 
 def compare(baseline: set[str], now: list[str]) -> list[str]:
     """What fails: a module longer than listed or newly long, a new duplicate, a stale line."""
-    listed = {
-        line.split()[1]: int(line.split()[2]) for line in baseline if line.startswith("length ")
-    }
+    listed = _lengths(baseline)
     problems = []
     for line in now:
         kind, first = line.split()[:2]
@@ -158,9 +157,7 @@ def compare(baseline: set[str], now: list[str]) -> list[str]:
             problems.append(f"{first}: {line.split()[2]} lines, over {MAX_LINES}: split it")
         elif line not in baseline:
             problems.append(f"new duplicate code (more than {MIN_SIMILAR} lines): {line}")
-    now_lengths = {
-        line.split()[1]: int(line.split()[2]) for line in now if line.startswith("length ")
-    }
+    now_lengths = _lengths(now)
     for line in sorted(baseline):
         kind, first = line.split()[:2]
         if kind == "length" and now_lengths.get(first, 0) < listed[first]:
