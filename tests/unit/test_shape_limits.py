@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.tools.shape_limits import MAX_LINES, compare, parse_symilar
+from tests.tools.shape_limits import MAX_LINES, compare, parse_symilar, without_imports
 
 REPORT = """
 7 similar lines in 2 files
@@ -48,3 +48,10 @@ def test_a_new_duplicate_fails() -> None:
 def test_what_shrank_or_went_asks_for_shrink_so_the_baseline_only_shrinks() -> None:
     problems = compare(LISTED, ["length mirror_lib/long.py 550"])
     assert len(problems) == 2 and all(p.endswith("run --shrink") for p in problems)
+
+
+def test_imports_are_left_out_of_the_comparison_and_the_rest_stays_in_place() -> None:
+    text = "import os\nfrom a import (\n    b,\n    c,\n)\n\n\ndef f():\n    import sys\n"
+    text += "    return 1\n"
+    out = without_imports(text).splitlines()
+    assert out == ["", "", "", "", "", "", "", "def f():", "", "    return 1"]
