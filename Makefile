@@ -72,11 +72,12 @@ demo: $(STAMP) ## run the embedded demo (two local brokers, Spark local, Delta o
 	$(BIN)/mirror validate examples/mm2.properties
 	$(BIN)/mirror demo
 
-lint: $(STAMP) ## ruff, the architecture contract (ARCHITECTURE.md), mypy against mypy-baseline.txt
+lint: $(STAMP) ## ruff, the architecture contract (ARCHITECTURE.md), mypy and size/shape baselines
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python tests/tools/mypy_baseline.py
+	$(BIN)/python tests/tools/shape_limits.py
 
 # The documentation site (mkdocs.yml, docs/), built in strict mode: a broken link, a missing page
 # or anchor fails the build, and so `make test`. docs/configuration.md's reference of every key is

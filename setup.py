@@ -41,6 +41,7 @@ EXTRAS = {
         "ruff>=0.6",
         "import-linter>=2.1",
         "mypy>=2.4",
+        "pylint>=4.1",  # its symilar finds duplicate code (tests/tools/shape_limits.py)
         "nbval>=0.11",
         "pyyaml>=6",
         "cryptography>=42",

@@ -117,6 +117,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # -- the pure parts ---------------------------------------------------------------------------
+def _load(args: argparse.Namespace) -> probe.Load:
+    """The load every run of this bench produces, from its flags."""
+    return probe.Load(TOPIC, PARTITIONS, args.rate, args.seconds, args.warm, args.size)
+
+
 def spread(values: list[float | None]) -> dict[str, float | None]:
     """Median, min and max of the repetitions' values (None ones left out)."""
     kept = [v for v in values if v is not None]
@@ -263,10 +268,7 @@ def run_floor(args: argparse.Namespace, work: Path, rep: int) -> dict[str, Any]:
         background = Meter.with_background(pids, set(pids)).m.background_cores
         cpu = CpuWindow(None, pids, args.warm, args.seconds)
         log(f"rep {rep + 1}: {FLOOR_LABEL}")
-        result = probe.floor(
-            boot, TOPIC, PARTITIONS, args.rate, args.seconds, args.warm, work / "probe",
-            args.size, cpu.start,
-        )  # fmt: skip
+        result = probe.floor(boot, _load(args), work / "probe", cpu.start)
         out = {"contestant": FLOOR, "label": FLOOR_LABEL, **result.summary(), **cpu.result()}
         return {**out, "background_cores": background}
     finally:
@@ -325,10 +327,7 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
             took = wait_copying(src, tgt, proc)
             log(f"  copying after {took:.1f} s; probing {args.warm:g} + {args.seconds:g} s")
             cpu = CpuWindow(meter, pids, args.warm, args.seconds)
-            result = probe.run(
-                src, tgt, TOPIC, REMOTE, PARTITIONS, args.rate, args.seconds, args.warm,
-                work / "probe", args.size, cpu.start,
-            )  # fmt: skip
+            result = probe.run(src, tgt, REMOTE, _load(args), work / "probe", cpu.start)
             window = cpu.result()
             stop_group(proc, stop_sig, grace=60)
         out = {"contestant": c.name, "label": c.label, "started_s": round(took, 1)}

@@ -6,12 +6,15 @@ topic on the target as the copier does: per
 commit and partition a ``batch`` and a ``segments`` event (100 records each; a commit marker
 after each). Then each reader runs in its own process (its peak RSS is its own):
 
-- ``whole``: :func:`load_segments`, the whole topic (what `mirror verify` reads, and what every
-  checkpoint round, `mirror translate` and `mirror cutover` read before they read back);
-- ``back N``: :func:`scan_segments` for groups N records behind the head;
-- ``job``: three checkpoint cycles of :class:`SegmentView` with a busy group 1,000 records behind
-  the head that moves 500 records per cycle and an idle group at offset 5,000: the first cycle
-  reads back to the idle group, the next ones only what is new.
+- ``whole``: :func:`~mirror_lib.replication.translate.load_segments`, the whole topic (what
+  `mirror verify` reads, and what every checkpoint round, `mirror translate` and `mirror cutover`
+  read before they read back);
+- ``back N``: :func:`~mirror_lib.replication.translate.scan_segments` for groups N records
+  behind the head;
+- ``job``: three checkpoint cycles of :class:`~mirror_lib.replication.segment_view.SegmentView`
+  with a busy group 1,000 records behind the head that moves 500 records per cycle and an idle
+  group at offset 5,000: the first cycle reads back to the idle group, the next ones only what is
+  new.
 
 Prints a markdown table.
 """

@@ -139,30 +139,43 @@ class Result:
         }
 
 
+@dataclass(frozen=True)
+class Load:
+    """What the load process produces: ``rate`` records a second of ``size`` bytes to
+    ``partitions`` partitions of ``topic``, ``warm_s`` left out and then ``seconds`` measured."""
+
+    topic: str
+    partitions: int
+    rate: float
+    seconds: float
+    warm_s: float
+    size: int = 200
+
+    @property
+    def total_s(self) -> float:
+        return self.warm_s + self.seconds
+
+
 def run(
     source: str,
     target: str,
-    topic: str,
     remote: str,
-    partitions: int,
-    rate: float,
-    seconds: float,
-    warm_s: float,
+    load: Load,
     workdir: Path,
-    size: int = 200,
     on_load: Callable[[], None] | None = None,
 ) -> Result:
-    """Load ``topic`` on ``source`` at ``rate`` for ``warm_s + seconds`` and measure ``remote``
-    on ``target``; both in processes of their own. ``on_load`` is called as the load starts."""
+    """Produce ``load`` on ``source`` and measure ``remote`` on ``target``; both in processes
+    of their own. ``on_load`` is called as the load starts."""
     workdir.mkdir(parents=True, exist_ok=True)
-    total = int(rate * (warm_s + seconds))
-    measured = workdir / f"probe-{topic}-measure.json"
-    loaded = workdir / f"probe-{topic}-load.json"
+    total = int(load.rate * load.total_s)
+    measured = workdir / f"probe-{load.topic}-measure.json"
+    loaded = workdir / f"probe-{load.topic}-load.json"
     py = [sys.executable, "-m", "bench.probe"]
     root = Path(__file__).resolve().parent.parent  # where `-m bench.probe` is found
+    parts = str(load.partitions)
     measure = subprocess.Popen([
-        *py, "measure", "--bootstrap", target, "--topic", remote, "--partitions", str(partitions),
-        "--expect", str(total), "--timeout", str(warm_s + seconds + 180), "--out", str(measured),
+        *py, "measure", "--bootstrap", target, "--topic", remote, "--partitions", parts,
+        "--expect", str(total), "--timeout", str(load.total_s + 180), "--out", str(measured),
     ], cwd=root)  # fmt: skip
     try:
         ready = measured.with_suffix(".ready")
@@ -171,13 +184,12 @@ def run(
             time.sleep(0.05)
         if on_load is not None:
             on_load()
-        load = subprocess.run([
-            *py, "load", "--bootstrap", source, "--topic", topic, "--partitions", str(partitions),
-            "--rate", str(rate), "--seconds", str(warm_s + seconds), "--size", str(size),
+        subprocess.run([
+            *py, "load", "--bootstrap", source, "--topic", load.topic, "--partitions", parts,
+            "--rate", str(load.rate), "--seconds", str(load.total_s), "--size", str(load.size),
             "--out", str(loaded),
-        ], check=True, timeout=warm_s + seconds + 300, cwd=root)  # fmt: skip
-        del load
-        measure.wait(warm_s + seconds + 240)
+        ], check=True, timeout=load.total_s + 300, cwd=root)  # fmt: skip
+        measure.wait(load.total_s + 240)
     finally:
         if measure.poll() is None:
             measure.send_signal(signal.SIGTERM)
@@ -186,27 +198,15 @@ def run(
     got = json.loads(measured.read_text())
     arrived = {int(k): v for k, v in got["arrived"].items()}
     landed = {int(k): (p, o) for k, (p, o) in got["landed"].items()}
-    return Result(
-        data["created"], data["acked"], arrived, int(rate * warm_s), data["offsets"], landed
-    )
+    warm = int(load.rate * load.warm_s)
+    return Result(data["created"], data["acked"], arrived, warm, data["offsets"], landed)
 
 
 def floor(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    rate: float,
-    seconds: float,
-    warm_s: float,
-    workdir: Path,
-    size: int = 200,
-    on_load: Callable[[], None] | None = None,
+    bootstrap: str, load: Load, workdir: Path, on_load: Callable[[], None] | None = None
 ) -> Result:
     """The probe's own floor: the load and the consumer on one topic of one broker."""
-    return run(
-        bootstrap, bootstrap, topic, topic, partitions, rate, seconds, warm_s, workdir, size,
-        on_load,
-    )  # fmt: skip
+    return run(bootstrap, bootstrap, load.topic, load, workdir, on_load)
 
 
 def pct(sorted_values: list[float], q: float) -> float:

@@ -4,8 +4,9 @@ The clusters are Apache Kafka by default: single-node KRaft clusters that this r
 (:mod:`mirror_lib.testing.kafka_broker`). ``MIRROR_TEST_BROKER=tansu`` runs the integration tier
 on the embedded tansu broker instead (fast, but docs/testing.md#test-broker-limits says what it
 hides). Clusters of your own: set ``MIRROR_TEST_SOURCE_BOOTSTRAP`` and
-``MIRROR_TEST_TARGET_BOOTSTRAP`` (optionally ``MIRROR_TEST_THIRD_BOOTSTRAP``). Tests marked
-``real_kafka`` are skipped on tansu.
+``MIRROR_TEST_TARGET_BOOTSTRAP`` (optionally ``MIRROR_TEST_THIRD_BOOTSTRAP``); the run then sets
+``MIRROR_TEST_EXTERNAL_CLUSTERS=1``, and the tests that need brokers of their own in front of a
+proxy skip. Tests marked ``real_kafka`` are skipped on tansu.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ settings.load_profile("mirror")
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX_ENV = "MIRROR_FAULT_MATRIX"
+# Set by this run when the test clusters are your own (MIRROR_TEST_*_BOOTSTRAP), not started here.
+EXTERNAL_ENV = "MIRROR_TEST_EXTERNAL_CLUSTERS"
+# Names the tests read once: one still set in a shell would otherwise be ignored without a word.
+RENAMED_ENV = {"MIRROR_TEST_REAL_KAFKA": EXTERNAL_ENV}
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "real_kafka: needs Apache Kafka (the default brokers); skipped on tansu"
     )
+    for old, new in RENAMED_ENV.items():
+        if old in os.environ:
+            raise pytest.UsageError(
+                f"{old} = {os.environ[old]!r} is no longer read: it is {new} now (set by the run "
+                "when MIRROR_TEST_SOURCE_BOOTSTRAP and MIRROR_TEST_TARGET_BOOTSTRAP name your own "
+                f"clusters; {BROKER_ENV}=tansu picks the broker). Unset {old}."
+            )
     if embedded.external_clusters_from_env() is not None:  # clusters this run does not own
-        os.environ.setdefault("MIRROR_TEST_REAL_KAFKA", "1")
+        os.environ.setdefault(EXTERNAL_ENV, "1")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

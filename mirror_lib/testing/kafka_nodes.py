@@ -27,8 +27,8 @@ class ClusterShape:
 
     ``controllers = 0``: each broker is a controller too (combined nodes, a quorum of
     ``brokers``); otherwise that many dedicated controllers. ``links``: route every path
-    through a link that can be cut (:meth:`KafkaCluster.cut`). ``settings``: any other broker
-    setting, for every broker.
+    through a link that can be cut (:meth:`~mirror_lib.testing.kafka_cluster.KafkaCluster.cut`).
+    ``settings``: any other broker setting, for every broker.
     """
 
     brokers: int = 3
@@ -82,7 +82,8 @@ def cluster_settings(shape: ClusterShape) -> dict[str, str]:
 
 @dataclasses.dataclass
 class KafkaNode(processes.ChildProcess):
-    """One node (one JVM) of a :class:`KafkaCluster`: a broker, a controller, or both."""
+    """One node (one JVM) of a :class:`~mirror_lib.testing.kafka_cluster.KafkaCluster`: a broker, a
+    controller, or both."""
 
     node_id: int
     roles: tuple[str, ...]
@@ -101,7 +102,8 @@ class KafkaNode(processes.ChildProcess):
 
     @property
     def name(self) -> str:
-        """What its links call it (:meth:`KafkaCluster.cut` takes the id)."""
+        """What its links call it (:meth:`~mirror_lib.testing.kafka_cluster.KafkaCluster.cut`
+        takes the id)."""
         return f"node {self.node_id}"
 
     @property
@@ -127,7 +129,8 @@ class KafkaNode(processes.ChildProcess):
         return path
 
     def launch(self) -> None:
-        """Start the JVM (not waiting for it: see :meth:`KafkaCluster.start_node`)."""
+        """Start the JVM (not waiting for it: see
+        :meth:`~mirror_lib.testing.kafka_cluster.KafkaCluster.start_node`)."""
         if self.is_running():
             return
         config = self.write_settings()

@@ -4,7 +4,7 @@ target's producers set as its users set them: ``B.producer.enable.idempotence = 
 The copy writes without transactions and without idempotence (the records' batches carry no
 producer id); and a librdkafka producer without idempotence writes a request twice when it
 retries it after the acknowledgement was lost, reporting the second copy, which is what the
-copy's count of such records relies on (tests/unit/replication/test_writer.py counts them).
+copy's count of such records relies on (tests/unit/replication/copy/test_writer.py counts them).
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def test_healthy_targets_stay_in_the_shared_read_with_a_bound_below_one_read(
 def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
     spark, brokers, tmp_path, unique_name, slots
 ):
-    if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
+    if os.environ.get("MIRROR_TEST_EXTERNAL_CLUSTERS"):
         pytest.skip("proxy fault tests run on brokers this run starts (not MIRROR_TEST_*)")
     topic, remote, partitions = unique_name, f"A.{unique_name}", 2
     create_topic(brokers.source, topic, partitions)
@@ -361,7 +361,7 @@ def test_a_slot_where_only_the_refused_target_has_work_ends_the_run_once_b_is_do
 def test_the_source_is_read_once_for_two_targets(
     spark, brokers, third_broker, tmp_path, unique_name
 ):
-    if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
+    if os.environ.get("MIRROR_TEST_EXTERNAL_CLUSTERS"):
         pytest.skip("counts bytes through a proxy in front of a broker this run starts")
     partitions, n, size = 4, 2000, 4000
     read: dict[int, int] = {}

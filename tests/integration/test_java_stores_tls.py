@@ -63,7 +63,7 @@ def _pem_client(pki: dict[str, Any]) -> dict[str, str]:
 
 
 def test_mirror_run_over_tls_with_jks_and_pkcs12_stores(pki, tmp_path, unique_name, subprocess_env):
-    if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
+    if os.environ.get("MIRROR_TEST_EXTERNAL_CLUSTERS"):
         pytest.skip(
             "TLS proxies run in front of brokers this run starts (not MIRROR_TEST_*_BOOTSTRAP)"
         )

@@ -226,7 +226,9 @@ def test_executor_killed_mid_slice_then_every_record_arrives_exactly_once(flow: 
     assert proc.poll() is None, "the run did not survive the executor loss"
 
 
-def test_continuous_run_lands_checkpoints_heartbeats_and_tables(flow: Flow, live):
+def test_continuous_run_lands_offset_syncs_heartbeats_and_checkpoints_in_the_tables(
+    flow: Flow, live
+):
     proc, topic, _held = live
     config = load_config(flow.config_path)
     root = tables_root(config)

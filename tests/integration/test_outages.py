@@ -53,7 +53,7 @@ class Run:
 # one slot: in `make fault-matrix` (the four slots hold every path one slot takes, and more)
 @pytest.fixture(scope="module", params=[ONE_SLOT, 4], ids=["1-slot", "4-slots"])
 def run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Run]:
-    if os.environ.get("MIRROR_TEST_REAL_KAFKA"):
+    if os.environ.get("MIRROR_TEST_EXTERNAL_CLUSTERS"):
         pytest.skip(
             "proxy fault tests run on brokers this run starts (not MIRROR_TEST_*_BOOTSTRAP)"
         )

@@ -16,7 +16,8 @@ transaction or none. It commits every ``mirror.commit.interval.ms`` while at the
 Downstream offsets come from two delivery reports per partition and consume batch (the first
 record of a transaction and the last of each batch): records of one transaction to one partition
 are contiguous downstream, which :mod:`mirror_lib.replication.copy.copy_state` checks. Should
-another producer write into a remote partition, :class:`Interleaved` is raised at commit; the copier
+another producer write into a remote partition,
+:class:`~mirror_lib.replication.copy.copy_state.Interleaved` is raised at commit; the copier
 aborts, and the writer reports every record from then on (``exact``).
 
 In a fan-out group a writer never blocks the others: it commits only once its target

@@ -1,15 +1,16 @@
 """The Prometheus endpoint of `mirror run`: where it listens, what feeds it, start and stop.
 
 ``mirror.metrics.port`` / ``mirror run --metrics-port`` (0 or absent: off) and
-``mirror.metrics.host`` / ``--metrics-host`` (default 127.0.0.1). :func:`run_flows` checks the
-port before anything starts, starts the endpoint before the queries and stops it when it returns.
+``mirror.metrics.host`` / ``--metrics-host`` (default 127.0.0.1).
+:func:`~mirror_lib.spark.runner.run_flows` checks the port before anything starts, starts the
+endpoint before the queries and stops it when it returns.
 
 Per replicated flow, a :class:`FlowFeed` on two driver threads tails the flow's metrics topic on
 the target from where it ended when the run started (the events the copy tasks commit with the
 data) and measures the lag per partition from the delivery ledger every few seconds, as
-:meth:`FlowRunner.progress` does. A scrape only reads what they gathered
-(:class:`~mirror_lib.replication.metrics.prometheus.MirrorCollector`), so it never waits on a
-cluster.
+:meth:`~mirror_lib.spark.flow_runner.FlowRunner.progress` does. A scrape only reads what they
+gathered (:class:`~mirror_lib.replication.metrics.prometheus.MirrorCollector`), so it never
+waits on a cluster.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def test_braces_java_refuses_are_refused(pattern: str) -> None:
 
 
 @pytest.mark.parametrize("pattern", [r"a{2}", r"a{2,}", r"a{2,3}", r"[{}]", r"\{", r"\Q{\E"])
-def test_braces_java_accepts_are_kept(pattern: str) -> None:
+def test_braces_java_accepts_translate_to_a_pattern_python_compiles(pattern: str) -> None:
     re.compile(java_regex_to_python(pattern))
 
 

@@ -230,7 +230,7 @@ def test_double_underscore_split() -> None:
     assert UNDERSCORE.original_topic("B__A__orders") == "orders"
 
 
-def test_format_remote_is_always_applied() -> None:
+def test_a_topic_already_remote_is_prefixed_again() -> None:
     assert DEFAULT.format_remote_topic("A", "B.x") == "A.B.x"
 
 

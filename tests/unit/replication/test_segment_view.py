@@ -32,17 +32,6 @@ def _view_of(segments: list[Segment], complete: bool = True, floor: int = 0) -> 
     return view
 
 
-def test_parse_segments_decodes_only_what_it_needs() -> None:
-    assert parse_segments(_segments_value((0, 9, 0, 9))) == (TP, [Segment(0, 9, 0, 9)])
-    assert parse_segments(_value("batch", topic="t", partition=0, records=10)) == ()
-    assert parse_segments(b"not json") is None
-    assert parse_segments(b'{"type":"segments","topic":"t"}') is None  # no partition
-    skips: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    value = _value("skip", topic="t", partition=0, first_offset=3, last_offset=7)
-    assert parse_segments(value, skips) == ()
-    assert skips == {TP: [(3, 7)]}
-
-
 def test_settle_keeps_answers_of_offsets_that_stayed_and_segments_of_those_that_move() -> None:
     view = _view_of(_transactions(100))
     offsets = {("idle", TP): 55, ("busy", TP): 905}
@@ -145,23 +134,6 @@ def test_a_view_that_read_nothing_is_not_saved(tmp_path) -> None:
     assert not path.exists()
 
 
-def test_a_scan_ends_after_the_last_record_read_not_at_the_brokers_end(monkeypatch) -> None:
-    """Past the last record may lie a transaction still open: a reader going on from the
-    broker's end offset would never read its segments."""
-    from mirror_lib.kafka.reader import Chunk
-    from mirror_lib.replication import translate
-    from tests.helpers.fake_kafka import FakeMessage
-
-    records = [FakeMessage("m", 0, o) for o in (40, 49)]  # not JSON: counted as skipped
-    monkeypatch.setattr(translate, "reader_conf", lambda ctx: {})
-    monkeypatch.setattr(
-        translate, "read_back", lambda *a: iter([Chunk(0, 100, records, at_start=True)])
-    )
-    ctx = type("Ctx", (), {"metrics_topic": "m"})()
-    scan = translate.scan_segments(ctx, {TP: 0})  # type: ignore[arg-type]
-    assert (scan.end, scan.complete, scan.skipped) == (50, True, 2)
-
-
 def test_an_offset_older_than_the_segments_retention_kept_has_no_answer(monkeypatch) -> None:
     """The metrics topic lost its first records to retention: an old offset below the oldest
     segment kept must not translate to that segment's start, which would skip the records
@@ -216,9 +188,3 @@ def test_takeover_from_mm2_is_the_floor_of_our_answers() -> None:
     scanned.load(SegmentScan({TP: SegmentIndex()}, 10, True, mm2_below={TP: 41}), {TP: 0})
     assert scanned.translate(TP, 5) is None and scanned.known(TP, 5)
     assert SegmentView.from_json(scanned.to_json()).mm2_below == {TP: 41}
-
-
-def test_takeover_without_a_matched_record_floors_at_our_first_offset() -> None:
-    mm2_below: dict[tuple[str, int], int] = {}
-    assert parse_segments(_takeover_value(50, None, 39), mm2_below=mm2_below) == ()
-    assert mm2_below == {TP: 50}

@@ -1,7 +1,10 @@
-"""Which failures of one target leave the other targets of a fan-out group copying."""
+"""A copy task (SliceCopy): which failures of one target leave the other targets of a fan-out
+group copying, what it does with its source consumer's error events, and the loop run with
+Python's cyclic garbage collector paused (issue 11: CPU per record)."""
 
 from __future__ import annotations
 
+import gc
 from types import SimpleNamespace
 
 import pytest
@@ -11,8 +14,9 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy.copier import SliceCopy
-from mirror_lib.replication.copy.writer import CopyResult
+from mirror_lib.replication.copy.copier import CopyResult, SliceCopy, cyclic_gc_paused
+from mirror_lib.replication.copy.source_reader import Reader
+from tests.helpers.fake_kafka import FakeErrorEvent
 
 PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
          "C.bootstrap.servers": "c:1", "A->B.enabled": "true", "A->C.enabled": "true"}  # fmt: skip
@@ -147,3 +151,87 @@ def test_a_slot_where_only_the_failing_target_had_work_ends_or_raises_by_the_pla
             copy._raise_if_only_failed_left()
     else:
         copy._raise_if_only_failed_left()
+
+
+ONE_FLOW = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
+         "A->B.enabled": "true"}  # fmt: skip
+
+
+def _reading_copy(**props: str) -> tuple[SliceCopy, Reader]:
+    copy = SliceCopy.__new__(SliceCopy)  # only the event handling, no Kafka
+    copy.ctx = FlowContext.create(parse_config({**ONE_FLOW, **props}), "A->B")
+    copy.end_early = False
+    reader = Reader.__new__(Reader)
+    reader.writers = []
+    return copy, reader
+
+
+@pytest.mark.parametrize("on_gap", ["fail", "skip"])
+@pytest.mark.parametrize("code", [KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE])
+def test_records_gone_from_the_source_end_the_slice_whatever_mirror_on_gap_says(code, on_gap):
+    """The planner records the gap event and then fails or skips it. Before, with ``fail`` the
+    task raised at once and no gap event was written (Apache Kafka's DeleteRecords under a
+    running slice); the run's error came from a worker and a restart recorded the gap."""
+    copy, reader = _reading_copy(**{"A->B.mirror.on.gap": on_gap})
+    copy._event(reader, FakeErrorEvent("T", 0, code))
+    assert copy.end_early
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    ],
+)
+def test_credentials_or_acls_refused_in_the_middle_of_a_slice_are_terminal(code):
+    """Retried as an outage before, so a revoked ACL or rotated password looped for ever."""
+    copy, reader = _reading_copy()
+    with pytest.raises(BrokerError) as caught:
+        copy._event(reader, FakeErrorEvent("T", 0, code))
+    assert not caught.value.transient
+
+
+def test_a_transport_error_is_retried():
+    copy, reader = _reading_copy()
+    copy._event(reader, FakeErrorEvent("T", 0, KafkaError._TRANSPORT))
+    assert not copy.end_early
+
+
+@pytest.fixture(autouse=True)
+def _gc_enabled_afterwards():
+    yield
+    gc.enable()
+
+
+def test_the_collector_is_paused_inside_and_enabled_again_after():
+    assert gc.isenabled()
+    with cyclic_gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_the_collector_is_enabled_again_after_an_error():
+    with pytest.raises(RuntimeError), cyclic_gc_paused():
+        raise RuntimeError("the loop failed")
+    assert gc.isenabled()
+
+
+def test_a_collector_that_was_off_stays_off():
+    gc.disable()
+    with cyclic_gc_paused():
+        pass
+    assert not gc.isenabled()
+
+
+def test_slice_copy_runs_its_loop_with_the_collector_paused(monkeypatch):
+    seen: list[bool] = []
+    copy = SliceCopy.__new__(SliceCopy)  # no Kafka: only run()'s own steps are exercised
+    copy.writers, copy.readers, copy.duration_s, copy.until = [], [], 1.0, {}
+    copy.result = CopyResult(0)
+    monkeypatch.setattr(SliceCopy, "_start", lambda self: seen.append(gc.isenabled()))
+    monkeypatch.setattr(SliceCopy, "_loop", lambda self, deadline: seen.append(gc.isenabled()))
+    copy.run()
+    assert seen == [True, False]
+    assert gc.isenabled()

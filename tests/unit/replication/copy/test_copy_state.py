@@ -1,11 +1,18 @@
-"""The copier's segments from two delivery reports per transaction (pure logic, issue 11)."""
+"""The copier's segments from two delivery reports per transaction (pure logic, issue 11), and
+its latency buckets."""
 
 from __future__ import annotations
 
 import pytest
 
 from mirror_lib.offsets.segments import Segment
-from mirror_lib.replication.copy.copy_state import Interleaved, PartState, exact_segments
+from mirror_lib.replication.copy.copy_state import (
+    LATENCY_BUCKETS_MS,
+    Interleaved,
+    PartState,
+    bucket_counts,
+    exact_segments,
+)
 from mirror_lib.replication.copy.writer import NO_END
 
 
@@ -37,3 +44,12 @@ def test_exact_reports_split_on_a_gap_on_either_side():
         Segment(2, 2, 13, 13),
         Segment(5, 7, 14, 16),
     ]
+
+
+def test_bucket_counts_put_a_bound_in_its_own_bucket_and_count_the_overflow():
+    counts = bucket_counts([0, 5, 5.1, 300_000, 300_001, -3])
+    assert len(counts) == len(LATENCY_BUCKETS_MS) + 1
+    assert counts[0] == 3  # -3, 0 and 5 (le 5 ms)
+    assert counts[1] == 1  # 5.1
+    assert counts[-2] == 1 and counts[-1] == 1
+    assert bucket_counts([]) == [0] * (len(LATENCY_BUCKETS_MS) + 1)

@@ -13,7 +13,7 @@ import pytest
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy import source_reader, txn_timing
+from mirror_lib.replication.copy import txn_timing
 from mirror_lib.replication.copy import writer as writer_module
 from mirror_lib.replication.copy.copier import SliceCopy
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
@@ -30,6 +30,12 @@ PROPS = {
     "mirror.fanout.enabled": "true",
     "mirror.fanout.max.lag.records": "25",
     "emit.offset-syncs.enabled": "true",
+}
+ONE_TARGET = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:1",
+    "B.bootstrap.servers": "b:1",
+    "A->B.enabled": "true",
 }
 
 
@@ -282,40 +288,6 @@ def test_behind_the_head_a_transaction_lasts_at_least_a_second(monkeypatch):
     assert slow.behind_interval == 5.0
 
 
-def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
-    """With mirror.fetch.pace.ms (for a broker whose fetch cost grows with the partition), a
-    reader that stays near the high watermark swaps to a paced consumer at the writers'
-    positions, and back to the prefetching one when records pile up; without it, never."""
-    made: list[FakeConsumer] = []
-
-    def consumer(_ctx, *, paced=False):
-        made.append(FakeConsumer(paced=paced))
-        return made[-1]
-
-    monkeypatch.setattr(source_reader, "make_consumer", consumer)
-    unpaced, _producer = _writer(monkeypatch, start=100, fanout=False)
-    reader = Reader(unpaced.ctx, [unpaced])
-    reader.consumer.high = {("T", 0): 150}  # 50 records behind: at the head
-    t0 = reader.next_check
-    assert not any(reader.repace(t0 + s) for s in (0, 1.1, 2.2, 3.3, 10))
-    assert len(made) == 1
-    w, _producer = _writer(
-        monkeypatch, start=100, fanout=False, props={"mirror.fetch.pace.ms": "50"}
-    )
-    reader = Reader(w.ctx, [w])
-    first = reader.consumer
-    first.high = {("T", 0): 150}
-    t0 = reader.next_check
-    assert not reader.repace(t0)  # at the head, but not yet for HEAD_CALM_S
-    assert not reader.repace(t0 + 0.5)  # not yet time to look again
-    assert reader.repace(t0 + source_reader.HEAD_CALM_S + 1)
-    paced = reader.consumer
-    assert paced.paced and first.closed and paced.assigned == [("T", 0, 100)]
-    paced.high = {("T", 0): 100 + source_reader.HEAD_LAG_RECORDS}
-    assert reader.repace(t0 + 10)
-    assert not reader.consumer.paced and paced.closed and len(made) == 4
-
-
 def test_offset_syncs_not_acknowledged_at_the_slice_end_name_their_topic(monkeypatch):
     syncs = FakeProducer()
     syncs.acking = False
@@ -405,20 +377,6 @@ def test_without_idempotence_a_batch_a_retry_wrote_twice_is_counted_and_mapped_a
     w.accept(("T", 0), _records(10, 11), 0.0)
     assert w.commit(_no_watermarks, wait=True)
     assert w.result.unreported == 5
-
-
-def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
-    confs: list[dict] = []
-    monkeypatch.setattr(source_reader, "Consumer", lambda conf: confs.append(conf))
-    ctx = FlowContext.create(parse_config({**PROPS, "mirror.fetch.pace.ms": "40"}), "A->C")
-    source_reader.make_consumer(ctx)
-    source_reader.make_consumer(ctx, paced=True)
-    prefetching, paced = confs
-    assert (prefetching["queued.min.messages"], prefetching["fetch.queue.backoff.ms"]) == (
-        20000,
-        10,
-    )
-    assert (paced["queued.min.messages"], paced["fetch.queue.backoff.ms"]) == (1, 40)
 
 
 AT_LEAST_ONCE = {"mirror.delivery": "at_least_once"}
@@ -665,51 +623,6 @@ def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatc
     assert w.renewals == 0 and w.slow_offsets_s >= 0.45
 
 
-class _Partition:
-    def __init__(self, leader: int, isrs: list[int]) -> None:
-        self.leader, self.isrs = leader, isrs
-
-
-class _Topic:
-    def __init__(self, parts: dict[int, _Partition]) -> None:
-        self.partitions = parts
-
-
-class _Meta:
-    def __init__(self, topics: dict[str, _Topic]) -> None:
-        self.topics = topics
-
-
-class _MetaProducer:
-    def __init__(self, meta: _Meta | None) -> None:
-        self.meta = meta
-
-    def list_topics(self, timeout: float = 0) -> _Meta:
-        if self.meta is None:
-            raise confluent_kafka.KafkaException(
-                confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
-            )
-        return self.meta
-
-
-def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
-    from mirror_lib.replication.copy.target_producer import target_trouble
-
-    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2, 3]), 1: _Partition(1, [1]),
-                                 2: _Partition(-1, [])})})  # fmt: skip
-    written = [("A.T", 0), ("A.T", 1), ("A.T", 2)]
-    ctx = FlowContext.create(parse_config({**PROPS, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B")
-    text = target_trouble(ctx, _MetaProducer(meta), written, {"A.T": 2})
-    assert text is not None
-    assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
-    assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
-    assert "A.T[0]" not in text
-    assert target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None
-    # the producer asked a broker that does not answer: each bootstrap address is asked itself
-    silent = target_trouble(ctx, _MetaProducer(None), written, {})
-    assert silent is not None and silent.startswith("no broker of target cluster B")
-
-
 def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch):
     """A partitioned broker holds in-flight requests until socket.timeout.ms (60 s) while the
     controllers have moved its partitions: with every partition led and in sync and nothing
@@ -771,3 +684,39 @@ def test_the_copy_task_writes_its_timing_log_only_when_asked(monkeypatch, tmp_pa
     (part,) = line["parts"]
     assert part["remote"] == "A.T" and part["n"] == 7
     assert part["runs"] == [[10, 0]] and part["consumed"] == [[2_000.0, 5], [2_005.0, 2]]
+
+
+FENCED = confluent_kafka.KafkaError(
+    confluent_kafka.KafkaError._FENCED, "fenced by a newer instance", fatal=True
+)
+
+
+def _fenced_writer(monkeypatch, open_s: float):
+    """A writer whose commit is fenced after its transaction was open ``open_s`` seconds, with
+    a transaction.timeout.ms of 5000."""
+    ctx = FlowContext.create(parse_config(ONE_TARGET), "A->B")
+    producer = FakeProducer()
+
+    def fenced(_timeout: float = 0) -> None:
+        raise confluent_kafka.KafkaException(FENCED)
+
+    producer.commit_transaction = fenced  # type: ignore[method-assign]
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 5000))
+    ledger = FakeLedger({("A.T", 0): 0})
+    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: ledger)
+    w = TargetWriter(ctx, 0, [("T", 0)], until={}, options_key="k")
+    w.start()
+    w.accept(("T", 0), [FakeMessage("T", 0, o) for o in range(5)], 0.0)
+    w.txn_start -= open_s
+    return w
+
+
+@pytest.mark.parametrize(("open_s", "transient"), [(6.0, True), (0.0, False)])
+def test_a_commit_fenced_after_the_timeout_is_transient_sooner_terminal(
+    monkeypatch, open_s, transient
+):
+    w = _fenced_writer(monkeypatch, open_s)
+    with pytest.raises(BrokerError) as exc:
+        w.commit(lambda _tp: (-1, -1), wait=True)
+    assert exc.value.transient is transient
+    assert ("transaction.timeout.ms = 5000" in str(exc.value)) is transient

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.migration.verify import (
     PartitionVerification,
@@ -11,24 +9,6 @@ from mirror_lib.replication.migration.verify import (
     format_report,
     plan_task,
 )
-from mirror_lib.replication.translate import add_segments
-
-
-def event(kind: str, **fields) -> bytes:
-    return json.dumps({"type": kind, "topic": "t", "partition": 0, **fields}).encode()
-
-
-def test_skip_events_are_collected_beside_the_segments():
-    indexes, skips = {}, {}
-    assert add_segments(indexes, event("segments", segments=[[0, 9, 0, 9]]), skips)
-    assert add_segments(indexes, event("skip", first_offset=10, last_offset=39), skips)
-    assert add_segments(indexes, event("skip", first_offset=45, last_offset=45), skips)
-    assert add_segments(indexes, event("batch", records=3), skips)
-    assert not add_segments(indexes, event("skip", first_offset="x", last_offset=1), skips)
-    assert not add_segments(indexes, b"[1, 2]", skips)
-    assert skips == {("t", 0): [(10, 39), (45, 45)]}
-    assert indexes[("t", 0)].segments == (Segment(0, 9, 0, 9),)
-    assert add_segments({}, event("skip", first_offset=1, last_offset=2))  # no skips: ignored
 
 
 class Ctx:

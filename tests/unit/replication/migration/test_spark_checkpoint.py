@@ -17,7 +17,7 @@ from mirror_lib.replication.migration.spark_checkpoint import (
     read_spark_checkpoint,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mm2.properties"
+EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "mm2.properties"
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"a":"b"}}'
 
 

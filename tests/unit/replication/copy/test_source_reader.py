@@ -1,0 +1,59 @@
+"""A copy task's source reader: the prefetching consumer, and the paced one it swaps to at the
+head of a partition (``mirror.fetch.pace.ms``)."""
+
+from __future__ import annotations
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy import source_reader
+from mirror_lib.replication.copy.source_reader import Reader
+from tests.helpers.fake_kafka import FakeConsumer
+from tests.unit.replication.copy.test_writer import PROPS, _writer
+
+
+def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
+    """With mirror.fetch.pace.ms (for a broker whose fetch cost grows with the partition), a
+    reader that stays near the high watermark swaps to a paced consumer at the writers'
+    positions, and back to the prefetching one when records pile up; without it, never."""
+    made: list[FakeConsumer] = []
+
+    def consumer(_ctx, *, paced=False):
+        made.append(FakeConsumer(paced=paced))
+        return made[-1]
+
+    monkeypatch.setattr(source_reader, "make_consumer", consumer)
+    unpaced, _producer = _writer(monkeypatch, start=100, fanout=False)
+    reader = Reader(unpaced.ctx, [unpaced])
+    reader.consumer.high = {("T", 0): 150}  # 50 records behind: at the head
+    t0 = reader.next_check
+    assert not any(reader.repace(t0 + s) for s in (0, 1.1, 2.2, 3.3, 10))
+    assert len(made) == 1
+    w, _producer = _writer(
+        monkeypatch, start=100, fanout=False, props={"mirror.fetch.pace.ms": "50"}
+    )
+    reader = Reader(w.ctx, [w])
+    first = reader.consumer
+    first.high = {("T", 0): 150}
+    t0 = reader.next_check
+    assert not reader.repace(t0)  # at the head, but not yet for HEAD_CALM_S
+    assert not reader.repace(t0 + 0.5)  # not yet time to look again
+    assert reader.repace(t0 + source_reader.HEAD_CALM_S + 1)
+    paced = reader.consumer
+    assert paced.paced and first.closed and paced.assigned == [("T", 0, 100)]
+    paced.high = {("T", 0): 100 + source_reader.HEAD_LAG_RECORDS}
+    assert reader.repace(t0 + 10)
+    assert not reader.consumer.paced and paced.closed and len(made) == 4
+
+
+def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
+    confs: list[dict] = []
+    monkeypatch.setattr(source_reader, "Consumer", lambda conf: confs.append(conf))
+    ctx = FlowContext.create(parse_config({**PROPS, "mirror.fetch.pace.ms": "40"}), "A->C")
+    source_reader.make_consumer(ctx)
+    source_reader.make_consumer(ctx, paced=True)
+    prefetching, paced = confs
+    assert (prefetching["queued.min.messages"], prefetching["fetch.queue.backoff.ms"]) == (
+        20000,
+        10,
+    )
+    assert (paced["queued.min.messages"], paced["fetch.queue.backoff.ms"]) == (1, 40)

@@ -1,0 +1,285 @@
+"""The slot producer's settings. Its batch.size against the remote topics' max.message.bytes:
+Kafka refuses a batch above it and librdkafka does not split one, so a larger batch fails the
+transaction. Its requests in flight and linger: ours, unless the user sets them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka import KafkaError
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.kafka.admin_ops import broker_error
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy import target_producer
+from mirror_lib.replication.copy.target_producer import commit_error, record_error, timed_out_error
+from tests.helpers.fake_admin import RecordingAdminOps
+from tests.helpers.fake_kafka import FakeProducer
+
+PROPS = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:1",
+    "B.bootstrap.servers": "b:1",
+    "A->B.enabled": "true",
+    "mirror.delivery": "at_least_once",  # no transactional id: nothing connects
+}
+
+
+def _producer_conf(monkeypatch, admin: RecordingAdminOps, **props: str) -> dict[str, Any]:
+    ctx = FlowContext.create(parse_config({**PROPS, **props}), "A->B")
+    monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: admin)
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(target_producer, "Producer", lambda conf: made.append(conf))
+    target_producer.make_producer(ctx, 0, remote_topics={"A.small", "A.large"})
+    return made[0]
+
+
+def _target() -> RecordingAdminOps:
+    admin = RecordingAdminOps()
+    admin.add_topic("A.small", 1, {"max.message.bytes": "20000"})
+    admin.add_topic("A.large", 1, {"max.message.bytes": "8000000"})
+    return admin
+
+
+def test_batches_stay_below_the_smallest_limit_of_the_slots_topics(monkeypatch):
+    conf = _producer_conf(monkeypatch, _target())
+    assert conf["batch.size"] == 20000 - target_producer.FRAMING
+
+
+def test_topics_that_accept_our_batches_keep_the_default(monkeypatch):
+    admin = RecordingAdminOps()
+    admin.add_topic("A.small", 1, {"max.message.bytes": "1048588"})  # Kafka's default
+    conf = _producer_conf(monkeypatch, admin)
+    assert conf["batch.size"] == target_producer.BATCH_SIZE
+
+
+def test_a_users_batch_size_is_lowered_with_a_warning(monkeypatch, caplog):
+    with caplog.at_level(logging.WARNING):
+        conf = _producer_conf(monkeypatch, _target(), **{"B.producer.batch.size": "500000"})
+    assert conf["batch.size"] == 20000 - target_producer.FRAMING
+    assert "batch.size 500000 is lowered to 19488" in caplog.text and "A.small" in caplog.text
+
+
+def test_the_lowering_is_said_once_not_at_every_slice(monkeypatch, caplog):
+    props = {"B.producer.batch.size": "600000"}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            conf = _producer_conf(monkeypatch, _target(), **props)
+    assert conf["batch.size"] == 20000 - target_producer.FRAMING
+    assert caplog.text.count("batch.size 600000 is lowered") == 1
+
+
+def test_a_users_smaller_batch_size_is_kept(monkeypatch):
+    conf = _producer_conf(monkeypatch, _target(), **{"B.producer.batch.size": "4096"})
+    assert int(conf["batch.size"]) == 4096
+
+
+def test_configs_that_cannot_be_read_leave_the_batch_size_with_a_warning(monkeypatch, caplog):
+    admin = _target()
+    admin.failures["describe_topic_configs"] = broker_error("denied", "TOPIC_AUTHORIZATION_FAILED")
+    with caplog.at_level(logging.WARNING):
+        conf = _producer_conf(monkeypatch, admin)
+    assert conf["batch.size"] == target_producer.BATCH_SIZE
+    assert "not checked against max.message.bytes" in caplog.text
+
+
+@pytest.mark.parametrize("value", ["", None, "abc"])
+def test_an_unreadable_limit_is_no_limit(monkeypatch, value):
+    admin = RecordingAdminOps()
+    admin.add_topic("A.small", 1, {"max.message.bytes": value})
+    assert _producer_conf(monkeypatch, admin)["batch.size"] == target_producer.BATCH_SIZE
+
+
+# (the default's key, its value, the keys a user may set it by, a value a user sets): one request
+# in flight, as Kafka Connect's producers, so that records wait for the answer in one batch
+# instead of many small requests; with one request in flight records gather while it is out,
+# so a longer linger only delays each batch's first record (docs/how-it-works.md#client-threads)
+USER_WINS = [
+    ("max.in.flight.requests.per.connection", 1, ("max.in.flight",), "3"),
+    ("linger.ms", 1, ("queue.buffering.max.ms",), "5"),
+]
+
+
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+@pytest.mark.parametrize(("key", "default", "aliases", "value"), USER_WINS)
+def test_a_producer_default_unless_the_user_sets_it(
+    monkeypatch, delivery, key, default, aliases, value
+):
+    admin = _target()
+    monkeypatch.setattr(target_producer, "bounded", lambda *a, **k: None)  # init_transactions
+    assert _producer_conf(monkeypatch, admin, **{"mirror.delivery": delivery})[key] == default
+    for name in (key, *aliases):
+        conf = _producer_conf(
+            monkeypatch, admin, **{"mirror.delivery": delivery, f"B.producer.{name}": value}
+        )
+        assert conf[name] == value
+        assert list(conf).index(name) >= list(conf).index(key)
+
+
+EXACTLY_ONCE = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a:1",
+    "B.bootstrap.servers": "b:1",
+    "A->B.enabled": "true",
+}
+
+FENCED = KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True)
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._TRANSPORT]
+)
+def test_a_topic_deleted_on_the_target_is_retried_so_the_planner_creates_it_again(code):
+    """The metrics topic deleted by hand stopped the run for good, although a restarted
+    query's planner creates it again."""
+    assert commit_error(KafkaError(code), [], "B").transient
+    assert record_error(KafkaError(code), "T[0] offset 5", "B").transient  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.INVALID_PRODUCER_EPOCH]
+)
+def test_refused_or_fenced_is_not_retried(code):
+    assert not commit_error(KafkaError(code), [], "B").transient
+
+
+def test_fenced_after_the_transaction_timeout_is_retried_and_says_why():
+    """Kafka aborts a transaction open past the producer's transaction.timeout.ms and bumps its
+    epoch; librdkafka reports that as fenced. Nothing of it is visible, so the run retries."""
+    error = timed_out_error(FENCED, 9.2, 5000, "target cluster B", "B.producer.transaction...")
+    assert error is not None and error.transient
+    assert "open for 9.2 s, longer than the producer's transaction.timeout.ms = 5000" in str(error)
+    assert "B.producer.transaction..." in str(error)
+
+
+@pytest.mark.parametrize(
+    ("err", "open_s"),
+    [(FENCED, 4.9), (KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), 9.0)],
+    ids=["fenced-sooner", "not-fenced"],
+)
+def test_fenced_sooner_or_another_error_is_not_a_timeout(err, open_s):
+    """Fenced within the timeout: another instance of the slot runs (terminal, as before)."""
+    assert timed_out_error(err, open_s, 5000, "B", "B.producer.transaction.timeout.ms") is None
+
+
+def test_the_producer_reports_the_users_transaction_timeout(monkeypatch):
+    """``B.producer.transaction.timeout.ms`` reaches the producer and the timeout check."""
+    made = []
+
+    def producer(conf):
+        made.append(conf)
+        return FakeProducer()
+
+    monkeypatch.setattr(target_producer, "Producer", producer)
+    monkeypatch.setattr(target_producer, "batch_limit", lambda *a: None)
+    for extra, want in (({}, 60000), ({"B.producer.transaction.timeout.ms": "5000"}, 5000)):
+        ctx = FlowContext.create(parse_config({**EXACTLY_ONCE, **extra}), "A->B")
+        _producer, timeout_ms = target_producer.make_producer(ctx, 0)
+        assert timeout_ms == want
+    assert "transaction.timeout.ms" not in made[0]
+    assert made[1]["transaction.timeout.ms"] == "5000"
+
+
+class _Partition:
+    def __init__(self, leader: int, isrs: list[int]) -> None:
+        self.leader, self.isrs = leader, isrs
+
+
+class _Topic:
+    def __init__(self, parts: dict[int, _Partition]) -> None:
+        self.partitions = parts
+
+
+class _Meta:
+    def __init__(self, topics: dict[str, _Topic]) -> None:
+        self.topics = topics
+
+
+class _MetaProducer:
+    def __init__(self, meta: _Meta | None) -> None:
+        self.meta = meta
+
+    def list_topics(self, timeout: float = 0) -> _Meta:
+        if self.meta is None:
+            raise confluent_kafka.KafkaException(
+                confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
+            )
+        return self.meta
+
+
+def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
+    from mirror_lib.replication.copy.target_producer import target_trouble
+
+    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2, 3]), 1: _Partition(1, [1]),
+                                 2: _Partition(-1, [])})})  # fmt: skip
+    written = [("A.T", 0), ("A.T", 1), ("A.T", 2)]
+    ctx = FlowContext.create(
+        parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B"
+    )
+    text = target_trouble(ctx, _MetaProducer(meta), written, {"A.T": 2})
+    assert text is not None
+    assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
+    assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
+    assert "A.T[0]" not in text
+    assert target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None
+    # the producer asked a broker that does not answer: each bootstrap address is asked itself
+    silent = target_trouble(ctx, _MetaProducer(None), written, {})
+    assert silent is not None and silent.startswith("no broker of target cluster B")
+
+
+def _meta(**topics: dict[int, tuple[int, list[int]]]) -> dict:
+    """Topic metadata as confluent-kafka's list_topics gives it: partition -> (leader, isrs)."""
+    from types import SimpleNamespace
+
+    return {
+        name: SimpleNamespace(
+            partitions={
+                p: SimpleNamespace(leader=lead, isrs=isrs) for p, (lead, isrs) in parts.items()
+            }
+        )
+        for name, parts in topics.items()
+    }
+
+
+def test_replica_trouble_names_partitions_without_a_leader_or_below_min_insync():
+    meta = _meta(**{"A.t": {0: (1, [1, 2]), 1: (-1, []), 2: (3, [3])}, "other": {0: (1, [1])}})
+    problems = target_producer.replica_trouble(
+        meta, [("A.t", 0), ("A.t", 1), ("A.t", 2), ("gone", 0)], {"A.t": 2}
+    )
+    assert problems == [
+        "A.t[1] has no leader",
+        "A.t[2] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2, so the target "
+        "refuses its writes (NOT_ENOUGH_REPLICAS) until a replica returns",
+    ]
+    assert target_producer.replica_trouble(meta, [("A.t", 2)], {}) == []  # min.isr unknown: 1
+
+
+def test_target_refusal_looks_at_the_flows_remote_topics_and_the_coordinators_logs(monkeypatch):
+    """Two brokers of three cut off: the transaction log falls below its min.insync.replicas,
+    init_transactions answers COORDINATOR_NOT_AVAILABLE, and only the metadata says why."""
+    ctx = FlowContext.create(parse_config(PROPS), "A->B")
+    meta = _meta(**{
+        "A.t": {0: (1, [1, 2])},
+        "__transaction_state": {0: (1, [1])},
+        "B.elsewhere": {0: (1, [1])},  # another flow's remote topic: not this flow's
+        "local": {0: (1, [1])},
+    })  # fmt: skip
+    asked: list[list[str]] = []
+    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx: (meta, ["b:1"]))
+
+    def min_insync(_ctx, topics):
+        asked.append(list(topics))
+        return dict.fromkeys(topics, 2)
+
+    monkeypatch.setattr(target_producer, "min_insync", min_insync)
+    said = target_producer.target_refusal(ctx)
+    assert asked == [["A.t", "__transaction_state"]]
+    assert said is not None and said.startswith("target cluster B (bootstrap b:1) refuses writes: ")
+    assert "__transaction_state[0] has 1 in-sync replica(s)" in said and "A.t[0]" not in said
+    meta["__transaction_state"].partitions[0].isrs = [1, 2]
+    assert target_producer.target_refusal(ctx) is None
+    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx: (None, ["b:1"]))
+    assert target_producer.target_refusal(ctx) is None
