@@ -32,7 +32,6 @@ from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.kafka.clients import client_config, librdkafka_logger
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy.target_producer import target_refusal
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +272,9 @@ class Supervisor:
         replaces the first."""
         refusal = None
         if outage.role == "target" and outage.cause != "unreachable":
+            # here, not at the top: `mirror status` reads this module and starts without Kafka
+            from mirror_lib.replication.copy.target_producer import target_refusal
+
             try:
                 refusal = target_refusal(unit.ctx)
             except Exception as exc:  # a diagnosis never ends a run

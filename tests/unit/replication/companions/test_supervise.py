@@ -23,6 +23,7 @@ from mirror_lib.replication.companions.supervise import (
     outage_limit,
 )
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy import target_producer
 from tests.helpers.fake_query import FakeQuery
 
 
@@ -227,7 +228,7 @@ def test_a_later_diagnosis_of_the_target_replaces_the_first_cause(tmp_path, monk
     h = Harness(tmp_path, monkeypatch)
     h.down.clear()  # B answers, but refuses writes
     seen: list[str | None] = [None]
-    monkeypatch.setattr(supervise, "target_refusal", lambda _ctx: seen[0])
+    monkeypatch.setattr(target_producer, "target_refusal", lambda _ctx: seen[0])
     first = "target cluster B did not acknowledge records in 30s: b:2, b:3 did not answer"
     h.query.fail(text_of(BrokerError(first, transient=True)))
     h.watch()
