@@ -43,8 +43,8 @@ from mirror_lib.tables.delta_rs import ensure_tables, maintain
 from mirror_lib.tables.location import (
     spark_table_exists,
     spark_table_name,
+    spark_writes_tables,
     tables_root,
-    tables_writer,
 )
 from mirror_lib.tables.maintenance import MaintenancePolicy
 from mirror_lib.tables.schemas import TABLES
@@ -208,7 +208,7 @@ def maintain_tables(
     days = policy.retention_days if retention_days is None else retention_days
     hours = policy.vacuum_hours if vacuum_hours is None else vacuum_hours
     properties = policy.table_properties()
-    if spark is not None and tables_writer(spark, config) == "spark":
+    if spark_writes_tables(spark, config):
         return _maintain_with_sql(spark, config, days, hours, properties)
     root = tables_root(config)
     return maintain(root, retention_days=days, vacuum_hours=hours, properties=properties)
