@@ -101,9 +101,7 @@ def _table_unit(run: _Run, i: int, cluster: str) -> Unit:
         tables[i] = start_materialization(run.spark, run.config, cluster, writer=run.writer)
         return tables[i]
 
-    ctx = run.plan.tables[cluster]
-
-    return Unit(f"tables of {cluster}", ctx, lambda: tables[i], restart)
+    return Unit(f"tables of {cluster}", run.plan.tables[cluster], lambda: tables[i], restart)
 
 
 def _catch_up_through_outages(
