@@ -49,7 +49,7 @@ _API: dict[str, str] = {
     "flow_status": "mirror_lib.app.status",
     "build_figures": "mirror_lib.app.dashboard",
     # MLflow runs
-    "run_and_log": "mirror_lib.app.tracking",
+    "MlflowRun": "mirror_lib.app.tracking",
     "log_run": "mirror_lib.app.tracking",
 }
 

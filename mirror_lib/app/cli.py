@@ -26,7 +26,7 @@ from mirror_lib.app.status import (
     format_status,
     never_ran,
 )
-from mirror_lib.app.tracking import run_and_log
+from mirror_lib.app.tracking import MlflowRun
 from mirror_lib.config.describe import copy_first, describe_config, format_description
 from mirror_lib.config.model import CopyWarning, MirrorConfig
 from mirror_lib.config.parse import load_config
@@ -120,13 +120,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     flows: dict[str, Any] = {}
     started, outcome, error = time.monotonic(), "caught up", None
     try:
-        run_and_log(  # run_flows, logged to MLflow with --mlflow or mirror.mlflow.enabled = true
+        from mirror_lib.spark.runner import run_flows  # lazy: pyspark
+
+        # with --json, stdout is the summary alone: what the run says goes to stderr
+        report = (lambda line: print(line, file=sys.stderr)) if args.json else print
+        # logged to MLflow with --mlflow or mirror.mlflow.enabled = true
+        mlflow = MlflowRun.when_enabled(config, args.mlflow or None, report=report)
+        run_flows(
             None,
             config,
             args.flow,
-            mlflow=True if args.mlflow else None,
-            # with --json, stdout is the summary alone: what the run says goes to stderr
-            report=(lambda line: print(line, file=sys.stderr)) if args.json else print,
+            report=report,
+            observer=mlflow,
             once=args.once,
             duration_s=args.duration,
             timeout_s=args.timeout,

@@ -20,8 +20,8 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.tables.location import (
     catalog_tables,
+    spark_writes_tables,
     tables_root,
-    tables_writer,
 )
 
 if TYPE_CHECKING:
@@ -331,7 +331,7 @@ def build_figures(spark: Any, config: MirrorConfig) -> dict[str, go.Figure]:
     from mirror_lib.spark.views import create_views, data_bucket  # lazy: pyspark
 
     _plotly()
-    if tables_writer(spark, config) == "delta-rs" or not catalog_tables(config):
+    if not spark_writes_tables(spark, config) or not catalog_tables(config):
         require_tables(config)
     bucket = data_bucket(spark, config)  # a 45 s run: 1 s buckets, not one or two minutes
     create_views(spark, config, bucket_seconds=bucket)

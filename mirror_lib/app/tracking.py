@@ -19,9 +19,9 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mirror_lib
 from mirror_lib.config.databricks import on_databricks
@@ -31,6 +31,9 @@ from mirror_lib.config.properties import format_properties, redact
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.tables.location import tables_enabled
 from mirror_lib.tables.run_metrics import Series, window_metrics
+
+if TYPE_CHECKING:
+    from mirror_lib.spark.plan import RunPlan
 
 _CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")  # user:password@ in URIs
 
@@ -114,7 +117,8 @@ def properties_text(props: Mapping[str, str]) -> str:
     )
 
 
-def _client(config: MirrorConfig) -> tuple[Any, str]:
+def _client_class() -> Any:
+    """mlflow's ``MlflowClient``; a ConfigError naming the install command without the package."""
     try:
         from mlflow import MlflowClient  # lazy: optional extra "mlflow"
     except ImportError:
@@ -123,8 +127,12 @@ def _client(config: MirrorConfig) -> tuple[Any, str]:
             "true",
             "the mlflow package: pip install 'mirror_lib[mlflow]' (or turn MLflow logging off)",
         ) from None
+    return MlflowClient
+
+
+def _client(config: MirrorConfig) -> tuple[Any, str]:
     uri = tracking_uri(config)
-    return MlflowClient(tracking_uri=uri), uri
+    return _client_class()(tracking_uri=uri), uri
 
 
 @contextlib.contextmanager
@@ -243,43 +251,63 @@ def log_run(
     return run_id
 
 
-def run_and_log(
-    spark: Any,
-    config: MirrorConfig,
-    flow_names: Sequence[str] | None = None,
-    *,
-    mlflow: bool | None = None,
-    run_name: str | None = None,
-    report: Any = print,
-    **options: Any,
-) -> dict[str, Any]:
-    """:func:`~mirror_lib.spark.runner.run_flows`, logged as an MLflow run when ``mlflow`` is true.
+class MlflowRun:
+    """Logs one :func:`~mirror_lib.spark.runner.run_flows` call as an MLflow run: an observer
+    passed to it (``run_flows(..., observer=MlflowRun(config))``).
 
-    ``mlflow=None`` follows ``mirror.mlflow.enabled``. The run is created before replication
-    starts (a bad tracking store fails fast) and completed after the queries stopped: FINISHED,
-    or FAILED (KILLED on Ctrl-C) with what exists, after which the error is re-raised.
+    The run is created when the plan is resolved, before the checks and the queries (a bad
+    tracking store fails fast), and completed after the queries stopped: FINISHED, or FAILED
+    (KILLED on Ctrl-C) with what exists; the run's own error is raised as before. ``spark``:
+    the session that reads the tables where Delta's Spark writer holds them.
     """
-    from mirror_lib.spark.runner import run_flows  # lazy: pyspark
 
-    if not (mlflow_enabled(config) if mlflow is None else mlflow):
-        return run_flows(spark, config, flow_names and list(flow_names), report=report, **options)
-    names = _flow_names(config, flow_names)
-    modes = {k: v for k, v in options.items() if k in ("once", "duration_s", "timeout_s", "parts")}
-    started = time.time() * 1000
-    run_id = start_run(config, flow_names=names, run_name=run_name, extra_params=modes)
-    report(f"logging MLflow run {run_id} to {hide_credentials(tracking_uri(config))}")
-    done = {"run_id": run_id, "spark": spark, "flow_names": names, "report": report}
-    try:
-        result = run_flows(spark, config, names or None, report=report, **options)
-    except BaseException as exc:
-        killed = isinstance(exc, KeyboardInterrupt)  # no dashboard: the user wants to stop
-        status = "KILLED" if killed else "FAILED"
+    def __init__(
+        self,
+        config: MirrorConfig,
+        *,
+        spark: Any = None,
+        run_name: str | None = None,
+        report: Callable[[str], object] = print,
+    ) -> None:
+        _client_class()  # no mlflow package: a ConfigError before anything starts
+        self.config, self.spark, self.run_name, self.report = config, spark, run_name, report
+        self.run_id: str | None = None
+        self.flow_names: list[str] = []
+        self.started_ms = 0.0
+
+    @classmethod
+    def when_enabled(
+        cls, config: MirrorConfig, enabled: bool | None = None, **kwargs: Any
+    ) -> MlflowRun | None:
+        """A run to log when ``enabled`` (``None``: ``mirror.mlflow.enabled``), else None."""
+        on = mlflow_enabled(config) if enabled is None else enabled
+        return cls(config, **kwargs) if on else None
+
+    def start(self, plan: RunPlan) -> None:
+        """Create the RUNNING run with the plan's flows and mode."""
+        self.started_ms = time.time() * 1000
+        self.flow_names = plan.names
+        modes = {"once": plan.once, "duration_s": plan.duration_s, "timeout_s": plan.timeout_s}
+        self.run_id = start_run(
+            self.config, flow_names=self.flow_names, run_name=self.run_name, extra_params=modes
+        )
+        uri = hide_credentials(tracking_uri(self.config))
+        self.report(f"logging MLflow run {self.run_id} to {uri}")
+
+    def finish(self, error: BaseException | None) -> None:
+        """Complete the run: FINISHED, or FAILED (KILLED on Ctrl-C, without the dashboard) with
+        the error; a failure to log a failed run is a warning, the run's own error counts."""
+        done = {"run_id": self.run_id, "spark": self.spark, "flow_names": self.flow_names,
+                "report": self.report}  # fmt: skip
+        if error is None:
+            ended = time.time() * 1000
+            log_run(self.config, **done, started_ms=self.started_ms, ended_ms=ended)
+            return
+        killed = isinstance(error, KeyboardInterrupt)  # no dashboard: the user wants to stop
         try:
             ended = time.time() * 1000
-            failed = {"status": status, "error": exc, "dashboard": not killed}
-            log_run(config, **done, **failed, started_ms=started, ended_ms=ended)
+            status = "KILLED" if killed else "FAILED"
+            failed = {"status": status, "error": error, "dashboard": not killed}
+            log_run(self.config, **done, **failed, started_ms=self.started_ms, ended_ms=ended)
         except Exception as log_exc:  # keep the run's own error
-            report(f"warning: MLflow run {run_id} was not completed: {log_exc}")
-        raise
-    log_run(config, **done, started_ms=started, ended_ms=time.time() * 1000)
-    return result
+            self.report(f"warning: MLflow run {self.run_id} was not completed: {log_exc}")

@@ -126,13 +126,16 @@ class FlowContext:
         return {}
 
     def _remembered(self, kind: str, name: str, answer: Callable[[], bool]) -> bool:
+        """The answer, worked out once; the parts of a run share its contexts across threads,
+        so an answer is never read back after another thread may have cleared them."""
         answers = self._answers
         key = (kind, name)
-        if key not in answers:
+        known = answers.get(key)
+        if known is None:
             if len(answers) >= ANSWERS_KEPT:  # names that came and went: start over
                 answers.clear()
-            answers[key] = answer()
-        return answers[key]
+            known = answers[key] = answer()
+        return known
 
     def should_replicate(self, topic: str) -> bool:
         """MM2's shouldReplicateTopic: filter or heartbeats, not internal, no cycle."""

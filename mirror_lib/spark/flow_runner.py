@@ -17,12 +17,13 @@ from typing import Any
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.mm2.formats import TP
-from mirror_lib.replication.companions.supervise import outage_limit
+from mirror_lib.replication.companions.supervise import ONCE_DEFAULT_MAX_S
 from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds, flows_short_of
-from mirror_lib.replication.copy.read_group import ReadGroup
+from mirror_lib.replication.copy.read_group import ReadGroup, split_group_name
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.planning.stall import StallWatch, stall_text
+from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
 from mirror_lib.spark.source import format_until
@@ -55,20 +56,18 @@ FANOUT_READ_S = 5.0  # a fan-out target's ledger is asked this long (it may be t
 class FlowRunner:
     """The replication query of a flow: a planner of time slices and long-running copy tasks."""
 
+    #: What it runs, for its messages and its query's name (the other parts of a run are
+    #: CompanionJob threads and the tables).
+    job = "replication"
+
     def __init__(
-        self, spark: Any, config: MirrorConfig, flow_name: str, job: str = "replication"
+        self, spark: Any, group: ReadGroup, *, stall_limit_s: float | None = ONCE_DEFAULT_MAX_S
     ) -> None:
-        if job != "replication":
-            raise ConfigError(
-                "job", job, "replication (heartbeats and checkpoints run as CompanionJob threads)"
-            )
+        """The query of ``group`` over ``spark``; ``stall_limit_s``: how long a ``--once`` slice
+        may leave a partition where it was (a run's plan says: ``mirror.outage.max.seconds``)."""
         self.spark = spark
-        self.job = job
-        self.group = ReadGroup.create(config, flow_name)
+        self.group = group
         self.ctx = self.group.lead
-        for ctx in self.group.contexts:
-            if not ctx.flow.enabled:
-                raise ConfigError(f"{ctx.flow.name}.enabled", "false", "true to replicate it")
         self.query: Any = None
         self._ledgers: dict[str, LedgerView] = {}
         self._known: dict[str, dict[TP, int]] = {}  # last ledger read per target
@@ -76,7 +75,16 @@ class FlowRunner:
         self._sample: tuple[int, int, float] | None = None
         self._until: dict[TP, int] | None = None
         self._parts: list[TP] = []
-        self._stall = StallWatch(outage_limit(config, once=True))
+        self._stall = StallWatch(stall_limit_s)
+
+    @classmethod
+    def of(cls, spark: Any, config: MirrorConfig, name: str) -> FlowRunner:
+        """The query of flow ``A->B`` (or fan-out group ``A->B,C``) of ``config`` alone, as
+        :func:`~mirror_lib.spark.runner.run_flows` builds it from its plan."""
+        plan = RunPlan.resolve(config, split_group_name(name), parts=("replication",))
+        if len(plan.groups) != 1:
+            raise ConfigError("--flow", name, "a flow A->B or a fan-out group A->B,C")
+        return cls(spark, plan.groups[0], stall_limit_s=plan.stall_limit_s)
 
     @property
     def name(self) -> str:

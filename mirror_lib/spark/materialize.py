@@ -43,8 +43,8 @@ from mirror_lib.tables.delta_rs import ensure_tables, maintain
 from mirror_lib.tables.location import (
     spark_table_exists,
     spark_table_name,
+    spark_writes_tables,
     tables_root,
-    tables_writer,
 )
 from mirror_lib.tables.maintenance import MaintenancePolicy
 from mirror_lib.tables.schemas import TABLES
@@ -66,10 +66,12 @@ def start_materialization(
     config: MirrorConfig,
     cluster: str,
     *,
+    writer: str,
     interval_s: float = 30.0,
     available_now: bool = False,
 ) -> Any:
-    """Start the materialization query of ``cluster`` (see :func:`materialize_caught_up`).
+    """Start the materialization query of ``cluster`` (see :func:`materialize_caught_up`) into
+    the tables of ``writer`` (:func:`~mirror_lib.tables.location.tables_writer`).
 
     ``available_now``: one batch, then the query ends (the only trigger serverless allows).
     """
@@ -85,26 +87,27 @@ def start_materialization(
         .load()
     )
     checkpoint = spark_query_folder(config, cluster)
-    writer = reader.writeStream.queryName(f"mirror-materialize-{cluster}")
-    if tables_writer(spark, config) == "spark":
+    stream = reader.writeStream.queryName(f"mirror-materialize-{cluster}")
+    if writer == "spark":
         ensure_spark_tables(spark, config)  # schemas from SCHEMAS, not from a first batch
-        writer = writer.foreachBatch(_spark_delta_batch(config, cluster))
+        stream = stream.foreachBatch(_spark_delta_batch(config, cluster))
     else:
         root = tables_root(config)
         ensure_tables(root)
-        writer = writer.foreachBatch(
+        stream = stream.foreachBatch(
             delta_rs_batch(root, checkpoint, lambda df: decode_batch(df, config, cluster))
         )
-    writer = writer.option("checkpointLocation", str(checkpoint))
+    stream = stream.option("checkpointLocation", str(checkpoint))
     if available_now:
-        return writer.trigger(availableNow=True).start()
-    return writer.trigger(processingTime=f"{interval_s} seconds").start()
+        return stream.trigger(availableNow=True).start()
+    return stream.trigger(processingTime=f"{interval_s} seconds").start()
 
 
 def materialize_caught_up(
-    spark: Any, config: MirrorConfig, cluster: str, timeout_s: float | None = 300
+    spark: Any, config: MirrorConfig, cluster: str, timeout_s: float | None = 300, *, writer: str
 ) -> None:
-    """Materialize everything the cluster's internal topics hold now, then stop.
+    """Materialize everything the cluster's internal topics hold now into the tables of
+    ``writer``, then stop.
 
     Not availableNow: after a stopped continuous run, Spark 4.1's availableNow for Python
     sources only replays the interrupted batch. This snapshots the end offsets instead and
@@ -121,7 +124,7 @@ def materialize_caught_up(
         for p in range(n)
     ]
     target = {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items() if hi > 0}
-    queries = [start_materialization(spark, config, cluster, available_now=True)]
+    queries = [start_materialization(spark, config, cluster, writer=writer, available_now=True)]
 
     def reached() -> bool:
         progress = queries[-1].lastProgress
@@ -134,7 +137,7 @@ def materialize_caught_up(
             check=lambda: raise_query_error(queries[-1], f"materialization of {cluster}"),
             ended=lambda: not queries[-1].isActive,
             again=lambda: queries.append(
-                start_materialization(spark, config, cluster, available_now=True)
+                start_materialization(spark, config, cluster, writer=writer, available_now=True)
             ),
             timeout_s=timeout_s,
         )
@@ -151,20 +154,21 @@ def materialize_now(
     spark: Any,
     config: MirrorConfig,
     cluster: str,
-    timeout_s: float | None = 300,
-    writer: str | None = None,
+    timeout_s: float | None,
+    writer: str,
 ) -> str:
     """Materialize what ``cluster``'s internal topics hold now (the end of ``--once``); returns
     a line for the run's report.
 
     Over delta-rs on the driver, without a Spark query (:func:`materialize_once`); with Delta's
     Spark writer through a catch-up query (:func:`materialize_caught_up`). ``writer``: the
-    :func:`tables_writer` already chosen (``spark`` may then be stopped for delta-rs).
+    run's :func:`~mirror_lib.tables.location.tables_writer` (``spark`` may then be stopped for
+    delta-rs).
     """
-    if (writer or tables_writer(spark, config)) == "delta-rs":
+    if writer == "delta-rs":
         n = materialize_once(config, cluster, timeout_s)
         return f"materialized {n} records of the internal topics of {cluster} into Delta tables"
-    materialize_caught_up(spark, config, cluster, timeout_s)
+    materialize_caught_up(spark, config, cluster, timeout_s, writer=writer)
     return f"materialized the internal topics of {cluster} into Delta tables"
 
 
@@ -204,7 +208,7 @@ def maintain_tables(
     days = policy.retention_days if retention_days is None else retention_days
     hours = policy.vacuum_hours if vacuum_hours is None else vacuum_hours
     properties = policy.table_properties()
-    if spark is not None and tables_writer(spark, config) == "spark":
+    if spark_writes_tables(spark, config):
         return _maintain_with_sql(spark, config, days, hours, properties)
     root = tables_root(config)
     return maintain(root, retention_days=days, vacuum_hours=hours, properties=properties)

@@ -6,31 +6,25 @@ supervised through outages. ``--once`` gives availableNow semantics on Spark 4.1
 source's end offsets, passes them to the planner as ``until``, and stops when the delivery ledger
 reached them for every partition.
 
-:func:`run_flows` resolves a :class:`RunPlan` once (the flows and their contexts, the parts, the
-mode, the metrics endpoint: every check before anything starts), then runs it in phases: start,
+:func:`run_flows` resolves a :class:`~mirror_lib.spark.plan.RunPlan` once, builds every part
+from it, checks it against the clusters before anything starts, then runs it in phases: start,
 then once or continuous, and stop.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, Protocol
 
-from mirror_lib.config.fanout import group_name, read_groups
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import (
-    ConfigError,
-    MirrorRuntimeError,
-    is_transient_text,
-)
-from mirror_lib.kafka.client_check import check_client_builds
+from mirror_lib.errors import ConfigError, MirrorRuntimeError, is_transient_text
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.principal import client_principal
-from mirror_lib.kafka.reach import check_client_addresses, check_flow_clusters
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions.heartbeats import emit_heartbeat
@@ -38,15 +32,12 @@ from mirror_lib.replication.companions.supervise import Supervisor, Unit, failur
 from mirror_lib.replication.companions.threads import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.metrics.flow_status import FlowStatus
-from mirror_lib.replication.metrics.metrics_endpoint import (
-    MetricsEndpoint,
-    metrics_endpoint,
-    start_exporter,
-)
+from mirror_lib.replication.metrics.metrics_endpoint import MetricsExporter, start_exporter
 from mirror_lib.replication.metrics.run_events import RunEvents
 from mirror_lib.spark.compute import check_compute, session_cores, slots_text
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
+from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.progress import (
     CatchUpProgress,
     progress_rows,
@@ -54,14 +45,8 @@ from mirror_lib.spark.progress import (
     stop_query,
     unit_name,
 )
-from mirror_lib.spark.session import run_conf, session_for_run
-from mirror_lib.tables.location import (
-    local_session_delta,
-    materialized_clusters,
-    tables_enabled,
-    tables_root,
-    tables_writer,
-)
+from mirror_lib.spark.session import session_for_run
+from mirror_lib.tables.location import tables_root
 from mirror_lib.tables.maintenance import maintain_if_due
 
 log = logging.getLogger(__name__)
@@ -71,8 +56,10 @@ log = logging.getLogger(__name__)
 FIRST_HEARTBEAT_WAIT_S = 15.0
 FAILURE_TABLES_S = 30.0  # a failed --once materializes its events at most this long
 
+Report = Callable[[str], object]  # where a run says what it does: print, a logger, a list
 
-def _check_matches(ctx: FlowContext, matched: dict, once: bool, report: Any) -> None:
+
+def _check_matches(ctx: FlowContext, matched: dict[TP, int], once: bool, report: Report) -> None:
     """A topic filter that matches nothing is an error with --once, a warning otherwise.
 
     Heartbeats topics, replicated whatever the filter says, do not count as a match.
@@ -100,22 +87,28 @@ def _runner_unit(r: FlowRunner) -> Unit:
     return Unit(unit_name(r), r.ctx, lambda: r.query, r.restart, lambda _q: r.delivered_total())
 
 
-def _table_unit(spark: Any, config: MirrorConfig, tables: list[Any], i: int, cluster: str) -> Unit:
-    """Materialization of ``cluster`` (restart replaces ``tables[i]``)."""
+def _table_failure(tables: list[Any], i: int, cluster: str) -> Callable[[], None]:
+    """Raise the error that ended the materialization query of ``cluster``, if it failed."""
+    return lambda: raise_query_error(tables[i], f"materialization of {cluster}")
+
+
+def _table_unit(run: _Run, i: int, cluster: str) -> Unit:
+    """Materialization of ``cluster`` (restart replaces ``run.tables[i]``); its outages name
+    the flow the plan chose for it."""
+    tables = run.tables
 
     def restart() -> Any:
-        tables[i] = start_materialization(spark, config, cluster)
+        tables[i] = start_materialization(run.spark, run.config, cluster, writer=run.writer)
         return tables[i]
 
-    flow = next((f for f in config.flows if f.target == cluster), config.flows[0])
-    return Unit(f"tables of {cluster}", FlowContext(config, flow), lambda: tables[i], restart)
+    return Unit(f"tables of {cluster}", run.plan.tables[cluster], lambda: tables[i], restart)
 
 
 def _catch_up_through_outages(
     r: FlowRunner,
     target: dict[TP, int],
     limit: float | None,
-    bar: Any,
+    bar: CatchUpProgress | None,
     sup: Supervisor,
 ) -> bool:
     """:meth:`FlowRunner.await_caught_up`, restarting the query after transient failures."""
@@ -136,7 +129,7 @@ def _catch_up_through_outages(
             time.sleep(0.5)
 
 
-def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) -> None:
+def _one_round(ctx: FlowContext, report: Report, parts: Collection[str] = PARTS) -> None:
     """After a --once catch-up: one heartbeat and one checkpoint cycle, without Spark."""
     s = ctx.settings
     if s.emit_heartbeats and "heartbeats" in parts:
@@ -146,113 +139,52 @@ def _one_round(ctx: FlowContext, report: Any, parts: Collection[str] = PARTS) ->
         report(f"{ctx.flow.name}: {written} checkpoints written, {skipped} bad records skipped")
 
 
-def companion_jobs(spark: Any, config: MirrorConfig, names: list[str]) -> list[CompanionJob]:
-    """Checkpoint jobs of the given flows and heartbeat jobs of every heartbeat flow.
-
-    As in MM2, heartbeats run for all cluster pairs with emit.heartbeats.enabled (default true),
-    not only replicating ones, so that a flow's source has a ``heartbeats`` topic to replicate.
-    They are driver threads (:mod:`mirror_lib.replication.companions.threads`); ``spark`` is not
-    used.
-    """
-    jobs = []
-    for name in names:
-        s = config.flow(name).settings
-        if s.emit_checkpoints:  # as MM2: no checkpoints, no group sync either
-            jobs.append(CompanionJob(config, name, "checkpoints"))
-    jobs += [CompanionJob(config, f.name, "heartbeats") for f in config.heartbeat_flows()]
-    return jobs
+def companion_jobs(plan: RunPlan) -> list[CompanionJob]:
+    """The plan's companion jobs (checkpoints and heartbeats), on driver threads
+    (:mod:`mirror_lib.replication.companions.threads`)."""
+    return [CompanionJob(ctx, job) for ctx, job in plan.companions]
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What one :func:`run_flows` call runs, resolved and checked once before anything starts:
-    the flows (each with its context), the parts, the mode and the metrics endpoint."""
+class RunObserver(Protocol):
+    """Told of a run by :func:`run_flows`: when its plan is resolved (before any check, so that
+    a run that fails its checks is seen too), and when it ended, with its error if it failed.
+    :class:`~mirror_lib.app.tracking.MlflowRun` logs the run so."""
 
-    config: MirrorConfig
-    names: list[str]
-    contexts: tuple[FlowContext, ...]  # one per name, in order
-    parts: Collection[str]
-    once: bool
-    duration_s: float | None
-    endpoint: MetricsEndpoint | None
+    def start(self, plan: RunPlan) -> None: ...
 
-    @classmethod
-    def resolve(
-        cls,
-        config: MirrorConfig,
-        flow_names: list[str] | None,
-        *,
-        parts: Collection[str],
-        once: bool,
-        duration_s: float | None,
-        metrics_port: int | None,
-        metrics_host: str | None,
-    ) -> RunPlan:
-        """The plan of the given (default: all enabled) flows; bad input and unreachable
-        clusters fail here, before a session or a query starts."""
-        names = flow_names or [f.name for f in config.enabled_flows()]
-        if not names:
-            raise config.no_flow_enabled()  # names a line whose cluster is not in clusters
-        unknown = sorted(set(parts) - set(PARTS))
-        if unknown or not parts:
-            raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
-        contexts = tuple(FlowContext.create(config, name) for name in names)
-        endpoint = metrics_endpoint(config, metrics_port, metrics_host)  # None: no endpoint
-        if endpoint is not None:
-            endpoint.check_free()  # a port in use fails here, before anything starts
-        check_client_builds(config, names, resolve=True)  # librdkafka's refusals, nothing connects
-        check_flow_clusters(config, names)  # every cluster answers, and accepts the logins
-        check_client_addresses(config, names)  # a role's own bootstrap.servers: the same cluster
-        return cls(config, names, contexts, parts, once, duration_s, endpoint)
-
-    @property
-    def mode(self) -> str:
-        """How the run ends, for its events: ``once``, ``continuous`` or ``for <n>s``."""
-        if self.once:
-            return "once"
-        return "continuous" if self.duration_s is None else f"for {self.duration_s:g}s"
+    def finish(self, error: BaseException | None) -> None: ...
 
 
 class _Run:
     """The parts of one run over a session (replication queries, companion threads, the
-    tables), started, driven and stopped in phases: :meth:`start`, then :meth:`once` or
-    :meth:`continuous`, and :meth:`stop` in every case."""
+    tables), built from its plan, started, driven and stopped in phases: :meth:`start`, then
+    :meth:`once` or :meth:`continuous`, and :meth:`stop` in every case."""
 
-    def __init__(self, plan: RunPlan, spark: Any, report: Any) -> None:
-        config, parts = plan.config, plan.parts
-        self.plan, self.config, self.report = plan, config, report
+    def __init__(self, plan: RunPlan, spark: Any, report: Report) -> None:
+        self.plan, self.config, self.report = plan, plan.config, report
         self.own_session = False  # stop only a session made here, never e.g. a Databricks job's
         if spark is None:
             from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
             self.own_session = SparkSession.getActiveSession() is None
-            spark = session_for_run(
-                local_session_delta(plan.config), **run_conf(plan.config, plan.once)
-            )
+            spark = session_for_run(plan.session_delta, **plan.session_conf)
         self.spark = spark
-        flows = [c.flow for c in plan.contexts]
-        groups = [group_name(g) for g in read_groups(flows)]  # fan-out flows share one query
-        self.runners = (
-            [FlowRunner(spark, config, g) for g in groups] if "replication" in parts else []
-        )
-        self.jobs = (
-            []
-            if plan.once
-            else [j for j in companion_jobs(spark, config, plan.names) if j.job in parts]
-        )
-        clusters = (
-            materialized_clusters(config) if tables_enabled(config) and "tables" in parts else []
-        )
-        self.writer = tables_writer(spark, config) if clusters else "delta-rs"
+        stall = plan.stall_limit_s
+        self.runners = [FlowRunner(spark, group, stall_limit_s=stall) for group in plan.groups]
+        self.jobs: list[CompanionJob] = companion_jobs(plan)
+        self.writer = plan.tables_writer(spark)
+        clusters = list(plan.tables)
         if clusters and not plan.once and self.writer == "delta-rs":
-            self.jobs += [TablesJob(config, c) for c in clusters]  # driver threads, no Spark query
+            self.jobs += [TablesJob(self.config, c) for c in clusters]  # driver threads, no query
             clusters = []
         self.clusters = clusters  # materialized by Spark queries (continuous) or at the end (once)
         self.tables: list[Any] = []
         self.lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
-        self.sup = Supervisor(config, plan.once, report, self.lags.get)
-        self.events = RunEvents(config, plan.names if self.runners else [], plan.mode)
-        self.exporter: Any = None
+        self.sup = Supervisor(self.config, plan.outage_limit_s, report, self.lags.get)
+        self.events = RunEvents(
+            plan.contexts if self.runners else (), plan.mode, plan.config.state_dir
+        )
+        self.exporter: MetricsExporter | None = None
         self.released: threading.Thread | None = None  # stops the queries and the session (--once)
         self.targets: dict[str, dict[TP, int]] = {}
         self.before: dict[str, dict[str, dict[TP, int]]] = {}  # --once: each ledger at start
@@ -292,17 +224,14 @@ class _Run:
         self.deadline = None if duration_s is None else time.monotonic() + duration_s
 
     def once(
-        self,
-        timeout_s: float | None,
-        show_progress: bool,
-        on_summary: Callable[[dict[str, Any]], None] | None = None,
+        self, show_progress: bool, on_summary: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, FlowStatus]:
         """``--once``: wait until every query caught up with its snapshot, release Spark, then
         one heartbeat and checkpoint round and the tables; ``on_summary`` gets what each flow
         copied (:func:`copied_summary`)."""
         report, spark, config = self.report, self.spark, self.config
         after: dict[str, dict[str, dict[TP, int]]] = {}
-        deadline = self.deadline
+        deadline, timeout_s = self.deadline, self.plan.timeout_s
         limit = timeout_s if deadline is None else max(deadline - time.monotonic(), 0)
         for r in self.runners:
             bar = CatchUpProgress(r.name) if show_progress else None
@@ -340,14 +269,10 @@ class _Run:
         measure progress every ``progress_interval_s``."""
         spark, config, sup, tables = self.spark, self.config, self.sup, self.tables
         runners, jobs, clusters = self.runners, self.jobs, self.clusters
-        tables += [start_materialization(spark, config, c) for c in clusters]
+        tables += [start_materialization(spark, config, c, writer=self.writer) for c in clusters]
         units = [(_runner_unit(r), r.raise_if_failed) for r in runners]
         units += [
-            (
-                _table_unit(spark, config, tables, i, c),
-                lambda i=i, c=c: raise_query_error(tables[i], f"materialization of {c}"),
-            )
-            for i, c in enumerate(clusters)
+            (_table_unit(self, i, c), _table_failure(tables, i, c)) for i, c in enumerate(clusters)
         ]
         next_progress = time.monotonic() + progress_interval_s
         while self.deadline is None or time.monotonic() < self.deadline:
@@ -375,17 +300,16 @@ class _Run:
         self.events.error(exc)
         terminal = isinstance(exc, MirrorRuntimeError) and not exc.transient
         if self.plan.once and self.clusters and terminal:
-            _materialize_failure(self.spark, self.config, self.clusters, self.report)
+            _materialize_failure(self, self.report)
 
     def stop(self) -> None:
         """Stop every part that runs, and the session if it was started here."""
         spark = self.spark
         stops: list[Callable[[], Any]] = [self.exporter.stop] if self.exporter is not None else []
-        stops += [
-            self.sup.close,
-            *(r.stop for r in ([] if self.released else self.runners) + self.jobs),
-        ]
-        stops += [lambda q=q: stop_query(spark, q) for q in self.tables]
+        stops.append(self.sup.close)
+        stops += [r.stop for r in self.runners if self.released is None]
+        stops += [j.stop for j in self.jobs]
+        stops += [functools.partial(stop_query, spark, q) for q in self.tables]
         _stop_each(stops)
         if self.released is not None:
             self.released.join()
@@ -396,12 +320,12 @@ class _Run:
 def run_flows(
     spark: Any,
     config: MirrorConfig,
-    flow_names: list[str] | None = None,
+    flow_names: Collection[str] | None = None,
     *,
     once: bool = False,
     duration_s: float | None = None,
     timeout_s: float | None = None,
-    report: Any = print,
+    report: Report = print,
     show_progress: bool = False,
     parts: Collection[str] = PARTS,
     on_progress: Callable[[list[dict[str, Any]]], None] | None = None,
@@ -409,6 +333,7 @@ def run_flows(
     metrics_port: int | None = None,
     metrics_host: str | None = None,
     on_summary: Callable[[dict[str, Any]], None] | None = None,
+    observer: RunObserver | None = None,
 ) -> dict[str, FlowStatus]:
     """Run the queries of the given (default: all enabled) flows; the one call behind `mirror run`.
 
@@ -423,6 +348,7 @@ def run_flows(
     metrics from before the queries start until return
     (:mod:`mirror_lib.replication.metrics.metrics_endpoint`). ``on_summary`` (``--once``):
     gets what each flow copied (:func:`copied_summary`) once every query caught up.
+    ``observer``: told when the run starts and ends (:class:`RunObserver`; MLflow logging).
     """
     plan = RunPlan.resolve(
         config,
@@ -430,24 +356,42 @@ def run_flows(
         parts=parts,
         once=once,
         duration_s=duration_s,
+        timeout_s=timeout_s,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
     )
-    check_compute(spark, once=once, endpoint=plan.endpoint)  # e.g. continuous on serverless
-    run = _Run(plan, spark, report)
+    with _observed(observer, plan):
+        plan.check()
+        check_compute(spark, once=once, endpoint=plan.endpoint)  # e.g. continuous on serverless
+        run = _Run(plan, spark, report)
+        try:
+            run.start()
+            if once:
+                return run.once(show_progress, on_summary)
+            return run.continuous(on_progress, progress_interval_s)
+        except KeyboardInterrupt:
+            run.events.stop("interrupted (Ctrl-C, SIGINT or a job cancel)")
+            raise
+        except BaseException as exc:
+            run.failed(exc)
+            raise
+        finally:
+            run.stop()
+
+
+@contextlib.contextmanager
+def _observed(observer: RunObserver | None, plan: RunPlan) -> Iterator[None]:
+    """Tell ``observer`` that the run of ``plan`` starts, and when it ended (how, on failure)."""
+    if observer is None:
+        yield
+        return
+    observer.start(plan)
     try:
-        run.start()
-        if once:
-            return run.once(timeout_s, show_progress, on_summary)
-        return run.continuous(on_progress, progress_interval_s)
-    except KeyboardInterrupt:
-        run.events.stop("interrupted (Ctrl-C, SIGINT or a job cancel)")
-        raise
+        yield
     except BaseException as exc:
-        run.failed(exc)
+        observer.finish(exc)
         raise
-    finally:
-        run.stop()
+    observer.finish(None)
 
 
 def copied_summary(
@@ -480,17 +424,15 @@ def copied_summary(
     return out
 
 
-def _materialize_failure(
-    spark: Any, config: MirrorConfig, clusters: list[str], report: Callable[[str], None]
-) -> None:
+def _materialize_failure(run: _Run, report: Report) -> None:
     """After ``--once`` failed for good (a gap with ``mirror.on.gap = fail``, refused
     credentials): its ``gap`` and ``error`` events into ``flow_events`` now, as a successful
     ``--once`` does at its end. Without this they reached the table only with a later
     successful run, which a gap never allows. Best effort: the run's own error is what counts.
     """
-    for cluster in clusters:
+    for cluster in run.clusters:
         try:
-            report(materialize_now(spark, config, cluster, FAILURE_TABLES_S))
+            report(materialize_now(run.spark, run.config, cluster, FAILURE_TABLES_S, run.writer))
         except Exception as exc:  # the run's own error follows
             log.warning("materializing %s after the failure failed: %s", cluster, exc)
 

@@ -15,8 +15,8 @@ from mirror_lib.spark.delta_source import ensure_spark_tables, register_tables
 from mirror_lib.tables.location import (
     catalog_tables,
     spark_table_name,
+    spark_writes_tables,
     tables_root,
-    tables_writer,
 )
 from mirror_lib.tables.schemas import TABLES
 
@@ -146,7 +146,7 @@ VIEWS: dict[str, str] = {
 
 
 def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, Any]) -> dict:
-    if tables_writer(spark, config) == "spark" and not as_of:
+    if spark_writes_tables(spark, config) and not as_of:
         ensure_spark_tables(spark, config)  # e.g. `verifications` before the first verify
         return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
     register_tables(spark, tables_root(config), prefix=prefix + "t_", **as_of)

@@ -27,15 +27,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.tables.location import (
     catalog_tables,
     spark_table_exists,
     spark_table_name,
+    spark_writer_expected,
+    spark_writes_tables,
     tables_root,
-    tables_writer,
-    writer_choice,
 )
 
 Row = dict[str, Any]
@@ -59,16 +58,12 @@ def tables_spark(config: MirrorConfig, spark: Any = None) -> Any:
     """
     if not catalog_tables(config):
         return None
-    if spark is None:
-        choice = writer_choice(config)
-        if choice == "spark" or (choice == "auto" and on_databricks()):
-            # lazy: pyspark, only for Spark-writer tables
-            from mirror_lib.spark.session import command_session
+    if spark is None and spark_writer_expected(config):
+        # lazy: pyspark, only for Spark-writer tables
+        from mirror_lib.spark.session import command_session
 
-            spark = command_session(config)
-    if spark is not None and tables_writer(spark, config) == "spark":
-        return spark
-    return None
+        spark = command_session(config)
+    return spark if spark_writes_tables(spark, config) else None
 
 
 def read_rows(

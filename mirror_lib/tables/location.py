@@ -67,6 +67,19 @@ def tables_writer(spark: Any, config: MirrorConfig) -> str:
     return choice
 
 
+def spark_writes_tables(spark: Any, config: MirrorConfig) -> bool:
+    """Whether Delta's Spark writer holds the tables over ``spark`` (None: no session, so
+    delta-rs): :func:`tables_writer`, for the commands that read or keep the tables."""
+    return spark is not None and tables_writer(spark, config) == "spark"
+
+
+def spark_writer_expected(config: MirrorConfig) -> bool:
+    """Whether a command without a session needs one to read the tables: the writer is
+    ``spark``, or ``auto`` on Databricks (where every session has Delta)."""
+    choice = writer_choice(config)
+    return choice == "spark" or (choice == "auto" and on_databricks())
+
+
 def local_session_delta(config: MirrorConfig) -> bool:
     """Whether a local session started for ``config`` loads Delta (``mirror.tables.writer =
     spark``); ``auto`` keeps delta-rs locally and so a lean session (docs/tables.md)."""

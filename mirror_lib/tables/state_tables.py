@@ -17,8 +17,8 @@ from mirror_lib.tables.location import (
     save_table,
     spark_table_exists,
     spark_table_name,
+    spark_writes_tables,
     tables_root,
-    tables_writer,
 )
 from mirror_lib.tables.schemas import SCHEMAS
 
@@ -27,12 +27,6 @@ def _schema(name: str) -> Any:
     if name not in SCHEMAS:
         raise ConfigError("table", name, "one of " + ", ".join(SCHEMAS))
     return SCHEMAS[name]
-
-
-def _spark_writer(spark: Any, config: MirrorConfig) -> bool:
-    if spark is None:
-        return False
-    return tables_writer(spark, config) == "spark"
 
 
 def append_rows(
@@ -45,7 +39,7 @@ def append_rows(
     if not rows:
         return 0
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema)
-    if _spark_writer(spark, config):
+    if spark_writes_tables(spark, config):
         writer = spark.createDataFrame(table).write.format("delta").mode("append")
         save_table(writer, spark, config, name)
         return table.num_rows
@@ -60,7 +54,7 @@ def append_rows(
 def read_rows(config: MirrorConfig, name: str, spark: Any = None) -> list[dict[str, Any]]:
     """Every row of the table (empty when it does not exist yet)."""
     _schema(name)
-    if _spark_writer(spark, config):
+    if spark_writes_tables(spark, config):
         if not spark_table_exists(spark, config, name):
             return []
         return [r.asDict() for r in spark.table(spark_table_name(config, name)).collect()]

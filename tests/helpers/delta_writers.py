@@ -70,7 +70,7 @@ def main(args: list[str]) -> None:
             passes, seconds = [], []
             for _ in range(2):
                 started = time.monotonic()
-                materialize_caught_up(spark, config, "B", timeout_s=300)
+                materialize_caught_up(spark, config, "B", timeout_s=300, writer=writer)
                 seconds.append(round(time.monotonic() - started, 1))
                 passes.append(_counts(config))
                 shutil.rmtree(spark_query_folder(config, "B"))

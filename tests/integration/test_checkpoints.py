@@ -16,6 +16,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.replication.migration.failover import failover_group, translate_group
 from mirror_lib.spark.flow_runner import FlowRunner
+from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.runner import companion_jobs
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers import waiting
@@ -34,8 +35,8 @@ FAST = {
 @contextmanager
 def running(spark, config, flows: list[str]):
     """Replication + checkpoint + heartbeat queries of ``flows``; all stopped on exit."""
-    runners = [FlowRunner(spark, config, f) for f in flows]
-    runners += companion_jobs(spark, config, flows)
+    runners = [FlowRunner.of(spark, config, f) for f in flows]
+    runners += companion_jobs(RunPlan.resolve(config, flows))
     try:
         for r in runners:
             r.start()

@@ -202,7 +202,7 @@ def test_an_unreachable_target_does_not_stop_the_other_and_catches_up_later(
                 "mirror.batch.duration.seconds": "10",
             },
         )  # fmt: skip
-        runner = FlowRunner(spark, parse_config(props), GROUP)
+        runner = FlowRunner.of(spark, parse_config(props), GROUP)
         runner.start()
         try:
             alive = runner.raise_if_failed

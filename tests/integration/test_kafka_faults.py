@@ -83,7 +83,7 @@ def test_partitions_added_to_a_source_topic_are_created_and_copied_within_the_re
             "mirror.batch.duration.seconds": "300",  # the growth must be seen inside a slice
         },
     )
-    runner = FlowRunner(spark, config, "A->B")
+    runner = FlowRunner.of(spark, config, "A->B")
     runner.start()
     try:
         assert runner.await_caught_up({(topic, 0): 20}, 120), "the first 20 were not copied"
@@ -133,7 +133,7 @@ def test_records_deleted_under_a_running_copy_task_are_a_gap_event(
         topics=topic,
         **{"mirror.batch.duration.seconds": "300", "A->B.mirror.on.gap": on_gap},
     )
-    runner = FlowRunner(spark, config, "A->B")
+    runner = FlowRunner.of(spark, config, "A->B")
     runner.start()
     failure: MirrorRuntimeError | None = None
     try:

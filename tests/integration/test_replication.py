@@ -130,7 +130,7 @@ def test_new_topics_are_picked_up_and_nothing_loops_back(spark, brokers, make_co
             "refresh.topics.interval.seconds": "1",
         },
     )
-    runners = [FlowRunner(spark, config, name) for name in ("A->B", "B->A")]
+    runners = [FlowRunner.of(spark, config, name) for name in ("A->B", "B->A")]
     try:
         for r in runners:
             r.start()
@@ -173,7 +173,7 @@ def test_recreated_source_topic_is_a_gap_that_fails_the_query(
     create_topic(brokers.source, unique_name, 1)
     produce_exact(brokers.source, unique_name, mixed_records(30, 1, "g"))
     config = make_config(topics=unique_name)
-    runner = FlowRunner(spark, config, "A->B")
+    runner = FlowRunner.of(spark, config, "A->B")
     runner.start()
     try:
         assert runner.await_caught_up(runner.snapshot(), 120)
@@ -190,7 +190,7 @@ def test_recreated_source_topic_is_a_gap_that_fails_the_query(
             time.sleep(0.2)
         create_topic(brokers.source, unique_name, 1)
         produce_exact(brokers.source, unique_name, mixed_records(40, 1, "h"))
-        runner = FlowRunner(spark, config, "A->B")
+        runner = FlowRunner.of(spark, config, "A->B")
         runner.start()
         with pytest.raises(MirrorRuntimeError, match="re-created") as err:
             runner.await_caught_up({(unique_name, 0): 10**9}, 180)  # a start on a busy machine

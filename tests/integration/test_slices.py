@@ -42,7 +42,7 @@ def test_a_clean_stop_in_the_middle_of_a_slice_loses_and_duplicates_nothing(
             "tasks.max": str(slots),
         },
     )
-    runner = FlowRunner(spark, config, "A->B")
+    runner = FlowRunner.of(spark, config, "A->B")
     runner.start()
     try:
         deadline = time.monotonic() + 120
@@ -71,7 +71,7 @@ def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_n
         topics=unique_name,
         **{"mirror.batch.duration.seconds": "300", "mirror.delivery": delivery},
     )
-    runner = FlowRunner(spark, config, "A->B")
+    runner = FlowRunner.of(spark, config, "A->B")
     runner.start()
     try:
         deadline = time.monotonic() + 120
@@ -189,7 +189,7 @@ def test_refresh_topics_disabled_keeps_the_topics_found_at_start(
             "mirror.batch.duration.seconds": "2",
         },
     )
-    runner = FlowRunner(spark, config, "A->B")
+    runner = FlowRunner.of(spark, config, "A->B")
     runner.start()
     try:
         deadline = time.monotonic() + 120

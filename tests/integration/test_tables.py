@@ -19,6 +19,7 @@ from mirror_lib.spark.materialize import (
 )
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.spark.views import create_views
+from mirror_lib.tables.location import tables_writer
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.integration.conftest import metrics_events
 
@@ -179,13 +180,15 @@ def test_time_travel_gives_the_earlier_translation(spark, flow):
 @pytest.mark.spark40
 def test_restarted_materialization_writes_no_duplicates(spark, brokers, flow):
     config = flow["config"]
-    query = start_materialization(spark, config, "B", interval_s=0.2)
+    query = start_materialization(
+        spark, config, "B", writer=tables_writer(spark, config), interval_s=0.2
+    )
     deadline = time.monotonic() + 120
     while not query.recentProgress and time.monotonic() < deadline:  # a batch written, at least
         assert query.exception() is None, query.exception()
         time.sleep(0.2)
     query.stop()  # mid-stream; the restart replays from the checkpoint
-    materialize_caught_up(spark, config, "B", timeout_s=120)
+    materialize_caught_up(spark, config, "B", timeout_s=120, writer=tables_writer(spark, config))
     create_views(spark, config)
     in_kafka = sum(1 for e in metrics_events(brokers.target) if e.get("type") == "batch")
     (in_table,) = rows(
@@ -276,7 +279,9 @@ def test_topics_written_by_a_real_mm2_are_materialized(spark, brokers, flow):
             {"key": b"junk", "value": b"\x00\x01", "partition": 0},
         ],
     )
-    materialize_caught_up(spark, flow["config"], "B", timeout_s=120)
+    materialize_caught_up(
+        spark, flow["config"], "B", timeout_s=120, writer=tables_writer(spark, flow["config"])
+    )
     create_views(spark, flow["config"])
     got = rows(
         spark,

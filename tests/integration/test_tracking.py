@@ -1,4 +1,4 @@
-"""MLflow runs of real replication: in-process run_and_log, a failing run, `mirror run --mlflow`."""
+"""MLflow runs of real replication: an observed run_flows, a failing run, `mirror run --mlflow`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.app.status import flow_status
-from mirror_lib.app.tracking import run_and_log
+from mirror_lib.app.tracking import MlflowRun
 from mirror_lib.config.parse import parse_config
 from mirror_lib.config.properties import REDACTED
 from mirror_lib.errors import ConfigError
+from mirror_lib.spark.runner import run_flows
 from mirror_lib.testing.kafka_io import create_topic, produce_exact
 from tests.helpers.mirror_cli import run_mirror
 from tests.integration.conftest import flow_properties, write_properties
@@ -56,7 +57,7 @@ def only_run(uri: str, experiment: str):
 
 @pytest.fixture(scope="module")
 def logged(spark, brokers, tmp_path_factory):
-    """One `run_flows(once=True)` with tables, logged through run_and_log to a sqlite store."""
+    """One `run_flows(once=True)` with tables, logged by an MlflowRun to a sqlite store."""
     root = tmp_path_factory.mktemp("mlflow")
     topic = produce(brokers.source, 40)
     uri = f"sqlite:///{root / 'store' / 'mlflow.db'}"
@@ -72,7 +73,8 @@ def logged(spark, brokers, tmp_path_factory):
     config = parse_config(flow_properties(brokers.source, brokers.target, root / "state", **extra))
     lines: list[str] = []
     started = time.time() * 1000
-    run_and_log(spark, config, mlflow=True, once=True, timeout_s=180, report=lines.append)
+    mlflow_run = MlflowRun(config, spark=spark, report=lines.append)
+    run_flows(spark, config, once=True, timeout_s=180, report=lines.append, observer=mlflow_run)
     client, run = only_run(uri, "it")
     return {
         "client": client,
@@ -127,7 +129,8 @@ def test_failed_run_is_logged_and_the_error_re_raised(spark, brokers, tmp_path):
     extra = {"topics": "no-such-topic-.*", "mirror.mlflow.tracking.uri": uri}
     config = parse_config(flow_properties(brokers.source, brokers.target, tmp_path / "s", **extra))
     with pytest.raises(ConfigError, match=r"A->B\.topics"):
-        run_and_log(spark, config, mlflow=True, once=True, report=lambda *_: None)
+        quiet = MlflowRun(config, spark=spark, report=lambda *_: None)
+        run_flows(spark, config, once=True, report=lambda *_: None, observer=quiet)
     _client, run = only_run(uri, "mirror_lib")
     assert run.info.status == "FAILED"
     assert run.data.tags["mirror.error"].startswith("ConfigError: A->B.topics")

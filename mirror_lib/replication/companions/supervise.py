@@ -155,12 +155,13 @@ class Supervisor:
     def __init__(
         self,
         config: MirrorConfig,
-        once: bool,
+        limit: float | None,
         report: Callable[[str], Any] = print,
         lag_of: Callable[[str], int | None] = lambda _flow: None,
     ) -> None:
+        """``limit``: how long a query may wait through an outage (:func:`outage_limit`)."""
         self.config = config
-        self.limit = outage_limit(config, once)
+        self.limit = limit
         self._report = report
         self.lag_of = lag_of
         self.outages: dict[str, Outage] = {}

@@ -53,11 +53,11 @@ class CompanionJob:
     #: How long :meth:`stop` waits for a run in progress (its Kafka calls time out by then).
     stop_wait_s = 30.0
 
-    def __init__(self, config: MirrorConfig, flow_name: str, job: str) -> None:
+    def __init__(self, ctx: FlowContext, job: str) -> None:
         if job not in COMPANIONS:
             raise ConfigError("job", job, "one of " + ", ".join(COMPANIONS))
-        self.ctx = FlowContext.create(config, flow_name)
-        self._setup(job, job_interval(self.ctx, job))
+        self.ctx = ctx
+        self._setup(job, job_interval(ctx, job))
         self._checkpoints = SavedCheckpoints.of(self.ctx)  # across restarts of thread and process
 
     def _setup(self, job: str, interval: float) -> None:

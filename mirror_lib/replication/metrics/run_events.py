@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from mirror_lib.config.model import MirrorConfig
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 
@@ -32,11 +31,12 @@ END_WAIT_S = 10.0  # what the end of a run waits for start and its stop/error, i
 
 
 class RunEvents:
-    """The start/stop/error events of one run for ``flows`` (names; empty: none are written)."""
+    """The start/stop/error events of one run for the flows of ``contexts`` (empty: none are
+    written); ``state_dir`` says which deployment ran (jobs may share the clusters)."""
 
-    def __init__(self, config: MirrorConfig, flows: Sequence[str], mode: str) -> None:
-        self.contexts = [FlowContext.create(config, name) for name in flows]
-        self.state_dir = config.state_dir  # which deployment ran: jobs may share the clusters
+    def __init__(self, contexts: Sequence[FlowContext], mode: str, state_dir: str) -> None:
+        self.contexts = list(contexts)
+        self.state_dir = state_dir
         self.mode = mode
         self.run_id = uuid.uuid4().hex[:12]
         self._started: threading.Thread | None = None

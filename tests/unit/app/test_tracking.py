@@ -189,31 +189,28 @@ def test_lag_series_is_bounded_on_long_runs():
     assert steps == sorted(set(steps)) and points[-1][1] == 4_999
 
 
-def test_run_and_log_without_mlflow_is_run_flows(tmp_path, monkeypatch):
-    from mirror_lib.app import tracking
-    from mirror_lib.spark import runner
+def test_mlflow_run_only_where_asked_for(tmp_path):
+    from mirror_lib.app.tracking import MlflowRun
 
-    calls = []
-    monkeypatch.setattr(runner, "run_flows", lambda *a, **k: calls.append((a, k)) or {"ok": 1})
-    assert tracking.run_and_log(None, cfg(tmp_path), once=True) == {"ok": 1}
-    assert calls[0][1]["once"] is True
+    assert MlflowRun.when_enabled(cfg(tmp_path)) is None  # mirror.mlflow.enabled: false
+    assert isinstance(MlflowRun.when_enabled(cfg(tmp_path), True), MlflowRun)  # --mlflow
+    enabled = cfg(tmp_path, **{"mirror.mlflow.enabled": "true"})
+    assert isinstance(MlflowRun.when_enabled(enabled), MlflowRun)
+    assert MlflowRun.when_enabled(enabled, False) is None
     assert not (tmp_path / "state").exists()  # no store was created
 
 
-def test_interrupted_run_is_logged_killed_and_re_raised(tmp_path, monkeypatch, clean_env):
+def test_interrupted_run_is_logged_killed(tmp_path, clean_env):
     from mlflow import MlflowClient
 
-    from mirror_lib.app import tracking
-    from mirror_lib.spark import runner
+    from mirror_lib.app.tracking import MlflowRun
+    from mirror_lib.spark.plan import RunPlan
 
-    def interrupted(*_a, **_k):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(runner, "run_flows", interrupted)
     config = cfg(tmp_path, **{"mirror.mlflow.enabled": "true", "mirror.tables.enabled": "false"})
     lines: list[str] = []
-    with pytest.raises(KeyboardInterrupt):
-        tracking.run_and_log(None, config, duration_s=5, report=lines.append)
+    observer = MlflowRun(config, report=lines.append)
+    observer.start(RunPlan.resolve(config, duration_s=5))
+    observer.finish(KeyboardInterrupt())
     client = MlflowClient(tracking_uri(config))
     (run,) = client.search_runs([client.get_experiment_by_name("mirror_lib").experiment_id])
     assert run.info.status == "KILLED" and run.data.tags["mirror.error"] == "KeyboardInterrupt"

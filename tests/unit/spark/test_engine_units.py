@@ -10,6 +10,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.replication.context import stable_slot
 from mirror_lib.replication.planning.budget import allocate
+from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.progress import end_offsets
 from mirror_lib.tables.location import (
     catalog_tables,
@@ -132,7 +133,7 @@ def test_no_checkpoint_job_runs_without_emitted_checkpoints(monkeypatch):
         "emit.heartbeats.enabled": "false",
     }
     config = parse_config(props)
-    assert runner.companion_jobs(None, config, ["A->B"]) == []
+    assert runner.companion_jobs(RunPlan.resolve(config, ["A->B"])) == []
     cycles, reports = [], []
     monkeypatch.setattr(runner.SavedCheckpoints, "run", lambda *a, **k: cycles.append(a))
     runner._one_round(FlowContext.create(config, "A->B"), reports.append)

@@ -109,7 +109,9 @@ class Harness:
             return self.query
 
         self.unit = Unit("replication of A->B", self.ctx, lambda: self.query, restart)
-        self.sup = Supervisor(self.config, False, self.lines.append, lambda _f: 42)
+        self.sup = Supervisor(
+            self.config, outage_limit(self.config, once=False), self.lines.append, lambda _f: 42
+        )
 
     def watch(self) -> None:
         def terminal() -> None:

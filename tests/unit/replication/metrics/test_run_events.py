@@ -7,6 +7,7 @@ import pytest
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, MirrorRuntimeError
 from mirror_lib.replication import events
+from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.metrics import run_events
 from mirror_lib.replication.metrics.run_events import RunEvents
 
@@ -23,6 +24,10 @@ CONFIG = parse_config(
 )
 
 
+def run_events_of(flows: list[str], mode: str) -> RunEvents:
+    return RunEvents([FlowContext.create(CONFIG, f) for f in flows], mode, CONFIG.state_dir)
+
+
 @pytest.fixture
 def written(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     out: list[dict] = []
@@ -32,7 +37,7 @@ def written(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
 
 def test_start_then_stop_once_per_flow_with_the_run_identity(written: list[dict]) -> None:
-    run = RunEvents(CONFIG, ["A->B", "C->B"], "once")
+    run = run_events_of(["A->B", "C->B"], "once")
     run.stop("not started: nothing")  # a stop before start is not an event
     run.start()
     run.stop("caught up")
@@ -49,7 +54,7 @@ def test_start_then_stop_once_per_flow_with_the_run_identity(written: list[dict]
 
 
 def test_an_error_is_written_once_also_after_a_stop(written: list[dict]) -> None:
-    run = RunEvents(CONFIG, ["A->B"], "continuous")
+    run = run_events_of(["A->B"], "continuous")
     run.start()
     run.stop("caught up")
     run.error(MirrorRuntimeError("flow A->B did not catch up\nmore", transient=True))
@@ -68,7 +73,7 @@ def test_a_target_that_fails_is_not_waited_for_again(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(events, "ensure_metrics_topic", lambda ctx, timeout_s=30: None)
     monkeypatch.setattr(events, "publish", publish)
-    run = RunEvents(CONFIG, ["A->B", "C->B"], "once")
+    run = run_events_of(["A->B", "C->B"], "once")
     run.error(ValueError("boom"))  # never raises: the run's own error is what counts
     assert calls == ["A->B"]  # both flows write to B
     assert run_events.PUBLISH_TIMEOUT_S <= 5
@@ -84,7 +89,7 @@ def test_the_end_of_a_run_waits_a_bounded_time_for_a_target_that_hangs(
     monkeypatch.setattr(events, "ensure_metrics_topic", lambda ctx, timeout_s=30: None)
     monkeypatch.setattr(events, "publish", lambda ctx, evs, timeout_s=30: release.wait(30))
     monkeypatch.setattr(run_events, "END_WAIT_S", 0.3)
-    run = RunEvents(CONFIG, ["A->B"], "continuous")
+    run = run_events_of(["A->B"], "continuous")
     try:
         run.start()
         began = time.monotonic()
