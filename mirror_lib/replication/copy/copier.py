@@ -215,7 +215,7 @@ class SliceCopy(TargetMembership):
             for i, reader in enumerate(list(self.readers)):
                 if reader not in self.readers:  # its last writer left the slice
                     continue
-                if all(w.commit_pending for w in reader.writers):
+                if all(w.strategy.holding for w in reader.writers):
                     # nobody could take more records now: wait for acknowledgements instead
                     reader.writers[0].producer.poll(PENDING_POLL_S)
                     continue
@@ -258,7 +258,7 @@ class SliceCopy(TargetMembership):
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S]
         for w in self.writers:
-            if w.commit_pending or w.rolled is not None:
+            if w.strategy.holding or w.strategy.sealed:
                 waits.append(PENDING_POLL_S)
             elif w.in_txn:
                 waits.append(max(w.txn_start + w.interval - now, 0.0))

@@ -32,6 +32,20 @@ log = logging.getLogger(__name__)
 TARGET_ERRORS = (BrokerError, KafkaException, RecordTooLargeError)
 
 
+def behind_error(w: TargetWriter, lead: int) -> BrokerError | None:
+    """Why target ``w`` must leave the shared read: more than its ``max_lag`` records waiting
+    beyond ``lead``, what the target furthest ahead has waiting (None: it may stay)."""
+    behind = w.waiting() - lead
+    if behind <= w.max_lag:
+        return None
+    return BrokerError(
+        f"{w.ctx.where('target')} is {behind} records behind the other targets of the read "
+        f"(held or unacknowledged), more than {w.name}.mirror.fanout.max.lag.records = "
+        f"{w.max_lag}: it leaves the shared read for this slice and catches up on its own",
+        transient=True,
+    )
+
+
 class TargetMembership:
     """The targets a slot's slice copies to and the readers that feed them."""
 
@@ -52,7 +66,8 @@ class TargetMembership:
         for w in self.writers:
             for tp, pos in w.open_positions().items():
                 lead[tp] = max(pos, lead.get(tp, pos))
-        shared, alone = [], []
+        shared: list[TargetWriter] = []
+        alone: list[TargetWriter] = []
         for w in self.writers:
             behind = sum(lead[tp] - pos for tp, pos in w.open_positions().items())
             (alone if self.fanout and behind > w.max_lag else shared).append(w)
@@ -124,6 +139,6 @@ class TargetMembership:
             return
         lead = min(w.waiting() for w in reading)
         for w in reading:
-            error = w.behind_error(lead)
+            error = behind_error(w, lead)
             if error is not None and len(reader.writers) > 1:
                 self._detach_or_raise(w.name, error)

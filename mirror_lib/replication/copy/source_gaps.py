@@ -33,7 +33,7 @@ from mirror_lib.kafka.reader import read_back
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy.source_reader import make_consumer
+from mirror_lib.replication.copy.source_reader import consumed, make_consumer
 from mirror_lib.replication.translate import SEGMENTS_EVENT, reader_conf
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def ends_before(
         consumer.assign([TopicPartition(t, p, listed[(t, p)]) for t, p in sorted(waiting)])
         deadline = time.monotonic() + timeout_s
         while waiting and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.2):
+            for msg in consumed(consumer, 1000, 0.2):
                 tp = (msg.topic(), msg.partition())
                 err = msg.error()
                 if tp not in waiting:

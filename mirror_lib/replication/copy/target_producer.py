@@ -5,10 +5,10 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES, admin_client
@@ -18,6 +18,9 @@ from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
+
+#: What librdkafka calls with a produced record's outcome: its error (None: delivered) and it.
+DeliveryReport = Callable[[KafkaError | None, Message], None]
 
 BATCH_SIZE = 1_000_000  # our default producer batch.size
 #: What a record batch's framing may add to the bytes librdkafka counts against batch.size.

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.offsets.segments import Segment
-from mirror_lib.replication.copy.copy_state import Interleaved, PartState, exact_segments
-from mirror_lib.replication.copy.writer import NO_END
+from mirror_lib.replication.copy.copy_state import NO_END, Interleaved, PartState, exact_segments
 
 
 def part_with(runs: list[tuple[int, int]], n: int, d_first: int, d_last: int) -> PartState:

@@ -8,6 +8,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy import ledger as ledger_module
 from mirror_lib.replication.copy import target_producer
 from mirror_lib.replication.copy import writer as writer_module
 from mirror_lib.replication.copy.target_producer import commit_error, record_error, timed_out_error
@@ -73,7 +74,7 @@ def _fenced_writer(monkeypatch, open_s: float):
     producer.commit_transaction = fenced  # type: ignore[method-assign]
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 5000))
     ledger = FakeLedger({("A.T", 0): 0})
-    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: ledger)
+    monkeypatch.setattr(ledger_module, "ledger_consumer", lambda *a, **k: ledger)
     w = TargetWriter(ctx, 0, [("T", 0)], until={}, options_key="k")
     w.start()
     w.accept(("T", 0), [FakeMessage("T", 0, o) for o in range(5)], 0.0)
