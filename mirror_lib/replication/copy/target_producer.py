@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import TopicMetadata
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES, admin_client
@@ -155,7 +156,7 @@ def target_trouble(
     return found_text or None
 
 
-def _ask_each(ctx: FlowContext) -> tuple[Any, list[str]]:
+def _ask_each(ctx: FlowContext) -> tuple[dict[str, TopicMetadata] | None, list[str]]:
     """Metadata topics from the first bootstrap address of the target that answers (each asked
     on its own, at once), and the addresses that did not answer in time."""
     from concurrent.futures import ThreadPoolExecutor  # one small pool, only when diagnosing
@@ -163,7 +164,7 @@ def _ask_each(ctx: FlowContext) -> tuple[Any, list[str]]:
     conf = ctx.client("target", "admin")
     addresses = [a.strip() for a in str(conf["bootstrap.servers"]).split(",") if a.strip()]
 
-    def ask(address: str) -> Any:
+    def ask(address: str) -> dict[str, TopicMetadata] | None:
         try:
             admin = admin_client({**conf, "bootstrap.servers": address, "log_level": 0})
             return admin.list_topics(timeout=TROUBLE_LOOKUP_S).topics

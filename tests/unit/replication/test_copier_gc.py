@@ -7,6 +7,7 @@ import gc
 import pytest
 
 from mirror_lib.replication.copy.copier import CopyResult, SliceCopy, cyclic_gc_paused
+from mirror_lib.replication.copy.fanout_targets import Targets
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +39,9 @@ def test_a_collector_that_was_off_stays_off():
 def test_slice_copy_runs_its_loop_with_the_collector_paused(monkeypatch):
     seen: list[bool] = []
     copy = SliceCopy.__new__(SliceCopy)  # no Kafka: only run()'s own steps are exercised
-    copy.writers, copy.readers, copy.duration_s, copy.until = [], [], 1.0, {}
+    copy.duration_s, copy.until = 1.0, {}
     copy.result = CopyResult(0)
+    copy.targets = Targets([], copy.until, copy.result)
     monkeypatch.setattr(SliceCopy, "_start", lambda self: seen.append(gc.isenabled()))
     monkeypatch.setattr(SliceCopy, "_loop", lambda self, deadline: seen.append(gc.isenabled()))
     copy.run()

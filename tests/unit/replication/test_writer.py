@@ -17,8 +17,7 @@ from mirror_lib.replication.copy import commit_strategies as strategies
 from mirror_lib.replication.copy import landing, source_reader
 from mirror_lib.replication.copy import ledger as ledger_module
 from mirror_lib.replication.copy import writer as writer_module
-from mirror_lib.replication.copy.copier import SliceCopy
-from mirror_lib.replication.copy.fanout_targets import behind_error
+from mirror_lib.replication.copy.fanout_targets import Targets, behind_error
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 from tests.helpers.fake_kafka import FakeConsumer, FakeLedger, FakeMessage, FakeProducer
@@ -206,12 +205,11 @@ def test_a_target_that_reached_its_end_is_not_the_lead(monkeypatch):
     producer.acking = False
     reading.accept(("T", 0), _records(0, 299), 0.0)  # 300 in flight, the bound is 25
     assert done.done() and reading.waiting() == 300
-    copy = SliceCopy.__new__(SliceCopy)  # only the bounded-buffer check, no Kafka
+    targets = Targets([done.ctx, reading.ctx], {}, CopyResult(0))  # the bounded buffer, no Kafka
     reader = Reader.__new__(Reader)
     reader.writers = [done, reading]
-    copy.writers, copy.readers, copy.fanout = [done, reading], [reader], True
-    copy.result = CopyResult(0)
-    copy._drop_laggards(reader)
+    targets.writers, targets.readers = [done, reading], [reader]
+    targets.drop_laggards(reader)
     assert reader.writers == [done, reading]
 
 
