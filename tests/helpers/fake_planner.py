@@ -12,6 +12,8 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.copy import ledger as ledger_module
 from mirror_lib.replication.copy.read_group import ReadGroup
+from mirror_lib.replication.migration import mm2_takeover
+from mirror_lib.replication.planning import slices
 from mirror_lib.spark import source as source_module
 
 
@@ -106,7 +108,7 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
                     out[wanted[rtp]] = max(offset, out.get(wanted[rtp], -1))
         return out
 
-    monkeypatch.setattr(source_module, "list_topic_partitions", listing)
+    monkeypatch.setattr(slices, "list_topic_partitions", listing)
     ids = lambda _a, topics, *_x: {t: clusters.ids[t] for t in topics}  # noqa: E731
     bounds = lambda _a, tps, *_x: {tp: clusters.bounds[tp] for tp in tps}  # noqa: E731
 
@@ -120,8 +122,8 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
 
     monkeypatch.setattr(source_module, "recorded_topic_ids", recorded)
     monkeypatch.setattr(source_module, "ends_before", ends)
-    monkeypatch.setattr(source_module, "topic_ids", ids)
-    monkeypatch.setattr(source_module, "partition_bounds", bounds)
+    monkeypatch.setattr(slices, "topic_ids", ids)
+    monkeypatch.setattr(slices, "partition_bounds", bounds)
     monkeypatch.setattr(
         ledger_module,
         "ledger_consumer",
@@ -129,25 +131,32 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
     )
     monkeypatch.setattr(ledger_module.LedgerView, "former_positions", former)
     monkeypatch.setattr(
-        source_module.events, "publish", lambda ctx, evs, *a, **k: clusters.events.extend(evs)
+        slices.events, "publish", lambda ctx, evs, *a, **k: clusters.events.extend(evs)
     )
-    monkeypatch.setattr(source_module.events, "ensure_internal_topics", lambda ctx: None)
-    monkeypatch.setattr(source_module.events, "_told_left_out", set())
+    monkeypatch.setattr(slices.events, "ensure_internal_topics", lambda ctx: None)
+    monkeypatch.setattr(slices.events, "_told_left_out", set())
     # no MirrorMaker 2 ran these flows (the take-over has tests of its own)
-    monkeypatch.setattr(source_module.mm2_takeover, "boundaries", lambda *_a, **_k: {})
+    monkeypatch.setattr(mm2_takeover, "boundaries", lambda *_a, **_k: {})
 
 
 def planner(
     props: dict[str, str], name: str = "A->B", refused: dict[str, dict[str, Any]] | None = None
-) -> source_module.SlicePlanner:
+) -> slices.SlicePlanner:
     """A planner of flow (or fan-out group) ``name`` over the faked clusters (see
     :func:`fake_clusters`); ``refused[flow][remote topic]`` is what its target refused."""
     group = ReadGroup.create(parse_config(props), name)
-    planner = source_module.SlicePlanner(group.to_options())
-    planner._group = group
-    planner._admin = lambda ctx, side: _Admin(side, ctx.target)  # type: ignore[method-assign]
+    parts = source_module.KafkaPlanningParts(group.to_options())
+    parts._group = group
+    parts.admin = lambda ctx, side: _Admin(side, ctx.target)  # type: ignore[method-assign,assignment,return-value]
     syncers = {c.flow.name: _Syncer((refused or {}).get(c.flow.name, {})) for c in group.contexts}
-    planner._topic_syncer = lambda ctx: syncers[ctx.flow.name]  # type: ignore[method-assign]
+    parts.syncer = lambda ctx: syncers[ctx.flow.name]  # type: ignore[method-assign,assignment,return-value]
     guards = {c.flow.name: _Guard() for c in group.contexts}
-    planner._guard = lambda ctx: guards[ctx.flow.name]  # type: ignore[method-assign,assignment]
-    return planner
+    parts.guard = lambda ctx: guards[ctx.flow.name]  # type: ignore[method-assign,assignment,return-value]
+    return slices.SlicePlanner(parts, {})
+
+
+def spark_reader(plan: slices.SlicePlanner) -> source_module.SliceReader:
+    """Spark's stream reader over ``plan`` (its slots per slice), without a Spark session."""
+    reader = source_module.SliceReader.__new__(source_module.SliceReader)
+    reader.options, reader.planner = {}, plan
+    return reader

@@ -23,6 +23,7 @@ from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wa
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.copy.copy_state import NO_END, PartState
+from mirror_lib.replication.planning.slices import flows_short_of as flows_short_of  # the runner's
 
 #: The group coordinator is elsewhere or not ready yet (a new cluster's first group, a leader that
 #: moved), or the request met a broker that does not answer: the ledger read asks again.
@@ -121,16 +122,6 @@ def read_ledger(
                 transient=True,
             )
         time.sleep(0.2)
-
-
-def flows_short_of(per_flow: dict[str, dict[TP, int]], ends: dict[TP, int]) -> list[str]:
-    """The flows (of a fan-out group) with a partition short of its end in ``ends``, in
-    ``per_flow``'s order; a partition missing from either side does not count."""
-    return [
-        flow
-        for flow, positions in per_flow.items()
-        if any(pos < ends.get(tp, -1) for tp, pos in positions.items())
-    ]
 
 
 STAMP_PREFIX = "t="

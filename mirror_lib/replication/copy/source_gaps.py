@@ -38,12 +38,6 @@ from mirror_lib.replication.translate import SEGMENTS_EVENT, reader_conf
 
 log = logging.getLogger(__name__)
 
-RETENTION = "records were deleted (retention or DeleteRecords)"
-RECREATED = "topic was deleted and re-created"
-TRUNCATED = (
-    "the partition ends at offset {end}, before the flow's position: it was truncated (an "
-    "unclean leader election) or deleted and re-created"
-)
 PROBE_S = 10.0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror_lib.replication.copy.ledger import flows_short_of
+from mirror_lib.replication.planning.slices import flows_short_of
 from mirror_lib.replication.planning.stall import StallWatch, idle_slice_text, stall_text
 
 A0, A1 = ("a", 0), ("a", 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.errors import DataLossError
-from mirror_lib.spark.source import plan_positions
+from mirror_lib.replication.planning.slices import plan_positions
 from tests.helpers.fake_planner import Clusters, fake_clusters, planner
 
 PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
@@ -37,7 +37,7 @@ def test_a_topic_recreated_longer_than_was_copied_fails_by_default(monkeypatch):
     clusters = copied_30("id2", 40, recorded="id1")
     fake_clusters(monkeypatch, clusters)
     with pytest.raises(DataLossError, match=r"orders\[0\].*deleted and re-created.*\[0, 40\)"):
-        planner(PROPS)._plan(None, first=True)
+        planner(PROPS).plan(None, first=True)
     assert gaps(clusters) == [(30, 40, "fail", "topic was deleted and re-created")]
     assert clusters.groups[LEDGER] == {("A.orders", 0): 30}, "the ledger is left as it was"
 
@@ -45,7 +45,7 @@ def test_a_topic_recreated_longer_than_was_copied_fails_by_default(monkeypatch):
 def test_with_skip_a_recreated_topic_is_copied_from_its_start(monkeypatch):
     clusters = copied_30("id2", 40, recorded="id1")
     fake_clusters(monkeypatch, clusters)
-    plan = planner({**PROPS, "A->B.mirror.on.gap": "skip"})._plan(None, first=True)
+    plan = planner({**PROPS, "A->B.mirror.on.gap": "skip"}).plan(None, first=True)
     assert plan_positions(plan) == {("orders", 0): 0}
     assert clusters.groups[LEDGER] == {("A.orders", 0): 0}
     assert gaps(clusters) == [(30, 40, "skip", "topic was deleted and re-created")]
@@ -55,7 +55,7 @@ def test_with_skip_a_recreated_topic_is_copied_from_its_start(monkeypatch):
 def test_the_same_topic_or_an_unknown_id_goes_on_from_the_ledger(monkeypatch, recorded):
     clusters = copied_30("id1", 40, recorded=recorded)
     fake_clusters(monkeypatch, clusters)
-    plan = planner(PROPS)._plan(None, first=True)
+    plan = planner(PROPS).plan(None, first=True)
     assert plan_positions(plan) == {("orders", 0): 30}
     assert gaps(clusters) == []
 
@@ -68,7 +68,7 @@ def test_a_log_that_ends_before_the_position_is_a_gap_when_no_id_was_recorded(mo
     clusters.ends = {("orders", 0): 10}
     fake_clusters(monkeypatch, clusters)
     with pytest.raises(DataLossError, match="ends at offset 10, before the flow's position"):
-        planner(PROPS)._plan(None, first=True)
+        planner(PROPS).plan(None, first=True)
     assert [g[:3] for g in gaps(clusters)] == [(30, 10, "fail")]
 
 
@@ -82,10 +82,10 @@ def test_the_metrics_topic_is_read_only_for_positions_the_last_slice_does_not_kn
     clusters.bounds[("fresh", 0)] = (0, 5)
     fake_clusters(monkeypatch, clusters)
     p = planner({**PROPS, "A->B.topics": "orders, fresh"})
-    first = p._plan(None, first=True)
-    p._plan(first, first=False)
+    first = p.plan(None, first=True)
+    p.plan(first, first=False)
     assert clusters.asked_recorded == [{"orders"}]
     clusters.asked_recorded.clear()
     clusters.groups[LEDGER] = {("A.orders", 0): 0}  # at the earliest offset: nothing to lose
-    planner({**PROPS, "A->B.topics": "orders, fresh"})._plan(None, first=True)
+    planner({**PROPS, "A->B.topics": "orders, fresh"}).plan(None, first=True)
     assert clusters.asked_recorded == []

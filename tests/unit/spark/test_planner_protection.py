@@ -15,18 +15,18 @@ def test_remote_topics_are_protected_at_the_first_plan_then_on_the_acl_interval(
     clusters.bounds = {("orders", 0): (0, 5), ("orders-eu", 0): (0, 5), ("orders-eu", 1): (0, 5)}
     fake_clusters(monkeypatch, clusters)
     p = planner({**PROPS, "sync.topic.acls.interval.seconds": "3600"})
-    first = p._plan(None, first=True)
-    p._plan(first, first=False)
+    first = p.plan(None, first=True)
+    p.plan(first, first=False)
     topics = ["A.orders", "A.orders-eu"]
-    assert p._guard(p.ctx).refreshed == [topics]  # not again within the hour
+    assert p.parts.guard(p.ctx).refreshed == [topics]  # not again within the hour
     p._last_refresh["A->B"]["protect"] -= 3600  # an hour later
-    p._plan(first, first=False)
-    assert p._guard(p.ctx).refreshed == [topics, topics]
+    p.plan(first, first=False)
+    assert p.parts.guard(p.ctx).refreshed == [topics, topics]
 
 
 def test_no_protection_when_the_setting_is_off(monkeypatch):
     clusters = Clusters({"orders": 1}, {"orders": "i1"}, {("orders", 0): (0, 5)})
     fake_clusters(monkeypatch, clusters)
     p = planner({**PROPS, "mirror.protect.remote.topics": "false"})
-    p._plan(None, first=True)
-    assert p._guard(p.ctx).refreshed == []
+    p.plan(None, first=True)
+    assert p.parts.guard(p.ctx).refreshed == []
