@@ -281,7 +281,6 @@ class TargetLedger:
         old = self.consumer
         self.consumer = ledger_consumer(self.ctx, self.slot, on_commit=self._committed)
         self._group = None
-        self.fresh = False
         return old
 
     def positions(
