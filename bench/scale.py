@@ -6,7 +6,7 @@ Cases (``--cases``, each on two fresh Apache Kafka brokers, source A and target 
 
 - ``partitions`` (``--partitions 4,100,1000,4000``): N partitions as topics of 4 (8 from 4,000
   on: at most 500 topics), ``--records-per-partition`` 200 B records each. The first plan of
-  the flow, timed in this process (``SlicePlanner.initialOffset``: list, look up, create the
+  the flow, timed in this process (``SlicePlanner.initial_offset``: list, look up, create the
   remote topics, write the start positions; then one steady re-plan); ``mirror run --once``
   copying the backlog: records/s of its wall time, time to the first record on B, CPU; then a
   continuous ``mirror run`` with every partition quiet: CPU per second and RSS per process
@@ -207,13 +207,15 @@ def time_to_plan(config: Path) -> dict[str, float]:
     """The flow's first plan and one re-plan, in this process."""
     from mirror_lib.config.parse import load_config
     from mirror_lib.replication.copy.read_group import ReadGroup
-    from mirror_lib.spark.source import SlicePlanner
+    from mirror_lib.replication.planning.slices import SlicePlanner
+    from mirror_lib.spark.source import KafkaPlanningParts
 
-    planner = SlicePlanner(ReadGroup.create(load_config(str(config)), "A->B").to_options())
+    options = ReadGroup.create(load_config(str(config)), "A->B").to_options()
+    planner = SlicePlanner(KafkaPlanningParts(options), {})
     t0 = time.monotonic()
-    initial = planner.initialOffset()
+    initial = planner.initial_offset()
     t1 = time.monotonic()
-    planner._plan(initial, first=False)
+    planner.plan(initial, first=False)
     return {"first_plan_s": round(t1 - t0, 2), "replan_s": round(time.monotonic() - t1, 2)}
 
 

@@ -11,10 +11,11 @@ again (the call's thread is left behind, blocked, as a daemon). The next slice's
 ``init_transactions`` on the same ``transactional.id`` fences it and aborts its transaction, and
 the ledger replays exactly what was not committed.
 
-A caller that can replace the producer at once (a copy task's writer:
-:meth:`~mirror_lib.replication.copy.writer.TargetWriter.renew`) gives a short ``hang_s`` instead:
-in a rolling restart of the target that call hung until the slice ended, 75 s, each time the
-ledger group's coordinator was the broker being restarted (librdkafka issues 5456 and 5511).
+A caller that can replace the producer at once (a copy task's writer, exactly once:
+:meth:`~mirror_lib.replication.copy.commit_strategies.ExactlyOnce.renew`) gives a short
+``hang_s`` instead: in a rolling restart of the target that call hung until the slice ended, 75 s,
+each time the ledger group's coordinator was the broker being restarted (librdkafka issues 5456
+and 5511).
 """
 
 from __future__ import annotations

@@ -1,38 +1,27 @@
-"""The replication data source: a planner of time slices (docs/design.md#d2-slices).
+"""The replication data source: Spark's side of the slice planner
+(:mod:`mirror_lib.replication.planning.slices`, docs/design.md#d2-slices).
 
-A micro-batch is a checkpoint interval, not a unit of latency: each batch is one *slice* in which
-every task slot copies its partitions continuously for ``mirror.batch.duration.seconds``
-(:mod:`mirror_lib.spark.copy_task`, inside the source's own ``read()``). Between slices the
-planner lists the source topics the flow replicates (new topics and partitions are picked up),
-creates missing remote topics, reads where each partition stands from the delivery ledger
-(:mod:`mirror_lib.replication.copy.ledger`, the truth about what was delivered), writes start
-positions for partitions seen for the first time, and checks for vanished ranges.
-
-Offsets (JSON, string keys): ``{"v": 2, "slice": n, "k": tasks.max, "topics": {topic: {"id": id,
-"n": count, "p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice
-ended; a replayed slice simply continues from the ledger, in the slots of its ``k``. With the
-``until`` option (``--once``) a slice copies only up to those offsets, and no new slice is planned
-once the ledger reached them.
+``readStream.format("mirror")`` plans a slice per micro-batch on the driver and hands each task
+slot its partitions (:class:`~mirror_lib.spark.slot_work.SlotWork`); each task copies its slot's
+slice inside the source's own ``read()`` (:mod:`mirror_lib.spark.copy_task`). The planner's Kafka
+collaborators are wired here (:class:`KafkaPlanningParts`), from the data source options.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
+from confluent_kafka.admin import AdminClient
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.types import StructType
 
-from mirror_lib.errors import BrokerError, DataLossError, MirrorRuntimeError, RemoteTopicError
-from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, topic_ids
+from mirror_lib.errors import RemoteTopicError
 from mirror_lib.mm2.formats import TP
-from mirror_lib.replication import events
 from mirror_lib.replication.companions.protection import RemoteTopicGuard
 from mirror_lib.replication.companions.topic_sync import (
     ConfigPropertyFilter,
@@ -40,42 +29,38 @@ from mirror_lib.replication.companions.topic_sync import (
     refusal_error,
 )
 from mirror_lib.replication.context import FlowContext, stable_slot
-from mirror_lib.replication.copy.ledger import LedgerView, flows_short_of
+from mirror_lib.replication.copy.ledger import LedgerView
 from mirror_lib.replication.copy.read_group import ReadGroup
 from mirror_lib.replication.copy.source_gaps import (
-    RECREATED,
-    RETENTION,
-    TRUNCATED,
     GapPolicy,
     ends_before,
     lost_entry,
     recorded_topic_ids,
 )
 from mirror_lib.replication.migration import mm2_takeover
+from mirror_lib.replication.planning.slices import (
+    Plan,
+    SlicePlanner,
+    format_until,
+    parse_until,
+    plan_positions,
+)
 from mirror_lib.spark.copy_task import copy_slot, summary_batch
 from mirror_lib.spark.slot_work import SlotWork
 
+__all__ = [
+    "SCHEMA",
+    "KafkaPlanningParts",
+    "MirrorDataSource",
+    "SliceReader",
+    "format_until",
+    "parse_until",
+    "plan_positions",
+]
+
 log = logging.getLogger(__name__)
 
-PROBE_S = 5.0  # a fan-out target that does not answer this fast is left out of the slice
 SCHEMA = "slot int, records long, transactions long"
-
-
-def parse_until(text: str | None) -> dict[TP, int]:
-    """The ``until`` option: ``{"topic": {"0": end}}`` -> ``{(topic, 0): end}``."""
-    if not text:
-        return {}
-    return {
-        (t, int(p)): int(end) for t, parts in json.loads(text).items() for p, end in parts.items()
-    }
-
-
-def format_until(until: dict[TP, int]) -> str:
-    """The ``until`` option for end offsets per partition (see :func:`parse_until`)."""
-    out: dict[str, dict[str, int]] = {}
-    for (topic, p), end in sorted(until.items()):
-        out.setdefault(topic, {})[str(p)] = end
-    return json.dumps(out, sort_keys=True)
 
 
 class MirrorDataSource(DataSource):
@@ -89,40 +74,22 @@ class MirrorDataSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return SlicePlanner(dict(self.options))
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return SliceReader(dict(self.options))
 
 
-class SlicePlanner(DataSourceStreamReader):
-    """Driver-side planner; one instance lives for a whole query run
-    (docs/how-it-works.md#which-spark-process-runs-what).
-
-    It plans for a flow ``A->B`` or a fan-out group ``A->B,C``: each target gets its remote
-    topics, internal topics and ledger start positions; in a group, a target that does not
-    answer, or that fails for good (it refused a remote topic or the credentials, or its ledger
-    is behind a gap), is left out of the slice (and tried again for the next) while the others
-    go on.
-    """
+class KafkaPlanningParts:
+    """The slice planner's collaborators on the clusters of the data source options, each made
+    once per flow (or cluster) and kept for the query run."""
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
         self._group: ReadGroup | None = None
-        self._admins: dict[str, Any] = {}
-        self._syncers: dict[str, Any] = {}
+        self._admins: dict[str, AdminClient] = {}
+        self._syncers: dict[str, TopicSyncer] = {}
         self._guards: dict[str, RemoteTopicGuard] = {}
         self._ledgers: dict[str, LedgerView] = {}
-        self._position: dict[str, Any] | None = None
-        self._initial: dict[str, Any] | None = None
-        self._last_refresh: dict[str, dict[str, float]] = {}
-        self._known_topics: dict[str, set[str]] = {}
-        self._fixed_counts: dict[str, int] | None = None  # refresh.topics.enabled = false
-        self._internal_ready: set[str] = set()
-        # fan-out targets that failed for good (a remote topic or the credentials refused, a gap
-        # with on.gap=fail): left out of the slice, as MM2 fails only their task; --once fails
-        # once the others are done
-        self._failed: dict[str, MirrorRuntimeError] = {}
         self._gaps = GapPolicy()
-        self.until = parse_until(options.get("until"))
 
     @property
     def group(self) -> ReadGroup:
@@ -130,24 +97,13 @@ class SlicePlanner(DataSourceStreamReader):
             self._group = ReadGroup.from_options(self.options)
         return self._group
 
-    @property
-    def ctx(self) -> FlowContext:
-        """The leading flow: the source side and names."""
-        return self.group.lead
-
-    def ledger(self, ctx: FlowContext) -> LedgerView:
-        name = ctx.flow.name
-        if name not in self._ledgers:
-            self._ledgers[name] = LedgerView(ctx)
-        return self._ledgers[name]
-
-    def _admin(self, ctx: FlowContext, side: str) -> Any:
+    def admin(self, ctx: FlowContext, side: str) -> AdminClient:
         alias = ctx.source if side == "source" else ctx.target
         if alias not in self._admins:
             self._admins[alias] = ctx.admin(side)
         return self._admins[alias]
 
-    def _topic_syncer(self, ctx: FlowContext) -> Any:
+    def syncer(self, ctx: FlowContext) -> TopicSyncer:
         name = ctx.flow.name
         if name not in self._syncers:
             s = ctx.settings
@@ -164,226 +120,77 @@ class SlicePlanner(DataSourceStreamReader):
             )
         return self._syncers[name]
 
-    def _guard(self, ctx: FlowContext) -> RemoteTopicGuard:
+    def guard(self, ctx: FlowContext) -> RemoteTopicGuard:
         name = ctx.flow.name
         if name not in self._guards:
-            self._guards[name] = RemoteTopicGuard.for_flow(ctx, self._topic_syncer(ctx).target)
+            self._guards[name] = RemoteTopicGuard.for_flow(ctx, self.syncer(ctx).target)
         return self._guards[name]
 
-    # -- planning --------------------------------------------------------------------------
-    def initialOffset(self) -> dict[str, Any]:
-        if self._initial is None:
-            self._initial = self._plan(None, first=True)
-        return self._initial
+    def ledger(self, ctx: FlowContext) -> LedgerView:
+        name = ctx.flow.name
+        if name not in self._ledgers:
+            self._ledgers[name] = LedgerView(ctx)
+        return self._ledgers[name]
 
-    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict:
-        fresh = start is None and self._position is None and self._initial is None
-        if start is None:
-            start = self._position or self.initialOffset()
-        # on a new query Spark asks for the latest offset right before the initial one: plan once
-        plan = dict(start) if fresh else self._plan(start, first=False)
-        work = [
-            tp
-            for tp, pos in plan_positions(plan).items()
-            if not self.until or pos < self.until.get(tp, -1)
-        ]
-        if not work and self.until and self._failed:
-            raise next(iter(self._failed.values()))  # the other targets reached the snapshot
-        if not work and (self.until or plan["topics"].keys() == start.get("topics", {}).keys()):
-            return start  # nothing to copy: no new slice
-        plan["slice"] = int(start.get("slice", 0)) + 1
-        return plan
+    def gap(
+        self, ctx: FlowContext, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str
+    ) -> int:
+        return self._gaps.handle(ctx, topic, p, pos, lo, hi, reason)
 
-    def _plan(self, start: dict[str, Any] | None, *, first: bool) -> dict[str, Any]:
-        group = self.group
-        source = self._admin(self.ctx, "source")
-        counts = {
-            t: n for t, n in list_topic_partitions(source).items() if group.should_replicate(t)
-        }
-        if not self.ctx.settings.refresh_topics:  # as MM2: what was there at start, until restart
-            if self._fixed_counts is None:  # an empty first listing is kept too
-                self._fixed_counts = dict(counts)
-            counts = {t: min(n, self._fixed_counts[t]) for t, n in counts.items()
-                      if t in self._fixed_counts}  # fmt: skip
-        ids = topic_ids(source, counts)
-        bounds = partition_bounds(source, [(t, p) for t, n in counts.items() for p in range(n)])
-        previous = (start or {}).get("topics", {})
-        per_flow: dict[str, dict[TP, int]] = {}
-        waiting: set[str] = set()  # left out for now: their work is unknown, so counted as busy
-        self._failed = {}
-        for ctx in group.contexts:
-            try:
-                if group.fanout:
-                    list_topic_partitions(self._admin(ctx, "target"), PROBE_S)
-                per_flow[ctx.flow.name] = self._plan_flow(
-                    ctx, counts, ids, bounds, start or {}, first
-                )
-            except (BrokerError, RemoteTopicError, DataLossError) as exc:
-                if not group.fanout:
-                    raise
-                if isinstance(exc, BrokerError) and exc.transient:
-                    log.warning("%s is left out of this slice: %s", ctx.label, exc)
-                    waiting.add(ctx.flow.name)
-                else:
-                    self._failed[ctx.flow.name] = exc
-                    log.error("%s is left out of this slice, the others go on: %s", ctx.label, exc)
-                    events.left_out(ctx, exc)
-        if len(self._failed) == len(group.contexts):
-            raise next(iter(self._failed.values()))
-        topics: dict[str, dict[str, Any]] = {}
-        for flow, positions in per_flow.items():
-            for (topic, p), pos in sorted(positions.items()):
-                entry = topics.setdefault(
-                    topic, {"id": ids.get(topic), "n": 0, "c": counts[topic], "p": {}}
-                )
-                entry["n"] = max(entry["n"], p + 1)
-                old = entry["p"].get(str(p))
-                entry["p"][str(p)] = pos if old is None else min(old, pos)
-                if group.fanout:
-                    entry.setdefault("f", {}).setdefault(flow, []).append(p)
-        for topic, entry in previous.items():
-            if topic not in topics:  # vanished for now: remember it to detect a re-creation
-                topics[topic] = {"id": entry.get("id"), "n": 0, "p": {}}
-        plan: dict[str, Any] = {
-            "v": 2,
-            "slice": int((start or {}).get("slice", 0)),
-            "k": self.ctx.settings.tasks,
-            "topics": dict(sorted(topics.items())),
-        }
-        if group.fanout and self.until:  # lets a slot raise a failed target's error (SlotWork)
-            plan["busy"] = sorted({*flows_short_of(per_flow, self.until), *waiting})
-        return plan
+    def lost_entry(self, ctx: FlowContext, topic: str, p: int, planned: object) -> int | None:
+        return lost_entry(ctx, topic, p, planned)
 
-    def _plan_flow(
-        self,
-        ctx: FlowContext,
-        counts: dict[str, int],
-        ids: dict[str, str],
-        bounds: dict[TP, tuple[int, int]],
-        last: dict[str, Any],
-        first: bool,
+    def recorded_topic_ids(self, ctx: FlowContext, topics: set[str]) -> Mapping[str, str | None]:
+        return recorded_topic_ids(ctx, topics)
+
+    def ends_before(
+        self, ctx: FlowContext, positions: dict[TP, int], bounds: dict[TP, tuple[int, int]]
     ) -> dict[TP, int]:
-        """Where each partition of one flow continues after the ``last`` plan; writes first
-        start positions, and positions carried to a new slot."""
-        if ctx.flow.name not in self._internal_ready:
-            self._ensure_internal(ctx)
-        mine = {t: n for t, n in counts.items() if ctx.should_replicate(t)}
-        ctx.refuse_loops(mine)  # a topic that would come back (both ways keep names)
-        target_counts = self._ensure_remote(ctx, mine)
-        refused = refusal_error(
-            ctx.label, ctx.where("target"), mine, target_counts, ctx.remote_topic,
-            self._topic_syncer(ctx).refused,
+        return ends_before(ctx, positions, bounds)
+
+    def after_mm2(
+        self, ctx: FlowContext, fresh: list[TP], earliest: dict[TP, int]
+    ) -> dict[TP, int]:
+        found = mm2_takeover.boundaries(ctx, fresh, earliest)
+        return {tp: boundary.next_offset for tp, boundary in found.items()}
+
+    def refusal_error(
+        self, ctx: FlowContext, counts: dict[str, int], target_counts: dict[str, int]
+    ) -> RemoteTopicError | None:
+        return refusal_error(
+            ctx.label, ctx.where("target"), counts, target_counts, ctx.remote_topic,
+            self.syncer(ctx).refused,
         )  # fmt: skip
-        if refused is not None:
-            raise refused
-        # a remote partition that is not there yet is planned once it exists
-        tps = [
-            (t, p)
-            for t, n in mine.items()
-            for p in range(min(n, target_counts.get(ctx.remote_topic(t), 0)))
-        ]
-        ledger = self.ledger(ctx)
-        previous = last.get("topics", {})
-        delivered, starts = ledger.carried_positions(tps, last.get("k"))
-        missing = [tp for tp in tps if tp not in delivered]
-        former = ledger.former_positions(missing) if missing else {}
-        # a partition MirrorMaker 2 replicated before us: continue after its last record
-        fresh = [tp for tp in missing if tp not in former]
-        earliest = {tp: bounds[tp][0] for tp in fresh}
-        after_mm2 = mm2_takeover.boundaries(ctx, fresh, earliest) if fresh else {}
-        # a new checkpoint: which topic ids the ledger's positions were copied from
-        unplanned = {t for (t, p), pos in delivered.items() if t not in previous
-                     and pos > bounds[(t, p)][0]}  # fmt: skip
-        recorded = recorded_topic_ids(ctx, unplanned) if unplanned else {}
-        pos_of: dict[TP, int] = {}
-        for topic, p in tps:
-            lo, hi = bounds[(topic, p)]
-            pos = delivered.get((topic, p))
-            old = previous.get(topic)
-            known = recorded.get(topic) if old is None else old.get("id")
-            same = known in (None, ids.get(topic))
-            if pos is not None and not same:
-                pos = starts[(topic, p)] = self._gaps.handle(ctx, topic, p, pos, lo, hi, RECREATED)
-            elif pos is None:
-                planned = old["p"].get(str(p)) if old is not None and same else None
-                pos = lost_entry(ctx, topic, p, planned)
-                if pos is None:
-                    pos = former.get((topic, p))
-                if pos is None and (topic, p) in after_mm2:
-                    pos = after_mm2[(topic, p)].next_offset
-                if pos is None:
-                    latest = first and ctx.starting_offsets == "latest"
-                    pos = hi if latest else lo
-                starts[(topic, p)] = pos
-            elif pos < lo:
-                pos = starts[(topic, p)] = self._gaps.handle(ctx, topic, p, pos, lo, hi, RETENTION)
-            pos_of[(topic, p)] = pos
-        beyond = {tp: pos for tp, pos in pos_of.items() if pos > bounds[tp][1]}
-        for (topic, p), end in ends_before(ctx, beyond, bounds).items():
-            pos_of[(topic, p)] = starts[(topic, p)] = self._gaps.handle(
-                ctx, topic, p, beyond[(topic, p)], bounds[(topic, p)][0], end,
-                TRUNCATED.format(end=end),
-            )  # fmt: skip
-        if starts:
-            ledger.commit(starts)
-        return pos_of
 
-    def _ensure_internal(self, ctx: FlowContext) -> None:
-        """Create the metrics and offset-syncs topics once per run (idempotent, as MM2 does)."""
-        events.ensure_internal_topics(ctx)
-        self._internal_ready.add(ctx.flow.name)
 
-    def _ensure_remote(self, ctx: FlowContext, counts: dict[str, int]) -> dict[str, int]:
-        """Create remote topics on first sight; grow partitions, sync configs/ACLs and
-        write-protect the remote topics on refresh."""
-        s = ctx.settings
-        syncer = self._topic_syncer(ctx)
-        # never yet: due at once (time.monotonic() counts from boot, so 0 may be recent)
-        never = float("-inf")
-        last = self._last_refresh.setdefault(
-            ctx.flow.name, {"configs": never, "acls": never, "partitions": never, "protect": never}
-        )
-        known = self._known_topics.setdefault(ctx.flow.name, set())
-        target = list_topic_partitions(self._admin(ctx, "target"))
-        missing = [t for t in counts if ctx.remote_topic(t) not in target]
-        grow = [t for t, n in counts.items() if 0 < target.get(ctx.remote_topic(t), 0) < n]
-        now = time.monotonic()
-        if missing:
-            syncer.create_missing(missing)
-        if grow and (now - last["partitions"] >= s.refresh_topics_interval or set(grow) - known):
-            syncer.sync_partitions()
-            last["partitions"] = now
-        known.update(grow)
-        if s.sync_topic_configs and now - last["configs"] >= s.sync_topic_configs_interval:
-            last["configs"] = now
-            _best_effort(syncer.sync_configs, "topic config sync")
-        if s.sync_topic_acls and now - last["acls"] >= s.sync_topic_acls_interval:
-            last["acls"] = now
-            _best_effort(syncer.sync_acls, "topic ACL sync")
-        if missing or grow:
-            target = list_topic_partitions(self._admin(ctx, "target"))
-        remote = {ctx.remote_topic(t): target.get(ctx.remote_topic(t), 0) for t in counts}
-        if s.protect_remote_topics and (
-            missing or now - last["protect"] >= s.sync_topic_acls_interval
-        ):
-            last["protect"] = now
-            existing = [r for r, n in remote.items() if n > 0]
-            _best_effort(lambda: self._guard(ctx).refresh(existing), "remote topic protection")
-        return remote
+class SliceReader(DataSourceStreamReader):
+    """Driver-side: Spark's stream reader over one :class:`SlicePlanner` for a whole query run
+    (docs/how-it-works.md#which-spark-process-runs-what); its ``read()`` runs in the tasks."""
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        self._position = end
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.planner = SlicePlanner(KafkaPlanningParts(options), parse_until(options.get("until")))
+
+    def initialOffset(self) -> Plan:
+        return self.planner.initial_offset()
+
+    def latestOffset(self, start: Plan | None = None, limit: object = None) -> Plan:
+        return self.planner.latest_offset(start)
+
+    def partitions(self, start: Plan, end: Plan) -> Sequence[InputPartition]:
+        self.planner.position = end
         if end.get("slice") == start.get("slice") and end.get("v") == start.get("v"):
             return []
+        until = self.planner.until
         # a replayed slice keeps the slots it was planned with: the ledger groups it wrote
-        tasks = int(end.get("k") or self.ctx.settings.tasks)
+        tasks = int(end.get("k") or self.planner.ctx.settings.tasks)
         counts = {t: int(e["c"]) for t, e in end.get("topics", {}).items() if "c" in e}
         # planned topics only: a vanished one is remembered with its id but not read
         ids = {t: e["id"] for t, e in end.get("topics", {}).items() if e.get("id") and "c" in e}
         slots: dict[int, SlotWork] = {}
         for (topic, p), pos in sorted(plan_positions(end).items()):
-            stop = self.until.get((topic, p))
-            if self.until and (stop is None or pos >= stop):
+            stop = until.get((topic, p))
+            if until and (stop is None or pos >= stop):
                 continue
             slot = stable_slot(topic, p, tasks)
             work = slots.setdefault(
@@ -397,24 +204,8 @@ class SlicePlanner(DataSourceStreamReader):
                 work.until.append((topic, p, stop))
         return [slots[slot] for slot in sorted(slots)]
 
-    def read(self, partition: SlotWork) -> Iterator[Any]:
+    def read(self, partition: SlotWork) -> Iterator[object]:
         yield summary_batch(partition.slot, copy_slot(self.options, partition))
 
-    def commit(self, end: dict[str, Any]) -> None:
-        self._position = end
-
-
-def plan_positions(plan: dict[str, Any] | None) -> dict[TP, int]:
-    """Next upstream offset per planned partition of a slice plan (``{}`` for none)."""
-    return {
-        (topic, int(p)): int(pos)
-        for topic, entry in (plan or {}).get("topics", {}).items()
-        for p, pos in entry.get("p", {}).items()
-    }
-
-
-def _best_effort(call: Any, what: str) -> None:
-    try:
-        call()
-    except BrokerError as exc:
-        log.warning("%s skipped: %s", what, exc)
+    def commit(self, end: Plan) -> None:
+        self.planner.position = end

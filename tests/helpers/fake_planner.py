@@ -1,18 +1,28 @@
-"""A source and target cluster in memory for the slice planner: topics, bounds and the ledger
-groups, so planning can be tested without brokers or Spark."""
+"""A source and target cluster in memory for the slice planner
+(:mod:`mirror_lib.replication.planning.slices`): topics, bounds and the ledger groups, so
+planning can be tested without brokers or Spark."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import RemoteTopicError
 from mirror_lib.mm2.formats import TP
+from mirror_lib.replication.companions.topic_sync import refusal_error
+from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy import ledger as ledger_module
+from mirror_lib.replication.copy.ledger import LedgerView
 from mirror_lib.replication.copy.read_group import ReadGroup
-from mirror_lib.spark import source as source_module
+from mirror_lib.replication.copy.source_gaps import GapPolicy, lost_entry
+from mirror_lib.replication.planning import slices
+
+if TYPE_CHECKING:
+    from mirror_lib.spark.source import SliceReader
 
 
 @dataclass
@@ -89,8 +99,12 @@ class _Guard:
         return []
 
 
+_CURRENT: Clusters | None = None  # the clusters fake_clusters set up for the running test
+
+
 def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
-    """Point the planner's lookups, ledger reads and event writes at ``clusters``."""
+    """Point the planners made by :func:`planner` (their listings, look-ups, ledger reads and
+    event writes) at ``clusters``."""
 
     def listing(admin: _Admin, timeout_s: float = 30) -> dict[str, int]:
         if admin.side == "source":
@@ -106,22 +120,11 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
                     out[wanted[rtp]] = max(offset, out.get(wanted[rtp], -1))
         return out
 
-    monkeypatch.setattr(source_module, "list_topic_partitions", listing)
+    monkeypatch.setattr(slices, "list_topic_partitions", listing)
     ids = lambda _a, topics, *_x: {t: clusters.ids[t] for t in topics}  # noqa: E731
     bounds = lambda _a, tps, *_x: {tp: clusters.bounds[tp] for tp in tps}  # noqa: E731
-
-    def recorded(ctx: Any, topics: Any, *_x: Any) -> dict[str, str | None]:
-        clusters.asked_recorded.append(set(topics))
-        return {t: clusters.recorded[t] for t in topics if t in clusters.recorded}
-
-    def ends(ctx: Any, positions: dict[TP, int], *_x: Any) -> dict[TP, int]:
-        return {tp: clusters.ends[tp] for tp, pos in positions.items()
-                if tp in clusters.ends and clusters.ends[tp] < pos}  # fmt: skip
-
-    monkeypatch.setattr(source_module, "recorded_topic_ids", recorded)
-    monkeypatch.setattr(source_module, "ends_before", ends)
-    monkeypatch.setattr(source_module, "topic_ids", ids)
-    monkeypatch.setattr(source_module, "partition_bounds", bounds)
+    monkeypatch.setattr(slices, "topic_ids", ids)
+    monkeypatch.setattr(slices, "partition_bounds", bounds)
     monkeypatch.setattr(
         ledger_module,
         "ledger_consumer",
@@ -129,25 +132,86 @@ def fake_clusters(monkeypatch: pytest.MonkeyPatch, clusters: Clusters) -> None:
     )
     monkeypatch.setattr(ledger_module.LedgerView, "former_positions", former)
     monkeypatch.setattr(
-        source_module.events, "publish", lambda ctx, evs, *a, **k: clusters.events.extend(evs)
+        slices.events, "publish", lambda ctx, evs, *a, **k: clusters.events.extend(evs)
     )
-    monkeypatch.setattr(source_module.events, "ensure_internal_topics", lambda ctx: None)
-    monkeypatch.setattr(source_module.events, "_told_left_out", set())
-    # no MirrorMaker 2 ran these flows (the take-over has tests of its own)
-    monkeypatch.setattr(source_module.mm2_takeover, "boundaries", lambda *_a, **_k: {})
+    monkeypatch.setattr(slices.events, "ensure_internal_topics", lambda ctx: None)
+    monkeypatch.setattr(slices.events, "_told_left_out", set())
+    monkeypatch.setattr(sys.modules[__name__], "_CURRENT", clusters)
+
+
+class FakeParts:
+    """The planner's collaborators (:class:`~mirror_lib.replication.planning.slices.PlanningParts`)
+    over ``clusters``: the real ledger view (over faked consumers), gap policy, lost-entry rule
+    and refusal check; faked admins, topic sync, write protection, metrics topic and source
+    probe; no MirrorMaker 2 ran these flows (the take-over has tests of its own)."""
+
+    def __init__(
+        self, clusters: Clusters, group: ReadGroup, refused: dict[str, dict[str, Any]]
+    ) -> None:
+        self.clusters, self.group = clusters, group
+        self.syncers = {c.flow.name: _Syncer(refused.get(c.flow.name, {})) for c in group}
+        self.guards = {c.flow.name: _Guard() for c in group}
+        self.ledgers = {c.flow.name: LedgerView(c) for c in group}
+        self.gaps = GapPolicy()
+
+    def admin(self, ctx: FlowContext, side: str) -> Any:
+        return _Admin(side, ctx.target)
+
+    def syncer(self, ctx: FlowContext) -> Any:
+        return self.syncers[ctx.flow.name]
+
+    def guard(self, ctx: FlowContext) -> _Guard:
+        return self.guards[ctx.flow.name]
+
+    def ledger(self, ctx: FlowContext) -> LedgerView:
+        return self.ledgers[ctx.flow.name]
+
+    def gap(
+        self, ctx: FlowContext, topic: str, p: int, pos: int | None, lo: int, hi: int, reason: str
+    ) -> int:
+        return self.gaps.handle(ctx, topic, p, pos, lo, hi, reason)
+
+    def lost_entry(self, ctx: FlowContext, topic: str, p: int, planned: object) -> int | None:
+        return lost_entry(ctx, topic, p, planned)
+
+    def recorded_topic_ids(self, ctx: FlowContext, topics: set[str]) -> dict[str, str | None]:
+        self.clusters.asked_recorded.append(set(topics))
+        return {t: self.clusters.recorded[t] for t in topics if t in self.clusters.recorded}
+
+    def ends_before(
+        self, ctx: FlowContext, positions: dict[TP, int], bounds: dict[TP, tuple[int, int]]
+    ) -> dict[TP, int]:
+        ends = self.clusters.ends
+        return {tp: ends[tp] for tp, pos in positions.items() if tp in ends and ends[tp] < pos}
+
+    def after_mm2(
+        self, ctx: FlowContext, fresh: list[TP], earliest: dict[TP, int]
+    ) -> dict[TP, int]:
+        return {}
+
+    def refusal_error(
+        self, ctx: FlowContext, counts: dict[str, int], target_counts: dict[str, int]
+    ) -> RemoteTopicError | None:
+        return refusal_error(
+            ctx.label, ctx.where("target"), counts, target_counts, ctx.remote_topic,
+            self.syncers[ctx.flow.name].refused,
+        )  # fmt: skip
 
 
 def planner(
     props: dict[str, str], name: str = "A->B", refused: dict[str, dict[str, Any]] | None = None
-) -> source_module.SlicePlanner:
-    """A planner of flow (or fan-out group) ``name`` over the faked clusters (see
-    :func:`fake_clusters`); ``refused[flow][remote topic]`` is what its target refused."""
+) -> slices.SlicePlanner:
+    """A planner of flow (or fan-out group) ``name`` over the clusters of
+    :func:`fake_clusters`; ``refused[flow][remote topic]`` is what its target refused."""
+    assert _CURRENT is not None, "fake_clusters first"
     group = ReadGroup.create(parse_config(props), name)
-    planner = source_module.SlicePlanner(group.to_options())
-    planner._group = group
-    planner._admin = lambda ctx, side: _Admin(side, ctx.target)  # type: ignore[method-assign]
-    syncers = {c.flow.name: _Syncer((refused or {}).get(c.flow.name, {})) for c in group.contexts}
-    planner._topic_syncer = lambda ctx: syncers[ctx.flow.name]  # type: ignore[method-assign]
-    guards = {c.flow.name: _Guard() for c in group.contexts}
-    planner._guard = lambda ctx: guards[ctx.flow.name]  # type: ignore[method-assign,assignment]
-    return planner
+    return slices.SlicePlanner(FakeParts(_CURRENT, group, refused or {}), {})
+
+
+def spark_reader(plan: slices.SlicePlanner) -> SliceReader:
+    """Spark's stream reader over ``plan`` (its slots per slice), without a Spark session."""
+    from mirror_lib.spark.source import SliceReader  # lazy: pyspark, for the adapter's tests
+
+    reader = SliceReader.__new__(SliceReader)
+    reader.options, reader.planner = {}, plan
+    return reader

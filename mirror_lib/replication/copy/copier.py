@@ -19,8 +19,8 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Collection, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -31,13 +31,15 @@ from mirror_lib.replication import testhooks
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.client_threads import ClientThreads
 from mirror_lib.replication.copy.copy_state import Interleaved, Rewound
-from mirror_lib.replication.copy.fanout_targets import TARGET_ERRORS, TargetMembership
-from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
+from mirror_lib.replication.copy.fanout_targets import TARGET_ERRORS, Targets
+from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader, Record
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 from mirror_lib.replication.planning.plan_changes import PlanChanges
 from mirror_lib.replication.planning.stall import idle_slice_text
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 __all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 
@@ -69,7 +71,7 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class SliceCopy(TargetMembership):
+class SliceCopy:
     """One task's slice: create, then :meth:`run`."""
 
     def __init__(
@@ -98,19 +100,26 @@ class SliceCopy(TargetMembership):
         self.changes = PlanChanges(self.contexts, ids or {}, counts)
         self.duration_s = ctx.settings.batch_duration if duration_s is None else duration_s
         self.fanout = len(self.contexts) > 1
-        self.targets = targets
+        self.assigned = targets  # fan-out: flow -> the partitions its target is written
         self.result = CopyResult(slot)
-        self.failed: dict[str, BaseException] = {}  # see TargetMembership
-        self.busy = None if busy is None else set(busy)
-        self.writers: list[TargetWriter] = []
-        self.readers: list[Reader] = []
+        self.targets = Targets(
+            self.contexts, self.until, self.result, None if busy is None else set(busy)
+        )
         self.end_early = False
         self.client_threads = ClientThreads(ctx.settings.client_threads_nice)
 
+    @property
+    def writers(self) -> list[TargetWriter]:
+        return self.targets.writers
+
+    @property
+    def readers(self) -> list[Reader]:
+        return self.targets.readers
+
     # -- set-up ------------------------------------------------------------------------------
     def _writer_partitions(self, ctx: FlowContext) -> list[TP]:
-        if self.targets is not None:
-            return list(self.targets.get(ctx.flow.name, []))  # SlotWork made them tuples
+        if self.assigned is not None:
+            return list(self.assigned.get(ctx.flow.name, []))  # SlotWork made them tuples
         return [tp for tp in self.partitions if ctx.should_replicate(tp[0])]
 
     def _start(self) -> None:
@@ -139,8 +148,8 @@ class SliceCopy(TargetMembership):
                 self.writers.append(writer)
                 writer.start()
             except TARGET_ERRORS as exc:
-                self._detach_or_raise(ctx.flow.name, exc)
-        self._group_readers()
+                self.targets.detach_or_raise(ctx.flow.name, exc)
+        self.targets.group_readers()
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> CopyResult:
@@ -159,7 +168,7 @@ class SliceCopy(TargetMembership):
                 if w.in_txn:
                     w.abort()
             self._close()
-        self._raise_if_only_failed_left()
+        self.targets.raise_if_only_failed_left()
         for w in self.writers:
             self.result.records += w.result.records
             self.result.bytes += w.result.bytes
@@ -176,7 +185,9 @@ class SliceCopy(TargetMembership):
         for reader in self.readers:
             reader.close()
 
-    def _guard(self, writer: TargetWriter, call: Any, *args: Any, **kwargs: Any) -> Any:
+    def _guard(
+        self, writer: TargetWriter, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+    ) -> R | None:
         """Run a writer's call; another producer in a remote partition switches the writer to
         exact reports (its transaction is aborted and its partitions read again), and a writer
         that replaced its producer is read for again from its ledger positions."""
@@ -190,7 +201,7 @@ class SliceCopy(TargetMembership):
         except Rewound:
             self._reassign(writer)
         except TARGET_ERRORS as exc:
-            self._detach_or_raise(writer.name, exc)
+            self.targets.detach_or_raise(writer.name, exc)
         return None
 
     def _reassign(self, writer: TargetWriter) -> None:
@@ -211,11 +222,11 @@ class SliceCopy(TargetMembership):
                 break
             timeout = 0.0 if behind else self._poll_timeout(now)
             behind = False
-            heard: list[Any] = []
+            heard: list[Record] = []
             for i, reader in enumerate(list(self.readers)):
                 if reader not in self.readers:  # its last writer left the slice
                     continue
-                if all(w.commit_pending for w in reader.writers):
+                if all(w.strategy.holding for w in reader.writers):
                     # nobody could take more records now: wait for acknowledgements instead
                     reader.writers[0].producer.poll(PENDING_POLL_S)
                     continue
@@ -226,7 +237,7 @@ class SliceCopy(TargetMembership):
                     self._copy(reader, msgs)
                     heard += msgs[:1] + msgs[-1:]
                     behind = behind or len(msgs) >= CONSUME_BATCH
-                    self._drop_laggards(reader)
+                    self.targets.drop_laggards(reader)
             self._check_source(heard)
             for w in list(self.writers):
                 if w.commit_due(behind):
@@ -258,7 +269,7 @@ class SliceCopy(TargetMembership):
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S]
         for w in self.writers:
-            if w.commit_pending or w.rolled is not None:
+            if w.strategy.holding or w.strategy.sealed:
                 waits.append(PENDING_POLL_S)
             elif w.in_txn:
                 waits.append(max(w.txn_start + w.interval - now, 0.0))
@@ -270,14 +281,14 @@ class SliceCopy(TargetMembership):
             lambda tp: reader.consumer.get_watermark_offsets(tp, cached=True), wait=wait, roll=roll
         )
 
-    def _check_source(self, msgs: list[Any]) -> None:
+    def _check_source(self, msgs: list[Record]) -> None:
         """Fail the slice (transient) when the source has not answered for SOURCE_DOWN_S.
 
         An idle source sends nothing, so after SILENCE_PROBE_S of silence the task asks it for
         metadata; librdkafka itself only retries, which would hide an outage from the run.
         """
         now = time.monotonic()
-        if any(m.error() is None or m.error().code() == KafkaError._PARTITION_EOF for m in msgs):
+        if any((e := m.error()) is None or e.code() == KafkaError._PARTITION_EOF for m in msgs):
             self.last_heard = now
             return
         if now - self.last_heard < SILENCE_PROBE_S or now < self.next_probe:
@@ -298,8 +309,8 @@ class SliceCopy(TargetMembership):
     def _all_done(self) -> bool:
         return bool(self.until) and all(w.done() for w in self.writers)
 
-    def _copy(self, reader: Reader, msgs: list[Any]) -> None:
-        groups: dict[TP, list[Any]] = {}
+    def _copy(self, reader: Reader, msgs: list[Record]) -> None:
+        groups: dict[TP, list[Record]] = {}
         notices = []
         for msg in msgs:
             if msg.error() is not None:
@@ -316,8 +327,9 @@ class SliceCopy(TargetMembership):
         for msg in notices:  # after the records: an end-of-partition follows its records
             self._event(reader, msg)
 
-    def _event(self, reader: Reader, msg: Any) -> None:
+    def _event(self, reader: Reader, msg: Record) -> None:
         err = msg.error()
+        assert err is not None  # _copy hands only the consumer's events here
         code = err.code()
         tp = (msg.topic(), msg.partition())
         if code == KafkaError._PARTITION_EOF:

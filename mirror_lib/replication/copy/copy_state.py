@@ -21,6 +21,7 @@ from mirror_lib.offsets.segments import Segment
 #: Upper bounds (ms, inclusive) of the latency histogram in ``batch`` events; one more bucket
 #: counts what is above the last (:mod:`mirror_lib.replication.metrics.prometheus` exposes it).
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
+NO_END = 2**63 - 1  # the ``until`` end of a partition that has none (no ``--once``)
 
 
 def bucket_counts(values: Any) -> list[int]:
@@ -28,7 +29,8 @@ def bucket_counts(values: Any) -> list[int]:
     for the values above the last bound."""
     a = np.asarray(values, dtype=np.float64)
     index = np.searchsorted(LATENCY_BUCKETS_MS, a, side="left")
-    return np.bincount(index, minlength=len(LATENCY_BUCKETS_MS) + 1).tolist()
+    counts: list[int] = np.bincount(index, minlength=len(LATENCY_BUCKETS_MS) + 1).tolist()
+    return counts
 
 
 class Interleaved(Exception):

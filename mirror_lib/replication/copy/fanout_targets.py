@@ -1,5 +1,5 @@
-"""Which targets of a fan-out group copy in a slice, a part of
-:class:`~mirror_lib.replication.copy.copier.SliceCopy`.
+"""Which targets of a fan-out group copy in a slice: the :class:`Targets` a
+:class:`~mirror_lib.replication.copy.copier.SliceCopy` has.
 
 One target never stops the others: a target that fails, falls more than
 ``mirror.fanout.max.lag.records`` behind or stops acknowledging leaves the slice (its open
@@ -32,27 +32,57 @@ log = logging.getLogger(__name__)
 TARGET_ERRORS = (BrokerError, KafkaException, RecordTooLargeError)
 
 
-class TargetMembership:
-    """The targets a slot's slice copies to and the readers that feed them."""
+def behind_error(w: TargetWriter, lead: int) -> BrokerError | None:
+    """Why target ``w`` must leave the shared read: more than its ``max_lag`` records waiting
+    beyond ``lead``, what the target furthest ahead has waiting (None: it may stay)."""
+    behind = w.waiting() - lead
+    if behind <= w.max_lag:
+        return None
+    return BrokerError(
+        f"{w.ctx.where('target')} is {behind} records behind the other targets of the read "
+        f"(held or unacknowledged), more than {w.name}.mirror.fanout.max.lag.records = "
+        f"{w.max_lag}: it leaves the shared read for this slice and catches up on its own",
+        transient=True,
+    )
 
-    ctx: FlowContext
-    contexts: Sequence[FlowContext]
-    fanout: bool
-    until: dict[TP, int]
-    writers: list[TargetWriter]
-    readers: list[Reader]
-    result: CopyResult
-    failed: dict[str, BaseException]  # targets that failed terminally in this slice
-    busy: set[str] | None  # --once: the flows with work left in any slot at planning
 
-    def _group_readers(self) -> None:
+class Targets:
+    """The targets a slot's slice copies to (their writers) and the readers that feed them.
+
+    ``result`` is the slice's: it tells which targets left the shared read (``detached``);
+    ``busy`` (``--once``): the flows with work left in any slot at planning.
+    """
+
+    def __init__(
+        self,
+        contexts: Sequence[FlowContext],
+        until: dict[TP, int],
+        result: CopyResult,
+        busy: set[str] | None = None,
+    ) -> None:
+        self.contexts = list(contexts)
+        self.fanout = len(self.contexts) > 1
+        self.until = until
+        self.result = result
+        self.busy = busy
+        self.writers: list[TargetWriter] = []
+        self.readers: list[Reader] = []
+        self.failed: dict[str, BaseException] = {}  # targets that failed terminally in this slice
+
+    @property
+    def ctx(self) -> FlowContext:
+        """The leading flow: the source side and names."""
+        return self.contexts[0]
+
+    def group_readers(self) -> None:
         """One shared reader; a writer that starts further behind the leading writer than its
         ``mirror.fanout.max.lag.records`` gets a reader of its own for this slice."""
         lead: dict[TP, int] = {}
         for w in self.writers:
             for tp, pos in w.open_positions().items():
                 lead[tp] = max(pos, lead.get(tp, pos))
-        shared, alone = [], []
+        shared: list[TargetWriter] = []
+        alone: list[TargetWriter] = []
         for w in self.writers:
             behind = sum(lead[tp] - pos for tp, pos in w.open_positions().items())
             (alone if self.fanout and behind > w.max_lag else shared).append(w)
@@ -64,7 +94,7 @@ class TargetMembership:
         for reader in self.readers:
             reader.assign()
 
-    def _detach_or_raise(self, flow: str, exc: BaseException) -> None:
+    def detach_or_raise(self, flow: str, exc: BaseException) -> None:
         """In a fan-out group a target that fails leaves the slice and the others go on; else,
         or for a fenced producer, re-raise."""
         terminal = not (isinstance(exc, BrokerError) and exc.transient)
@@ -102,7 +132,7 @@ class TargetMembership:
                 transient=len(self.failed) < len(self.result.detached),
             ) from exc
 
-    def _raise_if_only_failed_left(self) -> None:
+    def raise_if_only_failed_left(self) -> None:
         """``--once``: raise a target's terminal failure when the targets that failed in this slot
         are the only ones the planner found work for, in any slot; it would fail again at every
         slice. While another target still had work somewhere, the slot just ends, so that it
@@ -111,7 +141,7 @@ class TargetMembership:
         if self.until and self.failed and self.busy is not None and self.busy <= set(self.failed):
             raise next(iter(self.failed.values()))
 
-    def _drop_laggards(self, reader: Reader) -> None:
+    def drop_laggards(self, reader: Reader) -> None:
         """The bounded buffer: a target with more than its ``mirror.fanout.max.lag.records``
         waiting beyond the target furthest ahead leaves the shared read (never the last one).
 
@@ -124,6 +154,6 @@ class TargetMembership:
             return
         lead = min(w.waiting() for w in reading)
         for w in reading:
-            error = w.behind_error(lead)
+            error = behind_error(w, lead)
             if error is not None and len(reader.writers) > 1:
-                self._detach_or_raise(w.name, error)
+                self.detach_or_raise(w.name, error)

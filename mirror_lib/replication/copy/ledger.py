@@ -11,16 +11,19 @@ partition stands, and the planner writes start positions for partitions that hav
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import admin_client, lookup_error
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wait_futures
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, stable_slot
+from mirror_lib.replication.copy.copy_state import NO_END, PartState
+from mirror_lib.replication.planning.slices import flows_short_of as flows_short_of  # the runner's
 
 #: The group coordinator is elsewhere or not ready yet (a new cluster's first group, a leader that
 #: moved), or the request met a broker that does not answer: the ledger read asks again.
@@ -33,7 +36,15 @@ _COORDINATOR_MOVING = frozenset({
 _ATTEMPT_S = 10.0
 
 
-def flow_bounds(ctx: Any, admin: Any, timeout_s: float = 30) -> dict[TP, tuple[int, int]]:
+class Replicates(Protocol):
+    """What :func:`flow_bounds` asks of a flow: a FlowContext, or a fan-out ReadGroup."""
+
+    def should_replicate(self, topic: str) -> bool: ...
+
+
+def flow_bounds(
+    ctx: Replicates, admin: AdminClient, timeout_s: float = 30
+) -> dict[TP, tuple[int, int]]:
     """(earliest, last stable offset) of every source partition the flow replicates, now: what the
     ledger is measured against (progress, lag). ``ctx``: a FlowContext, or a fan-out ReadGroup
     (the partitions any of its flows replicates, asked once)."""
@@ -55,19 +66,14 @@ def ledger_consumer(
     until it ends (what a copy task needs); otherwise the last committed value is returned.
     ``on_commit``: told the outcome of each asynchronous commit (served by ``poll``).
     """
-    extra: dict[str, Any] = {} if on_commit is None else {"on_commit": on_commit}
-    return Consumer(
-        ctx.client(
-            "target",
-            "consumer",
-            **{
-                "group.id": ctx.ledger_group(slot),
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed" if stable else "read_uncommitted",
-            },
-            **extra,
-        )
-    )
+    conf: dict[str, Any] = {
+        "group.id": ctx.ledger_group(slot),
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed" if stable else "read_uncommitted",
+    }
+    if on_commit is not None:
+        conf["on_commit"] = on_commit
+    return Consumer(ctx.client("target", "consumer", **conf))
 
 
 def read_ledger(
@@ -118,29 +124,19 @@ def read_ledger(
         time.sleep(0.2)
 
 
-def flows_short_of(per_flow: dict[str, dict[TP, int]], ends: dict[TP, int]) -> list[str]:
-    """The flows (of a fan-out group) with a partition short of its end in ``ends``, in
-    ``per_flow``'s order; a partition missing from either side does not count."""
-    return [
-        flow
-        for flow, positions in per_flow.items()
-        if any(pos < ends.get(tp, -1) for tp, pos in positions.items())
-    ]
-
-
 STAMP_PREFIX = "t="
 
 
 def ledger_offsets(
-    next_upstream: dict[TP, int], stamps: dict[TP, float] | None = None
-) -> list[Any]:
+    next_upstream: Mapping[TP, int], stamps: Mapping[TP, float] | None = None
+) -> list[TopicPartition]:
     """TopicPartitions to commit for ``{(remote topic, partition): next upstream offset}``.
 
     ``stamps``: per remote partition, when its copy was last known complete (epoch ms): kept in
     the entry's metadata, so that the next copy task can tell how long records waited across a
     restart (:func:`read_ledger`)."""
     stamps = stamps or {}
-    out = []
+    out: list[TopicPartition] = []
     for (t, p), off in sorted(next_upstream.items()):
         stamp = stamps.get((t, p))
         if stamp is None:
@@ -260,3 +256,104 @@ class LedgerView:
         for consumer in self._consumers.values():
             consumer.close()
         self._consumers.clear()
+
+
+class TargetLedger:
+    """A copy task's ledger on its target: where each partition continues when the slice
+    starts, and the entries each commit of its writer
+    (:class:`~mirror_lib.replication.copy.writer.TargetWriter`) writes."""
+
+    def __init__(self, ctx: FlowContext, slot: int) -> None:
+        self.ctx, self.slot = ctx, slot
+        self.failed: list[KafkaError] = []  # asynchronous commits that failed
+        self.consumer = ledger_consumer(ctx, slot, on_commit=self._committed)
+        self._group: object | None = None  # its group metadata, asked for once (0.5 ms a call)
+        # the broker expires a ledger entry not written for offsets.retention.minutes (7 days by
+        # default): each slice's first commit writes every partition's position, moved or not
+        self.fresh = False
+        # per remote partition, when its copy was last known complete (epoch ms; from the
+        # ledger's entries, then the writer's commits): how long records waited (resumed)
+        self.landed_ms: dict[TP, float] = {}
+
+    def renew(self) -> Consumer:
+        """A new consumer for the ledger group (a new producer took over); the old one is
+        returned, for its caller to keep: its connections may be held."""
+        old = self.consumer
+        self.consumer = ledger_consumer(self.ctx, self.slot, on_commit=self._committed)
+        self._group = None
+        return old
+
+    def positions(
+        self, partitions: Iterable[TP], until: Mapping[TP, int], timeout_s: float
+    ) -> dict[TP, PartState]:
+        """Read the ledger: where each partition continues (the truth about what was
+        delivered), as a partition state ending at its ``until`` end."""
+        ctx = self.ctx
+        remote = {(t, p): (ctx.remote_topic(t), p) for t, p in partitions}
+        delivered = read_ledger(
+            self.consumer, remote.values(), timeout_s, ctx.where("target"), stamps=self.landed_ms
+        )
+        parts = {}
+        for (t, p), (rt, _p) in remote.items():
+            start = delivered.get((rt, p))
+            if start is None:
+                raise BrokerError(
+                    f"no delivery ledger entry for {t}[{p}] in group {ctx.ledger_group(self.slot)} "
+                    f"on {ctx.where('target')}; the planner writes one before a slice starts",
+                    transient=True,
+                )
+            parts[(t, p)] = PartState(t, p, rt, start, until.get((t, p), NO_END))
+        return parts
+
+    def group(self) -> object:
+        """The group's metadata, for ``send_offsets_to_transaction``."""
+        if self._group is None:  # assigned, never subscribed: it stays the same
+            self._group = self.consumer.consumer_group_metadata()
+        return self._group
+
+    def entries(
+        self, moved: Mapping[TP, PartState], parts: Mapping[TP, PartState]
+    ) -> dict[TP, int]:
+        """The entries a transaction that moved ``moved`` writes: theirs, and once a slice every
+        partition's of ``parts`` (so none expires)."""
+        if self.fresh:
+            return {(p.remote, p.partition): p.expect for p in moved.values()}
+        ledger = {(p.remote, p.partition): p.committed for p in parts.values()}
+        ledger.update({(p.remote, p.partition): p.expect for p in moved.values()})
+        return ledger
+
+    def stamps(self, ledger: Mapping[TP, int], moved: Mapping[TP, PartState]) -> dict[TP, float]:
+        """Each entry's stamp (:func:`ledger_offsets`): now for the partitions this commit moves,
+        the last one known for the others."""
+        now = time.time() * 1000.0
+        stamps = {rtp: self.landed_ms[rtp] for rtp in ledger if rtp in self.landed_ms}
+        stamps.update({(part.remote, part.partition): now for part in moved.values()})
+        return stamps
+
+    def offsets(
+        self, ledger: Mapping[TP, int], moved: Mapping[TP, PartState]
+    ) -> list[TopicPartition]:
+        """The stamped entries to commit (:func:`ledger_offsets`)."""
+        return ledger_offsets(ledger, self.stamps(ledger, moved))
+
+    def commit(
+        self,
+        ledger: Mapping[TP, int],
+        moved: Mapping[TP, PartState],
+        *,
+        asynchronous: bool = False,
+    ) -> None:
+        """Commit ``ledger``'s entries outside a transaction (at least once); a failure of an
+        earlier asynchronous commit is raised first."""
+        self.consumer.poll(0)  # serves the outcomes of earlier asynchronous commits
+        if self.failed:
+            raise KafkaException(self.failed[0])
+        offsets = self.offsets(ledger, moved)
+        if ledger and asynchronous:
+            self.consumer.commit(offsets=offsets, asynchronous=True)
+        elif ledger:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+
+    def _committed(self, err: KafkaError | None, offsets: list[TopicPartition]) -> None:
+        errors = [err] if err is not None else [tp.error for tp in offsets if tp.error]
+        self.failed.extend(errors)

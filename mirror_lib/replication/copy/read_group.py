@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from mirror_lib.config.fanout import group_name
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import parse_config
+from mirror_lib.config.settings import FlowSettings
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.context import SECRET_OPTION, FlowContext
 
@@ -67,7 +67,7 @@ class ReadGroup:
         return len(self.contexts) > 1
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> FlowSettings:
         """Settings of the shared read (the members agree on them, see config.fanout.SHARED)."""
         return self.lead.settings
 

@@ -33,17 +33,11 @@ from mirror_lib.kafka.reader import read_back
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy.source_reader import make_consumer
+from mirror_lib.replication.copy.source_reader import consumed, make_consumer
 from mirror_lib.replication.translate import SEGMENTS_EVENT, reader_conf
 
 log = logging.getLogger(__name__)
 
-RETENTION = "records were deleted (retention or DeleteRecords)"
-RECREATED = "topic was deleted and re-created"
-TRUNCATED = (
-    "the partition ends at offset {end}, before the flow's position: it was truncated (an "
-    "unclean leader election) or deleted and re-created"
-)
 PROBE_S = 10.0
 
 
@@ -100,7 +94,7 @@ def ends_before(
         consumer.assign([TopicPartition(t, p, listed[(t, p)]) for t, p in sorted(waiting)])
         deadline = time.monotonic() + timeout_s
         while waiting and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.2):
+            for msg in consumed(consumer, 1000, 0.2):
                 tp = (msg.topic(), msg.partition())
                 err = msg.error()
                 if tp not in waiting:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.mm2.formats import TP
 
@@ -28,6 +28,29 @@ CONSUME_BATCH = 10_000
 HEAD_LAG_RECORDS = CONSUME_BATCH  # fewer records than this to the high watermark: at the head
 HEAD_CALM_S = 2.0  # ... for this long before the consumer is swapped for a paced one
 LAG_CHECK_S = 1.0
+
+#: A record's headers, as confluent-kafka gives and takes them.
+Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
+
+
+class Record(Protocol):
+    """A consumed record as the copy reads it (confluent-kafka's ``Message``), or an event of the
+    consumer (:meth:`error` set: an end of partition, a failure) that names its partition."""
+
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> Headers | None: ...
+    def error(self) -> KafkaError | None: ...
+
+
+def consumed(consumer: Consumer, n: int, wait: float) -> list[Record]:
+    """``consumer.consume(n, wait)``: what a source consumer returns names its partition and
+    offset (confluent-kafka types them optional, for the events of other kinds of clients)."""
+    return cast("list[Record]", consumer.consume(n, wait))
 
 
 def make_consumer(ctx: FlowContext, *, paced: bool = False) -> Consumer:
@@ -91,7 +114,7 @@ class Reader:
         self.consumer.assign(todo)
         self.consumer.resume(todo)  # a reused consumer keeps pauses of earlier tasks
 
-    def take(self, wait: float) -> list[Any]:
+    def take(self, wait: float) -> list[Record]:
         """Up to CONSUME_BATCH records, waiting at most ``wait`` seconds for the first.
 
         ``consume(n, wait)`` returns only once n records are there or ``wait`` is over, so the
@@ -100,9 +123,9 @@ class Reader:
         falls due is not held up waiting for a full batch.
         """
         if wait <= 0:
-            return self.consumer.consume(CONSUME_BATCH, wait)
-        first = self.consumer.consume(1, wait)
-        return first + self.consumer.consume(CONSUME_BATCH - 1, 0) if first else first
+            return consumed(self.consumer, CONSUME_BATCH, wait)
+        first = consumed(self.consumer, 1, wait)
+        return first + consumed(self.consumer, CONSUME_BATCH - 1, 0) if first else first
 
     def lag(self) -> int:
         """Records between the writers' positions and the last high watermarks fetched."""
@@ -124,7 +147,7 @@ class Reader:
         self.calm_since = None if behind else (self.calm_since or now)
         at_head = self.calm_since is not None and now - self.calm_since >= HEAD_CALM_S
         paced = not behind if self.paced else at_head
-        if paced == self.paced or any(w.backlog or w.commit_pending for w in self.writers):
+        if paced == self.paced or any(w.strategy.held or w.strategy.holding for w in self.writers):
             return False
         old, self.consumer = self.consumer, make_consumer(self.ctx, paced=paced)
         self.paced = paced

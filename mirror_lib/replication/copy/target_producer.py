@@ -5,10 +5,11 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import TopicMetadata
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES, admin_client
@@ -18,6 +19,9 @@ from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)
+
+#: What librdkafka calls with a produced record's outcome: its error (None: delivered) and it.
+DeliveryReport = Callable[[KafkaError | None, Message], None]
 
 BATCH_SIZE = 1_000_000  # our default producer batch.size
 #: What a record batch's framing may add to the bytes librdkafka counts against batch.size.
@@ -191,7 +195,7 @@ def target_refusal(ctx: FlowContext) -> str | None:
     return f"{ctx.where('target')} refuses writes: " + "; ".join(problems[:3]) + more
 
 
-def _ask_each(ctx: FlowContext) -> tuple[Any, list[str]]:
+def _ask_each(ctx: FlowContext) -> tuple[dict[str, TopicMetadata] | None, list[str]]:
     """Metadata topics from the first bootstrap address of the target that answers (each asked
     on its own, at once), and the addresses that did not answer in time."""
     from concurrent.futures import ThreadPoolExecutor  # one small pool, only when diagnosing
@@ -199,7 +203,7 @@ def _ask_each(ctx: FlowContext) -> tuple[Any, list[str]]:
     conf = ctx.client("target", "admin")
     addresses = [a.strip() for a in str(conf["bootstrap.servers"]).split(",") if a.strip()]
 
-    def ask(address: str) -> Any:
+    def ask(address: str) -> dict[str, TopicMetadata] | None:
         try:
             admin = admin_client({**conf, "bootstrap.servers": address, "log_level": 0})
             return admin.list_topics(timeout=TROUBLE_LOOKUP_S).topics

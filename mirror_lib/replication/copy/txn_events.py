@@ -1,11 +1,11 @@
 """What a target's transaction carries besides the records: offset syncs, ``batch`` and
-``segments`` events, ``skip`` and ``resumed`` events (:mod:`mirror_lib.replication.copy.writer`
-commits them)."""
+``segments`` events, ``skip`` and ``resumed`` events (:mod:`mirror_lib.replication.copy.landing`
+produces them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import TopicPartition
 
@@ -14,12 +14,19 @@ from mirror_lib.config.stale import skip_event_fields
 from mirror_lib.mm2.formats import TP, OffsetSync
 from mirror_lib.offsets.segments import Segment, mm2_compatible_points
 from mirror_lib.replication import events
+from mirror_lib.replication.copy.copy_state import PartState
+
+if TYPE_CHECKING:
+    from mirror_lib.replication.copy.writer import TargetWriter
+
+#: The source's (low, high) watermarks of a partition, as the copy task's consumer last saw them.
+Watermarks = Callable[[TopicPartition], tuple[int, int]]
 
 #: A transaction whose records waited at least this long to be copied tells it (``resumed``).
 RESUMED_AFTER_S = 1.0
 
 
-def sync_records(settings: FlowSettings, segments: dict[TP, list[Segment]]) -> list[OffsetSync]:
+def sync_records(settings: FlowSettings, segments: Mapping[TP, list[Segment]]) -> list[OffsetSync]:
     """MM2 offset syncs for the transaction's segments (none when the flow emits none)."""
     if not settings.emit_offset_syncs:
         return []
@@ -32,7 +39,7 @@ def sync_records(settings: FlowSettings, segments: dict[TP, list[Segment]]) -> l
     ]
 
 
-def skip_events(w: Any) -> list[dict]:
+def skip_events(w: TargetWriter) -> list[dict[str, Any]]:
     """One ``skip`` event per partition and skipped range of writer ``w``'s open transaction."""
     return [
         events.flow_event(
@@ -51,12 +58,12 @@ def skip_events(w: Any) -> list[dict]:
 
 
 def batch_events(
-    w: Any,
-    parts: dict[TP, Any],
-    segments: dict[TP, list[Segment]],
+    w: TargetWriter,
+    parts: Mapping[TP, PartState],
+    segments: Mapping[TP, list[Segment]],
     acked_ms: float,
-    watermarks: Callable[[Any], tuple[int, int]],
-) -> list[dict]:
+    watermarks: Watermarks,
+) -> list[dict[str, Any]]:
     """A ``batch`` (counts, latency, lag) and a ``segments`` event per partition of writer
     ``w``'s transaction (``parts``: their states); ``watermarks`` gives the source's bounds of
     a partition.
@@ -64,7 +71,7 @@ def batch_events(
     A ``segments`` event names the source topic's id when the plan knew it: a planner on a
     new checkpoint finds there which topic the ledger's positions belong to
     (:func:`~mirror_lib.replication.copy.source_gaps.recorded_topic_ids`)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for tp, segs in segments.items():
         part = parts[tp]
         latency, age, buckets = part.latency_and_age(acked_ms)
@@ -112,17 +119,19 @@ def batch_events(
     return out
 
 
-def resumed_events(w: Any, parts: dict[TP, Any], acked_ms: float) -> list[dict]:
+def resumed_events(
+    w: TargetWriter, parts: Mapping[TP, PartState], acked_ms: float
+) -> list[dict[str, Any]]:
     """A ``resumed`` event when records of writer ``w``'s transaction waited at least
     :data:`RESUMED_AFTER_S` to be copied: from the later of their partition's last commit
-    (``w.landed_ms``, kept across restarts in the ledger) and the first record's CreateTime,
+    (``w.ledger.landed_ms``, kept across restarts in the ledger) and the first record's CreateTime,
     to the target's acknowledgement. That is how long a fault (a lost leader, a restart, a
     target that refused writes) stopped the copy of records that were there to be copied; a
     partition that never committed before (a new flow's backlog) does not count.
     """
-    waited: list[tuple[float, float, Any]] = []
+    waited: list[tuple[float, float, PartState]] = []
     for part in parts.values():
-        last = w.landed_ms.get((part.remote, part.partition))
+        last = w.ledger.landed_ms.get((part.remote, part.partition))
         if last is None or not part.n:
             continue
         since = max(last, part.ts[0]) if part.ts else last

@@ -14,8 +14,10 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy.copier import CopyResult, SliceCopy, cyclic_gc_paused
+from mirror_lib.replication.copy.copier import SliceCopy, cyclic_gc_paused
+from mirror_lib.replication.copy.fanout_targets import Targets
 from mirror_lib.replication.copy.source_reader import Reader
+from mirror_lib.replication.copy.writer import CopyResult
 from tests.helpers.fake_kafka import FakeErrorEvent
 
 PROPS = {"clusters": "A, B, C", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
@@ -43,18 +45,18 @@ class _Writer:
         return self._done
 
 
-def _copy(*, fanout: bool = True, until: bool = False, b_done: bool = False) -> SliceCopy:
-    copy = SliceCopy.__new__(SliceCopy)  # only the bookkeeping, no Kafka
+def _copy(*, fanout: bool = True, until: bool = False, b_done: bool = False) -> Targets:
+    """A slice's targets, only the bookkeeping (no Kafka)."""
     config = parse_config(PROPS)
-    copy.contexts = [
-        FlowContext.create(config, f) for f in (("A->B", "A->C") if fanout else ("A->B",))
-    ]
-    copy.ctx, copy.fanout = copy.contexts[0], fanout
+    contexts = [FlowContext.create(config, f) for f in (("A->B", "A->C") if fanout else ("A->B",))]
+    copy = Targets(
+        contexts,
+        {("t", 0): 10} if until else {},
+        CopyResult(0),
+        {"A->B", "A->C"} if until and fanout else None,
+    )
     copy.writers = [_Writer("A->B", b_done)] + ([_Writer("A->C")] if fanout else [])
     copy.readers = [SimpleNamespace(writers=list(copy.writers), close=lambda: None)]
-    copy.result, copy.failed = CopyResult(0), {}
-    copy.until = {("t", 0): 10} if until else {}
-    copy.busy = {"A->B", "A->C"} if until and fanout else None
     return copy
 
 
@@ -69,7 +71,7 @@ def _copy(*, fanout: bool = True, until: bool = False, b_done: bool = False) -> 
 def test_a_target_that_fails_leaves_the_slice_and_the_other_goes_on(exc, published):
     copy = _copy()
     c = copy.writers[1]
-    copy._detach_or_raise("A->C", exc)
+    copy.detach_or_raise("A->C", exc)
     assert c.dropped and [w.name for w in copy.writers] == ["A->B"]
     assert [w.name for w in copy.readers[0].writers] == ["A->B"]
     terminal = not getattr(exc, "transient", False)
@@ -80,7 +82,7 @@ def test_a_target_that_fails_leaves_the_slice_and_the_other_goes_on(exc, publish
 
 def test_a_target_left_out_at_every_slice_is_told_once(published):
     for _ in range(3):  # three slices of the same worker process
-        _copy()._detach_or_raise("A->C", TOO_LARGE)
+        _copy().detach_or_raise("A->C", TOO_LARGE)
     assert len(published) == 1 and published[0]["error_type"] == "RecordTooLargeError"
 
 
@@ -90,7 +92,7 @@ def test_a_target_that_refuses_the_event_too_still_leaves_quietly(monkeypatch, c
 
     monkeypatch.setattr(events, "publish", refused)
     copy = _copy()
-    copy._detach_or_raise("A->C", BrokerError("SASL authentication failed"))
+    copy.detach_or_raise("A->C", BrokerError("SASL authentication failed"))
     assert [w.name for w in copy.writers] == ["A->B"]
     assert "A->C: its error event was not written" in caplog.text
 
@@ -98,14 +100,14 @@ def test_a_target_that_refuses_the_event_too_still_leaves_quietly(monkeypatch, c
 def test_without_fan_out_every_failure_is_raised():
     copy = _copy(fanout=False)
     with pytest.raises(RecordTooLargeError):
-        copy._detach_or_raise("A->B", TOO_LARGE)
+        copy.detach_or_raise("A->B", TOO_LARGE)
 
 
 def test_a_fenced_producer_stops_the_slot_even_in_a_group():
     """Fatal: another instance took over the transactional ids, so no target may go on."""
     fenced = KafkaException(KafkaError(KafkaError._FENCED, fatal=True))
     with pytest.raises(KafkaException):
-        _copy()._detach_or_raise("A->C", fenced)
+        _copy().detach_or_raise("A->C", fenced)
 
 
 @pytest.mark.parametrize(("b_transient", "transient"), [(False, False), (True, True)])
@@ -113,26 +115,26 @@ def test_when_every_target_failed_the_slot_fails_terminally_only_if_each_did(
     b_transient, transient
 ):
     copy = _copy()
-    copy._detach_or_raise("A->C", TOO_LARGE)
+    copy.detach_or_raise("A->C", TOO_LARGE)
     with pytest.raises(BrokerError, match="every target of A->B,C failed") as caught:
-        copy._detach_or_raise("A->B", BrokerError("refused", transient=b_transient))
+        copy.detach_or_raise("A->B", BrokerError("refused", transient=b_transient))
     assert caught.value.transient == transient
 
 
 def test_once_raises_a_terminal_failure_once_the_planner_found_no_other_target_with_work():
     copy = _copy(until=True)
-    copy._detach_or_raise("A->C", TOO_LARGE)
+    copy.detach_or_raise("A->C", TOO_LARGE)
     copy.writers[0]._done = True  # B reached the snapshot in this slot: other slots may not yet
-    copy._raise_if_only_failed_left()
+    copy.raise_if_only_failed_left()
     copy = _copy(until=True, b_done=True)
     copy.busy = {"A->C"}  # B had nothing left in any slot when the slice was planned
-    copy._detach_or_raise("A->C", TOO_LARGE)
+    copy.detach_or_raise("A->C", TOO_LARGE)
     with pytest.raises(RecordTooLargeError, match="target cluster C"):
-        copy._raise_if_only_failed_left()
+        copy.raise_if_only_failed_left()
     continuous = _copy(b_done=True)
     continuous.busy = {"A->C"}
-    continuous._detach_or_raise("A->C", TOO_LARGE)
-    continuous._raise_if_only_failed_left()  # a continuous run keeps B going
+    continuous.detach_or_raise("A->C", TOO_LARGE)
+    continuous.raise_if_only_failed_left()  # a continuous run keeps B going
 
 
 @pytest.mark.parametrize(("busy", "raised"), [({"A->B", "A->C"}, False), ({"A->C"}, True),
@@ -144,13 +146,13 @@ def test_a_slot_where_only_the_failing_target_had_work_ends_or_raises_by_the_pla
     copy = _copy(until=True)
     copy.busy = busy
     copy.writers, copy.readers[0].writers = copy.writers[1:], copy.writers[1:]
-    copy._detach_or_raise("A->C", TOO_LARGE)
+    copy.detach_or_raise("A->C", TOO_LARGE)
     assert copy.writers == [] and copy.readers == [] and "A->C" in copy.failed
     if raised:
         with pytest.raises(RecordTooLargeError):
-            copy._raise_if_only_failed_left()
+            copy.raise_if_only_failed_left()
     else:
-        copy._raise_if_only_failed_left()
+        copy.raise_if_only_failed_left()
 
 
 ONE_FLOW = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
@@ -228,8 +230,9 @@ def test_a_collector_that_was_off_stays_off():
 def test_slice_copy_runs_its_loop_with_the_collector_paused(monkeypatch):
     seen: list[bool] = []
     copy = SliceCopy.__new__(SliceCopy)  # no Kafka: only run()'s own steps are exercised
-    copy.writers, copy.readers, copy.duration_s, copy.until = [], [], 1.0, {}
+    copy.duration_s, copy.until = 1.0, {}
     copy.result = CopyResult(0)
+    copy.targets = Targets([], copy.until, copy.result)
     monkeypatch.setattr(SliceCopy, "_start", lambda self: seen.append(gc.isenabled()))
     monkeypatch.setattr(SliceCopy, "_loop", lambda self, deadline: seen.append(gc.isenabled()))
     copy.run()

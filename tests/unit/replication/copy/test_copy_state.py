@@ -8,12 +8,12 @@ import pytest
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.copy.copy_state import (
     LATENCY_BUCKETS_MS,
+    NO_END,
     Interleaved,
     PartState,
     bucket_counts,
     exact_segments,
 )
-from mirror_lib.replication.copy.writer import NO_END
 
 
 def part_with(runs: list[tuple[int, int]], n: int, d_first: int, d_last: int) -> PartState:

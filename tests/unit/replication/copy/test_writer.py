@@ -13,9 +13,11 @@ import pytest
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy import txn_timing
+from mirror_lib.replication.copy import commit_strategies as strategies
+from mirror_lib.replication.copy import landing, txn_timing
+from mirror_lib.replication.copy import ledger as ledger_module
 from mirror_lib.replication.copy import writer as writer_module
-from mirror_lib.replication.copy.copier import SliceCopy
+from mirror_lib.replication.copy.fanout_targets import Targets, behind_error
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 from tests.helpers.fake_kafka import FakeConsumer, FakeLedger, FakeMessage, FakeProducer
@@ -52,7 +54,7 @@ def _writer(
     producer = FakeProducer()
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
     monkeypatch.setattr(
-        writer_module,
+        ledger_module,
         "ledger_consumer",
         lambda *a, **k: FakeLedger({("A.T", 0): start}, on_commit=k.get("on_commit")),
     )
@@ -106,7 +108,7 @@ def test_a_waiting_commit_holds_records_and_moves_and_copies_them_in_order(monke
     producer.acking = False  # the target is slow: nothing acknowledged yet (even by accept's poll)
     w.accept(("T", 0), _records(0, 9), 0.0)
     assert not w.commit(_no_watermarks, wait=False)
-    assert w.commit_pending
+    assert w.strategy.holding
     w.accept(("T", 0), _records(10, 14), 0.0)  # held, not produced into the waiting transaction
     w.move(("T", 0), 20)  # e.g. an end of partition after aborted records: held too
     assert len(producer.queue) == 10
@@ -115,7 +117,7 @@ def test_a_waiting_commit_holds_records_and_moves_and_copies_them_in_order(monke
     assert w.commit(_no_watermarks, wait=True)  # commits, copies what was held, commits again
     assert _copied(producer) == [b"v%d" % o for o in range(15)]
     assert _ledger(producer) == [10, 20]  # the first transaction's ledger never ran ahead
-    assert not w.commit_pending and not w.backlog
+    assert not w.strategy.holding and not w.strategy.held
 
 
 def test_a_target_more_than_the_bound_behind_the_lead_must_leave(monkeypatch):
@@ -125,8 +127,8 @@ def test_a_target_more_than_the_bound_behind_the_lead_must_leave(monkeypatch):
     w.commit(_no_watermarks, wait=False)
     w.accept(("T", 0), _records(10, 29), 0.0)  # 10 unacknowledged + 20 held = 30 waiting
     assert w.waiting() == 30
-    assert w.behind_error(lead=5) is None  # 25 behind the target furthest ahead: the bound
-    error = w.behind_error(lead=4)
+    assert behind_error(w, lead=5) is None  # 25 behind the target furthest ahead: the bound
+    error = behind_error(w, lead=4)
     assert error is not None and error.transient
     assert "A->C.mirror.fanout.max.lag.records = 25" in str(error)
     assert _ledger(producer) == []  # nothing of the waiting transaction was committed
@@ -138,7 +140,7 @@ def test_a_big_read_alone_is_not_lag(monkeypatch):
     w, producer = _writer(monkeypatch)
     producer.acking = False
     w.accept(("T", 0), _records(0, 99), 0.0)
-    assert w.behind_error(lead=100) is None
+    assert behind_error(w, lead=100) is None
 
 
 def test_a_single_target_never_holds(monkeypatch):
@@ -163,7 +165,7 @@ def test_a_target_that_acknowledges_nothing_for_flush_s_fails(monkeypatch):
     producer.acking = False
     w.accept(("T", 0), _records(0, 9), 0.0)
     assert not w.commit(_no_watermarks, wait=False)  # waits: not yet FLUSH_S
-    monkeypatch.setattr(writer_module, "FLUSH_S", 0.0)
+    monkeypatch.setattr(strategies, "FLUSH_S", 0.0)
     with pytest.raises(BrokerError, match="did not acknowledge records") as exc:
         w.commit(_no_watermarks, wait=False)
     assert exc.value.transient
@@ -209,12 +211,11 @@ def test_a_target_that_reached_its_end_is_not_the_lead(monkeypatch):
     producer.acking = False
     reading.accept(("T", 0), _records(0, 299), 0.0)  # 300 in flight, the bound is 25
     assert done.done() and reading.waiting() == 300
-    copy = SliceCopy.__new__(SliceCopy)  # only the bounded-buffer check, no Kafka
+    targets = Targets([done.ctx, reading.ctx], {}, CopyResult(0))  # the bounded buffer, no Kafka
     reader = Reader.__new__(Reader)
     reader.writers = [done, reading]
-    copy.writers, copy.readers, copy.fanout = [done, reading], [reader], True
-    copy.result = CopyResult(0)
-    copy._drop_laggards(reader)
+    targets.writers, targets.readers = [done, reading], [reader]
+    targets.drop_laggards(reader)
     assert reader.writers == [done, reading]
 
 
@@ -305,7 +306,7 @@ def _two_partition_writer(monkeypatch) -> tuple[TargetWriter, FakeProducer]:
     producer = FakeProducer()
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
     positions = {("A.T", 0): 0, ("A.T", 1): 70}
-    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: FakeLedger(positions))
+    monkeypatch.setattr(ledger_module, "ledger_consumer", lambda *a, **k: FakeLedger(positions))
     w = TargetWriter(ctx, 0, [("T", 0), ("T", 1)], until={}, options_key="k", fanout=False)
     w.start()
     return w, producer
@@ -371,7 +372,7 @@ def test_without_idempotence_a_batch_a_retry_wrote_twice_is_counted_and_mapped_a
     assert w.result.unreported == 3
     assert "3 record(s) on target cluster B" in caplog.text and "A.T[0]: 3" in caplog.text
     assert not producer.transactional and producer.committed == []
-    assert [tp.offset for tp in w.ledger.commits[-1]] == [10]
+    assert [tp.offset for tp in w.ledger.consumer.commits[-1]] == [10]
     # the next commit counts from where this one ended: a retry of its first batch too
     producer.lost_acks = 2
     w.accept(("T", 0), _records(10, 11), 0.0)
@@ -395,13 +396,13 @@ def test_at_least_once_the_loop_copies_on_while_a_commit_is_acknowledged(monkeyp
     w.accept(("T", 0), _records(0, 9), 0.0)
     assert not w.commit(_no_watermarks, roll=True)  # sealed, not waited for
     w.accept(("T", 0), _records(10, 14), 0.0)  # produced at once, not held
-    assert len(producer.queue) == 15 and not w.backlog
+    assert len(producer.queue) == 15 and not w.strategy.held
     assert not w.commit(_no_watermarks, roll=True)  # the first is not acknowledged yet
-    assert w.ledger.commits == []
+    assert w.ledger.consumer.commits == []
     producer.acking = True
     assert w.commit(_no_watermarks, roll=True)  # the first lands, the second is sealed ...
     assert w.commit(_no_watermarks, roll=True)  # ... and lands on the next call
-    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10], [15]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10], [15]]
     assert _segments(producer) == [[0, 9, 0, 9], [10, 14, 10, 14]]
     assert w.result.records == 15 and w.result.transactions == 2
 
@@ -418,13 +419,13 @@ def test_a_rolled_commit_that_lands_leaves_a_young_transaction_open(monkeypatch)
     producer.acking = True
     assert w.commit_due(False)  # the sealed commit can move on ...
     assert w.commit(_no_watermarks, roll=True)
-    assert w.rolled is None and w.in_txn  # ... and the young one stays open
-    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10]]
+    assert not w.strategy.sealed and w.in_txn  # ... and the young one stays open
+    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10]]
     assert not w.commit_due(False)
     w.txn_start -= w.interval
     assert w.commit_due(False)  # due once its interval passed
     assert w.commit(_no_watermarks, roll=True)
-    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10], [15]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10], [15]]
 
 
 def test_a_rolled_commit_moves_the_ledger_only_after_its_syncs_are_acknowledged(monkeypatch):
@@ -436,11 +437,11 @@ def test_a_rolled_commit_moves_the_ledger_only_after_its_syncs_are_acknowledged(
     producer.poll()  # the records are acknowledged ...
     producer.acking = False
     assert not w.commit(_no_watermarks, roll=True)  # ... their metrics records and syncs not
-    assert w.ledger.commits == [] and len(producer.queue) > 0
+    assert w.ledger.consumer.commits == [] and len(producer.queue) > 0
     assert not w.commit(_no_watermarks, roll=True)
     producer.acking = True
     assert w.commit(_no_watermarks, roll=True)
-    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10]]
 
 
 def test_the_slice_end_waits_for_a_rolled_commit_then_commits_the_rest(monkeypatch):
@@ -451,8 +452,8 @@ def test_the_slice_end_waits_for_a_rolled_commit_then_commits_the_rest(monkeypat
     w.accept(("T", 0), _records(10, 19), 0.0)
     producer.acking = True
     assert w.commit(_no_watermarks, wait=True)
-    assert [[tp.offset for tp in c] for c in w.ledger.commits] == [[10], [20]]
-    assert w.rolled is None and not w.in_txn
+    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10], [20]]
+    assert not w.strategy.sealed and not w.in_txn
 
 
 def test_a_rolled_commit_the_target_never_acknowledges_fails_after_flush_s(monkeypatch):
@@ -460,11 +461,11 @@ def test_a_rolled_commit_the_target_never_acknowledges_fails_after_flush_s(monke
     producer.acking = False
     w.accept(("T", 0), _records(0, 9), 0.0)
     assert not w.commit(_no_watermarks, roll=True)
-    monkeypatch.setattr(writer_module, "FLUSH_S", 0.0)
+    monkeypatch.setattr(landing, "FLUSH_S", 0.0)
     with pytest.raises(BrokerError, match="did not acknowledge records") as exc:
         w.commit(_no_watermarks, roll=True)
     assert exc.value.transient
-    assert w.ledger.commits == []
+    assert w.ledger.consumer.commits == []
 
 
 @pytest.mark.parametrize(
@@ -474,18 +475,18 @@ def test_a_rolled_commit_the_target_never_acknowledges_fails_after_flush_s(monke
 )
 def test_exactly_once_and_skips_commit_as_one_transaction(monkeypatch, props):
     w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=props)
-    assert not w.rolling
+    assert not getattr(w.strategy, "rolls", False)
     producer.acking = False
     w.accept(("T", 0), _records(0, 9), 0.0)
     producer.acking = True
     assert w.commit(_no_watermarks, roll=True)  # waited for its acknowledgements
-    assert w.rolled is None and w.parts[("T", 0)].committed == 10
+    assert not w.strategy.sealed and w.parts[("T", 0)].committed == 10
 
 
 def test_a_rolled_ledger_commit_that_failed_fails_the_next_commit(monkeypatch):
     """In the loop the ledger is committed without waiting; its failure is not lost."""
     w, _producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
-    w.ledger.fails_with = confluent_kafka.KafkaError(
+    w.ledger.consumer.fails_with = confluent_kafka.KafkaError(
         confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED
     )
     w.accept(("T", 0), _records(0, 9), 0.0)
@@ -494,7 +495,7 @@ def test_a_rolled_ledger_commit_that_failed_fails_the_next_commit(monkeypatch):
     with pytest.raises(BrokerError, match="Group authorization") as exc:
         w.commit(_no_watermarks, roll=True)
     assert not exc.value.transient
-    assert w.ledger.commits == []
+    assert w.ledger.consumer.commits == []
 
 
 def _metrics(producer: FakeProducer, kind: str) -> list[dict]:
@@ -509,7 +510,7 @@ def _stamped_writer(monkeypatch, stamp_ms: float | None):
         ledger.metadata[("A.T", 0)] = f"t={int(stamp_ms)}"
     producer = FakeProducer()
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
-    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: ledger)
+    monkeypatch.setattr(ledger_module, "ledger_consumer", lambda *a, **k: ledger)
     ctx = FlowContext.create(parse_config({**PROPS, "mirror.fanout.enabled": "false"}), "A->B")
     w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
     w.start()
@@ -569,14 +570,16 @@ def test_a_hung_send_offsets_gets_a_new_producer_that_continues_from_the_ledger(
 
     from mirror_lib.replication.copy.copy_state import Rewound
 
-    monkeypatch.setattr(writer_module, "SEND_OFFSETS_HANG_S", 0.2)
+    monkeypatch.setattr(strategies, "SEND_OFFSETS_HANG_S", 0.2)
     ledger = FakeLedger({("A.T", 0): 5})
     hung, fresh = FakeProducer(), FakeProducer()
     blocked = threading.Event()
     hung.send_offsets_to_transaction = lambda *a: blocked.wait(30)  # type: ignore[method-assign]
     made = [hung, fresh]
-    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (made.pop(0), 60_000))
-    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: ledger)
+    renewed = lambda *a, **k: (made.pop(0), 60_000)  # noqa: E731
+    monkeypatch.setattr(writer_module, "make_producer", renewed)
+    monkeypatch.setattr(strategies, "make_producer", renewed)
+    monkeypatch.setattr(ledger_module, "ledger_consumer", lambda *a, **k: ledger)
     ctx = FlowContext.create(parse_config({**PROPS, "mirror.fanout.enabled": "false"}), "A->B")
     w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
     w.start()
@@ -586,7 +589,7 @@ def test_a_hung_send_offsets_gets_a_new_producer_that_continues_from_the_ledger(
             w.commit(_no_watermarks, wait=True)
     finally:
         blocked.set()
-    assert w.producer is fresh and not made and w.renewals == 1
+    assert w.producer is fresh and not made and w.strategy.renewals == 1
     assert w.parts[("T", 0)].expect == 5 and not w.in_txn  # the ledger's position
     assert "did not return within 0.2s" in (w.trouble or "")
     w.accept(("T", 0), _records(5, 9), 0.0)
@@ -599,15 +602,15 @@ def test_renewals_past_the_limit_end_the_slice(monkeypatch):
     from mirror_lib.errors import HungCallError
 
     w, _producer = _stamped_writer(monkeypatch, None)
-    w.renewals = writer_module.MAX_RENEWALS
+    w.strategy.renewals = strategies.MAX_RENEWALS
     with pytest.raises(HungCallError):
-        w.renew(HungCallError("send_offsets_to_transaction did not return"))
+        w.strategy.renew(HungCallError("send_offsets_to_transaction did not return"))
 
 
 def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatch):
     """After a send_offsets that took 0.3 s, one that takes 0.5 s (over SEND_OFFSETS_HANG_S)
     is slow, not hung: the threshold is HANG_FACTOR times the slowest lately."""
-    monkeypatch.setattr(writer_module, "SEND_OFFSETS_HANG_S", 0.4)
+    monkeypatch.setattr(strategies, "SEND_OFFSETS_HANG_S", 0.4)
     w, producer = _stamped_writer(monkeypatch, None)
     delays = [0.3, 0.5]
     original = producer.send_offsets_to_transaction
@@ -620,7 +623,7 @@ def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatc
     for first in (0, 5):
         w.accept(("T", 0), _records(first, first + 4), 0.0)
         assert w.commit(_no_watermarks, wait=True)
-    assert w.renewals == 0 and w.slow_offsets_s >= 0.45
+    assert w.strategy.renewals == 0 and w.strategy.slow_offsets_s >= 0.45
 
 
 def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch):
@@ -629,16 +632,18 @@ def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(m
     acknowledged for STUCK_ACK_S, the writer renews its producer instead of waiting."""
     from mirror_lib.replication.copy.copy_state import Rewound
 
-    monkeypatch.setattr(writer_module, "SLOW_ACK_S", 0.05)
-    monkeypatch.setattr(writer_module, "STUCK_ACK_S", 0.2)
-    monkeypatch.setattr(writer_module, "min_insync", lambda *_a: {})
-    monkeypatch.setattr(writer_module, "target_trouble", lambda *_a: None)
+    monkeypatch.setattr(landing, "SLOW_ACK_S", 0.05)
+    monkeypatch.setattr(landing, "STUCK_ACK_S", 0.2)
+    monkeypatch.setattr(landing, "min_insync", lambda *_a: {})
+    monkeypatch.setattr(landing, "target_trouble", lambda *_a: None)
     stuck, fresh = FakeProducer(), FakeProducer()
     stuck.acking = False
     made = [stuck, fresh]
-    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (made.pop(0), 60_000))
+    renewed = lambda *a, **k: (made.pop(0), 60_000)  # noqa: E731
+    monkeypatch.setattr(writer_module, "make_producer", renewed)
+    monkeypatch.setattr(strategies, "make_producer", renewed)
     monkeypatch.setattr(
-        writer_module, "ledger_consumer", lambda *a, **k: FakeLedger({("A.T", 0): 0})
+        ledger_module, "ledger_consumer", lambda *a, **k: FakeLedger({("A.T", 0): 0})
     )
     ctx = FlowContext.create(parse_config({**PROPS, "mirror.fanout.enabled": "false"}), "A->B")
     w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
@@ -652,18 +657,18 @@ def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(m
 def test_a_target_that_refuses_writes_is_waited_for_not_renewed(monkeypatch):
     """Fewer in-sync replicas than min.insync.replicas: a new producer would wait as well, so
     the slice fails after FLUSH_S naming the cause, and the run waits through the outage."""
-    monkeypatch.setattr(writer_module, "SLOW_ACK_S", 0.05)
-    monkeypatch.setattr(writer_module, "STUCK_ACK_S", 0.1)
-    monkeypatch.setattr(writer_module, "FLUSH_S", 0.3)
-    monkeypatch.setattr(writer_module, "min_insync", lambda *_a: {})
+    monkeypatch.setattr(landing, "SLOW_ACK_S", 0.05)
+    monkeypatch.setattr(landing, "STUCK_ACK_S", 0.1)
+    monkeypatch.setattr(landing, "FLUSH_S", 0.3)
+    monkeypatch.setattr(landing, "min_insync", lambda *_a: {})
     said = "A.T[0] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2"
-    monkeypatch.setattr(writer_module, "target_trouble", lambda *_a: said)
+    monkeypatch.setattr(landing, "target_trouble", lambda *_a: said)
     w, producer = _stamped_writer(monkeypatch, None)
     producer.acking = False
     w.accept(("T", 0), _records(0, 4), 0.0)
     with pytest.raises(BrokerError, match=r"fewer than its min\.insync\.replicas") as caught:
         w.commit(_no_watermarks, wait=True)
-    assert caught.value.transient and w.renewals == 0
+    assert caught.value.transient and w.strategy.renewals == 0
 
 
 def test_the_copy_task_writes_its_timing_log_only_when_asked(monkeypatch, tmp_path):
@@ -703,7 +708,7 @@ def _fenced_writer(monkeypatch, open_s: float):
     producer.commit_transaction = fenced  # type: ignore[method-assign]
     monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 5000))
     ledger = FakeLedger({("A.T", 0): 0})
-    monkeypatch.setattr(writer_module, "ledger_consumer", lambda *a, **k: ledger)
+    monkeypatch.setattr(ledger_module, "ledger_consumer", lambda *a, **k: ledger)
     w = TargetWriter(ctx, 0, [("T", 0)], until={}, options_key="k")
     w.start()
     w.accept(("T", 0), [FakeMessage("T", 0, o) for o in range(5)], 0.0)

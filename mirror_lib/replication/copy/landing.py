@@ -1,0 +1,298 @@
+"""How a writer's transaction lands on its target, whatever its commit strategy
+(:mod:`mirror_lib.replication.copy.commit_strategies`).
+
+Its records are acknowledged (a late acknowledgement is explained from the target's metadata, and
+one stuck on a lost connection gets the producer renewed); what it carries besides the records
+(:mod:`mirror_lib.replication.copy.txn_events`) is produced; the strategy commits it; then every
+partition's committed position moves, and the offset syncs kept on the source go out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NoReturn
+
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from mirror_lib.errors import BrokerError, HungCallError
+from mirror_lib.mm2.formats import TP, OffsetSync
+from mirror_lib.replication import events
+from mirror_lib.replication.context import PlainProducer
+from mirror_lib.replication.copy import txn_timing
+from mirror_lib.replication.copy.copy_state import PartState
+from mirror_lib.replication.copy.target_producer import commit_error, min_insync, target_trouble
+from mirror_lib.replication.copy.txn_events import (
+    Watermarks,
+    batch_events,
+    resumed_events,
+    skip_events,
+    sync_records,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mirror_lib.replication.copy.writer import TargetWriter
+
+log = logging.getLogger(__name__)
+
+FLUSH_S = 30.0  # a target that acknowledges nothing this long fails (transient)
+FANOUT_INIT_S = 15.0  # in a fan-out group a target's set-up may not hold the others longer
+#: how late acknowledgements may be before the writer looks at the target for a cause; and,
+#: once that shows nothing wrong, before they count as stuck (see :meth:`Lander.acknowledge`)
+SLOW_ACK_S = 2.0
+#: acknowledgements this late (and HANG_FACTOR times the slowest lately) while the target's
+#: metadata shows every partition led and in sync: the requests are held on a connection to a
+#: broker that went away (a partitioned network holds them until socket.timeout.ms, 30 s), and
+#: the writer renews its producer instead of waiting for that
+STUCK_ACK_S = 10.0
+#: a call is hung only past this many times the slowest that returned lately (a machine too busy
+#: to answer in time is not a hang)
+HANG_FACTOR = 5.0
+
+
+@dataclass
+class Landing:
+    """A transaction whose records were acknowledged, on its way to commit: what it moved and
+    what it wrote besides the records."""
+
+    moved: dict[TP, PartState]
+    syncs: list[OffsetSync]
+    twice: dict[TP, int]
+    wrote: bool  # metrics records or offset syncs on the target
+    failed: list[KafkaError] = field(default_factory=list)  # their deliveries that failed
+    remaining: int = 0  # their delivery reports not yet served
+    acked_ms: float = 0.0  # when the records were acknowledged (epoch ms)
+
+    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        self.remaining -= 1
+        if err is not None:
+            self.failed.append(err)
+
+
+class Lander:
+    """What every commit strategy shares: waiting for the target's acknowledgements, producing
+    what a transaction carries besides its records, and moving the positions once it committed.
+    A strategy says how the transaction is committed (:meth:`transfer`)."""
+
+    def __init__(self, writer: TargetWriter) -> None:
+        self.w = writer
+        self.slow_ack_s = 0.0  # the slowest acknowledgement of a commit's records lately (decays)
+        self._min_isr: dict[str, int] | None = None  # of the remote topics, asked once a slice
+        self._landing: Landing | None = None  # the one land() prepared, once it did
+
+    # -- what a strategy that holds or seals nothing says ----------------------------------------
+    @property
+    def holding(self) -> bool:
+        """A commit waits for the target's acknowledgements and holds what arrives meanwhile."""
+        return False
+
+    @property
+    def sealed(self) -> bool:
+        """A sealed transaction is on its way: the next commit moves it on."""
+        return False
+
+    @property
+    def held(self) -> bool:
+        """Something arrived while a commit waited and is held."""
+        return False
+
+    @property
+    def held_records(self) -> int:
+        return 0
+
+    def hold(self, replay: Callable[[], object], records: int) -> None:
+        raise AssertionError("only a fan-out target holds records")  # holding is never true
+
+    def forget(self) -> None:
+        """The open transaction was aborted or abandoned: nothing of it counts."""
+
+    def drop(self) -> None:
+        """The writer leaves the slice without waiting on the target."""
+
+    # -- a commit ------------------------------------------------------------------------------
+    def land(self, watermarks: Watermarks, wait: bool) -> None:
+        """Commit the open transaction (:meth:`transfer`) and move the positions it moved."""
+        w = self.w
+        moved = {tp: part for tp, part in w.parts.items() if part.expect != part.committed}
+        ledger = w.ledger.entries(moved, w.parts)
+        self._landing = None
+        if txn_timing.enabled():
+            w.commit_started_ms = txn_timing.now_ms()
+        try:
+            landing = self.transfer(moved, ledger, watermarks, wait)
+        except KafkaException as exc:
+            err, where = exc.args[0], w.ctx.where("target")
+            raise w.timed_out(err) or commit_error(err, self._failed(), where) from exc
+        except HungCallError as exc:
+            self.renew(exc)
+        w.in_txn = False
+        self.complete(landing)
+
+    def _failed(self) -> list[KafkaError]:
+        """The failed deliveries of what the commit that failed produced besides its records."""
+        return self._landing.failed if self._landing is not None else []
+
+    def transfer(
+        self, moved: dict[TP, PartState], ledger: dict[TP, int], watermarks: Watermarks, wait: bool
+    ) -> Landing:
+        """Commit the records of ``moved``, what goes with them (:meth:`prepare`, which it
+        calls) and the ``ledger`` entries."""
+        raise NotImplementedError
+
+    def renew(self, cause: HungCallError) -> NoReturn:
+        """A call hung: without a producer to replace, ``cause`` ends the slice."""
+        raise cause
+
+    def prepare(self, moved: dict[TP, PartState], watermarks: Watermarks) -> Landing:
+        """After ``moved``'s records were acknowledged: their segments, and what goes with them
+        (metrics records, offset syncs on the target), produced."""
+        w = self.w
+        ctx = w.ctx
+        acked_ms = time.time() * 1000.0
+        for part in moved.values():
+            if part.error is not None:
+                err, _ = part.error
+                first = part.runs[0][0] if part.runs else part.committed
+                w.fail_record(err, part, first)
+        segments = {tp: part.segments(w.exact) for tp, part in moved.items() if part.n}
+        twice = {} if w.eos else {tp: n for tp, p in moved.items() if (n := p.unreported())}
+        evs = batch_events(w, moved, segments, acked_ms, watermarks) + skip_events(w)
+        evs += resumed_events(w, moved, acked_ms)
+        out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
+        syncs = sync_records(ctx.settings, segments)
+        if ctx.offset_syncs_on_target:
+            out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
+        if w.source_syncs is not None:
+            w.source_syncs.check()  # the syncs of earlier commits went out: commit this one
+        landing = Landing(moved, syncs, twice, bool(out), remaining=len(out), acked_ms=acked_ms)
+        self._landing = landing
+        for topic, k, v in out:
+            w.producer.produce(topic, v, k, partition=0, on_delivery=landing.delivered)
+        return landing
+
+    def complete(self, landing: Landing) -> None:
+        """The transaction of ``landing`` committed: move every partition's committed position."""
+        w = self.w
+        ctx = w.ctx
+        w.ledger.fresh = True
+        if landing.wrote:
+            w.aborts_unreported = 0
+        if landing.syncs and not ctx.offset_syncs_on_target:
+            if w.source_syncs is None:
+                w.source_syncs = PlainProducer(ctx, "source")
+            w.source_syncs.write(
+                ctx.offset_syncs_topic, [(x.key(), x.value()) for x in landing.syncs]
+            )
+        if landing.moved or landing.wrote:  # not a ledger refresh alone
+            w.result.transactions += 1
+        if landing.twice:
+            self._tell_unreported(landing.twice)
+        if landing.moved and txn_timing.enabled():
+            txn_timing.write(
+                w.slot, w.commit_started_ms, landing.acked_ms, list(landing.moved.values())
+            )
+        w.restarted = False
+        w.trouble = None
+        for tp, part in landing.moved.items():
+            w.ledger.landed_ms[(part.remote, part.partition)] = landing.acked_ms
+            part.committed = part.expect
+            part.committed_downstream()
+            w.result.records += part.n
+            w.result.bytes += part.bytes
+            part.reset()
+            live = w.parts.get(tp)
+            if live is not None and live is not part:  # it rolled on: its successor's base
+                live.committed, live.d_next = part.committed, part.d_next
+        for skips in w.skips.values():
+            skips.commit()
+
+    def _tell_unreported(self, twice: dict[TP, int]) -> None:
+        """Without transactions, records a retry wrote twice stay on the target: count them."""
+        w = self.w
+        w.result.unreported += sum(twice.values())
+        where = ", ".join(f"{w.parts[tp].remote}[{tp[1]}]: {n}" for tp, n in twice.items())
+        log.warning(
+            "%s: %d record(s) on %s between the ones this commit copied were not acknowledged "
+            "to it (%s): the first copy of a produce request retried after its acknowledgement "
+            "was lost (without idempotence it is written twice), or another producer's records; "
+            "offsets are mapped around them",
+            w.ctx.label, sum(twice.values()), w.ctx.where("target"), where,
+        )  # fmt: skip
+
+    # -- acknowledgements ----------------------------------------------------------------------
+    def acknowledge(self) -> None:
+        """Wait until the target acknowledged the transaction's records; if that takes longer
+        than SLOW_ACK_S, look at the target for why (:func:`target_trouble`). If it shows
+        nothing wrong and STUCK_ACK_S pass without acknowledgements, the requests are stuck on a
+        lost connection: :class:`HungCallError` (the commit renews the producer)."""
+        w = self.w
+        started, limit = time.monotonic(), self.flush_limit()
+        if self.flush(min(SLOW_ACK_S, limit)) == 0:
+            self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+            return
+        if self._min_isr is None:
+            self._min_isr = min_insync(w.ctx, sorted({t for t, _p in self._written()}))
+        where = w.ctx.where("target")
+        trouble = target_trouble(w.ctx, w.producer, self._written(), self._min_isr)
+        w.trouble = trouble or w.trouble
+        stuck = max(STUCK_ACK_S, HANG_FACTOR * self.slow_ack_s)
+        if trouble is None and w.eos and stuck < limit:
+            if self.flush(max(started + stuck - time.monotonic(), 0.0)) == 0:
+                self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+                return
+            raise HungCallError(
+                f"{where} acknowledged none of {len(w.producer)} records for {stuck:.0f}s "
+                "although its metadata shows every partition led and in sync: they are held on "
+                "a connection to a broker that went away"
+            )
+        if self.flush(max(started + limit - time.monotonic(), 0.0)) > 0:
+            # what the target shows now: fencing a lost broker shrinks the in-sync replicas only
+            # once its session ends, seconds after the first look
+            w.trouble = target_trouble(w.ctx, w.producer, self._written(), self._min_isr)
+            raise self.unacknowledged("records")
+        self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+
+    def _written(self) -> list[TP]:
+        """The remote partitions this writer's transactions write: its own and those of the
+        internal topics that go with them."""
+        out = [(part.remote, part.partition) for part in self.w.parts.values()]
+        return [*out, (self.w.ctx.metrics_topic, 0)]
+
+    def acknowledged(self, done: Callable[[], bool], start: float, block: bool, what: str) -> bool:
+        """Whether ``done`` says the target acknowledged ``what``: at once, or (``block``)
+        after a flush. Nothing for ``FLUSH_S`` since ``start`` fails the slice (transient)."""
+        if done():
+            return True
+        if block:
+            self.flush(FLUSH_S)
+        if done():
+            return True
+        if block or time.monotonic() - start > FLUSH_S:
+            raise self.unacknowledged(what)
+        return False
+
+    def unacknowledged(self, what: str) -> BrokerError:
+        cause = f": {self.w.trouble}" if self.w.trouble else ""
+        return BrokerError(
+            f"{self.w.ctx.where('target')} did not acknowledge {what} in {FLUSH_S:.0f}s{cause}",
+            transient=True,
+        )
+
+    def flush(self, timeout_s: float) -> int:
+        """``producer.flush``, which raises a fatal producer error (fenced) as it is."""
+        w = self.w
+        try:
+            return w.producer.flush(timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise w.timed_out(err) or commit_error(err, [], w.ctx.where("target")) from exc
+
+    def flush_limit(self) -> float:
+        """How long a waiting commit may wait for acknowledgements (in a fan-out group, what is
+        left of ``FLUSH_S`` since the transaction began)."""
+        if not self.w.fanout:
+            return FLUSH_S
+        return max(FLUSH_S - (time.monotonic() - self.w.txn_start), 1.0)
