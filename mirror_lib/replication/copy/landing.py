@@ -237,21 +237,26 @@ class Lander:
             self._min_isr = min_insync(w.ctx, sorted({t for t, _p in self._written()}))
         where = w.ctx.where("target")
         trouble = target_trouble(w.ctx, w.producer, self._written(), self._min_isr)
-        w.trouble = trouble or w.trouble
+        w.trouble = str(trouble) if trouble is not None else w.trouble
         stuck = max(STUCK_ACK_S, HANG_FACTOR * self.slow_ack_s)
-        if trouble is None and w.eos and stuck < limit:
+        # a broker that does not answer while the rest show every partition led and in sync
+        # (one broker of three cut off): its requests wait for socket.timeout.ms, a new producer
+        # sends them to the partitions' new leaders once the controllers fenced it
+        if (trouble is None or not trouble.refuses) and w.eos and stuck < limit:
             if self.flush(max(started + stuck - time.monotonic(), 0.0)) == 0:
                 self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
                 return
+            silent = f" ({', '.join(trouble.silent)} did not answer)" if trouble else ""
             raise HungCallError(
                 f"{where} acknowledged none of {len(w.producer)} records for {stuck:.0f}s "
-                "although its metadata shows every partition led and in sync: they are held on "
-                "a connection to a broker that went away"
+                f"although its metadata shows every partition led and in sync{silent}: they "
+                "are held on a connection to a broker that went away"
             )
         if self.flush(max(started + limit - time.monotonic(), 0.0)) > 0:
             # what the target shows now: fencing a lost broker shrinks the in-sync replicas only
             # once its session ends, seconds after the first look
-            w.trouble = target_trouble(w.ctx, w.producer, self._written(), self._min_isr)
+            now = target_trouble(w.ctx, w.producer, self._written(), self._min_isr)
+            w.trouble = str(now) if now is not None else None
             raise self.unacknowledged("records")
         self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -114,9 +115,33 @@ def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
     return out
 
 
+@dataclass(frozen=True)
+class Trouble:
+    """What the target's metadata shows about writes the copy waits for: reasons it refuses
+    them (``refusals``: partitions without a leader or below ``min.insync.replicas``, or no
+    broker answering) and the bootstrap addresses that did not answer (``silent``)."""
+
+    refusals: tuple[str, ...]
+    silent: tuple[str, ...] = ()
+
+    @property
+    def refuses(self) -> bool:
+        """The target itself refuses (or cannot take) the writes: a new producer would not
+        help. Silent addresses alone are a lost broker whose requests a new producer re-sends
+        to the partitions' new leaders."""
+        return bool(self.refusals)
+
+    def __str__(self) -> str:
+        more = f" (and {len(self.refusals) - 3} more)" if len(self.refusals) > 3 else ""
+        text = "; ".join(self.refusals[:3]) + more
+        if self.silent:
+            text += ("; " if text else "") + f"{', '.join(self.silent)} did not answer"
+        return text
+
+
 def target_trouble(
     ctx: FlowContext, producer: Producer, written: Sequence[TP], min_isr: Mapping[str, int]
-) -> str | None:
+) -> Trouble | None:
     """Why the target may not acknowledge writes to ``written`` (remote partitions), from its
     metadata: a partition without a leader, or with fewer in-sync replicas than its
     ``min.insync.replicas`` (``min_isr``; the target then refuses writes with
@@ -129,17 +154,13 @@ def target_trouble(
     except KafkaException:
         answered, silent = _ask_each(ctx)
         if answered is None:
-            return (
+            return Trouble((
                 f"no broker of {ctx.where('target')} answered a metadata request in "
-                f"{TROUBLE_LOOKUP_S:g}s"
-            )
+                f"{TROUBLE_LOOKUP_S:g}s",
+            ))  # fmt: skip
         meta = answered
-    problems = replica_trouble(meta, written, min_isr)
-    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-    found_text = "; ".join(problems[:3]) + more
-    if silent:
-        found_text += ("; " if found_text else "") + f"{', '.join(silent)} did not answer"
-    return found_text or None
+    found = Trouble(tuple(replica_trouble(meta, written, min_isr)), tuple(silent))
+    return found if found.refusals or found.silent else None
 
 
 def replica_trouble(

@@ -219,15 +219,17 @@ def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
     ctx = FlowContext.create(
         parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B"
     )
-    text = target_trouble(ctx, _MetaProducer(meta), written, {"A.T": 2})
-    assert text is not None
+    found = target_trouble(ctx, _MetaProducer(meta), written, {"A.T": 2})
+    assert found is not None and found.refuses
+    text = str(found)
     assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
     assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
     assert "A.T[0]" not in text
     assert target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None
     # the producer asked a broker that does not answer: each bootstrap address is asked itself
     silent = target_trouble(ctx, _MetaProducer(None), written, {})
-    assert silent is not None and silent.startswith("no broker of target cluster B")
+    assert silent is not None and silent.refuses
+    assert str(silent).startswith("no broker of target cluster B")
 
 
 def _meta(**topics: dict[int, tuple[int, list[int]]]) -> dict:

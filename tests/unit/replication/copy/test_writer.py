@@ -19,6 +19,7 @@ from mirror_lib.replication.copy import ledger as ledger_module
 from mirror_lib.replication.copy import writer as writer_module
 from mirror_lib.replication.copy.fanout_targets import Targets, behind_error
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader
+from mirror_lib.replication.copy.target_producer import Trouble
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 from tests.helpers.fake_kafka import FakeConsumer, FakeLedger, FakeMessage, FakeProducer
 
@@ -626,16 +627,19 @@ def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatc
     assert w.strategy.renewals == 0 and w.strategy.slow_offsets_s >= 0.45
 
 
-def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch):
+@pytest.mark.parametrize("seen", [None, Trouble((), ("127.0.0.1:2",))])
+def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch, seen):
     """A partitioned broker holds in-flight requests until socket.timeout.ms (60 s) while the
     controllers have moved its partitions: with every partition led and in sync and nothing
-    acknowledged for STUCK_ACK_S, the writer renews its producer instead of waiting."""
+    acknowledged for STUCK_ACK_S, the writer renews its producer instead of waiting. So it does
+    when that broker does not answer the metadata request either (one broker of three cut off:
+    the slice failed after 30 s and the query restarted, 116 s in the fault matrix)."""
     from mirror_lib.replication.copy.copy_state import Rewound
 
     monkeypatch.setattr(landing, "SLOW_ACK_S", 0.05)
     monkeypatch.setattr(landing, "STUCK_ACK_S", 0.2)
     monkeypatch.setattr(landing, "min_insync", lambda *_a: {})
-    monkeypatch.setattr(landing, "target_trouble", lambda *_a: None)
+    monkeypatch.setattr(landing, "target_trouble", lambda *_a: seen)
     stuck, fresh = FakeProducer(), FakeProducer()
     stuck.acking = False
     made = [stuck, fresh]
@@ -652,6 +656,8 @@ def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(m
     with pytest.raises(Rewound):
         w.commit(_no_watermarks, wait=True)
     assert w.producer is fresh and "acknowledged none of 5 records" in (w.trouble or "")
+    if seen is not None:  # one broker of three cut off: renewed too, and said
+        assert "(127.0.0.1:2 did not answer)" in (w.trouble or "")
 
 
 def test_a_target_that_refuses_writes_is_waited_for_not_renewed(monkeypatch):
@@ -662,7 +668,7 @@ def test_a_target_that_refuses_writes_is_waited_for_not_renewed(monkeypatch):
     monkeypatch.setattr(landing, "FLUSH_S", 0.3)
     monkeypatch.setattr(landing, "min_insync", lambda *_a: {})
     said = "A.T[0] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2"
-    monkeypatch.setattr(landing, "target_trouble", lambda *_a: said)
+    monkeypatch.setattr(landing, "target_trouble", lambda *_a: Trouble((said,)))
     w, producer = _stamped_writer(monkeypatch, None)
     producer.acking = False
     w.accept(("T", 0), _records(0, 4), 0.0)
