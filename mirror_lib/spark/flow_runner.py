@@ -19,14 +19,14 @@ from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.supervise import ONCE_DEFAULT_MAX_S
 from mirror_lib.replication.context import FlowContext, flow_dir
-from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds, flows_short_of
+from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.copy.read_group import ReadGroup, split_group_name
 from mirror_lib.replication.metrics.flow_status import FlowStatus
+from mirror_lib.replication.planning.slices import flows_short_of, format_until
 from mirror_lib.replication.planning.stall import StallWatch, stall_text
 from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
-from mirror_lib.spark.source import format_until
 
 
 def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -> None:

@@ -41,7 +41,6 @@ from mirror_lib.replication.migration import mm2_takeover
 from mirror_lib.replication.planning.slices import (
     Plan,
     SlicePlanner,
-    format_until,
     parse_until,
     plan_positions,
 )
@@ -53,9 +52,6 @@ __all__ = [
     "KafkaPlanningParts",
     "MirrorDataSource",
     "SliceReader",
-    "format_until",
-    "parse_until",
-    "plan_positions",
 ]
 
 log = logging.getLogger(__name__)

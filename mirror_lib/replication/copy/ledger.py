@@ -23,7 +23,6 @@ from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, wa
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, stable_slot
 from mirror_lib.replication.copy.copy_state import NO_END, PartState
-from mirror_lib.replication.planning.slices import flows_short_of as flows_short_of  # the runner's
 
 #: The group coordinator is elsewhere or not ready yet (a new cluster's first group, a leader that
 #: moved), or the request met a broker that does not answer: the ledger read asks again.

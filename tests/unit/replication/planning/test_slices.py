@@ -20,7 +20,8 @@ import pytest
 from mirror_lib.errors import BrokerError, DataLossError, RemoteTopicError
 from mirror_lib.replication.context import stable_slot
 from mirror_lib.replication.planning import slices
-from mirror_lib.replication.planning.slices import plan_positions
+from mirror_lib.replication.planning.slices import flows_short_of, plan_positions
+from mirror_lib.replication.planning.stall import StallWatch
 from tests.helpers.fake_planner import Clusters, fake_clusters, planner
 
 # -- a fan-out target left out -----------------------------------------------------------------
@@ -296,3 +297,18 @@ def test_no_protection_when_the_setting_is_off(monkeypatch):
     p = planner({**PROTECTED, "mirror.protect.remote.topics": "false"})
     p.plan(None, first=True)
     assert p.parts.guard(p.ctx).refreshed == []
+
+
+A0, A1 = ("a", 0), ("a", 1)  # a fan-out group's partitions
+
+
+def test_a_fan_out_stall_names_the_flows_whose_own_ledger_did_not_move() -> None:
+    """The group's slowest positions stalled on a-1; only C replicates it (B's ledger has no
+    a-1) and B is done on a-0: the error names A->C, not the group's first flow."""
+    watch = StallWatch(limit_s=1, min_slices=1)
+    watch.observe({A1: 0}, {A0: 10, A1: 20}, now=0)
+    stalls = watch.observe({A1: 0}, {A0: 10, A1: 20}, now=5)
+    by_flow = {"A->B": {A0: 10}, "A->C": {A0: 10, A1: 0}}
+    assert flows_short_of(by_flow, {s.tp: s.end for s in stalls}) == ["A->C"]
+    by_flow["A->B"][A1] = 3  # both short of a-1's end
+    assert flows_short_of(by_flow, {s.tp: s.end for s in stalls}) == ["A->B", "A->C"]
