@@ -212,8 +212,7 @@ def target_refusal(ctx: FlowContext) -> str | None:
     problems = replica_trouble(meta, partitions, min_insync(ctx, topics))
     if not problems:
         return None
-    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-    return f"{ctx.where('target')} refuses writes: " + "; ".join(problems[:3]) + more
+    return f"{ctx.where('target')} refuses writes: {Trouble(tuple(problems))}"
 
 
 def _ask_each(ctx: FlowContext) -> tuple[dict[str, TopicMetadata] | None, list[str]]:
