@@ -60,18 +60,27 @@ def produce_exact(
         **(config or {}),
     }
     producer = ck.Producer(conf)
+    # Without idempotence librdkafka parks records sent before it knows the topic and may queue
+    # them behind the next ones once the metadata arrives: learn the topic first.
+    producer.list_topics(topic, timeout=timeout_s)
     delivered: list[Record] = []
+    sent: list[tuple[int, int]] = []  # (send order, offset) per delivery, to check the order
     errors: list[str] = []
 
     def on_delivery(
-        headers: tuple[tuple[str, bytes | None], ...], err: ck.KafkaError | None, msg: ck.Message
+        headers: tuple[tuple[str, bytes | None], ...],
+        order: int,
+        err: ck.KafkaError | None,
+        msg: ck.Message,
     ) -> None:  # delivery reports carry no headers: keep the ones we sent
         if err is not None:
             errors.append(str(err))
         else:
-            delivered.append(dataclasses.replace(_to_record(msg), headers=headers))
+            got = dataclasses.replace(_to_record(msg), headers=headers)
+            delivered.append(got)
+            sent.append((order, got.offset))
 
-    for r in records:
+    for order, r in enumerate(records):
         d = r.__dict__ if isinstance(r, Record) else r
         kw: dict[str, Any] = {k: d[k] for k in ("partition", "timestamp") if d.get(k) is not None}
         hdrs = tuple(
@@ -79,7 +88,7 @@ def produce_exact(
         )
         if hdrs:
             kw["headers"] = list(hdrs)
-        cb = functools.partial(on_delivery, hdrs)
+        cb = functools.partial(on_delivery, hdrs, order)
         producer.produce(topic, d.get("value"), d.get("key"), on_delivery=cb, **kw)
         producer.poll(0)
     if producer.flush(timeout_s) > 0 or errors:
@@ -87,7 +96,26 @@ def produce_exact(
             f"produce to {topic} on {bootstrap} failed: {errors or 'flush timed out'}",
             transient=True,
         )
+    _check_order(topic, bootstrap, delivered, sent)
     return sorted(delivered, key=lambda x: (x.partition, x.offset))
+
+
+def _check_order(
+    topic: str, bootstrap: str, delivered: list[Record], sent: list[tuple[int, int]]
+) -> None:
+    """Records of one partition must land in the order they were given: a test that expects
+    ``a0, a1, ...`` on a copy must not start from a source that holds ``a1, a0, ...``."""
+    last: dict[int, tuple[int, int]] = {}
+    for rec, (order, offset) in sorted(
+        zip(delivered, sent, strict=True), key=lambda pair: pair[1][0]
+    ):
+        before = last.get(rec.partition)
+        if before is not None and offset < before[1]:
+            raise BrokerError(
+                f"produce to {topic} on {bootstrap}: record {order} landed at offset {offset} of "
+                f"partition {rec.partition}, before record {before[0]} (offset {before[1]})"
+            )
+        last[rec.partition] = (order, offset)
 
 
 def consume_all(

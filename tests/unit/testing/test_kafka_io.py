@@ -1,0 +1,24 @@
+"""The test producer refuses a partition whose records landed out of the order given."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror_lib.errors import BrokerError
+from mirror_lib.testing.kafka_io import Record, _check_order
+
+
+def rec(partition: int, offset: int) -> Record:
+    return Record("t", partition, offset, None, b"v")
+
+
+def test_records_that_landed_in_the_order_given_pass() -> None:
+    delivered = [rec(0, 0), rec(1, 0), rec(0, 1)]  # delivery reports may interleave partitions
+    _check_order("t", "b", delivered, [(0, 0), (1, 0), (2, 1)])
+
+
+def test_a_record_that_landed_before_an_earlier_one_is_refused_with_both_offsets() -> None:
+    # record 0 (a0) was queued behind record 1 (a1): the source already holds a1, a0
+    delivered = [rec(0, 0), rec(0, 1)]
+    with pytest.raises(BrokerError, match=r"record 1 landed at offset 0 .* record 0 \(offset 1\)"):
+        _check_order("t", "b", delivered, [(1, 0), (0, 1)])
