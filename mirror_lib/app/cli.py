@@ -6,6 +6,7 @@ Exit codes: 0 success; 2 invalid input (config, arguments); 1 runtime failure.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib.metadata
 import json
 import os
@@ -449,7 +450,11 @@ def entry_point() -> None:
     tears them down ("terminate called without an active exception") after the command already
     succeeded; os._exit keeps the command's real exit code. It skips ``atexit`` too, so a JVM
     writing its class-data archive is waited for here.
+
+    A native crash (a segmentation fault in librdkafka, delta-rs or pyarrow) prints every
+    thread's Python stack to stderr first, so the run's log names the call that crashed.
     """
+    faulthandler.enable()
     code = main()
     finish_archive_dump()
     sys.stdout.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,20 @@ def test_a_flow_to_an_unlisted_cluster_is_named_by_validate_and_by_run(tmp_path,
     )
     # run says what validate says about the same file, in the same order, before it stops
     assert [line.removeprefix("mirror: ") for line in lines[:-1]] == said
+
+
+def test_a_native_crash_of_the_cli_prints_the_python_stack_that_caused_it():
+    """A segmentation fault in a native library (librdkafka, delta-rs, pyarrow) kills the run
+    without a Python traceback; the console script prints every thread's stack first."""
+    crash = (
+        "import ctypes\n"
+        "from mirror_lib.app import cli\n"
+        "def materialize_tables():\n"
+        "    ctypes.string_at(0)\n"
+        "cli.main = materialize_tables\n"
+        "cli.entry_point()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGSEGV
+    assert "Segmentation fault" in done.stderr
+    assert "in materialize_tables" in done.stderr
