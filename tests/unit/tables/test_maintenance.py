@@ -50,6 +50,7 @@ def test_the_defaults_and_their_table_properties(tmp_path):
         "delta.logRetentionDuration": "interval 604800 seconds",
         "delta.deletedFileRetentionDuration": "interval 604800 seconds",
         "delta.enableExpiredLogCleanup": "true",
+        "delta.targetFileSize": str(16 * 1024 * 1024),
     }
     short = MaintenancePolicy.of(config(tmp_path, **{"mirror.tables.history.hours": "1.5"}))
     assert short.vacuum_hours == 1  # VACUUM counts whole hours, never more than the history
@@ -119,3 +120,20 @@ def test_a_failed_round_is_retried_at_the_next_call(tmp_path, monkeypatch, caplo
     assert "disk full" in caplog.text and maintenance.last_maintained(cfg.state_dir) is None
     monkeypatch.undo()
     assert maintain_if_due(cfg) is not None
+
+
+def test_compaction_rewrites_only_files_under_the_target_size(tmp_path, monkeypatch):
+    """A round's compaction follows ``delta.targetFileSize``: a file at or over it is never
+    rewritten again (each replaced file stays on disk for the whole history). With a target of
+    one byte every file is at it, and the round rewrites nothing."""
+    monkeypatch.setattr(maintenance, "TARGET_FILE_BYTES", 1)
+    cfg = config(tmp_path)
+    root = cfg.state_dir
+    store.ensure_tables(root)
+    for i in range(4):
+        positions.append_unseen(root, {"heartbeats": beats(3 * i)}, f"b{i}")
+    report = store.maintain(root, properties=MaintenancePolicy.of(cfg).table_properties())
+    assert report["heartbeats"]["compact"]["numFilesRemoved"] == 0
+    dt = deltalake.DeltaTable(store.table_path(root, "heartbeats"))
+    assert dt.metadata().configuration["delta.targetFileSize"] == "1"
+    assert len(dt.file_uris()) == 4 and dt.count() == 12
