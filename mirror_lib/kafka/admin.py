@@ -54,13 +54,19 @@ _TRANSIENT = frozenset({
 # fmt: on
 
 
+def _transient(err: KafkaError) -> bool:
+    """Kafka says retriable, the code is one of :data:`_TRANSIENT`, or librdkafka found no
+    leader to ask yet (``_NOENT``: "Failed to query partition leaders: No leaders found", while
+    a loaded or restarting cluster elects them)."""
+    if err.retriable() or err.name() in _TRANSIENT:
+        return True
+    return err.name() == "_NOENT" and "leader" in err.str().lower()
+
+
 def map_kafka_error(err: KafkaError, what: str) -> BrokerError:
     """Map a KafkaError to BrokerError/UnsupportedOperationError/SecurityDisabledError."""
     name = err.name()
-    if name in UNSUPPORTED_ERRORS or name in AUTH_ERRORS:
-        transient = False
-    else:
-        transient = name in _TRANSIENT or bool(err.retriable())
+    transient = name not in UNSUPPORTED_ERRORS and name not in AUTH_ERRORS and _transient(err)
     return broker_error(f"{what}: {name}: {err.str()}", name, transient=transient)
 
 
@@ -98,7 +104,7 @@ def future_result(
     """The one wait on a confluent-kafka admin future: its result, or a BrokerError naming ``what``.
 
     A Kafka error goes through ``map_error`` (default: ``"<what> failed: <error>"``, transient
-    when Kafka says it is retriable or it is one of :data:`_TRANSIENT`); no answer within
+    when :func:`_transient` says so); no answer within
     ``timeout_s`` is a transient error.
     """
     try:
@@ -107,8 +113,7 @@ def future_result(
         err = exc.args[0]
         if map_error is not None:
             raise map_error(err, what) from exc
-        transient = err.retriable() or err.name() in _TRANSIENT
-        raise BrokerError(f"{what} failed: {err}", transient=transient) from exc
+        raise BrokerError(f"{what} failed: {err}", transient=_transient(err)) from exc
     except FUTURE_TIMEOUT as exc:
         shown = timeout_s if shown_timeout_s is None else shown_timeout_s
         raise broker_error(f"{what}: no answer in {shown}s", "_TIMED_OUT", transient=True) from exc

@@ -415,3 +415,18 @@ def test_an_admin_future_failing_on_a_moving_leader_is_transient(code: int) -> N
     with pytest.raises(BrokerError) as caught:
         future_result(fut, "listing offsets on cluster B", 1)
     assert caught.value.transient
+
+
+def test_an_admin_future_failing_before_the_leaders_are_known_is_transient() -> None:
+    """A 40-minute soak's run ended on this from its tables thread while its one-broker target
+    was slow to answer (load average 50): librdkafka had not found the leaders yet."""
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    text = "Failed to query partition leaders: No leaders found"
+    fut.set_exception(KafkaException(KafkaError(KafkaError._NOENT, text)))
+    from mirror_lib.kafka.admin import future_result
+
+    with pytest.raises(BrokerError, match="No leaders found") as caught:
+        future_result(fut, "listing offsets on cluster B", 1)
+    assert caught.value.transient
+    other = map_kafka_error(KafkaError(KafkaError._NOENT, "no such entry"), "reading")
+    assert not other.transient  # a _NOENT about anything else stays terminal
