@@ -24,17 +24,25 @@ def fit(ts: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     return my - slope * mt, slope
 
 
-def at_30_days(ts: Sequence[float], ys: Sequence[float], skip: float = 0.25) -> dict[str, float]:
+def at_30_days(
+    ts: Sequence[float], ys: Sequence[float], skip: float = 0.25, window_s: float | None = None
+) -> dict[str, float]:
     """The series' growth after its first ``skip`` of the run (start-up left out): the last
     value, the slope per day, the peak, and the value 30 days after the start on that line
-    (never below the peak: a bounded series keeps its peak)."""
+    (never below the peak: a bounded series keeps its peak).
+
+    ``window_s``: how long the series keeps what it gains (rows deleted after a retention, a
+    log cut after its history, Spark's last batches): the line grows for that long, then stays
+    flat, as old data leaves as fast as new data comes.
+    """
     if not ts:
         return {"last": 0.0, "peak": 0.0, "per_day": 0.0, "at_30_days": 0.0}
     start = ts[0] + (ts[-1] - ts[0]) * skip
     kept = [(t, y) for t, y in zip(ts, ys, strict=True) if t >= start]
     a, b = fit([t for t, _y in kept], [y for _t, y in kept])
     peak = max(ys)
-    at30 = max(a + b * (ts[0] + 30 * DAY_S), peak)
+    span = 30 * DAY_S if window_s is None else min(30 * DAY_S, window_s)
+    at30 = max(a + b * (ts[0] + span), peak)
     return {"last": ys[-1], "peak": peak, "per_day": b * DAY_S, "at_30_days": at30}
 
 

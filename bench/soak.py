@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -72,6 +73,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=1,
         help="mirror.tables.history.hours (default of the engine: 168)",
+    )
+    p.add_argument(
+        "--batch-seconds",
+        type=float,
+        default=300,
+        help="mirror.batch.duration.seconds: a Spark micro-batch (the engine's default: 300)",
+    )
+    p.add_argument(
+        "--min-batches-to-retain",
+        type=int,
+        default=100,
+        help="spark.sql.streaming.minBatchesToRetain of the run's session (Spark's default: 100)",
     )
     p.add_argument(
         "--set",
@@ -157,16 +170,60 @@ def sample(
     return row
 
 
+def windows(args: argparse.Namespace) -> list[tuple[str, str, float]]:
+    """(series prefix, what bounds it, seconds) of every series that keeps what it gains only
+    for a time: each grows along its fitted line for that long, then stays flat
+    (docs/operations/state.md)."""
+    extra = dict(kv.split("=", 1) for kv in args.set)
+    retention_s = float(extra.get("mirror.tables.retention.days", 7)) * curves.DAY_S
+    week_s = 7 * curves.DAY_S
+    return [
+        (
+            "state.spark_checkpoints.",
+            f"Spark's last {args.min_batches_to_retain} batches of {args.batch_seconds:g} s",
+            args.min_batches_to_retain * args.batch_seconds,
+        ),
+        ("state.tables.*.log_", "mirror.tables.history.hours", args.history_hours * 3600),
+        ("state.tables.", "mirror.tables.retention.days", retention_s),
+        ("topics.mm2-metrics.", "the metrics topic's retention.ms (7 days)", week_s),
+        ("topics.", "a segment's roll before compaction (segment.ms, 7 days)", week_s),
+    ]
+
+
+def window_of(name: str, args: argparse.Namespace) -> tuple[str, float | None]:
+    """What bounds series ``name``, and for how many seconds (``("", None)``: nothing)."""
+    for prefix, why, seconds in windows(args):
+        head, _, tail = prefix.partition("*")
+        if name.startswith(head) and (not tail or tail in name[len(head) :]):
+            return why, seconds
+    return "", None
+
+
 def summarize(samples: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    """Per flattened series: last, peak, slope per day and value at 30 days."""
+    """Per flattened series: last, peak, slope per day, value at 30 days and what bounds it."""
     ts = [s["t_s"] for s in samples]
     flat = [state.flatten({k: v for k, v in s.items() if k != "t_s"}) for s in samples]
     names = sorted({k for f in flat for k in f})
     out = {}
     for name in names:
         points = [(t, f[name]) for t, f in zip(ts, flat, strict=True) if name in f]
-        out[name] = curves.at_30_days([t for t, _ in points], [y for _, y in points])
+        why, window = window_of(name, args)
+        fitted = curves.at_30_days([t for t, _ in points], [y for _, y in points], window_s=window)
+        out[name] = fitted | {"bounded_by": why}
     return out
+
+
+def our_state_at_30_days(fits: dict[str, Any]) -> float:
+    """Bytes of our state after 30 days (tables with their log, Spark checkpoints, the state
+    dir's other files), each part on its own line and window: the budget's sum."""
+    parts = [
+        n
+        for n in fits
+        if (n.startswith("state.tables.") and n.endswith((".disk_bytes", ".log_bytes")))
+        or (n.startswith("state.spark_checkpoints.") and n.endswith(".bytes"))
+        or n.startswith("state.files.")
+    ]
+    return sum(fits[n]["at_30_days"] for n in parts)
 
 
 def rss_growth(samples: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -252,8 +309,7 @@ def report(samples: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
             for n in names
         }
         plots += curves.plot(out / f"soak-{key}", title, series, "hours", unit, lines=lines)
-    totals = ["state.state_bytes"]
-    ours = fits["state.state_bytes"]["at_30_days"] if "state.state_bytes" in fits else 0
+    ours = our_state_at_30_days(fits)
     rows = []
     for name in sorted(fits):
         if name.endswith(("bytes", "entries", "files", "rss_mb", "fds", "threads")) or (
@@ -267,6 +323,7 @@ def report(samples: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
                     "peak": f"{f['peak']:,.0f}",
                     "per day": f"{f['per_day']:+,.0f}",
                     "at 30 days": f"{f['at_30_days']:,.0f}",
+                    "bounded by": f["bounded_by"] or "-",
                 }
             )
     growth = rss_growth(samples)
@@ -275,15 +332,46 @@ def report(samples: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
         f"partitions, {args.groups} groups; maintenance every {args.maintenance_seconds:g} s, "
         f"history {args.history_hours:g} h; {len(samples)} samples every "
         f"{args.sample_seconds:g} s.\n\n"
-        f"Our state ({', '.join(totals)}) after 30 days on the fitted line: "
-        f"**{ours / GB:.2f} GB**. RSS growth, last against first hour (or third): {growth}.\n\n"
-        + curves.table(rows, ["series", "last", "peak", "per day", "at 30 days"])
+        f"Our state (tables with their logs, Spark checkpoints, the state dir's other files) "
+        f"after 30 days, each on its fitted line for as long as it keeps what it gains: "
+        f"**{ours / GB:.2f} GB**. The whole state dir on one line, nothing bounded: "
+        f"{fits.get('state.state_bytes', {}).get('at_30_days', 0) / GB:.2f} GB. RSS growth, last "
+        f"against first hour (or third): {growth}.\n\n"
+        + curves.table(rows, ["series", "last", "peak", "per day", "at 30 days", "bounded by"])
         + "\nPlots: "
         + ", ".join(p.name for p in plots)
         + "\n"
     )
     (out / "summary.md").write_text(text)
     return text
+
+
+def write_config(
+    args: argparse.Namespace, src: str, tgt: str, state_path: Path, path: Path
+) -> Path:
+    """The run's ``mm2.properties``: every part on, the bench's intervals; and the Spark
+    setting of the local session the run starts (as spark-submit's ``--conf``)."""
+    extra = dict(kv.split("=", 1) for kv in args.set)
+    props = mirror_props(
+        src,
+        tgt,
+        state_path,
+        TOPIC,
+        **{
+            "sync.group.offsets.enabled": "true",
+            "sync.group.offsets.interval.seconds": "60",
+            "mirror.tables.maintenance.interval.seconds": f"{args.maintenance_seconds:g}",
+            "mirror.tables.history.hours": f"{args.history_hours:g}",
+            "mirror.batch.duration.seconds": f"{args.batch_seconds:g}",
+            **extra,
+        },
+    )
+    if args.min_batches_to_retain != 100:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (
+            f"--conf spark.sql.streaming.minBatchesToRetain={args.min_batches_to_retain} "
+            "pyspark-shell"
+        )
+    return write_props(path, props)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,21 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         create_topic(src, TOPIC, args.partitions)
         state_path = work / "state"
-        extra = dict(kv.split("=", 1) for kv in args.set)
-        props = mirror_props(
-            src,
-            tgt,
-            state_path,
-            TOPIC,
-            **{
-                "sync.group.offsets.enabled": "true",
-                "sync.group.offsets.interval.seconds": "60",
-                "mirror.tables.maintenance.interval.seconds": f"{args.maintenance_seconds:g}",
-                "mirror.tables.history.hours": f"{args.history_hours:g}",
-                **extra,
-            },
-        )
-        config = write_props(work / "mm2.properties", props)
+        config = write_config(args, src, tgt, state_path, work / "mm2.properties")
         seconds = args.minutes * 60
         load = SteadyLoad(src, TOPIC, args.partitions, args.rate, work).start()
         groups = Groups(src, args.groups, args.partitions)

@@ -42,3 +42,38 @@ def test_a_topic_is_its_log_segments_not_its_preallocated_indexes(tmp_path):
     (tmp_path / "mm2-metrics.A.internal-extra-0").mkdir()  # another topic, same prefix
     sizes = state.topic_sizes([tmp_path], ["mm2-metrics.A.internal", "heartbeats"])
     assert sizes == {"mm2-metrics.A.internal": 1000, "heartbeats": 0}
+
+
+def test_a_series_with_a_retention_grows_only_for_its_window():
+    ts = [0.0, 3600.0, 7200.0, 10800.0]
+    kept_a_day = curves.at_30_days(ts, [10.0, 20.0, 30.0, 40.0], skip=0.0, window_s=86_400.0)
+    assert kept_a_day["per_day"] == pytest.approx(240.0)
+    assert kept_a_day["at_30_days"] == pytest.approx(10 + 240.0)
+    shorter_than_the_run = curves.at_30_days(ts, [10.0, 20.0, 30.0, 40.0], skip=0.0, window_s=60)
+    assert shorter_than_the_run["at_30_days"] == 40.0  # the peak it already reached
+
+
+def test_each_kind_of_state_is_bounded_by_its_own_setting():
+    from bench import soak
+
+    args = soak.parse_args(["--history-hours", "2", "--batch-seconds", "60"])
+    assert soak.window_of("state.tables.offset_syncs.log_bytes", args)[1] == 2 * 3600
+    assert soak.window_of("state.tables.offset_syncs.disk_bytes", args)[1] == 7 * 86_400
+    checkpoint = soak.window_of("state.spark_checkpoints.flows/A_to_B/replication.files", args)
+    assert checkpoint[1] == 100 * 60
+    assert soak.window_of("processes.driver.rss_mb", args) == ("", None)  # a leak is not bounded
+
+
+def test_our_state_at_30_days_sums_the_parts_the_budget_counts():
+    from bench import soak
+
+    fits = {
+        "state.tables.t.disk_bytes": {"at_30_days": 3.0},
+        "state.tables.t.log_bytes": {"at_30_days": 1.0},
+        "state.tables.t.files": {"at_30_days": 100.0},  # a count, not bytes
+        "state.spark_checkpoints.flows/A_to_B/replication.bytes": {"at_30_days": 2.0},
+        "state.files.flows/A_to_B/checkpoint-segments.json": {"at_30_days": 0.5},
+        "state.state_bytes": {"at_30_days": 99.0},  # the whole folder: not added twice
+        "topics.mm2-metrics.A.internal": {"at_30_days": 50.0},  # on the brokers
+    }
+    assert soak.our_state_at_30_days(fits) == 6.5
