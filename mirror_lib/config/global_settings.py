@@ -154,7 +154,7 @@ GLOBAL_SETTINGS += (
         _number_at_least(1, "days"),
         "rows of the tables older than this (by `record_ts`) are deleted by maintenance; 7 "
         "days, as the metrics topic keeps its segments: at 5,000 records/s the tables then "
-        "stay near 3 GB (docs/operations/state.md)",
+        "hold about 8 GB (docs/operations/state.md)",
     ),
     Setting(
         "mirror.tables.history.hours",
