@@ -104,8 +104,7 @@ def future_result(
     """The one wait on a confluent-kafka admin future: its result, or a BrokerError naming ``what``.
 
     A Kafka error goes through ``map_error`` (default: ``"<what> failed: <error>"``, transient
-    when :func:`_transient` says so); no answer within
-    ``timeout_s`` is a transient error.
+    when :func:`_transient` says so); no answer within ``timeout_s`` is a transient error.
     """
     try:
         return fut.result(timeout=timeout_s)

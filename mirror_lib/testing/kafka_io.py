@@ -63,8 +63,7 @@ def produce_exact(
     # Without idempotence librdkafka parks records sent before it knows the topic and may queue
     # them behind the next ones once the metadata arrives: learn the topic first.
     producer.list_topics(topic, timeout=timeout_s)
-    delivered: list[Record] = []
-    sent: list[tuple[int, int]] = []  # (send order, offset) per delivery, to check the order
+    delivered: list[tuple[int, Record]] = []  # (the order it was given in, the record)
     errors: list[str] = []
 
     def on_delivery(
@@ -76,9 +75,7 @@ def produce_exact(
         if err is not None:
             errors.append(str(err))
         else:
-            got = dataclasses.replace(_to_record(msg), headers=headers)
-            delivered.append(got)
-            sent.append((order, got.offset))
+            delivered.append((order, dataclasses.replace(_to_record(msg), headers=headers)))
 
     for order, r in enumerate(records):
         d = r.__dict__ if isinstance(r, Record) else r
@@ -96,26 +93,23 @@ def produce_exact(
             f"produce to {topic} on {bootstrap} failed: {errors or 'flush timed out'}",
             transient=True,
         )
-    _check_order(topic, bootstrap, delivered, sent)
-    return sorted(delivered, key=lambda x: (x.partition, x.offset))
+    _check_order(topic, bootstrap, delivered)
+    return sorted((rec for _order, rec in delivered), key=lambda x: (x.partition, x.offset))
 
 
-def _check_order(
-    topic: str, bootstrap: str, delivered: list[Record], sent: list[tuple[int, int]]
-) -> None:
+def _check_order(topic: str, bootstrap: str, delivered: list[tuple[int, Record]]) -> None:
     """Records of one partition must land in the order they were given: a test that expects
     ``a0, a1, ...`` on a copy must not start from a source that holds ``a1, a0, ...``."""
     last: dict[int, tuple[int, int]] = {}
-    for rec, (order, offset) in sorted(
-        zip(delivered, sent, strict=True), key=lambda pair: pair[1][0]
-    ):
+    for order, rec in sorted(delivered, key=lambda pair: pair[0]):
         before = last.get(rec.partition)
-        if before is not None and offset < before[1]:
+        if before is not None and rec.offset < before[1]:
             raise BrokerError(
-                f"produce to {topic} on {bootstrap}: record {order} landed at offset {offset} of "
-                f"partition {rec.partition}, before record {before[0]} (offset {before[1]})"
+                f"produce to {topic} on {bootstrap}: record {order} landed at offset "
+                f"{rec.offset} of partition {rec.partition}, before record {before[0]} "
+                f"(offset {before[1]})"
             )
-        last[rec.partition] = (order, offset)
+        last[rec.partition] = (order, rec.offset)
 
 
 def consume_all(

@@ -50,7 +50,7 @@ def test_the_defaults_and_their_table_properties(tmp_path):
         "delta.logRetentionDuration": "interval 604800 seconds",
         "delta.deletedFileRetentionDuration": "interval 604800 seconds",
         "delta.enableExpiredLogCleanup": "true",
-        "delta.targetFileSize": str(16 * 1024 * 1024),
+        "delta.targetFileSize": str(32 * 1024 * 1024),
     }
     short = MaintenancePolicy.of(config(tmp_path, **{"mirror.tables.history.hours": "1.5"}))
     assert short.vacuum_hours == 1  # VACUUM counts whole hours, never more than the history
