@@ -94,7 +94,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="another flow property (repeatable)",
     )
     p.add_argument("--out", type=Path, default=None, help="results folder (default: a temp dir)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.props = dict(kv.split("=", 1) for kv in args.set)  # the --set flow properties
+    return args
 
 
 class Groups(threading.Thread):
@@ -174,8 +176,7 @@ def windows(args: argparse.Namespace) -> list[tuple[str, str, float]]:
     """(series prefix, what bounds it, seconds) of every series that keeps what it gains only
     for a time: each grows along its fitted line for that long, then stays flat
     (docs/operations/state.md)."""
-    extra = dict(kv.split("=", 1) for kv in args.set)
-    retention_s = float(extra.get("mirror.tables.retention.days", 7)) * curves.DAY_S
+    retention_s = float(args.props.get("mirror.tables.retention.days", 7)) * curves.DAY_S
     week_s = 7 * curves.DAY_S
     return [
         (
@@ -190,9 +191,10 @@ def windows(args: argparse.Namespace) -> list[tuple[str, str, float]]:
     ]
 
 
-def window_of(name: str, args: argparse.Namespace) -> tuple[str, float | None]:
-    """What bounds series ``name``, and for how many seconds (``("", None)``: nothing)."""
-    for prefix, why, seconds in windows(args):
+def window_of(name: str, bounds: list[tuple[str, str, float]]) -> tuple[str, float | None]:
+    """What of :func:`windows` bounds series ``name``, and for how many seconds (``("", None)``:
+    nothing)."""
+    for prefix, why, seconds in bounds:
         head, _, tail = prefix.partition("*")
         if name.startswith(head) and (not tail or tail in name[len(head) :]):
             return why, seconds
@@ -204,10 +206,11 @@ def summarize(samples: list[dict[str, Any]], args: argparse.Namespace) -> dict[s
     ts = [s["t_s"] for s in samples]
     flat = [state.flatten({k: v for k, v in s.items() if k != "t_s"}) for s in samples]
     names = sorted({k for f in flat for k in f})
+    bounds = windows(args)
     out = {}
     for name in names:
         points = [(t, f[name]) for t, f in zip(ts, flat, strict=True) if name in f]
-        why, window = window_of(name, args)
+        why, window = window_of(name, bounds)
         fitted = curves.at_30_days([t for t, _ in points], [y for _, y in points], window_s=window)
         out[name] = fitted | {"bounded_by": why}
     return out
@@ -351,7 +354,6 @@ def write_config(
 ) -> Path:
     """The run's ``mm2.properties``: every part on, the bench's intervals; and the Spark
     setting of the local session the run starts (as spark-submit's ``--conf``)."""
-    extra = dict(kv.split("=", 1) for kv in args.set)
     props = mirror_props(
         src,
         tgt,
@@ -363,7 +365,7 @@ def write_config(
             "mirror.tables.maintenance.interval.seconds": f"{args.maintenance_seconds:g}",
             "mirror.tables.history.hours": f"{args.history_hours:g}",
             "mirror.batch.duration.seconds": f"{args.batch_seconds:g}",
-            **extra,
+            **args.props,
         },
     )
     if args.min_batches_to_retain != 100:

@@ -56,12 +56,12 @@ def test_a_series_with_a_retention_grows_only_for_its_window():
 def test_each_kind_of_state_is_bounded_by_its_own_setting():
     from bench import soak
 
-    args = soak.parse_args(["--history-hours", "2", "--batch-seconds", "60"])
-    assert soak.window_of("state.tables.offset_syncs.log_bytes", args)[1] == 2 * 3600
-    assert soak.window_of("state.tables.offset_syncs.disk_bytes", args)[1] == 7 * 86_400
-    checkpoint = soak.window_of("state.spark_checkpoints.flows/A_to_B/replication.files", args)
+    bounds = soak.windows(soak.parse_args(["--history-hours", "2", "--batch-seconds", "60"]))
+    assert soak.window_of("state.tables.offset_syncs.log_bytes", bounds)[1] == 2 * 3600
+    assert soak.window_of("state.tables.offset_syncs.disk_bytes", bounds)[1] == 7 * 86_400
+    checkpoint = soak.window_of("state.spark_checkpoints.flows/A_to_B/replication.files", bounds)
     assert checkpoint[1] == 100 * 60
-    assert soak.window_of("processes.driver.rss_mb", args) == ("", None)  # a leak is not bounded
+    assert soak.window_of("processes.driver.rss_mb", bounds) == ("", None)  # a leak: no bound
 
 
 def test_our_state_at_30_days_sums_the_parts_the_budget_counts():
