@@ -47,7 +47,8 @@ IDLE_POLL_S = 0.1
 PENDING_POLL_S = 0.01  # a commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
-SOURCE_SILENT_S = 30.0  # no answer this long: the task says so once, and waits on
+SOURCE_SILENT_S = 30.0  # no answer this long: the task says so, and reads with a new consumer
+SOURCE_RENEW_S = 15.0  # then a new consumer again this often, while the source does not answer
 SOURCE_DOWN_S = 120.0  # no answer this long: the slice fails (transient), and the run reports it
 DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
 
@@ -217,6 +218,7 @@ class SliceCopy:
         last_progress = time.monotonic()
         self.last_heard = self.next_probe = time.monotonic()
         self.unanswered_since: float | None = None
+        self.next_renewal = 0.0
         behind = False
         while self.readers and not self._all_done():
             now = time.monotonic()
@@ -292,7 +294,10 @@ class SliceCopy:
         shorter silence is waited out inside the slice: a source cluster moving its leaders
         (a broker lost, and on a busy machine its controllers slow to fence it) answers again
         within a minute or two, and a failed slice would add a restart of the query to that.
-        The run's heartbeats job, which writes to the source, reports the outage meanwhile.
+        Meanwhile the task reads with a new consumer every SOURCE_RENEW_S: after a lost leader
+        one librdkafka consumer went on timing out for over two minutes while the others, and
+        new ones, were answered. The run's heartbeats job, which writes to the source, reports
+        the outage meanwhile.
         """
         now = time.monotonic()
         if any((e := m.error()) is None or e.code() == KafkaError._PARTITION_EOF for m in msgs):
@@ -312,12 +317,17 @@ class SliceCopy:
                 raise BrokerError(
                     f"{text}; nothing was lost, the run retries", transient=True
                 ) from exc
-            if silent > SOURCE_SILENT_S and self.unanswered_since is None:
-                self.unanswered_since = self.last_heard
-                log.warning(
-                    "slot %d: %s; the copy task waits for it (up to %.0fs), nothing is lost",
-                    self.slot, text, SOURCE_DOWN_S,
-                )  # fmt: skip
+            if silent > SOURCE_SILENT_S and time.monotonic() >= self.next_renewal:
+                if self.unanswered_since is None:
+                    self.unanswered_since = self.last_heard
+                    log.warning(
+                        "slot %d: %s; the copy task waits for it (up to %.0fs) with a new "
+                        "consumer every %.0fs, nothing is lost",
+                        self.slot, text, SOURCE_DOWN_S, SOURCE_RENEW_S,
+                    )  # fmt: skip
+                self.next_renewal = time.monotonic() + SOURCE_RENEW_S
+                for reader in self.readers:
+                    reader.renew()
             return
         self._heard(time.monotonic())
 

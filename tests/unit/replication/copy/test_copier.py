@@ -266,11 +266,11 @@ def _silent_copy(monkeypatch) -> tuple[SliceCopy, _Clock, _SilentSource]:
     monkeypatch.setattr(copier.time, "monotonic", clock)
     copy, _reader = _reading_copy()
     copy.slot = 0
-    copy.targets = SimpleNamespace(
-        readers=[SimpleNamespace(consumer=source)], writers=[SimpleNamespace(trouble=None)]
-    )
+    reader = SimpleNamespace(consumer=source, renewed=0)
+    reader.renew = lambda: setattr(reader, "renewed", reader.renewed + 1)
+    copy.targets = SimpleNamespace(readers=[reader], writers=[SimpleNamespace(trouble=None)])
     copy.last_heard = copy.next_probe = clock.now
-    copy.unanswered_since = None
+    copy.unanswered_since, copy.next_renewal = None, 0.0
     return copy, clock, source
 
 
@@ -287,6 +287,8 @@ def test_a_source_silent_for_a_minute_is_waited_out_and_told(monkeypatch, caplog
     copy, clock, source = _silent_copy(monkeypatch)
     _silence(copy, clock, copier.SOURCE_DOWN_S - 10)
     assert sum("the copy task waits for it" in r.message for r in caplog.records) == 1
+    # a new consumer at 30 s, then every 15 s: one consumer stayed unanswered for minutes
+    assert copy.readers[0].renewed == 6
     source.answers = True
     _silence(copy, clock, 5)
     [writer] = copy.writers

@@ -3,6 +3,8 @@ head of a partition (``mirror.fetch.pace.ms``)."""
 
 from __future__ import annotations
 
+import time
+
 from mirror_lib.config.parse import parse_config
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy import source_reader
@@ -57,3 +59,25 @@ def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
         10,
     )
     assert (paced["queued.min.messages"], paced["fetch.queue.backoff.ms"]) == (1, 40)
+
+
+def test_a_renewed_reader_reads_on_from_the_writers_positions_with_a_new_consumer(monkeypatch):
+    """A consumer left without metadata answers after its source lost a leader is replaced,
+    and closed on a thread of its own (its close may wait on those brokers)."""
+    made: list[FakeConsumer] = []
+
+    def consumer(_ctx, *, paced=False):
+        made.append(FakeConsumer(paced=paced))
+        return made[-1]
+
+    monkeypatch.setattr(source_reader, "make_consumer", consumer)
+    w, _producer = _writer(monkeypatch, start=100, fanout=False)
+    reader = Reader(w.ctx, [w])
+    stuck = reader.consumer
+    reader.renew()
+    assert reader.consumer is made[-1] is not stuck
+    assert reader.consumer.assigned == [("T", 0, 100)]
+    deadline = time.monotonic() + 10
+    while not stuck.closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stuck.closed
