@@ -123,3 +123,15 @@ class Setting:
     parse: Callable[[str, str], Any]
     doc: str
     aliases: tuple[str, ...] = ()
+
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+def metrics_retention(key: str, raw: str) -> int:
+    """``retention.ms`` of the metrics topic: at least a day (the checkpoint job and
+    ``mirror verify`` read the topic back), or -1 for unlimited."""
+    value = int_at_least(-1)(key, raw)
+    if value != -1 and value < _DAY_MS:
+        raise ConfigError(key, raw, f"milliseconds >= {_DAY_MS} (a day), or -1 for unlimited")
+    return value

@@ -18,6 +18,7 @@ from mirror_lib.config.setting_values import (
     choice,
     int_at_least,
     int_between,
+    metrics_retention,
     nonempty,
     principal,
     regex_list,
@@ -25,7 +26,6 @@ from mirror_lib.config.setting_values import (
     seconds,
     text,
 )
-from mirror_lib.errors import ConfigError
 from mirror_lib.mm2.filters import DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE
 
 DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
@@ -54,18 +54,6 @@ AT_LEAST_ONCE_COMMIT_INTERVAL_MS = 1000
 #: so that neither a shorter cluster default cuts translation short nor an unlimited one keeps
 #: the topic growing (docs/operations/state.md).
 METRICS_RETENTION_MS = 7 * 24 * 3600 * 1000
-_DAY_MS = 24 * 3600 * 1000
-
-
-def metrics_retention(key: str, raw: str) -> int:
-    """``retention.ms`` of the metrics topic: at least a day (the checkpoint job and
-    ``mirror verify`` read the topic back), or -1 for unlimited."""
-    value = int_at_least(-1)(key, raw)
-    if value != -1 and value < _DAY_MS:
-        raise ConfigError(key, raw, f"milliseconds >= {_DAY_MS} (a day), or -1 for unlimited")
-    return value
-
-
 #: ``refresh.topics.interval.seconds`` when unset, so that a new topic is copied within a minute
 #: of its creation (issue 52): after discovery the slice ends, the planner creates the remote
 #: topic and new copy tasks start, about 30 s on the busy 2-core bench machine. Each copy task
@@ -382,6 +370,14 @@ SETTINGS: tuple[Setting, ...] = (
         "catches up on its own",
     ),
     Setting(
+        "mirror.metrics.interval.ms",
+        "metrics_interval_ms",
+        "1000",
+        int_at_least(0),
+        "a copy task sums its `batch` metrics per partition over this long and writes them with "
+        "the next commit (0: one per partition per transaction)",
+    ),
+    Setting(
         "mirror.metrics.topic.retention.ms",
         "metrics_retention_ms",
         str(METRICS_RETENTION_MS),
@@ -489,6 +485,7 @@ class FlowSettings:
     fanout: bool
     fanout_max_lag_records: int
     metrics_retention_ms: int
+    metrics_interval_ms: int
     trigger_interval: float
     separator_configured: bool = False
     explicit: frozenset[str] = frozenset()

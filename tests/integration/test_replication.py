@@ -53,7 +53,10 @@ def test_records_identical_in_order_across_topics_and_partitions(
     for topic in topics:
         create_topic(brokers.source, topic, 4)
         produce_exact(brokers.source, topic, mixed_records(7_000, 4, topic))
-    config = make_config(topics=f"{unique_name}-.*", **{"mirror.commit.max.records": "6000"})
+    config = make_config(
+        topics=f"{unique_name}-.*",
+        **{"mirror.commit.max.records": "6000", "mirror.metrics.interval.ms": "0"},
+    )
     run_once(spark, config)
     batches = [
         e for e in metrics_events(brokers.target) if e["type"] == "batch" and e["topic"] in topics

@@ -246,6 +246,8 @@ class SliceCopy:
             for w in list(self.writers):
                 if w.commit_due(behind):
                     self._guard(w, self._commit, w, wait=not self.fanout, roll=True)
+                elif not w.in_txn:
+                    self._guard(w, w.tell_metrics)
             for reader in self.readers:
                 reader.repace(time.monotonic())
             self.client_threads.lower(now)
@@ -264,7 +266,9 @@ class SliceCopy:
                 if changes.new_partitions(self.readers[0].consumer) or changes.ended_by_replaced():
                     break  # end the slice early: the planner sets them up
         for w in list(self.writers):
+            w.metrics.closing = True
             self._guard(w, self._commit, w, wait=True)
+            self._guard(w, w.tell_metrics)
         for w in list(self.writers):
             self._guard(w, w.refresh_ledger)
         for w in list(self.writers):

@@ -148,19 +148,15 @@ class PartState:
         else:
             self.acked.append(msg.offset())
 
-    def latency_and_age(
-        self, acked_ms: float
-    ) -> tuple[dict[str, float], dict[str, float], list[int]]:
-        """Summaries of acknowledgement time and consume time minus CreateTime (consume time
-        for records without one) over the transaction's records, and the first as
-        :func:`bucket_counts`."""
+    def latency_and_age(self, acked_ms: float) -> tuple[Any, Any]:
+        """Every record's acknowledgement time and consume time minus its CreateTime (consume
+        time for records without one), in ms, as numpy arrays."""
         ts = np.frombuffer(self.ts, dtype=np.float64)
         consumed = np.repeat([c for c, _n in self.consumed], [n for _c, n in self.consumed]).astype(
             np.float64
         )
         created = np.where(ts > 0, ts, consumed)
-        latency = acked_ms - created
-        return summary(latency), summary(consumed - created), bucket_counts(latency)
+        return acked_ms - created, consumed - created
 
     def unreported(self) -> int:
         """Downstream offsets of the open transaction's span (from the end of the slice's last

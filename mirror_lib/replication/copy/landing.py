@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from mirror_lib.errors import BrokerError, HungCallError
 from mirror_lib.mm2.formats import TP, OffsetSync
@@ -22,11 +22,12 @@ from mirror_lib.replication import events
 from mirror_lib.replication.context import PlainProducer
 from mirror_lib.replication.copy import txn_timing
 from mirror_lib.replication.copy.copy_state import PartState
+from mirror_lib.replication.copy.metrics_window import PartMetrics, batch_events, merged
 from mirror_lib.replication.copy.target_producer import commit_error, min_insync, target_trouble
 from mirror_lib.replication.copy.txn_events import (
     Watermarks,
-    batch_events,
     resumed_events,
+    segments_events,
     skip_events,
     sync_records,
 )
@@ -65,6 +66,8 @@ class Landing:
     failed: list[KafkaError] = field(default_factory=list)  # their deliveries that failed
     remaining: int = 0  # their delivery reports not yet served
     acked_ms: float = 0.0  # when the records were acknowledged (epoch ms)
+    metrics: dict[TP, PartMetrics] = field(default_factory=dict)  # what its records add
+    told: bool = False  # it carries the writer's metrics window (batch events)
 
     def delivered(self, err: KafkaError | None, _msg: Message) -> None:
         self.remaining -= 1
@@ -159,7 +162,14 @@ class Lander:
                 w.fail_record(err, part, first)
         segments = {tp: part.segments(w.exact) for tp, part in moved.items() if part.n}
         twice = {} if w.eos else {tp: n for tp, p in moved.items() if (n := p.unreported())}
-        evs = batch_events(w, moved, segments, acked_ms, watermarks) + skip_events(w)
+        staged = {
+            tp: PartMetrics.of(moved[tp], segs, acked_ms, _lag(moved[tp], watermarks))
+            for tp, segs in segments.items()
+        }
+        told = w.metrics.tells(staged, time.monotonic()) and bool(staged or w.metrics.parts)
+        evs = segments_events(w, moved, segments) + skip_events(w)
+        if told:
+            evs += batch_events(w, merged(w.metrics.parts, staged))
         evs += resumed_events(w, moved, acked_ms)
         out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
         syncs = sync_records(ctx.settings, segments)
@@ -167,7 +177,10 @@ class Lander:
             out += [(ctx.offset_syncs_topic, s.key(), s.value()) for s in syncs]
         if w.source_syncs is not None:
             w.source_syncs.check()  # the syncs of earlier commits went out: commit this one
-        landing = Landing(moved, syncs, twice, bool(out), remaining=len(out), acked_ms=acked_ms)
+        landing = Landing(
+            moved, syncs, twice, bool(out), remaining=len(out), acked_ms=acked_ms,
+            metrics=staged, told=told,
+        )  # fmt: skip
         self._landing = landing
         for topic, k, v in out:
             w.producer.produce(topic, v, k, partition=0, on_delivery=landing.delivered)
@@ -178,8 +191,9 @@ class Lander:
         w = self.w
         ctx = w.ctx
         w.ledger.fresh = True
-        if landing.wrote:
+        if landing.told:
             w.aborts_unreported = 0
+        w.metrics.settle(landing.metrics, landing.told, time.monotonic())
         if landing.syncs and not ctx.offset_syncs_on_target:
             if w.source_syncs is None:
                 w.source_syncs = PlainProducer(ctx, "source")
@@ -301,3 +315,9 @@ class Lander:
         if not self.w.fanout:
             return FLUSH_S
         return max(FLUSH_S - (time.monotonic() - self.w.txn_start), 1.0)
+
+
+def _lag(part: PartState, watermarks: Watermarks) -> int | None:
+    """How far the source's high watermark is past the partition's next offset (None: unknown)."""
+    _low, high = watermarks(TopicPartition(part.topic, part.partition))
+    return max(high - part.expect, 0) if high >= 0 else None

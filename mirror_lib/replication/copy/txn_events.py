@@ -1,6 +1,6 @@
-"""What a target's transaction carries besides the records: offset syncs, ``batch`` and
-``segments`` events, ``skip`` and ``resumed`` events (:mod:`mirror_lib.replication.copy.landing`
-produces them)."""
+"""What a target's transaction carries besides the records: offset syncs, ``segments``,
+``skip`` and ``resumed`` events (:mod:`mirror_lib.replication.copy.landing` produces them, and
+the ``batch`` events of :mod:`mirror_lib.replication.copy.metrics_window`)."""
 
 from __future__ import annotations
 
@@ -57,58 +57,26 @@ def skip_events(w: TargetWriter) -> list[dict[str, Any]]:
     ]
 
 
-def batch_events(
-    w: TargetWriter,
-    parts: Mapping[TP, PartState],
-    segments: Mapping[TP, list[Segment]],
-    acked_ms: float,
-    watermarks: Watermarks,
+def segments_events(
+    w: TargetWriter, parts: Mapping[TP, PartState], segments: Mapping[TP, list[Segment]]
 ) -> list[dict[str, Any]]:
-    """A ``batch`` (counts, latency, lag) and a ``segments`` event per partition of writer
-    ``w``'s transaction (``parts``: their states); ``watermarks`` gives the source's bounds of
-    a partition.
+    """A ``segments`` event per partition of writer ``w``'s transaction (``parts``: their
+    states): where its records landed, which translation reads.
 
-    A ``segments`` event names the source topic's id when the plan knew it: a planner on a
-    new checkpoint finds there which topic the ledger's positions belong to
+    It names the source topic's id when the plan knew it: a planner on a new checkpoint finds
+    there which topic the ledger's positions belong to
     (:func:`~mirror_lib.replication.copy.source_gaps.recorded_topic_ids`)."""
     out: list[dict[str, Any]] = []
     for tp, segs in segments.items():
-        part = parts[tp]
-        latency, age, buckets = part.latency_and_age(acked_ms)
-        _low, high = watermarks(TopicPartition(*tp))
-        common = {
-            "topic": tp[0],
-            "remote_topic": part.remote,
-            "partition": tp[1],
-            "batch_id": w.batch_id,
-        }
-        out.append(
-            events.flow_event(
-                w.ctx,
-                "batch",
-                **common,
-                query_id=w.query_id,
-                slot=w.slot,
-                records=part.n,
-                bytes=part.bytes,
-                upstream_first=segs[0].upstream_start,
-                upstream_last=segs[-1].upstream_end,
-                downstream_first=segs[0].downstream_start,
-                downstream_last=segs[-1].downstream_end,
-                lag=max(high - part.expect, 0) if high >= 0 else None,
-                latency_ms=latency,
-                age_ms=age,
-                latency_ms_buckets=buckets,
-                txn=w.result.transactions,
-                aborted=w.aborts_unreported,
-            )
-        )
         topic_id = w.topic_ids.get(tp[0])
         out.append(
             events.flow_event(
                 w.ctx,
                 "segments",
-                **common,
+                topic=tp[0],
+                remote_topic=parts[tp].remote,
+                partition=tp[1],
+                batch_id=w.batch_id,
                 segments=[
                     [g.upstream_start, g.upstream_end, g.downstream_start, g.downstream_end]
                     for g in segs

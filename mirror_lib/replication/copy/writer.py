@@ -48,6 +48,7 @@ from mirror_lib.replication.copy.commit_strategies import (
 )
 from mirror_lib.replication.copy.copy_state import PartState
 from mirror_lib.replication.copy.ledger import TargetLedger
+from mirror_lib.replication.copy.metrics_window import MetricsWindow
 from mirror_lib.replication.copy.source_reader import Record
 from mirror_lib.replication.copy.target_producer import (
     DeliveryReport,
@@ -117,6 +118,7 @@ class TargetWriter:
         self.txn_start = 0.0
         self.txn_records = self.txn_bytes = 0
         self.aborts_unreported = 0  # aborted transactions, told in the next batch events
+        self.metrics = MetricsWindow(s.metrics_interval_ms)  # batch events not told yet
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
         self.init_s = FANOUT_INIT_S if fanout else 60.0
@@ -343,6 +345,17 @@ class TargetWriter:
         """At a slice's end: a slice that committed nothing writes its partitions' positions
         unchanged, in a transaction of their own, so an idle partition's entry never expires."""
         if self.ledger.fresh or self.in_txn or not self.parts:
+            return
+        self.begin()
+        self.commit(lambda _tp: (-1, -1))
+
+    def tell_metrics(self, closing: bool = False) -> None:
+        """Tell the metrics window once it is due (``closing``: the slice ends, so now), in a
+        transaction of its own when none is open to carry it."""
+        self.metrics.closing = self.metrics.closing or closing
+        if self.in_txn or not self.metrics.due(time.monotonic()):
+            return
+        if self.strategy.holding or self.strategy.sealed:
             return
         self.begin()
         self.commit(lambda _tp: (-1, -1))

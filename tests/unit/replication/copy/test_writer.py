@@ -33,6 +33,7 @@ PROPS = {
     "mirror.fanout.enabled": "true",
     "mirror.fanout.max.lag.records": "25",
     "emit.offset-syncs.enabled": "true",
+    "mirror.metrics.interval.ms": "0",  # a batch event per transaction (test_metrics_window.py)
 }
 ONE_TARGET = {
     "clusters": "A, B",
