@@ -78,11 +78,20 @@ def lookup_error(message: str, exc: KafkaException) -> BrokerError:
     return broker_error(f"{message}: {err}", name, transient=name not in AUTH_ERRORS)
 
 
+#: Under the user's settings, for every admin client: connect to every broker it learns of, not
+#: only on demand. With on-demand ("sparse") connections, librdkafka 2.16's admin client retried
+#: the connection to a partition's killed leader without any backoff, about 1,800 connect() calls
+#: a second and a core of CPU, until its request timed out; on a 2-core machine that starved the
+#: cluster's own controllers, which then took minutes to move the leaders
+#: (docs/how-it-works.md#faults-on-a-cluster). Consumers and producers back off as configured.
+ADMIN_DEFAULTS: dict[str, Any] = {"enable.sparse.connections": False}
+
+
 def admin_client(conf: Mapping[str, Any], where: str = "") -> ka.AdminClient:
     """The one builder of raw confluent-kafka AdminClients (``conf`` from
-    :func:`mirror_lib.kafka.clients.client_config`); ``where`` names the cluster, and flow, in the
-    errors of :mod:`mirror_lib.kafka.lookups`."""
-    admin = ka.AdminClient(dict(conf))
+    :func:`mirror_lib.kafka.clients.client_config`, over :data:`ADMIN_DEFAULTS`); ``where`` names
+    the cluster, and flow, in the errors of :mod:`mirror_lib.kafka.lookups`."""
+    admin = ka.AdminClient({**ADMIN_DEFAULTS, **conf})
     if where:
         admin.mirror_where = where
     return admin

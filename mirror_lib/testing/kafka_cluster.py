@@ -40,6 +40,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from mirror_lib.errors import EmbeddedBrokerError
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.testing import kafka_jars, processes
 from mirror_lib.testing.kafka_broker import new_cluster_id
 from mirror_lib.testing.kafka_nodes import (
@@ -178,7 +179,7 @@ class KafkaCluster:
 
     # -- what the cluster says about itself ---------------------------------------------------
     def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        return admin_client({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
 
     def metadata(self, topic: str | None = None, timeout_s: float = 10) -> ClusterMetadata:
         return self.admin().list_topics(topic, timeout=timeout_s)

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import confluent_kafka as ck
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirror_lib.errors import BrokerError
+from mirror_lib.kafka.admin import admin_client
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +175,7 @@ def create_topic(
     cluster's ``default.replication.factor`` (3 on a multi-broker test cluster)."""
     # errors only: an info line of librdkafka's (BGQUEUE when the client goes with an answer
     # pending) would reach the output of `mirror demo`, which creates its topics here
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin = admin_client({"bootstrap.servers": bootstrap, "log_level": 3})
     topic = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
     fut = admin.create_topics([topic])[name]
     fut.result(timeout=timeout_s)

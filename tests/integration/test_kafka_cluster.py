@@ -6,14 +6,17 @@ loss elects another; a killed broker comes back with its data."""
 
 from __future__ import annotations
 
+import contextlib
+import resource
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import ConfigResource
+from confluent_kafka.admin import ConfigResource, OffsetSpec
 
+from mirror_lib.kafka.admin import admin_client
 from mirror_lib.testing.kafka_cluster import PRODUCTION, KafkaCluster, start_cluster
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.waiting import wait_for
@@ -124,3 +127,41 @@ def test_a_killed_broker_comes_back_with_its_data(cluster, tmp_path: Path) -> No
     assert node.log_path.read_text().count("==== start") == 2
     values = sorted(r.value or b"" for r in consume_all(cluster.bootstrap_servers, "kept"))
     assert values == sorted(r["value"] for r in rows)
+
+
+def test_admin_requests_for_a_killed_leaders_partitions_do_not_spin(cluster) -> None:
+    """librdkafka 2.16's admin client, connecting to brokers only on demand, retried a killed
+    leader without a backoff: about 1,800 connect() calls and a core of CPU a second, until its
+    request timed out. On 2 cores that starved the source's controllers, which then took minutes
+    to move the leaders (issue 51). The product's admin clients connect to every broker."""
+    create_topic(cluster.bootstrap_servers, "leader-killed", 3)
+    produce_exact(
+        cluster.bootstrap_servers,
+        "leader-killed",
+        [{"value": b"v", "partition": p} for p in range(3)],
+    )
+    admin = admin_client({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+    admin.list_topics(timeout=10)
+    victim = cluster.busiest_leader("leader-killed")
+    led = [p for p, leader in cluster.leaders("leader-killed").items() if leader == victim]
+    cluster.kill_node(victim)
+    try:
+        before = _cpu_s()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            futures = admin.list_offsets(
+                {ck.TopicPartition("leader-killed", p): OffsetSpec.latest() for p in led},
+                request_timeout=2,
+            )
+            for fut in futures.values():
+                with contextlib.suppress(ck.KafkaException):
+                    fut.result()
+        spent = _cpu_s() - before
+    finally:
+        cluster.start_node(victim)
+    assert spent < 1.0, f"{spent:.1f} CPU-s in 5 s of admin requests toward a killed leader"
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
