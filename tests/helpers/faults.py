@@ -63,8 +63,9 @@ def three_broker_properties(a: KafkaCluster, b: KafkaCluster, state: Path) -> di
 
 
 class Tail:
-    """Follows a topic on B with a ``read_committed`` consumer in a thread: per partition, each
-    record's value, CreateTime (ms) and arrival time (epoch ms)."""
+    """Follows a topic (the remote one on B, or the source on A) with a ``read_committed``
+    consumer in a thread: per partition, each record's value, CreateTime (ms) and arrival time
+    (epoch ms)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self.topic, self.partitions = topic, partitions
@@ -136,6 +137,7 @@ class FaultFlow:
     extra: dict[str, str] = field(default_factory=dict)
     load: SteadyLoad | None = None
     tail: Tail | None = None
+    source_tail: Tail | None = None
     proc: Any = None
     figures: dict[str, Any] = field(default_factory=dict)
     faults: list[float] = field(default_factory=list)  # when each fault began (ms)
@@ -177,6 +179,7 @@ class FaultFlow:
             detail=self.tail_log,
         )
         self.tail = Tail(self.b.bootstrap_servers, self.remote, self.partitions).start()
+        self.source_tail = Tail(self.a.bootstrap_servers, self.topic, self.partitions).start()
         return self
 
     def steady(self, seconds: float) -> None:
@@ -198,6 +201,9 @@ class FaultFlow:
             detail=self.tail_log,
         )
         self.figures.setdefault("recovery_s", []).append(round(took, 2))
+        # the part A and the load took: when such a record could be read on A itself
+        on_a = self.source_tail.recovery_s(fault_ms) if self.source_tail else None
+        self.figures.setdefault("source_s", []).append(None if on_a is None else round(on_a, 2))
         return took
 
     def fault(self, do: Callable[[], object], timeout_s: float = 300) -> float:
@@ -292,8 +298,9 @@ class FaultFlow:
         return [e for e in metrics_events(self.b.bootstrap_servers) if e.get("type") == kind]
 
     def stop(self) -> None:
-        if self.tail is not None:
-            self.tail.stop()
+        for tail in (self.tail, self.source_tail):
+            if tail is not None:
+                tail.stop()
         if self.load is not None and self.load.is_running():
             self.load.stop()
         if self.proc is not None:
