@@ -77,6 +77,10 @@ class Tail:
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 20,
+            # a broker cut off still answers fetches for partitions it no longer leads, with
+            # nothing new: librdkafka's 5-minute metadata refresh left the tail there for 295 s
+            # while the copy had resumed after 20 s
+            "topic.metadata.refresh.interval.ms": 2000,
             "log_level": 0,
         })  # fmt: skip
         self._thread = threading.Thread(target=self._run, daemon=True, name="tail")
