@@ -263,7 +263,9 @@ class SliceCopy:
             if self.counts is not None and time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + refresh
                 changes = self.changes
-                if changes.new_partitions(self.readers[0].consumer) or changes.ended_by_replaced():
+                if changes.new_partitions(self.readers[0].consumer) or changes.ended_by_replaced(
+                    wait=False
+                ):
                     break  # end the slice early: the planner sets them up
         for w in list(self.writers):
             w.metrics.closing = True

@@ -7,12 +7,17 @@ planned, and only the planner may set the change up.
   next look instead.
 - A topic of the flow has more partitions than at planning, or a new topic matches: the
   planner creates its remote topic and writes its start position.
+
+Inside a slice the topic ids are asked on a thread of their own and read at the next look: an
+admin request can wait for its timeout (30 s) on a broker that went away, and the copy task
+waited with it, its transaction open, twice in a row after a leader of the source was killed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -55,6 +60,7 @@ class PlanChanges:
         self.ids = ids
         self.counts = counts
         self._admin: Any = None
+        self._look: _Look | None = None  # the look in flight inside the slice
 
     def replaced(self) -> str:
         """What changed when a topic of the plan has another id than at planning, or when its
@@ -80,9 +86,13 @@ class PlanChanges:
         ]
         return "source topic re-created: " + ", ".join(changed) if changed else ""
 
-    def ended_by_replaced(self) -> bool:
-        """Whether a topic of the plan changed since planning; says which before the slice ends."""
-        replaced = self.replaced()
+    def ended_by_replaced(self, *, wait: bool = True) -> bool:
+        """Whether a topic of the plan changed since planning; says which before the slice ends.
+
+        ``wait`` off (the copy loop): the look runs on a thread and this call reads the one
+        started at the call before, if it has its answer; so a source slow to answer never holds
+        the copy up."""
+        replaced = self.replaced() if wait else self._replaced_meanwhile()
         if replaced:
             log.warning("%s since planning: ending the slice", replaced)
         return bool(replaced)
@@ -102,3 +112,32 @@ class PlanChanges:
             and any(c.should_replicate(name) for c in self.contexts)
             for name, topic in md.topics.items()
         )
+
+    def _replaced_meanwhile(self) -> str:
+        look = self._look
+        if look is None or look.done.is_set():
+            self._look = _Look(self.replaced)
+        if look is None or not look.done.is_set():
+            return ""
+        if look.error is not None:
+            raise look.error
+        return look.answer
+
+
+class _Look:
+    """One call of ``ask`` on a daemon thread: its answer, or the exception it raised."""
+
+    def __init__(self, ask: Callable[[], str]) -> None:
+        self.answer = ""
+        self.error: Exception | None = None
+        self.done = threading.Event()
+        self._ask = ask
+        threading.Thread(target=self._run, name="mirror-plan-look", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.answer = self._ask()
+        except Exception as exc:  # raised where the answer is read
+            self.error = exc
+        finally:
+            self.done.set()
