@@ -13,10 +13,8 @@ from tests.helpers.fake_kafka import FakeConsumer
 from tests.unit.replication.copy.test_writer import PROPS, _writer
 
 
-def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
-    """With mirror.fetch.pace.ms (for a broker whose fetch cost grows with the partition), a
-    reader that stays near the high watermark swaps to a paced consumer at the writers'
-    positions, and back to the prefetching one when records pile up; without it, never."""
+def _consumers_made(monkeypatch) -> list[FakeConsumer]:
+    """The fake consumers the reader makes, in order."""
     made: list[FakeConsumer] = []
 
     def consumer(_ctx, *, paced=False):
@@ -24,6 +22,14 @@ def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatc
         return made[-1]
 
     monkeypatch.setattr(source_reader, "make_consumer", consumer)
+    return made
+
+
+def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
+    """With mirror.fetch.pace.ms (for a broker whose fetch cost grows with the partition), a
+    reader that stays near the high watermark swaps to a paced consumer at the writers'
+    positions, and back to the prefetching one when records pile up; without it, never."""
+    made = _consumers_made(monkeypatch)
     unpaced, _producer = _writer(monkeypatch, start=100, fanout=False)
     reader = Reader(unpaced.ctx, [unpaced])
     reader.consumer.high = {("T", 0): 150}  # 50 records behind: at the head
@@ -64,13 +70,7 @@ def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
 def test_a_renewed_reader_reads_on_from_the_writers_positions_with_a_new_consumer(monkeypatch):
     """A consumer left without metadata answers after its source lost a leader is replaced,
     and closed on a thread of its own (its close may wait on those brokers)."""
-    made: list[FakeConsumer] = []
-
-    def consumer(_ctx, *, paced=False):
-        made.append(FakeConsumer(paced=paced))
-        return made[-1]
-
-    monkeypatch.setattr(source_reader, "make_consumer", consumer)
+    made = _consumers_made(monkeypatch)
     w, _producer = _writer(monkeypatch, start=100, fanout=False)
     reader = Reader(w.ctx, [w])
     stuck = reader.consumer
