@@ -47,9 +47,7 @@ IDLE_POLL_S = 0.1
 PENDING_POLL_S = 0.01  # a commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
-SOURCE_SILENT_S = 30.0  # no answer this long: the task says so, and reads with a new consumer
-SOURCE_RENEW_S = 15.0  # then a new consumer again this often, while the source does not answer
-SOURCE_DOWN_S = 120.0  # no answer this long: the slice fails (transient), and the run reports it
+SOURCE_DOWN_S = 30.0  # no answer this long: the slice fails (transient) so the run reports it
 DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
 
 
@@ -217,8 +215,6 @@ class SliceCopy:
         next_refresh = time.monotonic() + refresh
         last_progress = time.monotonic()
         self.last_heard = self.next_probe = time.monotonic()
-        self.unanswered_since: float | None = None
-        self.next_renewal = 0.0
         behind = False
         while self.readers and not self._all_done():
             now = time.monotonic()
@@ -270,7 +266,8 @@ class SliceCopy:
         for w in list(self.writers):
             w.metrics.closing = True
             self._guard(w, self._commit, w, wait=True)
-            self._guard(w, w.tell_metrics)
+            if w in self.writers:  # not if its target left the slice at that commit
+                self._guard(w, w.tell_metrics)
         for w in list(self.writers):
             self._guard(w, w.refresh_ledger)
         for w in list(self.writers):
@@ -292,63 +289,29 @@ class SliceCopy:
         )
 
     def _check_source(self, msgs: list[Record]) -> None:
-        """Notice a source that does not answer, and fail the slice (transient) after
-        SOURCE_DOWN_S of it.
+        """Fail the slice (transient) when the source has not answered for SOURCE_DOWN_S.
 
         An idle source sends nothing, so after SILENCE_PROBE_S of silence the task asks it for
-        metadata; librdkafka itself only retries, which would hide an outage from the run. A
-        shorter silence is waited out inside the slice: a source cluster moving its leaders
-        (a broker lost, and on a busy machine its controllers slow to fence it) answers again
-        within a minute or two, and a failed slice would add a restart of the query to that.
-        Meanwhile the task reads with a new consumer every SOURCE_RENEW_S: after a lost leader
-        one librdkafka consumer went on timing out for over two minutes while the others, and
-        new ones, were answered. The run's heartbeats job, which writes to the source, reports
-        the outage meanwhile.
+        metadata; librdkafka itself only retries, which would hide an outage from the run.
         """
         now = time.monotonic()
         if any((e := m.error()) is None or e.code() == KafkaError._PARTITION_EOF for m in msgs):
-            self._heard(now)
+            self.last_heard = now
             return
         if now - self.last_heard < SILENCE_PROBE_S or now < self.next_probe:
             return
         self.next_probe = now + 5.0
         try:
             self.readers[0].consumer.list_topics(timeout=5)
+            self.last_heard = time.monotonic()
         except KafkaException as exc:
             silent = time.monotonic() - self.last_heard
-            text = (
-                f"{self.ctx.where('source')} did not answer for {silent:.0f}s ({exc.args[0].str()})"
-            )
             if silent > SOURCE_DOWN_S:
                 raise BrokerError(
-                    f"{text}; nothing was lost, the run retries", transient=True
+                    f"{self.ctx.where('source')} did not answer for {silent:.0f}s "
+                    f"({exc.args[0].str()}); nothing was lost, the run retries",
+                    transient=True,
                 ) from exc
-            if silent > SOURCE_SILENT_S and time.monotonic() >= self.next_renewal:
-                if self.unanswered_since is None:
-                    self.unanswered_since = self.last_heard
-                    log.warning(
-                        "slot %d: %s; the copy task waits for it (up to %.0fs) with a new "
-                        "consumer every %.0fs, nothing is lost",
-                        self.slot, text, SOURCE_DOWN_S, SOURCE_RENEW_S,
-                    )  # fmt: skip
-                self.next_renewal = time.monotonic() + SOURCE_RENEW_S
-                for reader in self.readers:
-                    reader.renew()
-            return
-        self._heard(time.monotonic())
-
-    def _heard(self, now: float) -> None:
-        """The source answered: after a silence the task told of, say for how long, here and in
-        the ``resumed`` event of the transaction that copies again."""
-        if self.unanswered_since is not None:
-            text = (
-                f"{self.ctx.where('source')} did not answer for {now - self.unanswered_since:.0f}s"
-            )
-            log.warning("slot %d: %s, and answers again", self.slot, text)
-            for w in self.writers:
-                w.trouble = w.trouble or text
-            self.unanswered_since = None
-        self.last_heard = now
 
     def _all_done(self) -> bool:
         return bool(self.until) and all(w.done() for w in self.writers)

@@ -13,7 +13,6 @@ swaps consumers, at the writers' positions.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -157,16 +156,6 @@ class Reader:
             old.close()
         return True
 
-    def renew(self) -> None:
-        """Read on with a new consumer: one whose source cluster lost a leader can go on
-        timing out on metadata for minutes after the cluster answers new clients (issue 51).
-        The old one is closed on a thread of its own, as its close may wait on those brokers."""
-        old, self.consumer = self.consumer, make_consumer(self.ctx, paced=self.paced)
-        self.assign()
-        threading.Thread(
-            target=_close, args=(old,), name="mirror-close-consumer", daemon=True
-        ).start()
-
     def maybe_pause(self, tp: TP) -> None:
         """Stop fetching ``tp`` once no writer of this reader needs more of it."""
         if all(tp not in w.open_positions() for w in self.writers):
@@ -176,8 +165,3 @@ class Reader:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.consumer.close()
-
-
-def _close(consumer: Consumer) -> None:
-    with contextlib.suppress(Exception):
-        consumer.close()

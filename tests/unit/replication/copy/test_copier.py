@@ -14,7 +14,6 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy import copier
 from mirror_lib.replication.copy.copier import SliceCopy, cyclic_gc_paused
 from mirror_lib.replication.copy.fanout_targets import Targets
 from mirror_lib.replication.copy.source_reader import Reader
@@ -239,74 +238,3 @@ def test_slice_copy_runs_its_loop_with_the_collector_paused(monkeypatch):
     copy.run()
     assert seen == [True, False]
     assert gc.isenabled()
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class _SilentSource:
-    """A source consumer whose metadata requests time out until ``answers`` is set."""
-
-    def __init__(self) -> None:
-        self.answers = False
-
-    def list_topics(self, timeout: float) -> object:
-        if not self.answers:
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get metadata"))
-        return object()
-
-
-def _silent_copy(monkeypatch) -> tuple[SliceCopy, _Clock, _SilentSource]:
-    clock, source = _Clock(), _SilentSource()
-    monkeypatch.setattr(copier.time, "monotonic", clock)
-    copy, _reader = _reading_copy()
-    copy.slot = 0
-    reader = SimpleNamespace(consumer=source, renewed=0)
-    reader.renew = lambda: setattr(reader, "renewed", reader.renewed + 1)
-    copy.targets = SimpleNamespace(readers=[reader], writers=[SimpleNamespace(trouble=None)])
-    copy.last_heard = copy.next_probe = clock.now
-    copy.unanswered_since, copy.next_renewal = None, 0.0
-    return copy, clock, source
-
-
-def _silence(copy: SliceCopy, clock: _Clock, until_s: float) -> None:
-    start = clock.now
-    while clock.now - start < until_s:
-        clock.now += 1.0
-        copy._check_source([])
-
-
-def test_a_source_silent_for_a_minute_is_waited_out_and_told(monkeypatch, caplog):
-    """A lost leader of A with its controllers slow to fence it left A without answers for
-    55 s; the slice failed at 30 s and the query's restart added 69 s more to the 136 s."""
-    copy, clock, source = _silent_copy(monkeypatch)
-    _silence(copy, clock, copier.SOURCE_DOWN_S - 10)
-    assert sum("the copy task waits for it" in r.message for r in caplog.records) == 1
-    # a new consumer at 30 s, then every 15 s: one consumer stayed unanswered for minutes
-    assert copy.readers[0].renewed == 6
-    source.answers = True
-    _silence(copy, clock, 5)
-    [writer] = copy.writers
-    assert "source cluster A (bootstrap a:1) did not answer for 1" in writer.trouble
-    assert copy.unanswered_since is None
-
-
-def test_a_source_silent_longer_fails_the_slice_as_an_outage(monkeypatch):
-    copy, clock, _source = _silent_copy(monkeypatch)
-    with pytest.raises(BrokerError) as caught:
-        _silence(copy, clock, copier.SOURCE_DOWN_S + 10)
-    assert caught.value.transient
-    assert "did not answer for 12" in str(caught.value)
-    assert clock.now - 1000.0 > copier.SOURCE_DOWN_S
-
-
-def test_records_or_answers_keep_a_quiet_source_from_counting_as_silent(monkeypatch):
-    copy, clock, source = _silent_copy(monkeypatch)
-    source.answers = True  # an idle source: no records, but its metadata answers
-    _silence(copy, clock, copier.SOURCE_DOWN_S * 2)
-    assert copy.unanswered_since is None and clock.now - copy.last_heard < copier.SILENCE_PROBE_S

@@ -3,8 +3,6 @@ head of a partition (``mirror.fetch.pace.ms``)."""
 
 from __future__ import annotations
 
-import time
-
 from mirror_lib.config.parse import parse_config
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy import source_reader
@@ -13,8 +11,10 @@ from tests.helpers.fake_kafka import FakeConsumer
 from tests.unit.replication.copy.test_writer import PROPS, _writer
 
 
-def _consumers_made(monkeypatch) -> list[FakeConsumer]:
-    """The fake consumers the reader makes, in order."""
+def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
+    """With mirror.fetch.pace.ms (for a broker whose fetch cost grows with the partition), a
+    reader that stays near the high watermark swaps to a paced consumer at the writers'
+    positions, and back to the prefetching one when records pile up; without it, never."""
     made: list[FakeConsumer] = []
 
     def consumer(_ctx, *, paced=False):
@@ -22,14 +22,6 @@ def _consumers_made(monkeypatch) -> list[FakeConsumer]:
         return made[-1]
 
     monkeypatch.setattr(source_reader, "make_consumer", consumer)
-    return made
-
-
-def test_a_reader_at_the_head_paces_its_fetches_and_stops_when_behind(monkeypatch):
-    """With mirror.fetch.pace.ms (for a broker whose fetch cost grows with the partition), a
-    reader that stays near the high watermark swaps to a paced consumer at the writers'
-    positions, and back to the prefetching one when records pile up; without it, never."""
-    made = _consumers_made(monkeypatch)
     unpaced, _producer = _writer(monkeypatch, start=100, fanout=False)
     reader = Reader(unpaced.ctx, [unpaced])
     reader.consumer.high = {("T", 0): 150}  # 50 records behind: at the head
@@ -65,19 +57,3 @@ def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
         10,
     )
     assert (paced["queued.min.messages"], paced["fetch.queue.backoff.ms"]) == (1, 40)
-
-
-def test_a_renewed_reader_reads_on_from_the_writers_positions_with_a_new_consumer(monkeypatch):
-    """A consumer left without metadata answers after its source lost a leader is replaced,
-    and closed on a thread of its own (its close may wait on those brokers)."""
-    made = _consumers_made(monkeypatch)
-    w, _producer = _writer(monkeypatch, start=100, fanout=False)
-    reader = Reader(w.ctx, [w])
-    stuck = reader.consumer
-    reader.renew()
-    assert reader.consumer is made[-1] is not stuck
-    assert reader.consumer.assigned == [("T", 0, 100)]
-    deadline = time.monotonic() + 10
-    while not stuck.closed and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert stuck.closed
