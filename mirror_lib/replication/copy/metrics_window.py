@@ -144,10 +144,12 @@ class MetricsWindow:
         self.closing = False  # the slice is ending: tell everything at the next commit
 
     def due(self, now: float) -> bool:
-        """The window holds sums at least an interval old, or the slice is ending."""
+        """The window needs a transaction of its own: the slice is ending, or no commit carried
+        it for two intervals (records stopped). A regular commit tells it after one, so at a
+        steady rate the window never costs a transaction."""
         if not self.parts or self.opened is None:
             return False
-        return self.closing or now - self.opened >= self.interval_s
+        return self.closing or now - self.opened >= 2 * self.interval_s
 
     def tells(self, staged: dict[TP, PartMetrics], now: float) -> bool:
         """Whether a commit that adds ``staged`` tells the window."""
