@@ -6,7 +6,7 @@ records/s and a commit every 20 ms, 10.5 GB of metrics a day on the target
 (docs/operations/state.md). The window sums what committed transactions copied, partition by
 partition, and the first commit ``mirror.metrics.interval.ms`` after it opened tells the sums in
 its own transaction: exactly once, as the records are. A slice's last commit tells what is left,
-and a copy task whose records stopped tells it once the interval is up, in a transaction of its
+and a copy task whose records stopped tells it after two intervals, in a transaction of its
 own. What a window holds when its task fails is not told: at most an interval of counts, while
 the records, the ledger and the ``segments`` events stay exact.
 """
