@@ -349,10 +349,9 @@ class TargetWriter:
         self.begin()
         self.commit(lambda _tp: (-1, -1))
 
-    def tell_metrics(self, closing: bool = False) -> None:
-        """Tell the metrics window once it is due (``closing``: the slice ends, so now), in a
-        transaction of its own when none is open to carry it."""
-        self.metrics.closing = self.metrics.closing or closing
+    def tell_metrics(self) -> None:
+        """Tell the metrics window once it is due (at once when the slice ends: its
+        ``closing``), in a transaction of its own when none is open to carry it."""
         if self.in_txn or not self.metrics.due(time.monotonic()):
             return
         if self.strategy.holding or self.strategy.sealed:
