@@ -61,9 +61,7 @@ def produce_exact(
         **(config or {}),
     }
     producer = ck.Producer(conf)
-    # Without idempotence librdkafka parks records sent before it knows the topic and may queue
-    # them behind the next ones once the metadata arrives: learn the topic first.
-    producer.list_topics(topic, timeout=timeout_s)
+    _learn_leaders(producer, topic, time.monotonic() + timeout_s)
     delivered: list[tuple[int, Record]] = []  # (the order it was given in, the record)
     errors: list[str] = []
 
@@ -96,6 +94,28 @@ def produce_exact(
         )
     _check_order(topic, bootstrap, delivered)
     return sorted((rec for _order, rec in delivered), key=lambda x: (x.partition, x.offset))
+
+
+def _learn_leaders(producer: ck.Producer, topic: str, deadline: float) -> None:
+    """Wait until the producer knows a leader for every partition of ``topic``.
+
+    Without idempotence librdkafka parks a record whose partition has no known leader and may
+    send it behind the next ones once the leader is known. A topic this call auto-creates is
+    first reported with no leader, so knowing the topic is not enough: know its leaders.
+    """
+    while True:
+        left = deadline - time.monotonic()
+        meta = producer.list_topics(topic, timeout=max(0.2, min(left, 5.0))).topics.get(topic)
+        if (
+            meta is not None
+            and meta.error is None
+            and meta.partitions
+            and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
+        ):
+            return
+        if left <= 0:
+            return  # produce anyway: flush and the order check below report what went wrong
+        time.sleep(0.1)
 
 
 def _check_order(topic: str, bootstrap: str, delivered: list[tuple[int, Record]]) -> None:

@@ -279,3 +279,18 @@ class FakeConsumer:
         self.calls.append((num_messages, timeout))
         out, self.messages = self.messages[:num_messages], self.messages[num_messages:]
         return out
+
+
+class LeaderlessAtFirst:
+    """A producer's metadata view of a topic its first look auto-creates: the first ``leaderless``
+    answers carry a partition with no leader (-1), as a broker reports a new topic."""
+
+    def __init__(self, topic: str, leaderless: int) -> None:
+        self.topic, self.leaderless, self.looks = topic, leaderless, 0
+
+    def list_topics(self, topic: str, timeout: float) -> SimpleNamespace:
+        self.looks += 1
+        leader = -1 if self.looks <= self.leaderless else 1
+        partition = SimpleNamespace(id=0, leader=leader, error=None)
+        meta = SimpleNamespace(topic=topic, error=None, partitions={0: partition})
+        return SimpleNamespace(topics={self.topic: meta})

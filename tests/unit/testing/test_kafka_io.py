@@ -1,11 +1,15 @@
-"""The test producer refuses a partition whose records landed out of the order given."""
+"""The test producer waits for a new topic's leaders, and refuses a partition whose records
+landed out of the order given."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.testing.kafka_io import Record, _check_order
+from mirror_lib.testing.kafka_io import Record, _check_order, _learn_leaders
+from tests.helpers.fake_kafka import LeaderlessAtFirst
 
 
 def rec(partition: int, offset: int) -> Record:
@@ -21,3 +25,16 @@ def test_a_record_that_landed_before_an_earlier_one_is_refused_with_both_offsets
     # record 0 (a0) was queued behind record 1 (a1): the source already holds a1, a0
     with pytest.raises(BrokerError, match=r"record 1 landed at offset 0 .* record 0 \(offset 1\)"):
         _check_order("t", "b", [(1, rec(0, 0)), (0, rec(0, 1))])
+
+
+def test_the_producer_waits_until_a_new_topics_partitions_have_a_leader() -> None:
+    # a record sent while its partition has no leader is parked and may land behind the next
+    producer = LeaderlessAtFirst("t", leaderless=3)
+    _learn_leaders(producer, "t", time.monotonic() + 30)  # type: ignore[arg-type]
+    assert producer.looks == 4
+
+
+def test_a_topic_that_never_gets_a_leader_stops_the_wait_at_its_deadline() -> None:
+    producer = LeaderlessAtFirst("t", leaderless=10**6)
+    _learn_leaders(producer, "t", time.monotonic() + 0.5)  # type: ignore[arg-type]
+    assert 1 < producer.looks < 100
