@@ -13,7 +13,7 @@ from pathlib import Path
 from mirror_lib.errors import ConfigError, EmbeddedBrokerError
 from mirror_lib.testing import processes
 from mirror_lib.testing.embedded import free_port
-from mirror_lib.testing.kafka_broker import java_command, write_logging
+from mirror_lib.testing.kafka_jvm import java_command, write_logging
 
 CONTROLLER_HEAP_ENV = "MIRROR_KAFKA_CONTROLLER_HEAP_MB"
 #: A dedicated controller holds only the metadata log: a quarter of a broker's heap is plenty.

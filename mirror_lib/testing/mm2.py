@@ -28,8 +28,8 @@ import confluent_kafka as ck
 
 from mirror_lib.errors import BrokerError, ConfigError, EmbeddedBrokerError
 from mirror_lib.testing import kafka_jars, processes
-from mirror_lib.testing.kafka_broker import JVM_OPTIONS, java_binary
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from mirror_lib.testing.kafka_jvm import LOG4J2_CONSOLE, jvm_command
 
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
 HEAP_ENV = "MIRROR_MM2_HEAP_MB"
@@ -37,13 +37,9 @@ HEAP_ENV = "MIRROR_MM2_HEAP_MB"
 # tasks of 200 B records ran out of it in the bench), with kafka-run-class.sh's JVM_OPTIONS.
 PROBE_TOPIC = "mm2-launcher-probe"
 # INFO, without the configuration dumps (thousands of lines per client) and client chatter.
-_LOG4J = """\
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
+_LOG4J = (
+    LOG4J2_CONSOLE
+    + """\
 logger.config.name = org.apache.kafka.common.config
 logger.config.level = WARN
 logger.clients.name = org.apache.kafka.clients
@@ -55,6 +51,7 @@ logger.metrics.level = WARN
 logger.plugins.name = org.apache.kafka.connect.runtime.isolation
 logger.plugins.level = WARN
 """
+)
 
 
 def single_node_settings() -> dict[str, str]:
@@ -126,17 +123,13 @@ class Mm2Process(processes.ChildProcess):
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(_LOG4J)
         heap = int(os.environ.get(HEAP_ENV, "2048"))
-        return [
-            java_binary(),
-            "-Xms256m",
-            f"-Xmx{heap}m",
-            *JVM_OPTIONS,
+        return jvm_command(
+            (256, heap),
             f"-Dlog4j2.configurationFile={log4j}",
-            "-cp",
             kafka_jars.classpath("mm2"),
             MAIN_CLASS,
             str(self.config_path),
-        ]
+        )
 
     def start(self) -> None:
         """Write the properties and start the JVM (no wait; see :meth:`wait_replicating`)."""

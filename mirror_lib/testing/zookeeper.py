@@ -2,7 +2,7 @@
 server on a free loopback port, with its own folder, stopped by PID and restartable on its data.
 
 It runs from the broker release's own jar set (Kafka's jars depend on the ZooKeeper it was built
-with: 3.5.9 for Kafka 2.8), with the JVM command of :mod:`mirror_lib.testing.kafka_broker`, as
+with: 3.5.9 for Kafka 2.8), with the JVM command of :mod:`mirror_lib.testing.kafka_jvm`, as
 Kafka's bin/zookeeper-server-start.sh runs it. A :class:`~mirror_lib.testing.kafka_broker.
 KafkaBroker` of a ZooKeeper-mode release starts its server before itself
 (``KafkaOptions(version="2.8")``); nothing here is needed directly.
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mirror_lib.errors import EmbeddedBrokerError
 from mirror_lib.testing import processes
+from mirror_lib.testing.kafka_jvm import java_command, write_logging
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 #: ZooKeeper keeps only znodes: a small heap (bin/zookeeper-server-start.sh gives 512 MB).
@@ -61,16 +62,12 @@ class ZooKeeperServer(processes.ChildProcess):
         }
 
     def command(self) -> list[str]:
-        from mirror_lib.testing.kafka_broker import java_command
-
         return java_command(
             self.workdir, HEAP_MB, MAIN_CLASS, str(self.workdir / "zoo.cfg"), version=self.version
         )
 
     def start(self, ready_timeout_s: float = 60) -> None:
         """Start the server on its port and data; wait until it answers ``ruok``."""
-        from mirror_lib.testing.kafka_broker import write_logging
-
         if self.is_running():
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.testing import kafka_jars
-from mirror_lib.testing.kafka_broker import java_binary
+from mirror_lib.testing.kafka_jvm import java_binary
 
 SOURCES = Path(__file__).parent / "java"
 _LOG4J = """\

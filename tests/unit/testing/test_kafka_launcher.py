@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.errors import EmbeddedBrokerError
-from mirror_lib.testing import kafka_broker, kafka_jars
+from mirror_lib.testing import kafka_broker, kafka_jars, kafka_jvm
 
 
 def test_jar_fetch_failure_names_what_was_tried(
@@ -71,13 +71,13 @@ def test_the_broker_runs_with_kafkas_own_jvm_options(
     """bin/kafka-run-class.sh's G1 options and a fixed heap: with G1's default pause target a
     broker paused for up to 240 ms under the bench's steady load."""
     monkeypatch.setattr(kafka_jars, "classpath", lambda *_names, **_release: "/jars/*")
-    monkeypatch.setattr(kafka_broker, "java_binary", lambda: "java")
-    monkeypatch.delenv(kafka_broker.HEAP_ENV, raising=False)
+    monkeypatch.setattr(kafka_jvm, "java_binary", lambda: "java")
+    monkeypatch.delenv(kafka_jvm.HEAP_ENV, raising=False)
     command = kafka_broker._java_cmd(_broker(kafka_broker.KafkaOptions()), "kafka.Kafka", "c")
     assert command[1:3] == ["-Xms512m", "-Xmx512m"]
     assert "-XX:MaxGCPauseMillis=20" in command and "-XX:+UseG1GC" in command
     assert command[-2:] == ["kafka.Kafka", "c"]
-    monkeypatch.setenv(kafka_broker.HEAP_ENV, "1024")
+    monkeypatch.setenv(kafka_jvm.HEAP_ENV, "1024")
     command = kafka_broker._java_cmd(_broker(kafka_broker.KafkaOptions()), "kafka.Kafka")
     assert command[1:3] == ["-Xms1024m", "-Xmx1024m"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.errors import ConfigError
-from mirror_lib.testing import clusters, kafka_broker, kafka_jars, zookeeper
+from mirror_lib.testing import clusters, kafka_broker, kafka_jars, kafka_jvm, zookeeper
 
 
 def test_a_release_is_named_by_its_version_or_its_major_minor() -> None:
@@ -122,12 +122,12 @@ def test_each_release_runs_from_its_jars_with_its_logging(
     version: str, option: str, config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(kafka_jars, "jar_dir", lambda name, v: Path(f"/jars/{name}-{v}"))
-    monkeypatch.setattr(kafka_broker, "java_binary", lambda: "java")
+    monkeypatch.setattr(kafka_jvm, "java_binary", lambda: "java")
     command = kafka_broker._java_cmd(_broker(version, kafka_broker.KafkaOptions()), "kafka.Kafka")
     assert option in command
     assert command[command.index("-cp") + 1] == f"/jars/kafka-{version}/*"
     assert "-XX:MaxGCPauseMillis=20" in command and command[-1] == "kafka.Kafka"
-    kafka_broker.write_logging(tmp_path, version)
+    kafka_jvm.write_logging(tmp_path, version)
     assert [p.name for p in tmp_path.iterdir()] == [config]
     assert "kafka.request.logger" in (tmp_path / config).read_text()
 
@@ -136,7 +136,7 @@ def test_zookeeper_runs_on_loopback_from_the_brokers_jars(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(kafka_jars, "jar_dir", lambda name, v: Path(f"/jars/{name}-{v}"))
-    monkeypatch.setattr(kafka_broker, "java_binary", lambda: "java")
+    monkeypatch.setattr(kafka_jvm, "java_binary", lambda: "java")
     keeper = zookeeper.ZooKeeperServer(Path("/w/zk"), 9002, "2.8.2")
     assert keeper.connect == "127.0.0.1:9002"
     cfg = keeper.settings()
