@@ -1,6 +1,6 @@
 """Keys MM2 reads that run differently here, checked before anything starts: plug-in classes
 other than the default, transforms, MirrorMaker 1 names, unknown or misplaced ``mirror.*`` keys,
-references where values are read as written.
+references where values are read as written; and the Connect keys accepted and ignored.
 """
 
 from __future__ import annotations
@@ -8,8 +8,39 @@ from __future__ import annotations
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.properties import has_reference
 from mirror_lib.config.setting_values import split_list
-from mirror_lib.config.settings import BY_KEY, MM1_NAMES, TRANSFORM_KEYS
+from mirror_lib.config.settings import BY_KEY
 from mirror_lib.errors import ConfigError
+
+#: MirrorMaker 1 names MM2 never read -> the MM2 key meant (a hint, not an alias).
+MM1_NAMES: dict[str, str] = {"topics.whitelist": "topics", "groups.whitelist": "groups"}
+#: Connect's single message transform keys: refused unless empty (records are copied unchanged).
+TRANSFORM_KEYS: tuple[str, ...] = ("transforms", "predicates")
+
+#: MM2/Connect keys we accept and ignore (they configure Connect, not replication semantics).
+IGNORED_PREFIXES: tuple[str, ...] = (
+    "dedicated.mode",
+    "topic.filter.class",
+    "group.filter.class",
+    "config.property.filter.class",
+    "forwarding.admin.class",
+    "metric.reporters",
+    "metric.names.formats",
+    "exactly.once",
+    "consumer.poll.timeout.ms",
+    "offset.storage",
+    "config.storage",
+    "status.storage",
+    "offset.flush",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "task.",
+    "worker.",
+    "listeners",
+    "rest.",
+    "name",
+    "connector.class",
+)
 
 #: MM2 plug-in class keys: their default class is what mirror_lib does; another class cannot run
 #: here, and ignoring it would change what is copied, so it is refused with what to use instead.

@@ -20,6 +20,7 @@ from mirror_lib.config.flow_parse import ALIAS_KEYS, flow_settings, is_alias_idi
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY
 from mirror_lib.config.java_clients import checked_protocol
 from mirror_lib.config.key_checks import (
+    IGNORED_PREFIXES,
     connector_extra,
     default_plugin,
     mirror_key_error,
@@ -44,12 +45,7 @@ from mirror_lib.config.properties import (
     resolve_setting,
 )
 from mirror_lib.config.setting_values import split_list
-from mirror_lib.config.settings import (
-    ALIASES,
-    AT_LEAST_ONCE_COMMIT_INTERVAL_MS,
-    BY_KEY,
-    IGNORED_PREFIXES,
-)
+from mirror_lib.config.settings import ALIASES, AT_LEAST_ONCE_COMMIT_INTERVAL_MS, BY_KEY
 from mirror_lib.errors import ConfigError
 
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")

@@ -398,37 +398,6 @@ SETTINGS: tuple[Setting, ...] = (
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 ALIASES: dict[str, str] = {alias: s.key for s in SETTINGS for alias in s.aliases}
 
-#: MirrorMaker 1 names MM2 never read -> the MM2 key meant (a hint, not an alias).
-MM1_NAMES: dict[str, str] = {"topics.whitelist": "topics", "groups.whitelist": "groups"}
-#: Connect's single message transform keys: refused unless empty (records are copied unchanged).
-TRANSFORM_KEYS: tuple[str, ...] = ("transforms", "predicates")
-
-#: MM2/Connect keys we accept and ignore (they configure Connect, not replication semantics).
-IGNORED_PREFIXES: tuple[str, ...] = (
-    "dedicated.mode",
-    "topic.filter.class",
-    "group.filter.class",
-    "config.property.filter.class",
-    "forwarding.admin.class",
-    "metric.reporters",
-    "metric.names.formats",
-    "exactly.once",
-    "consumer.poll.timeout.ms",
-    "offset.storage",
-    "config.storage",
-    "status.storage",
-    "offset.flush",
-    "key.converter",
-    "value.converter",
-    "header.converter",
-    "task.",
-    "worker.",
-    "listeners",
-    "rest.",
-    "name",
-    "connector.class",
-)
-
 
 @dataclass(frozen=True)
 class FlowSettings:
