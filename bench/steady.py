@@ -109,8 +109,18 @@ def send_at_rate(
     """``rate`` records/s of 200 B for ``seconds`` over the partitions, keys ``<kind><n>``;
     returns, per record number, its CreateTime (epoch ms) and the source broker's
     acknowledgement time - CreateTime in ms."""
+    # A queue of 2 minutes of load: while a broker restarts on the same cores the source's
+    # acknowledgements may fall 20 s behind, and librdkafka's default queue (100,000 records)
+    # filled before any copy was measured. A record's wait in it counts in its end-to-end time.
     p = ck.Producer(
-        {"bootstrap.servers": source, "linger.ms": 5, "acks": "all", "batch.size": 1_000_000}
+        {
+            "bootstrap.servers": source,
+            "linger.ms": 5,
+            "acks": "all",
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": max(100_000, int(rate * 120)),
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
     )
     created: dict[int, float] = {}
     acked: dict[int, float] = {}
