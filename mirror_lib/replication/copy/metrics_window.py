@@ -7,8 +7,10 @@ records/s and a commit every 20 ms, 10.5 GB of metrics a day on the target
 partition, and the first commit ``mirror.metrics.interval.ms`` after it opened tells the sums in
 its own transaction: exactly once, as the records are. A slice's last commit tells what is left,
 and a copy task whose records stopped tells it after two intervals, in a transaction of its
-own. What a window holds when its task fails is not told: at most an interval of counts, while
-the records, the ledger and the ``segments`` events stay exact.
+own. What a window holds when its task fails, or is killed by a run that stops, is not told: at
+most an interval of counts, while the records, the ledger and the ``segments`` events stay
+exact. A task's first window opens when the task starts, so that the lost interval is never its
+start-up transaction, which may hold the whole backlog.
 """
 
 from __future__ import annotations
@@ -137,11 +139,15 @@ def merged(first: dict[TP, PartMetrics], later: dict[TP, PartMetrics]) -> dict[T
 class MetricsWindow:
     """The sums a writer has not told yet, and when the first of them committed."""
 
-    def __init__(self, interval_ms: int) -> None:
+    def __init__(self, interval_ms: int, started: float | None = None) -> None:
         self.interval_s = interval_ms / 1000.0
         self.parts: dict[TP, PartMetrics] = {}
         self.opened: float | None = None  # monotonic time of its first transaction
         self.closing = False  # the slice is ending: tell everything at the next commit
+        # The first window opens when the writer starts (monotonic ``started``): a task's first
+        # transaction, at start-up often the whole backlog, is told by its own commit once the
+        # slice has run an interval, not held for a second commit that a stop may not allow.
+        self.started = started
 
     def due(self, now: float) -> bool:
         """The window needs a transaction of its own: the slice is ending, or no commit carried
@@ -156,12 +162,14 @@ class MetricsWindow:
         if self.interval_s <= 0 or self.closing:
             return True
         opened = self.opened if self.opened is not None else (now if staged else None)
+        if opened is not None and self.started is not None:
+            opened = min(opened, self.started)
         return opened is not None and now - opened >= self.interval_s
 
     def settle(self, staged: dict[TP, PartMetrics], told: bool, now: float) -> None:
         """A commit landed: it told the window (and ``staged``), or ``staged`` joins it."""
         if told:
-            self.parts, self.opened = {}, None
+            self.parts, self.opened, self.started = {}, None, None
             return
         if staged and self.opened is None:
             self.opened = now

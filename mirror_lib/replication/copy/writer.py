@@ -118,7 +118,7 @@ class TargetWriter:
         self.txn_start = 0.0
         self.txn_records = self.txn_bytes = 0
         self.aborts_unreported = 0  # aborted transactions, told in the next batch events
-        self.metrics = MetricsWindow(s.metrics_interval_ms)  # batch events not told yet
+        self.metrics = MetricsWindow(s.metrics_interval_ms, time.monotonic())  # not told yet
         # Clients live for one slice (minutes): a client that outlived a topic's re-creation
         # can crash librdkafka 2.16 in its metadata cache (upstream #4964).
         self.init_s = FANOUT_INIT_S if fanout else 60.0

@@ -42,6 +42,18 @@ def test_transactions_inside_an_interval_are_told_once_in_the_first_commit_after
     assert w.metrics.parts == {} and w.metrics.opened is None
 
 
+def test_a_writers_first_commit_after_an_interval_of_its_slice_tells_it(monkeypatch):
+    """A run that stops kills its copy tasks: a start-up transaction (often the backlog) held for
+    a second commit was never told (the demo reported 162 of 3,735 records of clicks)."""
+    w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=SECOND)
+    w.metrics.started -= 1.5  # the slice started, then fetched for more than an interval
+    _commit(w, 0, 99)
+    (event,) = _metrics(producer, "batch")
+    assert event["records"] == 100 and event["transactions"] == 1
+    _commit(w, 100, 109)  # later windows open at their first transaction, as before
+    assert len(_metrics(producer, "batch")) == 1 and w.metrics.opened is not None
+
+
 def test_a_slice_that_ends_tells_what_its_window_holds_in_a_transaction_of_its_own(monkeypatch):
     w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=SECOND)
     _commit(w, 0, 9)
