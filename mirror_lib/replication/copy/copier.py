@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
@@ -248,12 +248,7 @@ class SliceCopy:
                 reader.repace(time.monotonic())
             self.client_threads.lower(now)
             if self.until and time.monotonic() - last_progress > STALL_SECONDS:
-                open_tps = sorted({tp for w in self.writers for tp in w.open_positions()})
-                raise BrokerError(
-                    f"no data from {self.ctx.where('source')} for {STALL_SECONDS:.0f}s while "
-                    f"copying {open_tps}",
-                    transient=True,
-                )
+                raise self._stall_error()
             if self.end_early:
                 break
             if self.counts is not None and time.monotonic() >= next_refresh:
@@ -272,6 +267,32 @@ class SliceCopy:
             self._guard(w, w.refresh_ledger)
         for w in list(self.writers):
             self._guard(w, w.settle_syncs)
+
+    def _stall_error(self) -> BrokerError:
+        """The error of a slice that read nothing for STALL_SECONDS: per open partition, where
+        each target continues and where the slice ends, where the reader's consumer is and
+        whether the target's commit waits for acknowledgements; what an on-call engineer needs
+        to tell a silent source from a reader gone past a target's records."""
+        where = []
+        for reader in self.readers:
+            wanted = reader.positions()
+            at: dict[TP, int] = {}
+            with contextlib.suppress(KafkaException):
+                asked = [TopicPartition(t, p) for t, p in sorted(wanted)]
+                at = {(tp.topic, tp.partition): tp.offset for tp in reader.consumer.position(asked)}
+            for w in reader.writers:
+                pending = "; its commit waits for acknowledgements" if w.strategy.holding else ""
+                for (t, p), expect in sorted(w.open_positions().items()):
+                    read = at.get((t, p))
+                    where.append(
+                        f"{t}[{p}] for {w.name} at offset {expect} of {self.until.get((t, p))} "
+                        f"(the reader at {'?' if read is None or read < 0 else read}{pending})"
+                    )
+        return BrokerError(
+            f"no data from {self.ctx.where('source')} for {STALL_SECONDS:.0f}s while copying "
+            + ("; ".join(where) or "nothing left open"),
+            transient=True,
+        )
 
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S]
