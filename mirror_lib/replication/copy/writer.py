@@ -263,10 +263,13 @@ class TargetWriter:
                 self.begin()
 
     def finish(self, tp: TP, end: int) -> None:
-        """The partition reached its ``until`` end (held like any move while a commit waits)."""
+        """The partition reached its ``until`` end (held like any move while a commit waits:
+        an end of partition comes once, so a finish dropped then would leave it open)."""
+        if self.strategy.holding:
+            self.strategy.hold(functools.partial(self.finish, tp, end), 0)
+            return
         self.move(tp, end)
-        if not self.strategy.holding:
-            self.parts[tp].done = True
+        self.parts[tp].done = True
 
     # -- transactions ------------------------------------------------------------------------
     def begin(self) -> None:

@@ -122,6 +122,21 @@ def test_a_waiting_commit_holds_records_and_moves_and_copies_them_in_order(monke
     assert not w.strategy.holding and not w.strategy.held
 
 
+def test_an_end_of_partition_while_a_commit_waits_finishes_the_partition_after_it(monkeypatch):
+    """Every record up to the slice's end was copied, and the end of the partition came while
+    a fan-out commit waited for acknowledgements: the partition was never done, so a ``--once``
+    slot read on until the stall watch failed it after 60 s (beside two busy loops)."""
+    w, producer = _writer(monkeypatch, until=10)
+    producer.acking = False
+    w.accept(("T", 0), _records(0, 9), 0.0)  # offset 9 is the last before the end: not done yet
+    assert not w.commit(_no_watermarks, wait=False) and w.strategy.holding
+    assert w.parts[("T", 0)].expect == 10 and not w.done()
+    w.finish(("T", 0), 10)  # what the copier does at the end of partition
+    producer.acking = True
+    assert w.commit(_no_watermarks, wait=True)
+    assert w.done() and _ledger(producer) == [10]
+
+
 def test_a_target_more_than_the_bound_behind_the_lead_must_leave(monkeypatch):
     w, producer = _writer(monkeypatch)
     producer.acking = False
