@@ -125,10 +125,14 @@ class Launched:
 class Roll:
     """A rolling restart of a three-broker cluster in a thread, as an operator patching it
     does (:meth:`~mirror_lib.testing.kafka_cluster.KafkaCluster.rolling_restart`), from
-    ``lead_s`` after the load starts; when each broker went down and came back in sync."""
+    ``lead_s`` after the load starts; when each broker went down and came back in sync.
 
-    def __init__(self, cluster: Any, lead_s: float = 10.0) -> None:
-        self.cluster, self.lead_s = cluster, lead_s
+    A broker started again is a child of this process: its pid joins ``keep``, else the
+    reaping of orphans at the end of the steady run (:func:`bench.measure.reap_all_orphans`)
+    SIGKILLs the restarted brokers."""
+
+    def __init__(self, cluster: Any, keep: set[int], lead_s: float = 10.0) -> None:
+        self.cluster, self.keep, self.lead_s = cluster, keep, lead_s
         self.events: list[tuple[str, int, float]] = []  # (down|back, node, epoch ms)
         self.error: str | None = None
         self._thread = threading.Thread(target=self._run, name="roll", daemon=True)
@@ -141,6 +145,8 @@ class Roll:
 
     def _note(self, what: str, node: Any) -> None:
         self.events.append((what, node.node_id, time.time() * 1000))
+        if what == "back" and node.process is not None:
+            self.keep.add(node.process.pid)
 
     def _run(self) -> None:
         time.sleep(self.lead_s)
@@ -334,7 +340,7 @@ class Runner:
         create_topic(self.src, topic)
         n = len(self.steady)
         cmd, remote, stop_signal, echo = self.steady_command(run, topic, n)
-        roll = Roll(self.brokers.clusters["target"]) if run.roll else None
+        roll = Roll(self.brokers.clusters["target"], self.keep) if run.roll else None
         with self.launched(cmd, f"steady-{n}.err", echo, stop_signal, 60) as proc:
             try:
                 load = steady_load.drive(
