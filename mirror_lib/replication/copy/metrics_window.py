@@ -137,17 +137,17 @@ def merged(first: dict[TP, PartMetrics], later: dict[TP, PartMetrics]) -> dict[T
 
 
 class MetricsWindow:
-    """The sums a writer has not told yet, and when the first of them committed."""
+    """The sums a writer has not told yet, and when their window opened."""
 
     def __init__(self, interval_ms: int, started: float | None = None) -> None:
         self.interval_s = interval_ms / 1000.0
         self.parts: dict[TP, PartMetrics] = {}
-        self.opened: float | None = None  # monotonic time of its first transaction
+        # Monotonic time the window opened: its first transaction, but the first window opens
+        # when the writer starts (``started``): a task's first transaction, at start-up often
+        # the whole backlog, is told by its own commit once the slice has run an interval, not
+        # held for a second commit that a stop may not allow.
+        self.opened: float | None = started
         self.closing = False  # the slice is ending: tell everything at the next commit
-        # The first window opens when the writer starts (monotonic ``started``): a task's first
-        # transaction, at start-up often the whole backlog, is told by its own commit once the
-        # slice has run an interval, not held for a second commit that a stop may not allow.
-        self.started = started
 
     def due(self, now: float) -> bool:
         """The window needs a transaction of its own: the slice is ending, or no commit carried
@@ -162,14 +162,12 @@ class MetricsWindow:
         if self.interval_s <= 0 or self.closing:
             return True
         opened = self.opened if self.opened is not None else (now if staged else None)
-        if opened is not None and self.started is not None:
-            opened = min(opened, self.started)
         return opened is not None and now - opened >= self.interval_s
 
     def settle(self, staged: dict[TP, PartMetrics], told: bool, now: float) -> None:
         """A commit landed: it told the window (and ``staged``), or ``staged`` joins it."""
         if told:
-            self.parts, self.opened, self.started = {}, None, None
+            self.parts, self.opened = {}, None
             return
         if staged and self.opened is None:
             self.opened = now

@@ -46,7 +46,7 @@ def test_a_writers_first_commit_after_an_interval_of_its_slice_tells_it(monkeypa
     """A run that stops kills its copy tasks: a start-up transaction (often the backlog) held for
     a second commit was never told (the demo reported 162 of 3,735 records of clicks)."""
     w, producer = _writer(monkeypatch, fanout=False, flow="A->B", props=SECOND)
-    w.metrics.started -= 1.5  # the slice started, then fetched for more than an interval
+    w.metrics.opened -= 1.5  # the slice started, then fetched for more than an interval
     _commit(w, 0, 99)
     (event,) = _metrics(producer, "batch")
     assert event["records"] == 100 and event["transactions"] == 1
