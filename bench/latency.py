@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import probe, tail
 from bench.curves import table
 from bench.kafka_data import PARTITIONS, TailWatch, create_topic, last_records, value_pool
-from bench.measure import Meter, broker_cpu_s, machine_cpu_s
+from bench.measure import Meter, broker_cpu_s, machine_cpu_s, machine_steal_s
 from bench.methods import mirror_cmd
 from bench.peers import mm2_command, mm2_eos, mm2_properties
 from bench.procs import Lines, log, popen, stop_group, write_props
@@ -82,7 +82,7 @@ FLOOR = "floor"
 FLOOR_LABEL = "probe floor (one broker, nothing copied)"
 FIGURES = (
     "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "source_ack_p50_ms",
-    "source_ack_p99_ms",
+    "source_ack_p99_ms", "steal_cores",
 )  # fmt: skip
 
 
@@ -181,6 +181,7 @@ def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
             "source ack p50 / p99": (
                 f"{cell(entry['source_ack_p50_ms'])} / {cell(entry['source_ack_p99_ms'])}"
             ),
+            "host steal (cores)": cell(entry["steal_cores"], 2),
             "runs complete": f"{entry['complete']}/{entry['reps']}",
         })  # fmt: skip
     if not rows:
@@ -213,12 +214,13 @@ def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
 # -- a run ------------------------------------------------------------------------------------
 class CpuWindow:
     """Machine, tool and broker CPU between ``lead_s`` and ``lead_s + seconds`` after
-    :meth:`start` (the probe's measured window), in cores."""
+    :meth:`start` (the probe's measured window), in cores, and what the host's hypervisor
+    took from the machine meanwhile (steal)."""
 
     def __init__(self, meter: Meter | None, broker_pids: list[int], lead_s: float, seconds: float):
         self.meter, self.broker_pids = meter, broker_pids
         self.lead_s, self.seconds = lead_s, seconds
-        self.marks: list[tuple[float, float, float, float]] = []
+        self.marks: list[tuple[float, float, float, float, float]] = []
         self._thread = threading.Thread(target=self._run, name="cpu-window", daemon=True)
         self._stop = threading.Event()
 
@@ -227,7 +229,8 @@ class CpuWindow:
 
     def _mark(self) -> None:
         tool = self.meter.sampler.cpu_total() if self.meter else 0.0
-        self.marks.append((time.monotonic(), machine_cpu_s(), tool, broker_cpu_s(self.broker_pids)))
+        brokers = broker_cpu_s(self.broker_pids)
+        self.marks.append((time.monotonic(), machine_cpu_s(), tool, brokers, machine_steal_s()))
 
     def _run(self) -> None:
         if self._stop.wait(self.lead_s):
@@ -238,10 +241,13 @@ class CpuWindow:
 
     def result(self) -> dict[str, float | None]:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.ident is not None:  # not started when the probe failed first
+            self._thread.join(5)
         if len(self.marks) < 2:
-            return dict.fromkeys(("machine_cores", "tool_cores", "broker_cores", "own_cores"))
-        (t0, m0, c0, b0), (t1, m1, c1, b1) = self.marks
+            return dict.fromkeys(
+                ("machine_cores", "tool_cores", "broker_cores", "own_cores", "steal_cores")
+            )
+        (t0, m0, c0, b0, s0), (t1, m1, c1, b1, s1) = self.marks
         span = t1 - t0
         return {
             "machine_cores": round((m1 - m0) / span, 3),
@@ -249,6 +255,7 @@ class CpuWindow:
             "broker_cores": round((b1 - b0) / span, 3),
             # what the copy cost, whatever else ran on the machine (the probe's processes not)
             "own_cores": round((c1 - c0 + b1 - b0) / span, 3),
+            "steal_cores": round((s1 - s0) / span, 3),
         }
 
 

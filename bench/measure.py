@@ -27,6 +27,15 @@ def machine_cpu_s() -> float:
     return (int(fields[1]) + int(fields[2]) + int(fields[3])) / CLK_TCK
 
 
+def machine_steal_s() -> float:
+    """CPU time the hypervisor gave to others while this machine's CPUs wanted it, seconds
+    since boot (/proc/stat "steal"): on a shared host, the figures of a run with much of it
+    measure the host, not the tools."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / CLK_TCK
+
+
 def _stat(pid: int) -> tuple[str, list[str]] | None:
     """(comm, the fields after it) of /proc/<pid>/stat, else None; fields[0] is field 3 (state)
     of proc(5)."""

@@ -135,18 +135,26 @@ def test_the_timing_log_is_read_per_partition(tmp_path):
     assert txn.consumed_at(8) == 2.0
 
 
-def test_the_markdown_gives_cpu_against_mm2_and_only_the_stages_measured():
+def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_and_only_the_stages_measured():
     def run(name: str, cores: float, stages: list[dict]) -> dict:
         return {
             "contestant": name, "label": f"label {name}", "records": 10, "received": 10,
             "p50_ms": 5.0, "p99_ms": 9.0, "max_ms": 12.0, "machine_cores": cores,
             "own_cores": cores / 2, "source_ack_p50_ms": 1.0, "source_ack_p99_ms": 2.0,
-            "tail_stages": stages,
+            "steal_cores": cores / 10, "tail_stages": stages,
         }  # fmt: skip
 
     runs = [run("mm2", 1.0, []), run("ours", 1.5, [{"fetch": 2.0, "commit": 4.0}])]
     args = latency.parse_args(["--reps", "1"])
     text = latency.markdown(latency.summarize(runs), args)
-    assert "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 1.50x |" in text
+    assert "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 1.50x | 1.0 / 2.0 | 0.15 | 1/1 |" in text
     assert "| records above the p99 | fetch | commit | records |" in text
     assert latency.markdown({}, args) == "No run completed.\n"
+
+
+def test_the_cpu_window_gives_cores_and_the_hosts_steal_over_its_span():
+    window = latency.CpuWindow(None, [], lead_s=0, seconds=1)
+    window.marks = [(10.0, 100.0, 0.0, 5.0, 7.0), (12.0, 103.0, 0.0, 6.0, 7.5)]
+    out = window.result()
+    assert (out["machine_cores"], out["broker_cores"], out["steal_cores"]) == (1.5, 0.5, 0.25)
+    assert out["tool_cores"] is None
