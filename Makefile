@@ -95,8 +95,11 @@ format: $(STAMP) ## apply ruff formatting and fixes
 # `make test PYTEST_WORKERS=0` runs the suite in one process. A worker that crashes (a native
 # fault) ends the run as failed: pytest-xdist 3.8 replacing it under --dist loadfile can leave
 # every worker idle and the run hanging (pytest-xdist issues 784, 1378; seen here once).
+# --no-loadscope-reorder hands out files in the order of START_ORDER (tests/conftest.py): by
+# default pytest-xdist orders them by their number of tests, so a one-test file that takes
+# 13 minutes started last.
 PYTEST_WORKERS ?= 2
-PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart=0
 # CI runs `make test` in under an hour on 2 cores: the full suite (the version tier and the
 # three-broker tier included), then the pyspark 4.0 tier. The tiers of the newest releases and
 # the fault matrix have targets of their own, run before a release (docs/testing.md).

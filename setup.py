@@ -36,7 +36,7 @@ EXTRAS = {
     "test": [
         "pytest>=8",
         "pytest-timeout>=2.3",
-        "pytest-xdist>=3.5",
+        "pytest-xdist>=3.8",  # --no-loadscope-reorder (make test)
         "hypothesis>=6.100",
         "ruff>=0.6",
         "import-linter>=2.1",

@@ -77,27 +77,38 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"test clusters: Apache Kafka {kafka_version()} ({VERSION_ENV} picks another)"
 
 
-# The files that take longest (minutes each, `pytest --durations`), longest first. `make test`
-# hands whole files to its two workers in collection order (`--dist loadfile`): one of these
-# started last kept a worker busy for 9 minutes after the other had finished.
-LONGEST_FIRST = (
+# The order in which `make test` hands whole files to its two workers (`--dist loadfile
+# --no-loadscope-reorder`), each entry a file or a folder: the three-broker fault run first, with
+# the unit tests beside it rather than another file with brokers of its own, then the files that
+# take minutes, longest first (`pytest --durations`, 2026-12-03), then the rest in collection
+# order. Started last, the three-broker run kept a worker busy for 9 minutes after the other had
+# finished.
+START_ORDER = (
     "integration/test_three_brokers.py",
+    "unit/",
+    "docs/",
     "integration/test_demo.py",
     "notebooks/test_notebooks.py",
-    "integration/test_broker_crash.py",
-    "integration/test_crash_restart.py",
-    "integration/test_delta_writers.py",
-    "integration/test_outages.py",
-    "integration/test_fanout.py",
-    "integration/test_dashboard.py",
     "integration/test_mm2_interop.py",
+    "integration/test_tables.py",
+    "integration/test_outages.py",
+    "integration/test_dashboard.py",
+    "integration/test_kafka_faults.py",
+    "integration/test_broker_crash.py",
+    "integration/test_delta_writers.py",
+    "integration/test_fanout.py",
+    "integration/test_tracking.py",
+    "integration/test_slices.py",
+    "integration/test_crash_restart.py",
 )
 
 
 def _start_rank(item: pytest.Item) -> int:
     path, here = Path(str(item.path)), Path(__file__).parent
     name = path.relative_to(here).as_posix() if here in path.parents else ""
-    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    ranks = (i for i, entry in enumerate(START_ORDER) if name == entry or (
+        entry.endswith("/") and name.startswith(entry)))  # fmt: skip
+    return next(ranks, len(START_ORDER))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
