@@ -116,7 +116,8 @@ def timed(call: Callable[[], Any], profile: Path | None = None) -> dict[str, Any
 
 def rounds(config_path: Path, groups: int, profiles: Path | None = None) -> dict[str, Any]:
     """The four timed rounds over the flow of ``config_path`` (groups already committed); with
-    ``profiles``, where the steady round and the steady sync spent their time."""
+    ``profiles``, where a steady round and a steady sync spend their time, each profiled in a
+    round of its own after the timed one: a profiler on added 40 % to a round of 5,000 groups."""
     from mirror_lib.config.parse import load_config
     from mirror_lib.replication.companions import checkpoint_job as cj
     from mirror_lib.replication.context import FlowContext
@@ -131,7 +132,11 @@ def rounds(config_path: Path, groups: int, profiles: Path | None = None) -> dict
     with counting_admin():
         out["first_round"] = timed(lambda: cj.run_checkpoints(ctx, state))
         state.last_group_sync = time.monotonic()  # the steady round: no sync due
-        out["round"] = timed(lambda: cj.run_checkpoints(ctx, state), profile("round"))
+        out["round"] = timed(lambda: cj.run_checkpoints(ctx, state))
+        if profiles is not None:
+            timed(lambda: cj.run_checkpoints(ctx, state), profile("round"))
         out["first_sync"] = timed(lambda: cj._sync_group_offsets(ctx, state))
-        out["sync"] = timed(lambda: cj._sync_group_offsets(ctx, state), profile("sync"))
+        out["sync"] = timed(lambda: cj._sync_group_offsets(ctx, state))
+        if profiles is not None:
+            timed(lambda: cj._sync_group_offsets(ctx, state), profile("sync"))
     return out
