@@ -28,8 +28,6 @@ __all__ = ["MirrorClient", "TopicPartition"]
 
 #: Broker-internal topics that Java's ``Admin.listTopics()`` leaves out by default.
 _BROKER_INTERNAL = frozenset({"__consumer_offsets", "__transaction_state"})
-#: Reader defaults (overridable by ``conf``): end-of-partition arrives fast on short scans.
-_READER_DEFAULTS: dict[str, Any] = {"fetch.wait.max.ms": 100, "fetch.error.backoff.ms": 50}
 
 
 class MirrorClient:
@@ -74,7 +72,6 @@ class MirrorClient:
     def _reader_conf(self) -> dict[str, Any]:
         """Consumer config with a unique throwaway group that is never joined nor committed."""
         return {
-            **_READER_DEFAULTS,
             **self.conf,
             "group.id": f"__mirror_client.{uuid.uuid4().hex}",
             "enable.auto.commit": False,

@@ -15,6 +15,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import AUTH_ERRORS
 
+#: Consumer settings of a read to the end, under the caller's own. The end of a partition is
+#: known only from an empty fetch, which the broker holds for ``fetch.wait.max.ms``: at
+#: librdkafka's 500 ms every read of a topic with nothing new took half a second or more.
+READ_TO_END: dict[str, Any] = {"fetch.wait.max.ms": 100, "fetch.error.backoff.ms": 50}
+
 
 def _read_error(what: str, err: KafkaError, conf: dict[str, Any]) -> BrokerError:
     """A read's error: transient, unless credentials or ACLs refused it (no retry mends that;
@@ -47,6 +52,7 @@ def read_topic(
     conf = {
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
+        **READ_TO_END,
         **conf,
         "enable.partition.eof": True,
     }
@@ -157,6 +163,7 @@ def read_ranges(
     """
     ranges = list(ranges)
     conf = {  # not the cluster's consumer settings: aborted records must never become rows
+        **READ_TO_END,
         **conf,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",  # a range that retention removed ends, not fails

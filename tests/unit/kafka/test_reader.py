@@ -69,3 +69,30 @@ def test_a_refused_group_is_no_outage_and_is_named(monkeypatch: pytest.MonkeyPat
     with pytest.raises(BrokerError) as err:
         list(reader.read_topic({"group.id": "__mirror_reader.A->B"}, "t", timeout_s=5))
     assert err.value.transient
+
+
+@pytest.mark.parametrize("read", ["read_topic", "read_ranges"])
+def test_a_read_to_the_end_does_not_wait_half_a_second_for_its_last_empty_fetch(
+    monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    """The end is known from an empty fetch, held by the broker for ``fetch.wait.max.ms``:
+    librdkafka's 500 ms made every read of a quiet topic take that long. A caller's own
+    setting stays."""
+    confs: list[dict[str, Any]] = []
+
+    def consumer(conf: dict[str, Any]) -> FakeConsumer:
+        confs.append(conf)
+        return FakeConsumer([FakeEof("t", 0, 5)])
+
+    monkeypatch.setattr(reader, "Consumer", consumer)
+
+    def run(conf: dict[str, Any]) -> None:
+        if read == "read_topic":
+            list(reader.read_topic(conf, "t", timeout_s=5))
+        else:
+            list(reader.read_ranges(conf, [("t", 0, 0, 5)], timeout_s=5))
+
+    run({})
+    run({"fetch.wait.max.ms": 400})
+    assert [c["fetch.wait.max.ms"] for c in confs] == [100, 400]
+    assert confs[0]["fetch.error.backoff.ms"] == 50
