@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import probe, tail
 from bench.curves import table
 from bench.kafka_data import PARTITIONS, TailWatch, create_topic, last_records, value_pool
-from bench.measure import Meter, broker_cpu_s, machine_cpu_s, machine_steal_s
+from bench.measure import Meter, broker_cpu_s, machine_cpu_and_steal_s
 from bench.methods import mirror_cmd
 from bench.peers import mm2_command, mm2_eos, mm2_properties
 from bench.procs import Lines, log, popen, stop_group, write_props
@@ -229,8 +229,8 @@ class CpuWindow:
 
     def _mark(self) -> None:
         tool = self.meter.sampler.cpu_total() if self.meter else 0.0
-        brokers = broker_cpu_s(self.broker_pids)
-        self.marks.append((time.monotonic(), machine_cpu_s(), tool, brokers, machine_steal_s()))
+        busy, steal = machine_cpu_and_steal_s()
+        self.marks.append((time.monotonic(), busy, tool, broker_cpu_s(self.broker_pids), steal))
 
     def _run(self) -> None:
         if self._stop.wait(self.lead_s):

@@ -20,20 +20,18 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1_000_000
 
 
+def machine_cpu_and_steal_s() -> tuple[float, float]:
+    """user+nice+system of all CPUs since boot, and their steal (CPU time the hypervisor gave
+    to others while this machine's CPUs wanted it), seconds (/proc/stat): on a shared host, the
+    figures of a run with much steal measure the host, not the tools."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return (int(fields[1]) + int(fields[2]) + int(fields[3])) / CLK_TCK, int(fields[8]) / CLK_TCK
+
+
 def machine_cpu_s() -> float:
     """user+nice+system of all CPUs since boot, seconds (/proc/stat)."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return (int(fields[1]) + int(fields[2]) + int(fields[3])) / CLK_TCK
-
-
-def machine_steal_s() -> float:
-    """CPU time the hypervisor gave to others while this machine's CPUs wanted it, seconds
-    since boot (/proc/stat "steal"): on a shared host, the figures of a run with much of it
-    measure the host, not the tools."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return int(fields[8]) / CLK_TCK
+    return machine_cpu_and_steal_s()[0]
 
 
 def _stat(pid: int) -> tuple[str, list[str]] | None:
