@@ -106,9 +106,10 @@ START_ORDER = (
 def _start_rank(item: pytest.Item) -> int:
     path, here = Path(str(item.path)), Path(__file__).parent
     name = path.relative_to(here).as_posix() if here in path.parents else ""
-    ranks = (i for i, entry in enumerate(START_ORDER) if name == entry or (
-        entry.endswith("/") and name.startswith(entry)))  # fmt: skip
-    return next(ranks, len(START_ORDER))
+    for rank, entry in enumerate(START_ORDER):
+        if name.startswith(entry) if entry.endswith("/") else name == entry:
+            return rank
+    return len(START_ORDER)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
