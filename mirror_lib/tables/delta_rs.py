@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirror_lib.tables.schemas import SCHEMAS, TABLES
+from mirror_lib.tables.schemas import DELTA_ENCODED, SCHEMAS, SORT_KEYS, TABLES
 
 COMMIT_RETRIES = 5
 _STAT_STRING_MAX = 32  # longer strings get no min/max (keeps the log small)
@@ -142,6 +142,32 @@ def _conform(name: str, table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def _laid_out(name: str, table: pa.Table) -> pa.Table:
+    """``table``'s rows in the order its files keep them (``schemas.SORT_KEYS``)."""
+    keys = SORT_KEYS.get(name, ())
+    return table.sort_by([(k, "ascending") for k in keys]) if keys else table
+
+
+def parquet_options(name: str, columns: list[str]) -> dict[str, Any]:
+    """``pyarrow.parquet.write_table`` options of a table's files: zstd, and the columns of
+    :data:`~mirror_lib.tables.schemas.DELTA_ENCODED` as deltas instead of a dictionary."""
+    deltas = [c for c in DELTA_ENCODED.get(name, ()) if c in columns]
+    return {
+        "compression": "zstd",
+        "use_dictionary": [c for c in columns if c not in deltas],
+        "column_encoding": dict.fromkeys(deltas, "DELTA_BINARY_PACKED") or None,
+    }
+
+
+def writer_properties(name: str) -> Any:
+    """The same layout as :func:`parquet_options` for delta-rs' own writers (compaction)."""
+    from deltalake import ColumnProperties, WriterProperties  # lazy: optional extra "delta"
+
+    delta = ColumnProperties(dictionary_enabled=False, encoding="DELTA_BINARY_PACKED")
+    columns = dict.fromkeys(DELTA_ENCODED.get(name, ()), delta)
+    return WriterProperties(compression="ZSTD", column_properties=columns or None)
+
+
 def write_files(
     root: str, tables: dict[str, pa.Table], file_prefix: str
 ) -> dict[str, list[AddActionFields]]:
@@ -156,12 +182,13 @@ def write_files(
     for name, table in tables.items():
         if table is None or table.num_rows == 0:
             continue
-        table = _conform(name, table)
+        table = _laid_out(name, _conform(name, table))
         fs, folder = _fs(table_path(root, name))
         fs.create_dir(folder, recursive=True)
         rel = f"{file_prefix}-{uuid.uuid4().hex[:12]}.parquet"
         full = f"{folder}/{rel}"
-        pq.write_table(table, full, filesystem=fs, coerce_timestamps="us")
+        options = parquet_options(name, table.column_names)
+        pq.write_table(table, full, filesystem=fs, coerce_timestamps="us", **options)
         size = fs.get_file_info(full).size
         now_ms = int(time.time() * 1000)
         out[name] = [AddActionFields(rel, size, {}, now_ms, True, file_stats(table))]
@@ -295,10 +322,10 @@ def maintain(
             old = dataset.count_rows(filter=ds.field("record_ts") < pa.scalar(cutoff, ts_type))
             if old:
                 stamp = cutoff.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                deleted = dt.delete(f"record_ts < '{stamp}'")
+                deleted = dt.delete(f"record_ts < '{stamp}'", writer_properties(name))
                 metrics["deleted_rows"] = deleted.get("num_deleted_rows", old)
         if compact:
-            done = dt.optimize.compact()
+            done = dt.optimize.compact(writer_properties=writer_properties(name))
             metrics["compact"] = {k: done.get(k) for k in ("numFilesAdded", "numFilesRemoved")}
         hours = max(0, math.floor(vacuum_hours))
         # delta-rs refuses a retention under the table's own unless told not to enforce it

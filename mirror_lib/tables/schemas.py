@@ -82,3 +82,22 @@ SCHEMAS: dict[str, pa.Schema] = {
 }  # fmt: skip
 
 TABLES = tuple(SCHEMAS)
+
+#: How the two busiest tables lay out their files (docs/operations/state.md#file-layout): rows
+#: sorted by these columns within a file, so that each partition's offsets and times form runs
+#: that climb by small steps, and those columns stored as deltas (``DELTA_BINARY_PACKED``)
+#: rather than in a dictionary. Every table's files are zstd-compressed.
+SORT_KEYS: dict[str, tuple[str, ...]] = {
+    "offset_syncs": ("flow", "topic", "partition", "upstream_start"),
+    "replication_metrics": ("flow", "topic", "partition", "ts"),
+}
+DELTA_ENCODED: dict[str, tuple[str, ...]] = {
+    "offset_syncs": (
+        "upstream_start", "upstream_end", "downstream_start", "downstream_end", "batch_id",
+        "kafka_offset", "record_ts",
+    ),
+    "replication_metrics": (
+        "batch_id", "ts", "upstream_first", "upstream_last", "downstream_first",
+        "downstream_last", "kafka_offset", "record_ts",
+    ),
+}  # fmt: skip

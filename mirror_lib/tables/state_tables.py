@@ -12,7 +12,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError
-from mirror_lib.tables.delta_rs import ensure_tables, read_table, table_path
+from mirror_lib.tables.delta_rs import ensure_tables, read_table, table_path, writer_properties
 from mirror_lib.tables.location import (
     save_table,
     spark_table_exists,
@@ -47,7 +47,8 @@ def append_rows(
 
     root = tables_root(config)
     ensure_tables(root)
-    write_deltalake(table_path(root, name), table, mode="append")
+    path = table_path(root, name)
+    write_deltalake(path, table, mode="append", writer_properties=writer_properties(name))
     return table.num_rows
 
 

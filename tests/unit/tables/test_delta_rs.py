@@ -103,3 +103,67 @@ def test_maintain_deletes_old_rows_and_vacuums(tmp_path):
     assert offsets == [3, 4, 5]
     with pytest.raises(Exception):  # noqa: B017 - vacuum under 168 h breaks old versions
         store.read_table(root, "flow_events", version=1).num_rows  # noqa: B018
+
+
+def syncs(partitions: list[int], start: int) -> pa.Table:
+    """offset_syncs rows of ``partitions`` in the order the tables thread decodes them."""
+    rows = [
+        {
+            "flow": "A->B",
+            "topic": "t",
+            "partition": p,
+            "upstream_start": start + i,
+            "upstream_end": start + i + 1,
+            "downstream_start": 2 * (start + i),
+            "downstream_end": 2 * (start + i) + 1,
+            "kind": "segment",
+            "batch_id": start + i,
+            "kafka_offset": start + i,
+            "record_ts": NOW,
+        }
+        for i, p in enumerate(partitions)
+    ]
+    return pa.Table.from_pylist(rows, schema=SCHEMAS["offset_syncs"])
+
+
+def column_layout(path: str) -> dict[str, tuple[str, set[str]]]:
+    """Per column of a parquet file: (compression, encodings)."""
+    import pyarrow.parquet as pq
+
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    return {
+        group.column(i).path_in_schema: (
+            group.column(i).compression,
+            set(group.column(i).encodings),
+        )
+        for i in range(group.num_columns)
+    }
+
+
+def test_offset_syncs_files_are_sorted_zstd_and_delta_encoded_after_compaction_too(tmp_path):
+    """The busiest table's offsets climb by small steps per partition, stored as deltas: a
+    sixth of the bytes of dictionary pages (docs/operations/state.md#file-layout)."""
+    root = str(tmp_path)
+    store.ensure_tables(root)
+    for i in range(3):
+        positions.append_unseen(
+            root, {"offset_syncs": syncs([3, 0, 2, 0, 3], 10 * i)}, f"s{i}", tag=("mirror:s", i)
+        )
+    table = store.table_path(root, "offset_syncs")
+    first = sorted(f for f in os.listdir(table) if f.startswith("s0"))[0]
+    written = store.read_table(root, "offset_syncs", version=1)
+    assert written.column("partition").to_pylist() == [0, 0, 2, 3, 3]
+    assert written.column("upstream_start").to_pylist() == [1, 3, 2, 0, 4]
+    layout = column_layout(os.path.join(table, first))
+    assert layout["upstream_start"][0] == "ZSTD"
+    assert "DELTA_BINARY_PACKED" in layout["downstream_end"][1]
+    assert "DELTA_BINARY_PACKED" in layout["record_ts"][1]
+    assert "DELTA_BINARY_PACKED" not in layout["topic"][1]
+
+    report = store.maintain(root, retention_days=30, vacuum_hours=168)
+    assert report["offset_syncs"]["compact"]["numFilesRemoved"] == 3
+    (compacted,) = deltalake.DeltaTable(table).file_uris()
+    layout = column_layout(compacted)
+    assert layout["kafka_offset"][0] == "ZSTD"
+    assert "DELTA_BINARY_PACKED" in layout["upstream_end"][1]
+    assert store.read_table(root, "offset_syncs").num_rows == 15
