@@ -159,11 +159,13 @@ GLOBAL_SETTINGS += (
     Setting(
         "mirror.tables.history.hours",
         "tables_history_hours",
-        "168",
+        "24",
         _number_at_least(0.01, "hours"),
         "how far back time travel reaches: Delta log entries and files that a newer version "
         "replaced are kept this long (`delta.logRetentionDuration`, "
-        "`delta.deletedFileRetentionDuration`, VACUUM's retention), then removed",
+        "`delta.deletedFileRetentionDuration`, VACUUM's retention), then removed; each hour "
+        "of history keeps about an hour of the files compaction replaced "
+        "(docs/operations/state.md)",
     ),
     Setting(
         "mirror.tables.checkpoint.interval",

@@ -79,9 +79,9 @@ def test_maintenance_with_spark_writer_is_sql_in_the_tables_schema():
         assert f"OPTIMIZE main.mirror.{table}" in spark.statements
         assert (
             f"ALTER TABLE main.mirror.{table} SET TBLPROPERTIES ('delta.checkpointInterval' = "
-            "'10', 'delta.deletedFileRetentionDuration' = 'interval 604800 seconds', "
+            "'10', 'delta.deletedFileRetentionDuration' = 'interval 86400 seconds', "
             "'delta.enableExpiredLogCleanup' = 'true', 'delta.logRetentionDuration' = "
-            "'interval 604800 seconds', 'delta.targetFileSize' = '33554432')" in spark.statements
+            "'interval 86400 seconds', 'delta.targetFileSize' = '33554432')" in spark.statements
         )
         assert f"VACUUM main.mirror.{table} RETAIN 200 HOURS" in spark.statements
     assert "CREATE OR REPLACE VIEW main.mirror.offset_translation AS" in " ".join(spark.statements)

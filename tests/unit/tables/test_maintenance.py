@@ -44,11 +44,11 @@ def beats(first: int, n: int = 3) -> pa.Table:
 
 def test_the_defaults_and_their_table_properties(tmp_path):
     policy = MaintenancePolicy.of(config(tmp_path))
-    assert (policy.interval_s, policy.retention_days, policy.history_hours) == (3600, 7, 168)
+    assert (policy.interval_s, policy.retention_days, policy.history_hours) == (3600, 7, 24)
     assert policy.table_properties() == {
         "delta.checkpointInterval": "10",
-        "delta.logRetentionDuration": "interval 604800 seconds",
-        "delta.deletedFileRetentionDuration": "interval 604800 seconds",
+        "delta.logRetentionDuration": "interval 86400 seconds",
+        "delta.deletedFileRetentionDuration": "interval 86400 seconds",
         "delta.enableExpiredLogCleanup": "true",
         "delta.targetFileSize": str(32 * 1024 * 1024),
     }
