@@ -37,8 +37,8 @@ def folder_size(path: Path) -> tuple[int, int]:
 
 def delta_table(path: Path) -> dict[str, int]:
     """One table: ``files``/``bytes`` of its current version, ``disk_files``/``disk_bytes`` of
-    its data files on disk (replaced ones awaiting vacuum included), ``log_entries``/
-    ``log_bytes`` of ``_delta_log``."""
+    its data files on disk, ``replaced_bytes`` of those no longer in the current version
+    (awaiting vacuum), ``log_entries``/``log_bytes`` of ``_delta_log``."""
     from deltalake import DeltaTable
 
     out = {"files": 0, "bytes": 0}
@@ -53,6 +53,7 @@ def delta_table(path: Path) -> dict[str, int]:
     out |= {
         "disk_files": all_files - log_files,
         "disk_bytes": all_bytes - log_bytes,
+        "replaced_bytes": max(0, all_bytes - log_bytes - out["bytes"]),
         "log_entries": log_files,
         "log_bytes": log_bytes,
     }

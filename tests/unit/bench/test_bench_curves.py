@@ -58,7 +58,8 @@ def test_each_kind_of_state_is_bounded_by_its_own_setting():
 
     bounds = soak.windows(soak.parse_args(["--history-hours", "2", "--batch-seconds", "60"]))
     assert soak.window_of("state.tables.offset_syncs.log_bytes", bounds)[1] == 2 * 3600
-    assert soak.window_of("state.tables.offset_syncs.disk_bytes", bounds)[1] == 7 * 86_400
+    assert soak.window_of("state.tables.offset_syncs.replaced_bytes", bounds)[1] == 2 * 3600
+    assert soak.window_of("state.tables.offset_syncs.bytes", bounds)[1] == 7 * 86_400
     checkpoint = soak.window_of("state.spark_checkpoints.flows/A_to_B/replication.files", bounds)
     assert checkpoint[1] == 100 * 60
     assert soak.window_of("processes.driver.rss_mb", bounds) == ("", None)  # a leak: no bound
@@ -68,7 +69,9 @@ def test_our_state_at_30_days_sums_the_parts_the_budget_counts():
     from bench import soak
 
     fits = {
-        "state.tables.t.disk_bytes": {"at_30_days": 3.0},
+        "state.tables.t.bytes": {"at_30_days": 2.0},  # live files, kept the rows' 7 days
+        "state.tables.t.replaced_bytes": {"at_30_days": 1.0},  # kept the history's day
+        "state.tables.t.disk_bytes": {"at_30_days": 30.0},  # both, on one line: not added
         "state.tables.t.log_bytes": {"at_30_days": 1.0},
         "state.tables.t.files": {"at_30_days": 100.0},  # a count, not bytes
         "state.spark_checkpoints.flows/A_to_B/replication.bytes": {"at_30_days": 2.0},
