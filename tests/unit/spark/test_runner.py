@@ -44,3 +44,54 @@ def test_bad_input_fails_before_the_observer_hears_of_a_run() -> None:
     with pytest.raises(ConfigError, match="parts"):
         run_flows(None, CONFIG, parts=["backups"], observer=observer)
     assert observer.calls == []
+
+
+class _Clock:
+    """``time`` as the run loop sees it: each sleep moves the clock on at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class _Quiet:
+    """A supervisor and run events with nothing to report."""
+
+    outages: dict[str, object] = {}  # noqa: RUF012 - read only
+
+    def waiting(self) -> list[str]:
+        return []
+
+    def stop(self, _why: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("watched", "measures"), [(True, 20), (False, 3)])
+def test_a_run_nobody_watches_measures_its_lag_every_half_minute(
+    monkeypatch: pytest.MonkeyPatch, watched: bool, measures: int
+) -> None:
+    """Each measure lists the source and reads every partition's offsets and ledger: a run
+    with no progress display does it for the "records behind" of outage events only."""
+    from mirror_lib.spark import runner
+
+    asked: list[float] = []
+    clock = _Clock()
+
+    def rows(*_args: object) -> list[dict[str, object]]:
+        asked.append(clock.now)
+        return [{"flow": "A->B", "lag": 7}]
+
+    monkeypatch.setattr(runner, "time", clock)
+    monkeypatch.setattr(runner, "progress_rows", rows)
+    run = object.__new__(runner._Run)  # the loop alone: no queries, no tables, no companions
+    run.spark, run.config, run.sup, run.events = None, CONFIG, _Quiet(), _Quiet()
+    run.tables, run.runners, run.jobs, run.clusters, run.lags = [], [], [], [], {}
+    run.deadline, run.plan = 100.0, RunPlan.resolve(CONFIG, duration_s=100)
+    run.continuous((lambda _rows: None) if watched else None, 5)
+    assert len(asked) == measures  # watched: every 5 s and a last time at the deadline
+    assert run.lags == {"A->B": 7}
