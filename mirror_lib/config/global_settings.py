@@ -153,8 +153,8 @@ GLOBAL_SETTINGS += (
         "7",
         _number_at_least(1, "days"),
         "rows of the tables older than this (by `record_ts`) are deleted by maintenance; 7 "
-        "days, as the metrics topic keeps its segments: at 5,000 records/s the tables then "
-        "hold about 8 GB (docs/operations/state.md)",
+        "days, as the metrics topic keeps its segments: at 5,000 records/s our state then "
+        "holds about 2 GB (docs/operations/state.md)",
     ),
     Setting(
         "mirror.tables.history.hours",
