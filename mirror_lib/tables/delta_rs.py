@@ -148,7 +148,7 @@ def _laid_out(name: str, table: pa.Table) -> pa.Table:
     return table.sort_by([(k, "ascending") for k in keys]) if keys else table
 
 
-def parquet_options(name: str, columns: list[str]) -> dict[str, Any]:
+def _parquet_options(name: str, columns: list[str]) -> dict[str, Any]:
     """``pyarrow.parquet.write_table`` options of a table's files: zstd, and the columns of
     :data:`~mirror_lib.tables.schemas.DELTA_ENCODED` as deltas instead of a dictionary."""
     deltas = [c for c in DELTA_ENCODED.get(name, ()) if c in columns]
@@ -160,7 +160,8 @@ def parquet_options(name: str, columns: list[str]) -> dict[str, Any]:
 
 
 def writer_properties(name: str) -> Any:
-    """The same layout as :func:`parquet_options` for delta-rs' own writers (compaction)."""
+    """The same layout as :func:`_parquet_options` for delta-rs' own writers (appends,
+    compaction, deletes)."""
     from deltalake import ColumnProperties, WriterProperties  # lazy: optional extra "delta"
 
     delta = ColumnProperties(dictionary_enabled=False, encoding="DELTA_BINARY_PACKED")
@@ -187,7 +188,7 @@ def write_files(
         fs.create_dir(folder, recursive=True)
         rel = f"{file_prefix}-{uuid.uuid4().hex[:12]}.parquet"
         full = f"{folder}/{rel}"
-        options = parquet_options(name, table.column_names)
+        options = _parquet_options(name, table.column_names)
         pq.write_table(table, full, filesystem=fs, coerce_timestamps="us", **options)
         size = fs.get_file_info(full).size
         now_ms = int(time.time() * 1000)
@@ -309,7 +310,7 @@ def maintain(
         path = table_path(root, name)
         if not DeltaTable.is_deltatable(path):
             continue
-        dt = DeltaTable(path)
+        dt, layout = DeltaTable(path), writer_properties(name)
         metrics: dict[str, Any] = {"deleted_rows": 0}
         current = dt.metadata().configuration
         changed = {k: v for k, v in (properties or {}).items() if current.get(k) != v}
@@ -322,10 +323,10 @@ def maintain(
             old = dataset.count_rows(filter=ds.field("record_ts") < pa.scalar(cutoff, ts_type))
             if old:
                 stamp = cutoff.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                deleted = dt.delete(f"record_ts < '{stamp}'", writer_properties(name))
+                deleted = dt.delete(f"record_ts < '{stamp}'", layout)
                 metrics["deleted_rows"] = deleted.get("num_deleted_rows", old)
         if compact:
-            done = dt.optimize.compact(writer_properties=writer_properties(name))
+            done = dt.optimize.compact(writer_properties=layout)
             metrics["compact"] = {k: done.get(k) for k in ("numFilesAdded", "numFilesRemoved")}
         hours = max(0, math.floor(vacuum_hours))
         # delta-rs refuses a retention under the table's own unless told not to enforce it
