@@ -38,14 +38,17 @@ def folder_size(path: Path) -> tuple[int, int]:
 def delta_table(path: Path) -> dict[str, int]:
     """One table: ``files``/``bytes`` of its current version, ``disk_files``/``disk_bytes`` of
     its data files on disk, ``replaced_bytes`` of those no longer in the current version
-    (awaiting vacuum), ``log_entries``/``log_bytes`` of ``_delta_log``."""
+    (awaiting vacuum; left out when the current version could not be read),
+    ``log_entries``/``log_bytes`` of ``_delta_log``."""
     from deltalake import DeltaTable
 
     out = {"files": 0, "bytes": 0}
+    live: int | None = None
     try:
         actions = DeltaTable(str(path)).get_add_actions(flatten=True)
         sizes = actions.column("size_bytes").to_pylist()
-        out = {"files": len(sizes), "bytes": int(sum(sizes))}
+        live = int(sum(sizes))
+        out = {"files": len(sizes), "bytes": live}
     except Exception:  # not created yet, or a commit raced the read: counted next minute
         pass
     log_files, log_bytes = folder_size(path / "_delta_log")
@@ -53,10 +56,11 @@ def delta_table(path: Path) -> dict[str, int]:
     out |= {
         "disk_files": all_files - log_files,
         "disk_bytes": all_bytes - log_bytes,
-        "replaced_bytes": max(0, all_bytes - log_bytes - out["bytes"]),
         "log_entries": log_files,
         "log_bytes": log_bytes,
     }
+    if live is not None:  # else every file on disk would count as replaced
+        out["replaced_bytes"] = max(0, all_bytes - log_bytes - live)
     return out
 
 
