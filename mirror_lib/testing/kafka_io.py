@@ -86,6 +86,11 @@ def produce_exact(
             kw["headers"] = list(hdrs)
         cb = functools.partial(on_delivery, hdrs, order)
         producer.produce(topic, d.get("value"), d.get("key"), on_delivery=cb, **kw)
+        if order == 0:
+            # The producer's own handle of the topic learns its partitions only after the first
+            # produce: until then librdkafka parks records unassigned and may queue them behind
+            # later ones once it learns them. The first record, delivered alone, teaches it.
+            producer.flush(timeout_s)
         producer.poll(0)
     if producer.flush(timeout_s) > 0 or errors:
         raise BrokerError(

@@ -294,3 +294,41 @@ class LeaderlessAtFirst:
         partition = SimpleNamespace(id=0, leader=leader, error=None)
         meta = SimpleNamespace(topic=topic, error=None, partitions={0: partition})
         return SimpleNamespace(topics={self.topic: meta})
+
+
+class UnassignedUntilLearned(LeaderlessAtFirst):
+    """librdkafka's topic handle as a non-idempotent producer sees it (mirror_lib.testing.kafka_io).
+
+    The handle is made at the first ``produce`` and knows no partitions yet: records wait
+    unassigned. It learns them ``learn_after`` produce calls later, from then on queues records
+    on their partitions directly, and moves the unassigned ones behind them at the next
+    ``flush``. A ``flush`` before that learns the partitions at once. Records are acknowledged
+    at ``flush`` with consecutive offsets per partition."""
+
+    def __init__(self, topic: str, learn_after: int) -> None:
+        super().__init__(topic, leaderless=0)
+        self.learn_after, self.produced, self.learned = learn_after, 0, False
+        self.unassigned: list[tuple[int, Any]] = []
+        self.queued: list[tuple[int, Any]] = []
+        self.next: dict[int, int] = {}
+
+    def produce(
+        self, topic: str, value: Any = None, key: Any = None, partition: int = 0, **kw: Any
+    ) -> None:
+        self.produced += 1
+        (self.queued if self.learned else self.unassigned).append((partition, kw["on_delivery"]))
+        if self.produced >= self.learn_after:
+            self.learned = True
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        self.learned = True
+        for partition, cb in [*self.queued, *self.unassigned]:
+            offset = self.next.get(partition, 0)
+            self.next[partition] = offset + 1
+            msg = FakeMessage(self.topic, partition, offset, value=b"v")
+            cb(None, msg)
+        self.queued, self.unassigned = [], []
+        return 0

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from mirror_lib.errors import BrokerError
+from mirror_lib.testing import kafka_io
 from mirror_lib.testing.kafka_io import Record, _check_order, _learn_leaders
-from tests.helpers.fake_kafka import LeaderlessAtFirst
+from tests.helpers.fake_kafka import LeaderlessAtFirst, UnassignedUntilLearned
 
 
 def rec(partition: int, offset: int) -> Record:
@@ -38,3 +39,16 @@ def test_a_topic_that_never_gets_a_leader_stops_the_wait_at_its_deadline() -> No
     producer = LeaderlessAtFirst("t", leaderless=10**6)
     _learn_leaders(producer, "t", time.monotonic() + 0.5)  # type: ignore[arg-type]
     assert 1 < producer.looks < 100
+
+
+def test_records_sent_before_the_producer_learns_the_partitions_keep_their_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka's handle of the topic learns its partitions after the first produce; records
+    # parked unassigned until then may be queued behind later ones: the CI's fan-out test got
+    # record 7 at offset 0 of partition 3 and record 3 at offset 1
+    producer = UnassignedUntilLearned("t", learn_after=5)
+    monkeypatch.setattr(kafka_io.ck, "Producer", lambda conf: producer)
+    given = [{"partition": i % 4, "value": b"v%d" % i} for i in range(12)]
+    got = kafka_io.produce_exact("b", "t", given)
+    assert [(r.partition, r.offset) for r in got] == [(p, o) for p in range(4) for o in range(3)]
