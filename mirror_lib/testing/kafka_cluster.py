@@ -178,11 +178,15 @@ class KafkaCluster:
         self.wait_in_sync(timeout_s)
 
     # -- what the cluster says about itself ---------------------------------------------------
-    def admin(self) -> AdminClient:
-        return admin_client({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+    def admin(self, links: bool = False) -> AdminClient:
+        """An admin client on the direct listeners, or (``links``) on :attr:`client_bootstrap`."""
+        bootstrap = self.client_bootstrap if links else self.bootstrap_servers
+        return admin_client({"bootstrap.servers": bootstrap, "log_level": 0})
 
-    def metadata(self, topic: str | None = None, timeout_s: float = 10) -> ClusterMetadata:
-        return self.admin().list_topics(topic, timeout=timeout_s)
+    def metadata(
+        self, topic: str | None = None, timeout_s: float = 10, links: bool = False
+    ) -> ClusterMetadata:
+        return self.admin(links).list_topics(topic, timeout=timeout_s)
 
     def leaders(self, topic: str) -> dict[int, int]:
         """Partition -> the id of the broker that leads it (-1: none now)."""
@@ -208,13 +212,17 @@ class KafkaCluster:
         partition = _java_abs(_java_hash(transactional_id)) % TXN_PARTITIONS
         return self.leaders("__transaction_state")[partition]
 
-    def out_of_sync(self) -> list[str]:
+    def out_of_sync(self, writable: bool = False) -> list[str]:
         """Partitions whose in-sync replicas are fewer than their replicas, or without a leader
-        (empty: every replica caught up)."""
+        (empty: every replica caught up). ``writable``: only those without a leader or with
+        fewer in-sync replicas than ``min.insync.replicas`` (empty: every partition takes
+        writes), as the flow sees them through the links (a broker cut off answers with what
+        it knew before the cut)."""
         behind = []
-        for name, topic in self.metadata(timeout_s=20).topics.items():
+        for name, topic in self.metadata(timeout_s=20, links=writable).topics.items():
             for p, part in topic.partitions.items():
-                if part.leader < 0 or set(part.isrs) != set(part.replicas):
+                needed = self.shape.min_insync if writable else len(part.replicas)
+                if part.leader < 0 or len(set(part.isrs) & set(part.replicas)) < needed:
                     behind.append(f"{name}[{p}] leader {part.leader} isr {sorted(part.isrs)}")
         return sorted(behind)
 

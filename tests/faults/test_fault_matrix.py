@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import confluent_kafka as ck
 import pytest
 
 from mirror_lib.config.parse import load_config
@@ -144,6 +145,18 @@ def status(flow: FaultFlow) -> dict:
     return json.loads(done.stdout) if done.stdout.strip() else {}
 
 
+def writable(cluster: KafkaCluster) -> Callable[[], bool]:
+    """Whether every partition of ``cluster`` has a leader and ``min.insync.replicas``."""
+
+    def check() -> bool:
+        try:
+            return not cluster.out_of_sync(writable=True)
+        except ck.KafkaException:
+            return False
+
+    return check
+
+
 def test_two_brokers_of_b_cut_off_the_flow_waits_says_why_and_resumes(
     clusters, tmp_path, unique_name, subprocess_env
 ):
@@ -172,7 +185,13 @@ def test_two_brokers_of_b_cut_off_the_flow_waits_says_why_and_resumes(
         assert b"mirror_outage_seconds{" in scraped and b'cause="not_enough_replicas"' in scraped
         flow.steady(max(0.0, CUT_S - (now_ms() - fault) / 1000))
         b.mend(first)
+        mended = now_ms()
+        wait_for(writable(b), 600, "every partition of B taking writes again", flow.alive)
+        writable_at = now_ms()
         took = flow.recovered(fault, timeout_s=600)
+        # the part B itself took: from the fault until every partition took writes again
+        flow.figures["mended_s"] = round((mended - fault) / 1000, 2)
+        flow.figures["writable_s"] = round((writable_at - fault) / 1000, 2)
         b.mend(second)
         b.wait_in_sync()
         flow.steady(5)
