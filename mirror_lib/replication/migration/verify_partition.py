@@ -41,12 +41,14 @@ def read_partition(
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition  # lazy: optional extra "kafka"
 
+    from mirror_lib.kafka.reader import READ_TO_END  # lazy: confluent-kafka
+
     if stop <= start:
         return
     consumer = Consumer({
         "group.id": f"__mirror_verify.{uuid.uuid4().hex}",
         "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 100,
+        **READ_TO_END,
         **conf,
         "enable.auto.commit": False,
         "enable.partition.eof": True,
