@@ -112,14 +112,17 @@ class FlowRunner:
         serverless allows); :meth:`await_caught_up` starts it again should one slice not reach
         ``until`` (a slice's time ran out, or Spark replayed an interrupted one).
         """
-        register_sources(self.spark)
-        _claim_checkpoint(self.ctx, self.checkpoint.parent, self.name)
         if snapshot is None:
             snapshot = self.snapshot()
         else:
             self._parts = list(snapshot)
         done = sum(self.delivered(snapshot).values())
         self._sample = (done, done, time.monotonic())  # progress() counts from here
+        return self._start_query(until)
+
+    def _start_query(self, until: dict[TP, int] | None) -> Any:
+        register_sources(self.spark)
+        _claim_checkpoint(self.ctx, self.checkpoint.parent, self.name)
         options = self.group.to_options()
         if until is not None:
             options["until"] = format_until(until)
@@ -162,8 +165,14 @@ class FlowRunner:
         return {tp: hi for tp, (_lo, hi) in bounds.items()}
 
     def restart(self) -> Any:
-        """Start the query again as it was started (``--once`` keeps its snapshot)."""
-        return self.start(self._until)
+        """Start the query again as it was started (``--once`` keeps its snapshot).
+
+        Nothing is read from the clusters here, and progress counts on from the first start:
+        in an outage of the target a read of its ledger waits out its timeout, slot by slot,
+        with the run's loop (and ``mirror status``) held meanwhile; the query's tasks read the
+        ledger anyway.
+        """
+        return self._start_query(self._until)
 
     def delivered_total(self, timeout_s: float = 3.0) -> int:
         """Sum of the ledger over the partitions of the last snapshot; -1 when unreadable."""

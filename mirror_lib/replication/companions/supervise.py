@@ -249,6 +249,7 @@ class Supervisor:
         outage.attempts += 1
         outage.next_retry = now + backoff(outage.attempts)
         self._diagnose(unit, outage, text)
+        self._write_status()  # the cause as diagnosed, while the restart is under way
         try:
             query = unit.restart()
         except MirrorError as exc:

@@ -257,3 +257,27 @@ def test_a_later_diagnosis_of_the_target_replaces_the_first_cause(tmp_path, monk
     h.watch()
     assert outage.reason == "KafkaException: KafkaError{code=COORDINATOR_NOT_AVAILABLE,val=15}"
     assert outage.cause == "coordinator"
+
+
+def test_the_diagnosed_cause_is_in_mirror_status_while_the_restart_runs(tmp_path, monkeypatch):
+    """A restart may take long in an outage (or fail): ``mirror status`` names the cause the
+    diagnosis found before the restart begins, not the failure's first words."""
+    h = Harness(tmp_path, monkeypatch)
+    h.down.clear()  # B answers, but refuses writes
+    refusal = (
+        "target cluster B (bootstrap 127.0.0.1:10) refuses writes: A.t[0] has 1 in-sync "
+        "replica(s), fewer than its min.insync.replicas = 2, so the target refuses its writes "
+        "(NOT_ENOUGH_REPLICAS) until a replica returns"
+    )
+    monkeypatch.setattr(target_producer, "target_refusal", lambda _ctx: refusal)
+    shown: list[str] = []
+
+    def restart() -> FakeQuery:
+        shown.extend(o["cause"] for o in current_outages(h.config))
+        raise BrokerError("reading the ledger on target cluster B timed out", transient=True)
+
+    h.unit = Unit(h.unit.name, h.ctx, lambda: h.query, restart)
+    h.query.fail(text_of(BrokerError("committing to B failed: Timed out waiting", transient=True)))
+    h.watch()
+    assert shown == ["not_enough_replicas"]
+    assert "restart failed" in h.lines[-1]
