@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import probe, tail
 from bench.curves import table
 from bench.kafka_data import PARTITIONS, TailWatch, create_topic, last_records, value_pool
-from bench.measure import Meter, broker_cpu_s, machine_cpu_and_steal_s
+from bench.measure import Meter, broker_cpu_s, cpu_canary_ms, machine_cpu_and_steal_s
 from bench.methods import mirror_cmd
 from bench.peers import mm2_command, mm2_eos, mm2_properties
 from bench.procs import Lines, log, popen, stop_group, write_props
@@ -82,7 +82,7 @@ FLOOR = "floor"
 FLOOR_LABEL = "probe floor (one broker, nothing copied)"
 FIGURES = (
     "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "source_ack_p50_ms",
-    "source_ack_p99_ms", "steal_cores",
+    "source_ack_p99_ms", "steal_cores", "canary_ms",
 )  # fmt: skip
 
 
@@ -182,6 +182,7 @@ def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
                 f"{cell(entry['source_ack_p50_ms'])} / {cell(entry['source_ack_p99_ms'])}"
             ),
             "host steal (cores)": cell(entry["steal_cores"], 2),
+            "CPU canary (ms)": cell(entry["canary_ms"]),
             "runs complete": f"{entry['complete']}/{entry['reps']}",
         })  # fmt: skip
     if not rows:
@@ -389,9 +390,10 @@ def attempt(
     miss its start-up deadline); a run that failed twice is told as failed."""
     error = ""
     for n in (1, 2):
+        canary = cpu_canary_ms()  # before the run's brokers start: the machine's own speed
         try:
             run = step(work if n == 1 else work.with_name(f"{work.name}-again"), rep)
-            return {**run, "rep": rep + 1, "attempts": n}
+            return {**run, "rep": rep + 1, "attempts": n, "canary_ms": canary}
         except Exception as exc:  # the next run goes on
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             log(f"rep {rep + 1} {name} failed (attempt {n}): {error}")

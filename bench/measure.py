@@ -29,6 +29,25 @@ def machine_cpu_and_steal_s() -> tuple[float, float]:
     return (int(fields[1]) + int(fields[2]) + int(fields[3])) / CLK_TCK, int(fields[8]) / CLK_TCK
 
 
+#: the canary's loop: about 0.1 s of one core on a healthy machine of this kind
+CANARY_ITERATIONS = 2_000_000
+
+
+def cpu_canary_ms(tries: int = 3) -> float:
+    """Milliseconds one core takes for a fixed pure-Python loop, the best of ``tries``. A shared
+    host can make the same CPU several times slower without any steal (the latency probe alone
+    once took 1.09 cores where it had taken 0.39: bench/journal/2026-12-03-a-slower-host.md),
+    so runs are compared only at a like canary."""
+    best = float("inf")
+    for _ in range(tries):
+        started = time.perf_counter()
+        total = 0
+        for i in range(CANARY_ITERATIONS):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1000, 1)
+
+
 def machine_cpu_s() -> float:
     """user+nice+system of all CPUs since boot, seconds (/proc/stat)."""
     return machine_cpu_and_steal_s()[0]

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from bench import latency, probe, tail
+from bench import latency, measure, probe, tail
 
 
 def test_a_percentile_is_the_nearest_rank():
@@ -135,19 +135,20 @@ def test_the_timing_log_is_read_per_partition(tmp_path):
     assert txn.consumed_at(8) == 2.0
 
 
-def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_and_only_the_stages_measured():
+def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_its_canary_and_the_stages():
     def run(name: str, cores: float, stages: list[dict]) -> dict:
         return {
             "contestant": name, "label": f"label {name}", "records": 10, "received": 10,
             "p50_ms": 5.0, "p99_ms": 9.0, "max_ms": 12.0, "machine_cores": cores,
             "own_cores": cores / 2, "source_ack_p50_ms": 1.0, "source_ack_p99_ms": 2.0,
-            "steal_cores": cores / 10, "tail_stages": stages,
+            "steal_cores": cores / 10, "canary_ms": 100 * cores, "tail_stages": stages,
         }  # fmt: skip
 
     runs = [run("mm2", 1.0, []), run("ours", 1.5, [{"fetch": 2.0, "commit": 4.0}])]
     args = latency.parse_args(["--reps", "1"])
     text = latency.markdown(latency.summarize(runs), args)
-    assert "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 1.50x | 1.0 / 2.0 | 0.15 | 1/1 |" in text
+    row = "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 1.50x | 1.0 / 2.0 | 0.15 | 150.0 | 1/1 |"
+    assert row in text and "| CPU canary (ms) |" in text
     assert "| records above the p99 | fetch | commit | records |" in text
     assert latency.markdown({}, args) == "No run completed.\n"
 
@@ -158,3 +159,24 @@ def test_the_cpu_window_gives_cores_and_the_hosts_steal_over_its_span():
     out = window.result()
     assert (out["machine_cores"], out["broker_cores"], out["steal_cores"]) == (1.5, 0.5, 0.25)
     assert out["tool_cores"] is None
+
+
+def test_each_attempt_carries_the_cpu_canary_taken_before_it(tmp_path, monkeypatch):
+    speeds = iter([120.0, 340.0])
+    monkeypatch.setattr(latency, "cpu_canary_ms", lambda: next(speeds))
+
+    tries: list[int] = []
+
+    def step(_work, rep):
+        tries.append(rep)
+        if len(tries) == 1:
+            raise RuntimeError("a broker missed its start-up deadline")
+        return {"contestant": "ours"}
+
+    run = latency.attempt("ours", step, tmp_path / "w", 0)
+    assert (run["attempts"], run["canary_ms"]) == (2, 340.0)
+
+
+def test_the_canary_times_its_loop_in_milliseconds(monkeypatch):
+    monkeypatch.setattr(measure, "CANARY_ITERATIONS", 1000)
+    assert 0 < measure.cpu_canary_ms(tries=2) < 1000
