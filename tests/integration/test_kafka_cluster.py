@@ -125,8 +125,16 @@ def test_a_killed_broker_comes_back_with_its_data(cluster, tmp_path: Path) -> No
     cluster.wait_in_sync()
     assert node.pid != pid and time.monotonic() - started < 600
     assert node.log_path.read_text().count("==== start") == 2
-    values = sorted(r.value or b"" for r in consume_all(cluster.bootstrap_servers, "kept"))
-    assert values == sorted(r["value"] for r in rows)
+    expected = sorted(r["value"] for r in rows)
+
+    def read() -> list[bytes]:
+        return sorted(r.value or b"" for r in consume_all(cluster.bootstrap_servers, "kept"))
+
+    # a full run of the suite once read all but the last record of a partition (v29) here:
+    # likely the read to the end stopping at a high watermark that lags for a moment after
+    # leadership moved back. Read until every record is back, with a deadline; a record lost
+    # for good still fails the test
+    wait_for(lambda: read() == expected, 60, "every record read back", detail=lambda: str(read()))
 
 
 def test_admin_requests_for_a_killed_leaders_partitions_do_not_spin(cluster) -> None:
