@@ -3,7 +3,7 @@
 librdkafka 2.16 can block there for good when the ledger group's coordinator is the broker
 being restarted (seen in a rolling restart of a three-broker target: 75 s, until the slice was
 given up; librdkafka issues 5456 and 5511). The writer now gives such a call
-``SEND_OFFSETS_HANG_S``, then replaces its producer inside the slice: the new producer fences
+``CALL_HANG_S``, then replaces its producer inside the slice: the new producer fences
 the old one, the ledger says where to continue, and the query itself never stops. The hang is
 forced here with the test hook ``MIRROR_TEST_HANG_SEND_OFFSETS``.
 """

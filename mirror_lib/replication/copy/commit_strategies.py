@@ -55,11 +55,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: send_offsets_to_transaction takes milliseconds (p99 15 ms at 5,000 records/s); one that has not
-#: returned after this long, and HANG_FACTOR times the slowest that did lately (a machine too
-#: busy to answer in time is not a hang), is taken as hung: the writer goes on with a new
-#: producer (renew)
-SEND_OFFSETS_HANG_S = 3.0
+#: send_offsets_to_transaction and commit_transaction take milliseconds (send_offsets p99 15 ms
+#: at 5,000 records/s); one that has not returned after this long, and HANG_FACTOR times the
+#: slowest such call lately (a machine too busy to answer in time is not a hang), is taken as
+#: hung: the writer goes on with a new producer (renew)
+CALL_HANG_S = 3.0
 #: producers a writer may replace in a slice (a rolling restart of three brokers moved the ledger
 #: group's coordinator three times in one slice); past that the slice ends
 MAX_RENEWALS = 8
@@ -115,12 +115,27 @@ def commit_strategy(writer: TargetWriter) -> CommitStrategy:
     return HeldForFanout(writer, alone) if writer.fanout else alone
 
 
+@dataclass
+class CallTimes:
+    """How long one transactional call took lately: the slowest, decaying with each call."""
+
+    slowest_s: float = 0.0
+
+    def took(self, seconds: float) -> None:
+        self.slowest_s = max(seconds, self.slowest_s * 0.9)
+
+    def hang_s(self) -> float:
+        """Past this the call counts as hung (CALL_HANG_S, or HANG_FACTOR times the slowest)."""
+        return max(CALL_HANG_S, HANG_FACTOR * self.slowest_s)
+
+
 class ExactlyOnce(Lander):
     """Records, what goes with them and the ledger's entries in one transaction."""
 
     def __init__(self, writer: TargetWriter) -> None:
         super().__init__(writer)
-        self.slow_offsets_s = 0.0  # the slowest send_offsets_to_transaction lately (decays)
+        self.send_offsets = CallTimes()
+        self.commits = CallTimes()
         self.renewals = 0  # producers replaced in this slice (renew)
 
     def commit(self, watermarks: Watermarks, *, wait: bool = True, roll: bool = False) -> bool:
@@ -140,53 +155,74 @@ class ExactlyOnce(Lander):
         offsets = w.ledger.offsets(ledger, moved)
 
         def send_offsets() -> None:
-            started = time.monotonic()
             testhooks.hang_send_offsets(topics)
             producer.send_offsets_to_transaction(offsets, w.ledger.group(), 60)
-            took = time.monotonic() - started
-            self.slow_offsets_s = max(took, self.slow_offsets_s * 0.9)
 
-        bounded(
+        self._timed(
             send_offsets,
-            60,
+            self.send_offsets,
             f"the ledger's send_offsets_to_transaction on {where}",
             meanwhile=self.acknowledge if wait else None,
-            hang_s=max(SEND_OFFSETS_HANG_S, HANG_FACTOR * self.slow_offsets_s),
         )
         landing = self.prepare(moved, watermarks)
         testhooks.hold_before_commit(topics)
-        bounded(lambda: w.producer.commit_transaction(60), 60, f"commit_transaction on {where}")
+        self._timed(
+            lambda: producer.commit_transaction(60), self.commits, f"commit_transaction on {where}"
+        )
         return landing
+
+    @staticmethod
+    def _timed(
+        call: Callable[[], None],
+        times: CallTimes,
+        what: str,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> None:
+        """``call`` under :func:`bounded`, hung past ``times.hang_s()``; its time joins them."""
+
+        def run() -> None:
+            started = time.monotonic()
+            call()
+            times.took(time.monotonic() - started)
+
+        bounded(run, 60, what, meanwhile=meanwhile, hang_s=times.hang_s())
 
     def renew(self, cause: HungCallError) -> NoReturn:
         """Go on with a new producer after a call hung in the old one (``cause``).
 
         The new producer's ``init_transactions`` on the same ``transactional.id`` fences the old
-        one, and its coordinator aborts what the old one left open; the ledger, read again (it
-        waits for that abort), says where each partition continues. The copier then reads those
-        partitions again from there (:class:`Rewound`). Past :data:`MAX_RENEWALS` in a slice,
-        ``cause`` ends the slice.
+        one, and its coordinator aborts what the old one left open, or completes a commit it
+        had already written; the ledger, read again (it waits for that), says where each
+        partition continues, and so whether a commit whose call hung landed (then it counts as
+        committed). The copier then reads those partitions again from there
+        (:class:`Rewound`). Past :data:`MAX_RENEWALS` in a slice, ``cause`` ends the slice.
         """
         w = self.w
         if self.renewals >= MAX_RENEWALS:
             raise cause
         self.renewals += 1
         _abandoned.extend((w.producer, w.ledger.renew()))  # its connections may be held too
-        if w.in_txn or w.strategy.holding or w.strategy.sealed:
-            w.aborts_unreported += 1
+        doubt = self._landing  # prepared: commit_transaction hung, it may have landed
+        opened = w.in_txn or w.strategy.holding or w.strategy.sealed
         w.forget_open()
         started = time.monotonic()
         w.producer, w.txn_timeout_ms = make_producer(
             w.ctx, w.slot, remote_topics={part.remote for part in w.parts.values()},
             init_timeout_s=w.init_s,
         )  # fmt: skip
+        inited = time.monotonic()
         w.ledger.fresh = False
         w.start()
-        took = time.monotonic() - started
-        w.trouble = f"{cause}; a new producer took over in {took:.1f}s"
+        if doubt is not None and self.landed(doubt):
+            self.settle(doubt)
+        elif opened:
+            w.aborts_unreported += 1
+        init_s, took = inited - started, time.monotonic() - started
+        how = f"{took:.1f}s (init_transactions {init_s:.1f}s, the ledger {took - init_s:.1f}s)"
+        w.trouble = f"{cause}; a new producer took over in {how}"
         log.warning(
-            "%s: slot %d: %s; a new producer took over in %.1fs and continues from the ledger",
-            w.ctx.label, w.slot, cause, took,
+            "%s: slot %d: %s; a new producer took over in %s and continues from the ledger",
+            w.ctx.label, w.slot, cause, how,
         )  # fmt: skip
         raise Rewound(f"{w.name}: slot {w.slot} continues from its ledger")
 

@@ -189,8 +189,34 @@ class Lander:
     def complete(self, landing: Landing) -> None:
         """The transaction of ``landing`` committed: move every partition's committed position."""
         w = self.w
-        ctx = w.ctx
         w.ledger.fresh = True
+        self.settle(landing)
+        w.restarted = False
+        w.trouble = None
+        for tp, part in landing.moved.items():
+            w.ledger.landed_ms[(part.remote, part.partition)] = landing.acked_ms
+            part.committed = part.expect
+            part.committed_downstream()
+            part.reset()
+            live = w.parts.get(tp)
+            if live is not None and live is not part:  # it rolled on: its successor's base
+                live.committed, live.d_next = part.committed, part.d_next
+        for skips in w.skips.values():
+            skips.commit()
+
+    def landed(self, landing: Landing) -> bool:
+        """Whether the ledger, read again (:meth:`TargetWriter.start`), shows every partition of
+        ``landing`` where its commit left it: a commit whose call hung did land."""
+        parts = self.w.parts
+        return bool(landing.moved) and all(
+            tp in parts and parts[tp].committed == part.expect for tp, part in landing.moved.items()
+        )
+
+    def settle(self, landing: Landing) -> None:
+        """What a committed ``landing`` counts for besides the positions: the metrics window,
+        the offset syncs kept on the source, the slice's counts."""
+        w = self.w
+        ctx = w.ctx
         if landing.told:
             w.aborts_unreported = 0
         w.metrics.settle(landing.metrics, landing.told, time.monotonic())
@@ -208,20 +234,9 @@ class Lander:
             txn_timing.write(
                 w.slot, w.commit_started_ms, landing.acked_ms, list(landing.moved.values())
             )
-        w.restarted = False
-        w.trouble = None
-        for tp, part in landing.moved.items():
-            w.ledger.landed_ms[(part.remote, part.partition)] = landing.acked_ms
-            part.committed = part.expect
-            part.committed_downstream()
+        for part in landing.moved.values():
             w.result.records += part.n
             w.result.bytes += part.bytes
-            part.reset()
-            live = w.parts.get(tp)
-            if live is not None and live is not part:  # it rolled on: its successor's base
-                live.committed, live.d_next = part.committed, part.d_next
-        for skips in w.skips.values():
-            skips.commit()
 
     def _tell_unreported(self, twice: dict[TP, int]) -> None:
         """Without transactions, records a retry wrote twice stay on the target: count them."""

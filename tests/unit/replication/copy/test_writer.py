@@ -579,19 +579,12 @@ def test_each_ledger_entry_carries_when_its_copy_was_last_complete(monkeypatch):
     assert stamps[("A.T", 1)] is None  # idle and never stamped: nothing is made up
 
 
-def test_a_hung_send_offsets_gets_a_new_producer_that_continues_from_the_ledger(monkeypatch):
-    """librdkafka can block in send_offsets_to_transaction for good: after SEND_OFFSETS_HANG_S
-    the writer takes a new producer (which fences the old one), reads the ledger again and
-    asks to be read for from there (Rewound)."""
-    import threading
-
-    from mirror_lib.replication.copy.copy_state import Rewound
-
-    monkeypatch.setattr(strategies, "SEND_OFFSETS_HANG_S", 0.2)
-    ledger = FakeLedger({("A.T", 0): 5})
-    hung, fresh = FakeProducer(), FakeProducer()
-    blocked = threading.Event()
-    hung.send_offsets_to_transaction = lambda *a: blocked.wait(30)  # type: ignore[method-assign]
+def _hanging_writer(monkeypatch, ledger: FakeLedger, hung: FakeProducer):
+    """An exactly-once writer of ``ledger`` whose first producer is ``hung`` (a call of it
+    blocks) and whose next one is fresh, with records 5-9 of T[0] accepted; calls are hung
+    after 0.2 s. Returns the writer, the fresh producer and the producers not yet made."""
+    monkeypatch.setattr(strategies, "CALL_HANG_S", 0.2)
+    fresh = FakeProducer()
     made = [hung, fresh]
     renewed = lambda *a, **k: (made.pop(0), 60_000)  # noqa: E731
     monkeypatch.setattr(writer_module, "make_producer", renewed)
@@ -601,11 +594,32 @@ def test_a_hung_send_offsets_gets_a_new_producer_that_continues_from_the_ledger(
     w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
     w.start()
     w.accept(("T", 0), _records(5, 9), 0.0)
+    return w, fresh, made
+
+
+def _renews(w: TargetWriter, blocked) -> None:
+    """The commit's hung call gets a new producer (Rewound); then the hung call returns."""
+    from mirror_lib.replication.copy.copy_state import Rewound
+
     try:
         with pytest.raises(Rewound):
             w.commit(_no_watermarks, wait=True)
     finally:
         blocked.set()
+
+
+def test_a_hung_send_offsets_gets_a_new_producer_that_continues_from_the_ledger(monkeypatch):
+    """librdkafka can block in send_offsets_to_transaction for good: after CALL_HANG_S
+    the writer takes a new producer (which fences the old one), reads the ledger again and
+    asks to be read for from there (Rewound)."""
+    import threading
+
+    ledger = FakeLedger({("A.T", 0): 5})
+    hung = FakeProducer()
+    blocked = threading.Event()
+    hung.send_offsets_to_transaction = lambda *a: blocked.wait(30)  # type: ignore[method-assign]
+    w, fresh, made = _hanging_writer(monkeypatch, ledger, hung)
+    _renews(w, blocked)
     assert w.producer is fresh and not made and w.strategy.renewals == 1
     assert w.parts[("T", 0)].expect == 5 and not w.in_txn  # the ledger's position
     assert "did not return within 0.2s" in (w.trouble or "")
@@ -613,6 +627,39 @@ def test_a_hung_send_offsets_gets_a_new_producer_that_continues_from_the_ledger(
     assert w.commit(_no_watermarks, wait=True)
     assert [tp.offset for tp in fresh.committed[0]] == [10]
     assert _metrics(fresh, "batch")[0]["aborted"] == 1  # the fenced transaction is told
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_hung_commit_gets_a_new_producer_and_the_ledger_says_whether_it_landed(
+    monkeypatch, landed
+):
+    """EndTxn held on a connection to the coordinator's lost broker (one broker of B cut off:
+    30 s, until socket.timeout.ms): after CALL_HANG_S the writer renews its producer. The new
+    one's init_transactions completes or aborts the commit, and the ledger, read again, says
+    which: a commit that landed counts once (no "aborted" told), one that did not is replayed."""
+    import threading
+
+    ledger = FakeLedger({("A.T", 0): 5})
+    hung = FakeProducer()
+    blocked = threading.Event()
+
+    def commit_hangs(_timeout: float = 0) -> None:
+        if landed:  # the coordinator wrote the commit before its broker was lost
+            ledger.positions[("A.T", 0)] = 10
+        blocked.wait(30)
+
+    hung.commit_transaction = commit_hangs  # type: ignore[method-assign]
+    w, fresh, _made = _hanging_writer(monkeypatch, ledger, hung)
+    _renews(w, blocked)
+    assert w.producer is fresh and w.strategy.renewals == 1
+    assert "commit_transaction on target cluster B" in (w.trouble or "")
+    assert w.parts[("T", 0)].expect == (10 if landed else 5)
+    assert w.result.records == (5 if landed else 0)
+    w.accept(("T", 0), _records(5, 12), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert [tp.offset for tp in fresh.committed[0]] == [13]
+    assert _metrics(fresh, "batch")[0]["aborted"] == (0 if landed else 1)
+    assert w.result.records == 8
 
 
 def test_renewals_past_the_limit_end_the_slice(monkeypatch):
@@ -625,9 +672,9 @@ def test_renewals_past_the_limit_end_the_slice(monkeypatch):
 
 
 def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatch):
-    """After a send_offsets that took 0.3 s, one that takes 0.5 s (over SEND_OFFSETS_HANG_S)
+    """After a send_offsets that took 0.3 s, one that takes 0.5 s (over CALL_HANG_S)
     is slow, not hung: the threshold is HANG_FACTOR times the slowest lately."""
-    monkeypatch.setattr(strategies, "SEND_OFFSETS_HANG_S", 0.4)
+    monkeypatch.setattr(strategies, "CALL_HANG_S", 0.4)
     w, producer = _stamped_writer(monkeypatch, None)
     delays = [0.3, 0.5]
     original = producer.send_offsets_to_transaction
@@ -640,7 +687,7 @@ def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatc
     for first in (0, 5):
         w.accept(("T", 0), _records(first, first + 4), 0.0)
         assert w.commit(_no_watermarks, wait=True)
-    assert w.strategy.renewals == 0 and w.strategy.slow_offsets_s >= 0.45
+    assert w.strategy.renewals == 0 and w.strategy.send_offsets.slowest_s >= 0.45
 
 
 @pytest.mark.parametrize("seen", [None, Trouble((), ("127.0.0.1:2",))])
