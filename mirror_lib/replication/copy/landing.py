@@ -23,7 +23,12 @@ from mirror_lib.replication.context import PlainProducer
 from mirror_lib.replication.copy import txn_timing
 from mirror_lib.replication.copy.copy_state import PartState
 from mirror_lib.replication.copy.metrics_window import PartMetrics, batch_events, merged
-from mirror_lib.replication.copy.target_producer import commit_error, min_insync, target_trouble
+from mirror_lib.replication.copy.target_producer import (
+    Trouble,
+    commit_error,
+    min_insync,
+    target_trouble,
+)
 from mirror_lib.replication.copy.txn_events import (
     Watermarks,
     resumed_events,
@@ -49,6 +54,14 @@ SLOW_ACK_S = 2.0
 #: broker that went away (a partitioned network holds them until socket.timeout.ms, 30 s), and
 #: the writer renews its producer instead of waiting for that
 STUCK_ACK_S = 10.0
+#: how often the writer looks at the target again while acknowledgements are late
+RELOOK_S = 1.0
+#: once the target's metadata shows a broker of the written partitions gone from the cluster
+#: (fenced) and them led and in sync on the others, acknowledgements missing this much longer
+#: are held on a connection to that broker: the writer renews its producer without waiting for
+#: STUCK_ACK_S (what was merely waiting for the gone broker as a follower is acknowledged
+#: as soon as the controllers take it out of the in-sync replicas)
+MOVED_GRACE_S = 1.0
 #: a call is hung only past this many times the slowest that returned lately (a machine too busy
 #: to answer in time is not a hang)
 HANG_FACTOR = 5.0
@@ -254,40 +267,87 @@ class Lander:
     # -- acknowledgements ----------------------------------------------------------------------
     def acknowledge(self) -> None:
         """Wait until the target acknowledged the transaction's records; if that takes longer
-        than SLOW_ACK_S, look at the target for why (:func:`target_trouble`). If it shows
-        nothing wrong and STUCK_ACK_S pass without acknowledgements, the requests are stuck on a
-        lost connection: :class:`HungCallError` (the commit renews the producer)."""
+        than SLOW_ACK_S, look at the target for why (:func:`target_trouble`), and again every
+        RELOOK_S. While it shows nothing that refuses the writes, acknowledgements still missing
+        once it has shown for MOVED_GRACE_S that a broker of the partitions left the cluster
+        (:attr:`Trouble.moved`), or after STUCK_ACK_S in any case, are stuck on a lost
+        connection: :class:`HungCallError` (the commit renews the producer)."""
         w = self.w
         started, limit = time.monotonic(), self.flush_limit()
         if self.flush(min(SLOW_ACK_S, limit)) == 0:
-            self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+            self._acked(started)
             return
-        if self._min_isr is None:
-            self._min_isr = min_insync(w.ctx, sorted({t for t, _p in self._written()}))
-        where = w.ctx.where("target")
-        trouble = target_trouble(w.ctx, w.producer, self._written(), self._min_isr)
-        w.trouble = str(trouble) if trouble is not None else w.trouble
         stuck = max(STUCK_ACK_S, HANG_FACTOR * self.slow_ack_s)
+        moved_since: float | None = None
+        trouble = self._look(None)
         # a broker that does not answer while the rest show every partition led and in sync
         # (one broker of three cut off): its requests wait for socket.timeout.ms, a new producer
         # sends them to the partitions' new leaders once the controllers fenced it
-        if (trouble is None or not trouble.refuses) and w.eos and stuck < limit:
-            if self.flush(max(started + stuck - time.monotonic(), 0.0)) == 0:
-                self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+        while w.eos and not (trouble is not None and trouble.refuses):
+            now = time.monotonic()
+            moved_since = (moved_since or now) if trouble is not None and trouble.moved else None
+            hung = self._hung(trouble, started, stuck if stuck < limit else None, moved_since)
+            if hung is not None:
+                raise hung
+            if now >= started + limit:
+                break
+            ends = [started + min(stuck, limit), now + RELOOK_S]
+            if moved_since is not None:
+                ends.append(moved_since + MOVED_GRACE_S)
+            if self.flush(max(min(ends) - now, 0.0)) == 0:
+                self._acked(started)
                 return
-            silent = f" ({', '.join(trouble.silent)} did not answer)" if trouble else ""
-            raise HungCallError(
-                f"{where} acknowledged none of {len(w.producer)} records for {stuck:.0f}s "
-                f"although its metadata shows every partition led and in sync{silent}: they "
-                "are held on a connection to a broker that went away"
-            )
+            trouble = self._look(trouble)
         if self.flush(max(started + limit - time.monotonic(), 0.0)) > 0:
             # what the target shows now: fencing a lost broker shrinks the in-sync replicas only
             # once its session ends, seconds after the first look
-            now = target_trouble(w.ctx, w.producer, self._written(), self._min_isr)
-            w.trouble = str(now) if now is not None else None
+            if self._look(trouble) is None:
+                w.trouble = None
             raise self.unacknowledged("records")
+        self._acked(started)
+
+    def _hung(
+        self,
+        trouble: Trouble | None,
+        started: float,
+        stuck: float | None,
+        moved_since: float | None,
+    ) -> HungCallError | None:
+        """The acknowledgements still missing, taken as held on a lost connection
+        (:meth:`acknowledge`): MOVED_GRACE_S after the target showed a broker of the partitions
+        gone (``moved_since``), or ``stuck`` seconds after ``started``; None until then."""
+        w, now = self.w, time.monotonic()
+        where, waiting = w.ctx.where("target"), len(w.producer)
+        if moved_since is not None and now - moved_since >= MOVED_GRACE_S:
+            return HungCallError(
+                f"{where} acknowledged none of {waiting} records for {now - started:.0f}s; its "
+                f"metadata shows {trouble}, and every partition led and in sync on the others: "
+                "they are held on a connection to the broker that left"
+            )
+        if stuck is not None and now >= started + stuck:
+            silent = ""
+            if trouble is not None and trouble.silent:
+                silent = f" ({', '.join(trouble.silent)} did not answer)"
+            return HungCallError(
+                f"{where} acknowledged none of {waiting} records for {stuck:.0f}s although its "
+                f"metadata shows every partition led and in sync{silent}: they are held on a "
+                "connection to a broker that went away"
+            )
+        return None
+
+    def _acked(self, started: float) -> None:
         self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+
+    def _look(self, before: Trouble | None) -> Trouble | None:
+        """What the target's metadata shows about the writes now (kept as the writer's trouble
+        when it shows something); ``before``: the last look's."""
+        w = self.w
+        if self._min_isr is None:
+            self._min_isr = min_insync(w.ctx, sorted({t for t, _p in self._written()}))
+        silent = before.silent if before is not None else ()
+        trouble = target_trouble(w.ctx, w.producer, self._written(), self._min_isr, silent)
+        w.trouble = str(trouble) if trouble is not None else w.trouble
+        return trouble
 
     def _written(self) -> list[TP]:
         """The remote partitions this writer's transactions write: its own and those of the

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import TopicMetadata
+from confluent_kafka.admin import ClusterMetadata
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES, admin_client
@@ -119,10 +119,13 @@ def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
 class Trouble:
     """What the target's metadata shows about writes the copy waits for: reasons it refuses
     them (``refusals``: partitions without a leader or below ``min.insync.replicas``, or no
-    broker answering) and the bootstrap addresses that did not answer (``silent``)."""
+    broker answering), the bootstrap addresses that did not answer (``silent``) and the ids of
+    brokers that hold replicas of the written partitions but are no longer in the cluster
+    (``lost``: fenced by the controllers, or gone)."""
 
     refusals: tuple[str, ...]
     silent: tuple[str, ...] = ()
+    lost: tuple[int, ...] = ()
 
     @property
     def refuses(self) -> bool:
@@ -131,36 +134,75 @@ class Trouble:
         to the partitions' new leaders."""
         return bool(self.refusals)
 
+    @property
+    def moved(self) -> bool:
+        """A broker of the written partitions left the cluster and they are led and in sync
+        on the others: the controllers moved them, and acknowledgements still missing are held
+        on a connection to the broker that left."""
+        return bool(self.lost) and not self.refusals
+
     def __str__(self) -> str:
         more = f" (and {len(self.refusals) - 3} more)" if len(self.refusals) > 3 else ""
-        text = "; ".join(self.refusals[:3]) + more
+        said = ["; ".join(self.refusals[:3]) + more] if self.refusals else []
         if self.silent:
-            text += ("; " if text else "") + f"{', '.join(self.silent)} did not answer"
-        return text
+            said.append(f"{', '.join(self.silent)} did not answer")
+        if self.lost:
+            said.append(f"{_brokers(self.lost)} left the cluster (fenced by its controllers)")
+        return "; ".join(said)
+
+
+def _brokers(ids: Sequence[int]) -> str:
+    return f"broker{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
 
 
 def target_trouble(
-    ctx: FlowContext, producer: Producer, written: Sequence[TP], min_isr: Mapping[str, int]
+    ctx: FlowContext,
+    producer: Producer,
+    written: Sequence[TP],
+    min_isr: Mapping[str, int],
+    silent_before: Collection[str] = (),
 ) -> Trouble | None:
     """Why the target may not acknowledge writes to ``written`` (remote partitions), from its
     metadata: a partition without a leader, or with fewer in-sync replicas than its
     ``min.insync.replicas`` (``min_isr``; the target then refuses writes with
     NOT_ENOUGH_REPLICAS, which librdkafka retries in silence), and the bootstrap addresses that
     did not answer. The metadata comes from ``producer``, else (it asked a broker that does not
-    answer) from whichever bootstrap address answers first. None: nothing seen."""
+    answer) from whichever bootstrap address answers first, those ``silent_before`` (an
+    earlier look's) left out: a client for a broker that does not answer is slow to go. None:
+    nothing seen."""
     silent: list[str] = []
     try:
-        meta = producer.list_topics(timeout=TROUBLE_LOOKUP_S).topics
+        cluster = producer.list_topics(timeout=TROUBLE_LOOKUP_S)
     except KafkaException:
-        answered, silent = _ask_each(ctx)
+        answered, silent = _ask_each(ctx, silent_before)
         if answered is None:
             return Trouble((
                 f"no broker of {ctx.where('target')} answered a metadata request in "
                 f"{TROUBLE_LOOKUP_S:g}s",
             ))  # fmt: skip
-        meta = answered
-    found = Trouble(tuple(replica_trouble(meta, written, min_isr)), tuple(silent))
-    return found if found.refusals or found.silent else None
+        cluster = answered
+    meta = cluster.topics
+    found = Trouble(
+        tuple(replica_trouble(meta, written, min_isr)),
+        tuple(silent),
+        lost_brokers(meta, cluster.brokers, written),
+    )
+    return found if found.refusals or found.silent or found.lost else None
+
+
+def lost_brokers(
+    meta: Mapping[str, Any], live: Collection[int], partitions: Iterable[TP]
+) -> tuple[int, ...]:
+    """Ids of the brokers that hold replicas of ``partitions`` in the topic metadata ``meta``
+    but are not among the cluster's ``live`` brokers: a broker the controllers fenced (its
+    session ended) or that is gone leaves the metadata's broker list, not the replica lists."""
+    lost: set[int] = set()
+    for topic, p in partitions:
+        found = meta.get(topic)
+        part = found.partitions.get(p) if found is not None else None
+        if part is not None:
+            lost.update(r for r in part.replicas if r not in live)
+    return tuple(sorted(lost))
 
 
 def replica_trouble(
@@ -199,9 +241,10 @@ def target_refusal(ctx: FlowContext) -> str | None:
     that outlasts the first look: the controllers shrink the in-sync replicas only once they
     fence a lost broker, after the copy task first gave up. None: nothing seen (or no
     broker answered, which the outage says already)."""
-    meta, _silent = _ask_each(ctx)
-    if meta is None:
+    cluster, _silent = _ask_each(ctx)
+    if cluster is None:
         return None
+    meta = cluster.topics
     source = ctx.flow.mm2_source
     topics = sorted(
         t
@@ -215,24 +258,29 @@ def target_refusal(ctx: FlowContext) -> str | None:
     return f"{ctx.where('target')} refuses writes: {Trouble(tuple(problems))}"
 
 
-def _ask_each(ctx: FlowContext) -> tuple[dict[str, TopicMetadata] | None, list[str]]:
-    """Metadata topics from the first bootstrap address of the target that answers (each asked
-    on its own, at once), and the addresses that did not answer in time."""
+def _ask_each(
+    ctx: FlowContext, skip: Collection[str] = ()
+) -> tuple[ClusterMetadata | None, list[str]]:
+    """Metadata from the first bootstrap address of the target that answers (each asked on its
+    own, at once), and the addresses that did not answer in time; those of ``skip`` are taken
+    as silent without asking, unless no other is left."""
     from concurrent.futures import ThreadPoolExecutor  # one small pool, only when diagnosing
 
     conf = ctx.client("target", "admin")
-    addresses = [a.strip() for a in str(conf["bootstrap.servers"]).split(",") if a.strip()]
+    every = [a.strip() for a in str(conf["bootstrap.servers"]).split(",") if a.strip()]
+    addresses = [a for a in every if a not in skip] or every
 
-    def ask(address: str) -> dict[str, TopicMetadata] | None:
+    def ask(address: str) -> ClusterMetadata | None:
         try:
             admin = admin_client({**conf, "bootstrap.servers": address, "log_level": 0})
-            return admin.list_topics(timeout=TROUBLE_LOOKUP_S).topics
+            return admin.list_topics(timeout=TROUBLE_LOOKUP_S)
         except KafkaException:
             return None
 
     with ThreadPoolExecutor(len(addresses) or 1) as pool:
         answers = list(pool.map(ask, addresses))
-    silent = [a for a, meta in zip(addresses, answers, strict=True) if meta is None]
+    silent = [a for a in every if a not in addresses]
+    silent += [a for a, meta in zip(addresses, answers, strict=True) if meta is None]
     return next((m for m in answers if m is not None), None), silent
 
 

@@ -184,8 +184,9 @@ def test_the_producer_reports_the_users_transaction_timeout(monkeypatch):
 
 
 class _Partition:
-    def __init__(self, leader: int, isrs: list[int]) -> None:
+    def __init__(self, leader: int, isrs: list[int], replicas: list[int] | None = None) -> None:
         self.leader, self.isrs = leader, isrs
+        self.replicas = [1, 2, 3] if replicas is None else replicas
 
 
 class _Topic:
@@ -194,8 +195,9 @@ class _Topic:
 
 
 class _Meta:
-    def __init__(self, topics: dict[str, _Topic]) -> None:
+    def __init__(self, topics: dict[str, _Topic], live: tuple[int, ...] = (1, 2, 3)) -> None:
         self.topics = topics
+        self.brokers = dict.fromkeys(live)
 
 
 class _MetaProducer:
@@ -230,6 +232,57 @@ def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
     silent = target_trouble(ctx, _MetaProducer(None), written, {})
     assert silent is not None and silent.refuses
     assert str(silent).startswith("no broker of target cluster B")
+
+
+def test_a_broker_gone_from_the_cluster_under_the_written_partitions_is_named():
+    """One broker of three fenced: the partitions it held are led and in sync on the others
+    (``moved``), which tells a connection held to it from a target that refuses writes."""
+    from mirror_lib.replication.copy.target_producer import target_trouble
+
+    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 3]), 1: _Partition(3, [3, 1])}),
+                  "A.U": _Topic({0: _Partition(1, [1, 2], replicas=[1, 2])})},
+                 live=(1, 3))  # fmt: skip
+    ctx = FlowContext.create(
+        parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B"
+    )
+    found = target_trouble(ctx, _MetaProducer(meta), [("A.T", 0), ("A.T", 1)], {"A.T": 2})
+    assert found is not None and found.lost == (2,) and found.moved and not found.refuses
+    assert str(found) == "broker 2 left the cluster (fenced by its controllers)"
+    refused = target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 3})
+    assert refused is not None and refused.refuses and not refused.moved
+    # every broker of the written partitions is live: nothing to say
+    assert target_trouble(ctx, _MetaProducer(_Meta(meta.topics)), [("A.T", 0)], {}) is None
+    assert target_producer.lost_brokers(meta.topics, [1, 3], [("A.T", 1), ("gone", 0)]) == (2,)
+
+
+def test_a_later_look_does_not_ask_an_address_that_was_silent_before(monkeypatch):
+    """A client for a broker that does not answer is slow to go (its connection is held): a
+    look after the first asks only the other addresses, and still names the silent one."""
+    ctx = FlowContext.create(
+        parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "a:1,b:2,c:3"}), "A->B"
+    )
+    asked: list[str] = []
+    meta = _Meta({"A.T": _Topic({0: _Partition(2, [2, 3])})}, live=(2, 3))
+
+    class Admin:
+        def __init__(self, conf: dict) -> None:
+            self.address = conf["bootstrap.servers"]
+            asked.append(self.address)
+
+        def list_topics(self, timeout: float = 0) -> _Meta:
+            if self.address == "a:1":
+                raise confluent_kafka.KafkaException(
+                    confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
+                )
+            return meta
+
+    monkeypatch.setattr(target_producer, "admin_client", Admin)
+    first = target_producer.target_trouble(ctx, _MetaProducer(None), [("A.T", 0)], {})
+    assert first is not None and first.silent == ("a:1",) and sorted(asked) == ["a:1", "b:2", "c:3"]
+    assert first.lost == (1,) and first.moved  # broker 1 holds a replica and left
+    asked.clear()
+    again = target_producer.target_trouble(ctx, _MetaProducer(None), [("A.T", 0)], {}, ("a:1",))
+    assert again == first and sorted(asked) == ["b:2", "c:3"]
 
 
 def _meta(**topics: dict[int, tuple[int, list[int]]]) -> dict:
@@ -270,7 +323,8 @@ def test_target_refusal_looks_at_the_flows_remote_topics_and_the_coordinators_lo
         "local": {0: (1, [1])},
     })  # fmt: skip
     asked: list[list[str]] = []
-    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx: (meta, ["b:1"]))
+    cluster = _Meta(meta)  # type: ignore[arg-type]
+    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx, _skip=(): (cluster, ["b:1"]))
 
     def min_insync(_ctx, topics):
         asked.append(list(topics))
@@ -283,5 +337,5 @@ def test_target_refusal_looks_at_the_flows_remote_topics_and_the_coordinators_lo
     assert "__transaction_state[0] has 1 in-sync replica(s)" in said and "A.t[0]" not in said
     meta["__transaction_state"].partitions[0].isrs = [1, 2]
     assert target_producer.target_refusal(ctx) is None
-    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx: (None, ["b:1"]))
+    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx, _skip=(): (None, ["b:1"]))
     assert target_producer.target_refusal(ctx) is None

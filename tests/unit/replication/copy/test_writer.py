@@ -690,21 +690,16 @@ def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatc
     assert w.strategy.renewals == 0 and w.strategy.send_offsets.slowest_s >= 0.45
 
 
-@pytest.mark.parametrize("seen", [None, Trouble((), ("127.0.0.1:2",))])
-def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch, seen):
-    """A partitioned broker holds in-flight requests until socket.timeout.ms (60 s) while the
-    controllers have moved its partitions: with every partition led and in sync and nothing
-    acknowledged for STUCK_ACK_S, the writer renews its producer instead of waiting. So it does
-    when that broker does not answer the metadata request either (one broker of three cut off:
-    the slice failed after 30 s and the query restarted, 116 s in the fault matrix)."""
-    from mirror_lib.replication.copy.copy_state import Rewound
-
+def _renewable_writer(monkeypatch, looks):
+    """An exactly-once writer whose first producer acknowledges nothing and whose next one
+    acknowledges everything; ``looks(stuck)`` is what the target's metadata shows at each
+    look (``stuck`` is the first producer, to start acknowledging from there)."""
     monkeypatch.setattr(landing, "SLOW_ACK_S", 0.05)
-    monkeypatch.setattr(landing, "STUCK_ACK_S", 0.2)
+    monkeypatch.setattr(landing, "RELOOK_S", 0.05)
     monkeypatch.setattr(landing, "min_insync", lambda *_a: {})
-    monkeypatch.setattr(landing, "target_trouble", lambda *_a: seen)
     stuck, fresh = FakeProducer(), FakeProducer()
     stuck.acking = False
+    monkeypatch.setattr(landing, "target_trouble", lambda *_a: looks(stuck))
     made = [stuck, fresh]
     renewed = lambda *a, **k: (made.pop(0), 60_000)  # noqa: E731
     monkeypatch.setattr(writer_module, "make_producer", renewed)
@@ -716,11 +711,79 @@ def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(m
     w = TargetWriter(ctx, 0, [("T", 0)], until={("T", 0): 2**63 - 1}, options_key="k")
     w.start()
     w.accept(("T", 0), _records(0, 4), 0.0)
+    return w, fresh
+
+
+@pytest.mark.parametrize(
+    "seen", [None, Trouble((), ("127.0.0.1:2",)), Trouble((), (), (2,))], ids=str
+)
+def test_records_unacknowledged_on_a_healthy_looking_target_get_a_new_producer(monkeypatch, seen):
+    """A partitioned broker holds in-flight requests until socket.timeout.ms (60 s) while the
+    controllers have moved its partitions: with every partition led and in sync and nothing
+    acknowledged for STUCK_ACK_S, the writer renews its producer instead of waiting. So it does
+    when that broker does not answer the metadata request either (one broker of three cut off:
+    the slice failed after 30 s and the query restarted, 116 s in the fault matrix)."""
+    from mirror_lib.replication.copy.copy_state import Rewound
+
+    monkeypatch.setattr(landing, "STUCK_ACK_S", 0.2)
+    monkeypatch.setattr(landing, "MOVED_GRACE_S", 60.0)
+    w, fresh = _renewable_writer(monkeypatch, lambda _stuck: seen)
     with pytest.raises(Rewound):
         w.commit(_no_watermarks, wait=True)
     assert w.producer is fresh and "acknowledged none of 5 records" in (w.trouble or "")
-    if seen is not None:  # one broker of three cut off: renewed too, and said
-        assert "(127.0.0.1:2 did not answer)" in (w.trouble or "")
+    said = "(127.0.0.1:2 did not answer)" in (w.trouble or "")
+    assert said == bool(seen and seen.silent)  # one broker of three cut off: renewed, and said
+    assert "( did not answer)" not in (w.trouble or "")
+
+
+def test_a_broker_fenced_under_unacknowledged_records_gets_a_new_producer_at_once(monkeypatch):
+    """The metadata shows a broker of the partitions gone from the cluster (fenced) and them
+    led and in sync on the others: records still unacknowledged MOVED_GRACE_S later are held on
+    a connection to it, and a new producer takes over without waiting for STUCK_ACK_S (one
+    broker of B cut off: 10 s of its 16 s in the fault matrix)."""
+    from mirror_lib.replication.copy.copy_state import Rewound
+
+    monkeypatch.setattr(landing, "STUCK_ACK_S", 60.0)
+    monkeypatch.setattr(landing, "MOVED_GRACE_S", 0.1)
+    w, fresh = _renewable_writer(monkeypatch, lambda _stuck: Trouble((), (), (2,)))
+    started = time.monotonic()
+    with pytest.raises(Rewound):
+        w.commit(_no_watermarks, wait=True)
+    assert time.monotonic() - started < 30  # not STUCK_ACK_S
+    assert w.producer is fresh and w.strategy.renewals == 1
+    assert "broker 2 left the cluster (fenced by its controllers)" in (w.trouble or "")
+    assert "held on a connection to the broker that left" in (w.trouble or "")
+
+
+def test_records_waiting_for_a_fenced_follower_are_acknowledged_without_a_new_producer(
+    monkeypatch,
+):
+    """A broker that only followed the partitions is taken out of their in-sync replicas when
+    it is fenced, and their leaders then acknowledge: no renewal within MOVED_GRACE_S."""
+    monkeypatch.setattr(landing, "STUCK_ACK_S", 60.0)
+    monkeypatch.setattr(landing, "MOVED_GRACE_S", 5.0)
+
+    def looks(stuck: FakeProducer) -> Trouble:
+        stuck.acking = True  # the leaders acknowledge once the follower is out of the ISR
+        return Trouble((), (), (2,))
+
+    w, fresh = _renewable_writer(monkeypatch, looks)
+    assert w.commit(_no_watermarks, wait=True)
+    assert w.producer is not fresh and w.strategy.renewals == 0
+
+
+def test_a_target_that_starts_refusing_writes_while_acks_are_late_is_not_renewed(monkeypatch):
+    """The first look shows nothing wrong; a later one, once the controllers fenced two lost
+    brokers, shows writes refused: a new producer would wait as well, so the writer waits for
+    the target and names the cause instead of renewing at STUCK_ACK_S."""
+    monkeypatch.setattr(landing, "STUCK_ACK_S", 0.3)
+    monkeypatch.setattr(landing, "FLUSH_S", 0.6)
+    said = "A.T[0] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2"
+    seen = iter([None])
+    w, _fresh = _renewable_writer(monkeypatch, lambda _stuck: next(seen, Trouble((said,))))
+    with pytest.raises(BrokerError, match=r"fewer than its min\.insync\.replicas") as caught:
+        w.commit(_no_watermarks, wait=True)
+    assert caught.value.transient and w.strategy.renewals == 0
 
 
 def test_a_target_that_refuses_writes_is_waited_for_not_renewed(monkeypatch):
