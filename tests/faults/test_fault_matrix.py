@@ -13,11 +13,13 @@ an hour on 2 cores) and writes each fault's figures to ``fault-figures.jsonl`` b
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 import confluent_kafka as ck
 import pytest
@@ -133,7 +135,32 @@ def test_one_broker_of_b_cut_off_shrinks_the_isr_and_writes_go_on(
         flow.conclude()
     finally:
         flow.stop()
+        if flow.faults:
+            flow.figures["markers_held_s"] = markers_held_s(b, node, flow.faults[0])
         flow.report("one broker of B cut off for 60 s")
+
+
+def markers_held_s(cluster: KafkaCluster, node: int, since_ms: float) -> list[float]:
+    """Seconds from ``since_ms`` until each time a transaction coordinator of ``cluster`` gave
+    up a WriteTxnMarkers request held on its connection to ``node``, as the brokers' logs say:
+    the transactions it carried stayed open to ``read_committed`` readers and their
+    transactional ids busy until then, the broker's ``request.timeout.ms`` after the request
+    was sent, a wait no client can shorten (docs/how-it-works.md)."""
+    pattern = re.compile(
+        r"^\[(\S+ \S+)\] .*Cancelled in-flight WRITE_TXN_MARKERS request .* due to node (\d+) "
+        "being disconnected"
+    )
+    held = []
+    for log in sorted(cluster.workdir.glob("node-*/server.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            found = pattern.match(line)
+            if found is None or int(found.group(2)) != node:
+                continue
+            # the brokers log local time, as this process reads it
+            at_ms = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000
+            if at_ms >= since_ms:
+                held.append(round((at_ms - since_ms) / 1000, 2))
+    return sorted(held)
 
 
 def status(flow: FaultFlow) -> dict:
