@@ -178,5 +178,6 @@ def test_each_attempt_carries_the_cpu_canary_taken_before_it(tmp_path, monkeypat
 
 
 def test_the_canary_times_its_loop_in_milliseconds(monkeypatch):
-    monkeypatch.setattr(measure, "CANARY_ITERATIONS", 1000)
+    # long enough to round above 0.0 ms on a fast core (1,000 steps once took 0.04 ms)
+    monkeypatch.setattr(measure, "CANARY_ITERATIONS", 100_000)
     assert 0 < measure.cpu_canary_ms(tries=2) < 1000
