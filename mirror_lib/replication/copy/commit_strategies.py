@@ -33,7 +33,7 @@ from mirror_lib.replication.copy.copy_state import PartState, Rewound
 from mirror_lib.replication.copy.landing import (
     FANOUT_INIT_S,
     FLUSH_S,
-    HANG_FACTOR,
+    CallTimes,
     Lander,
     Landing,
 )
@@ -115,20 +115,6 @@ def commit_strategy(writer: TargetWriter) -> CommitStrategy:
     return HeldForFanout(writer, alone) if writer.fanout else alone
 
 
-@dataclass
-class CallTimes:
-    """How long one transactional call took lately: the slowest, decaying with each call."""
-
-    slowest_s: float = 0.0
-
-    def took(self, seconds: float) -> None:
-        self.slowest_s = max(seconds, self.slowest_s * 0.9)
-
-    def hang_s(self) -> float:
-        """Past this the call counts as hung (CALL_HANG_S, or HANG_FACTOR times the slowest)."""
-        return max(CALL_HANG_S, HANG_FACTOR * self.slowest_s)
-
-
 class ExactlyOnce(Lander):
     """Records, what goes with them and the ledger's entries in one transaction."""
 
@@ -178,14 +164,14 @@ class ExactlyOnce(Lander):
         what: str,
         meanwhile: Callable[[], object] | None = None,
     ) -> None:
-        """``call`` under :func:`bounded`, hung past ``times.hang_s()``; its time joins them."""
+        """``call`` under :func:`bounded`, hung past ``times.hang_s``; its time joins them."""
 
         def run() -> None:
             started = time.monotonic()
             call()
             times.took(time.monotonic() - started)
 
-        bounded(run, 60, what, meanwhile=meanwhile, hang_s=times.hang_s())
+        bounded(run, 60, what, meanwhile=meanwhile, hang_s=times.hang_s(CALL_HANG_S))
 
     def renew(self, cause: HungCallError) -> NoReturn:
         """Go on with a new producer after a call hung in the old one (``cause``).

@@ -68,6 +68,21 @@ HANG_FACTOR = 5.0
 
 
 @dataclass
+class CallTimes:
+    """How long a call (or the wait for acknowledgements) took lately: the slowest, decaying
+    with each one, so that a machine too busy to answer in time is not taken for a hang."""
+
+    slowest_s: float = 0.0
+
+    def took(self, seconds: float) -> None:
+        self.slowest_s = max(seconds, self.slowest_s * 0.9)
+
+    def hang_s(self, floor_s: float) -> float:
+        """Past this it counts as hung: ``floor_s``, or HANG_FACTOR times the slowest."""
+        return max(floor_s, HANG_FACTOR * self.slowest_s)
+
+
+@dataclass
 class Landing:
     """A transaction whose records were acknowledged, on its way to commit: what it moved and
     what it wrote besides the records."""
@@ -95,7 +110,7 @@ class Lander:
 
     def __init__(self, writer: TargetWriter) -> None:
         self.w = writer
-        self.slow_ack_s = 0.0  # the slowest acknowledgement of a commit's records lately (decays)
+        self.acks = CallTimes()  # how long a commit's records took to be acknowledged lately
         self._min_isr: dict[str, int] | None = None  # of the remote topics, asked once a slice
         self._landing: Landing | None = None  # the one land() prepared, once it did
 
@@ -277,7 +292,7 @@ class Lander:
         if self.flush(min(SLOW_ACK_S, limit)) == 0:
             self._acked(started)
             return
-        stuck = max(STUCK_ACK_S, HANG_FACTOR * self.slow_ack_s)
+        stuck = self.acks.hang_s(STUCK_ACK_S)
         moved_since: float | None = None
         trouble = self._look(None)
         # a broker that does not answer while the rest show every partition led and in sync
@@ -336,7 +351,7 @@ class Lander:
         return None
 
     def _acked(self, started: float) -> None:
-        self.slow_ack_s = max(time.monotonic() - started, self.slow_ack_s * 0.9)
+        self.acks.took(time.monotonic() - started)
 
     def _look(self, before: Trouble | None) -> Trouble | None:
         """What the target's metadata shows about the writes now (kept as the writer's trouble

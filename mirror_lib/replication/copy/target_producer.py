@@ -5,7 +5,7 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,13 +196,18 @@ def lost_brokers(
     """Ids of the brokers that hold replicas of ``partitions`` in the topic metadata ``meta``
     but are not among the cluster's ``live`` brokers: a broker the controllers fenced (its
     session ended) or that is gone leaves the metadata's broker list, not the replica lists."""
-    lost: set[int] = set()
+    lost = {r for _t, _p, part in _held(meta, partitions) for r in part.replicas if r not in live}
+    return tuple(sorted(lost))
+
+
+def _held(meta: Mapping[str, Any], partitions: Iterable[TP]) -> Iterator[tuple[str, int, Any]]:
+    """``(topic, partition, its metadata)`` of each of ``partitions`` the topic metadata
+    ``meta`` holds; the others are passed over."""
     for topic, p in partitions:
         found = meta.get(topic)
         part = found.partitions.get(p) if found is not None else None
         if part is not None:
-            lost.update(r for r in part.replicas if r not in live)
-    return tuple(sorted(lost))
+            yield topic, p, part
 
 
 def replica_trouble(
@@ -212,11 +217,7 @@ def replica_trouble(
     leader, or fewer in-sync replicas than its ``min.insync.replicas`` (``min_isr``, 1 where
     missing). Partitions ``meta`` does not hold are passed over."""
     problems = []
-    for topic, p in partitions:
-        found = meta.get(topic)
-        part = found.partitions.get(p) if found is not None else None
-        if part is None:
-            continue
+    for topic, p, part in _held(meta, partitions):
         needed = min_isr.get(topic, 1)
         if part.leader < 0:
             problems.append(f"{topic}[{p}] has no leader")
