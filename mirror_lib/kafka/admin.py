@@ -121,7 +121,7 @@ def future_result(
         err = exc.args[0]
         if map_error is not None:
             raise map_error(err, what) from exc
-        raise BrokerError(f"{what} failed: {err}", transient=_transient(err)) from exc
+        raise broker_error(f"{what} failed: {err}", err.name(), transient=_transient(err)) from exc
     except FUTURE_TIMEOUT as exc:
         shown = timeout_s if shown_timeout_s is None else shown_timeout_s
         raise broker_error(f"{what}: no answer in {shown}s", "_TIMED_OUT", transient=True) from exc

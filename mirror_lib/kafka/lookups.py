@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,8 +14,18 @@ try:  # confluent-kafka >= 2.3
 except ImportError:  # pragma: no cover
     from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
 
+from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import future_result, lookup_error
 from mirror_lib.mm2.formats import TP
+
+#: What a broker that is up answers for a partition it does not lead (yet): a topic just
+#: created, a leader just elected. Kafka's own clients look the leader up again and ask again.
+LEADER_MOVED = frozenset({
+    "NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE",
+})  # fmt: skip
+#: How long a look-up asks again while leaders move; any other error fails it at once.
+LEADER_MOVED_S = 5.0
 
 
 def named(admin: Any, what: str) -> str:
@@ -60,19 +71,42 @@ def partition_bounds(
     tps = sorted(set(partitions))
     if not tps:
         return {}
-    result: dict[TP, list[int]] = {tp: [0, 0] for tp in tps}
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    for index, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
+    what = named(admin, "listing offsets")
+    starts = _list_offsets(admin, tps, OffsetSpec.earliest(), level, timeout_s, what)
+    ends = _list_offsets(admin, tps, OffsetSpec.latest(), level, timeout_s, what)
+    return {tp: (starts[tp], max(starts[tp], ends[tp])) for tp in tps}
+
+
+def _list_offsets(
+    admin: AdminClient, tps: list[TP], spec: Any, level: Any, timeout_s: float, what: str
+) -> dict[TP, int]:
+    """ListOffsets at ``spec``; partitions answered with :data:`LEADER_MOVED` are asked again
+    for up to :data:`LEADER_MOVED_S` (librdkafka's admin client does not)."""
+    deadline = time.monotonic() + min(timeout_s, LEADER_MOVED_S)
+    found: dict[TP, int] = {}
+    pause_s = 0.1
+    while tps:
         futures = admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in tps},
-            isolation_level=level,
+            {TopicPartition(t, p): spec for t, p in tps}, isolation_level=level,
             request_timeout=timeout_s,
-        )
-        for tp, info in wait_futures(
-            futures, named(admin, "listing offsets"), timeout_s + 5
-        ).items():
-            result[(tp.topic, tp.partition)][index] = max(int(info.offset), 0)
-    return {tp: (lo, max(lo, hi)) for tp, (lo, hi) in result.items()}
+        )  # fmt: skip
+        moved = []
+        for tp, fut in futures.items():
+            key = (tp.topic, tp.partition)
+            try:
+                found[key] = max(int(future_result(fut, what, timeout_s + 5).offset), 0)
+            except BrokerError as exc:
+                if getattr(exc, "kafka_error", None) not in LEADER_MOVED:
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                moved.append(key)
+        if moved:
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 0.5)
+        tps = moved
+    return found
 
 
 def positions(offset: dict[str, Any] | None, key: str = "p") -> dict[TP, int]:

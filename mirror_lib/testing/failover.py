@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.mirror_client import MirrorClient
 from mirror_lib.mm2.formats import OffsetSync
 from mirror_lib.mm2.policy import DefaultReplicationPolicy
-from mirror_lib.testing.kafka_io import Record, consume_all
+from mirror_lib.testing.kafka_io import Record, commit_group, consume_all
 from mirror_lib.testing.mm2 import single_node_settings
 
 TOPIC, PARTITIONS, PER_PARTITION = "orders", 3, 400
@@ -108,12 +108,8 @@ def produce_orders(bootstrap: str) -> list[Record]:
 
 def commit_offsets(bootstrap: str, group: str, offsets: dict[int, int], metadata: str) -> None:
     """Commit ``offsets`` for ``group`` on ``TOPIC`` without joining the group."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = [TopicPartition(TOPIC, p, off, metadata=metadata) for p, off in offsets.items()]
-        consumer.commit(offsets=tps, asynchronous=False)
-    finally:
-        consumer.close()
+    tps = [TopicPartition(TOPIC, p, off, metadata=metadata) for p, off in offsets.items()]
+    commit_group(bootstrap, group, tps)
 
 
 def make_dataset(bootstrap: str, seed: int = 41) -> DataSet:

@@ -188,6 +188,27 @@ def consume_all(
         consumer.close()
 
 
+def commit_group(
+    bootstrap: str, group: str, offsets: Iterable[ck.TopicPartition], timeout_s: float = 60
+) -> None:
+    """Commit ``offsets`` for ``group`` without joining it, asking again while a new cluster's
+    group coordinator loads or moves (COORDINATOR_LOAD_IN_PROGRESS and other retriable errors)."""
+    tps = list(offsets)
+    deadline = time.monotonic() + timeout_s
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+    try:
+        while True:
+            try:
+                consumer.commit(offsets=tps, asynchronous=False)
+                return
+            except ck.KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
 def create_topic(
     bootstrap: str,
     name: str,

@@ -28,7 +28,7 @@ import pytest
 from mirror_lib.config.parse import load_config
 from mirror_lib.replication.migration.failover import translate_group
 from mirror_lib.testing.kafka_cluster import KafkaCluster
-from mirror_lib.testing.kafka_io import consume_all, create_topic
+from mirror_lib.testing.kafka_io import commit_group, consume_all, create_topic
 from mirror_lib.testing.load import SteadyLoad
 from tests.helpers.exactly_once import committed_count, wait_exactly_once
 from tests.helpers.mirror_cli import kill_group, start_mirror
@@ -271,7 +271,8 @@ class FaultFlow:
         for i, share in enumerate((0.25, 0.5, 0.75)):
             group = f"{self.topic}-g{i}"
             offsets = {p: recs[int(len(recs) * share)].offset for p, recs in by_part.items()}
-            _commit(self.a.bootstrap_servers, group, self.topic, offsets)
+            tps = [ck.TopicPartition(self.topic, p, o) for p, o in sorted(offsets.items())]
+            commit_group(self.a.bootstrap_servers, group, tps)
             groups[group] = offsets
         target = {
             (r.partition, r.offset): r.value
@@ -316,17 +317,6 @@ class FaultFlow:
         path = Path(os.environ.get(FIGURES_ENV) or self.workdir.parent / "fault-figures.jsonl")
         with path.open("a") as out:
             out.write(json.dumps({"fault": name, **self.figures}) + "\n")
-
-
-def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
-    try:
-        consumer.commit(
-            offsets=[ck.TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
-            asynchronous=False,
-        )
-    finally:
-        consumer.close()
 
 
 #: A fault that held the copy up this long must be in the flow's events.

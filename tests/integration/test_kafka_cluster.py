@@ -18,7 +18,7 @@ from confluent_kafka.admin import ConfigResource, OffsetSpec
 
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.testing.kafka_cluster import PRODUCTION, KafkaCluster, start_cluster
-from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
+from mirror_lib.testing.kafka_io import commit_group, consume_all, create_topic, produce_exact
 from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.timeout(900)]
@@ -62,9 +62,7 @@ def isr(cluster: KafkaCluster, topic: str) -> dict[int, list[int]]:
 
 def test_every_topic_internal_ones_included_has_three_replicas_and_min_isr_2(cluster) -> None:
     create_topic(cluster.client_bootstrap, "rf", 3)
-    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g1"})
-    consumer.commit(offsets=[ck.TopicPartition("rf", 0, 0)], asynchronous=False)
-    consumer.close()
+    commit_group(cluster.bootstrap_servers, "g1", [ck.TopicPartition("rf", 0, 0)])
     admin = cluster.admin()
     for topic in ("rf", "__consumer_offsets"):
         parts = cluster.metadata(topic).topics[topic].partitions.values()

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirror_lib.kafka.admin import KafkaAdminOps
 from mirror_lib.testing import kafka_broker
-from mirror_lib.testing.kafka_io import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import commit_group, create_topic, produce_exact
 from tests.helpers.acls import grant
 from tests.helpers.exactly_once import assert_exactly_once
 from tests.helpers.mirror_cli import run_mirror
@@ -134,10 +134,8 @@ def _prepare(boot: dict[str, str], pair: Pair) -> None:
         for i in range(RECORDS)
     ]
     produce_exact(source, pair.topic, rows)
-    consumer = Consumer({"bootstrap.servers": source, "group.id": pair.group})
     offsets = [TopicPartition(pair.topic, p, o) for p, o in CONSUMED.items()]
-    consumer.commit(offsets=offsets, asynchronous=False)
-    consumer.close()
+    commit_group(source, pair.group, offsets)
     grant(source, "User:bob", "TOPIC", "LITERAL", pair.topic, "READ,WRITE")
     grant(source, "User:carol", "TOPIC", "LITERAL", pair.topic, "ALL")
     grant(source, "User:dave", "TOPIC", "LITERAL", pair.topic, "WRITE", "DENY")

@@ -71,6 +71,46 @@ def test_an_end_below_the_start_is_the_start():
     assert partition_bounds(_Offsets(5, 30), [("T", 0)]) == {("T", 0): (5, 30)}  # type: ignore[arg-type]
 
 
+class _LeaderMoving:
+    """An admin client whose first ``moves`` ListOffsets answer ``code`` for partition 1, as a
+    broker does for a topic created a moment ago."""
+
+    def __init__(self, moves: int, code: int = KafkaError.NOT_LEADER_FOR_PARTITION) -> None:
+        self.moves, self.code, self.asked = moves, code, []
+
+    def list_offsets(self, specs: dict, **_kw: object) -> dict:
+        self.asked.append(sorted(tp.partition for tp in specs))
+        done = {}
+        for tp in specs:
+            fut: concurrent.futures.Future = concurrent.futures.Future()
+            if tp.partition == 1 and self.moves:
+                self.moves -= 1
+                fut.set_exception(KafkaException(KafkaError(self.code)))
+            else:
+                fut.set_result(SimpleNamespace(offset=3))
+            done[tp] = fut
+        return done
+
+
+def test_a_partition_whose_leader_moves_is_asked_again_alone():
+    """`mirror verify` failed at once on NOT_LEADER_FOR_PARTITION for a remote topic the flow
+    had just created; Kafka's own admin client looks the leader up and asks again."""
+    admin = _LeaderMoving(2)
+    bounds = partition_bounds(admin, [("T", 0), ("T", 1)])  # type: ignore[arg-type]
+    assert bounds == {("T", 0): (3, 3), ("T", 1): (3, 3)}
+    assert admin.asked[:3] == [[0, 1], [1], [1]]
+
+
+def test_a_leader_that_never_comes_or_another_error_still_fails():
+    with pytest.raises(BrokerError, match="NOT_LEADER") as late:
+        partition_bounds(_LeaderMoving(10**6), [("T", 1)], timeout_s=0.3)  # type: ignore[arg-type]
+    assert late.value.transient
+    refused = _LeaderMoving(1, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(BrokerError, match="AUTHORIZATION"):
+        partition_bounds(refused, [("T", 1)])  # type: ignore[arg-type]
+    assert refused.asked == [[1]]
+
+
 class _CoordinatorLoading:
     """A ledger consumer whose first ``failures`` reads fail as a new cluster's do."""
 
