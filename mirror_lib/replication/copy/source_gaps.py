@@ -89,7 +89,7 @@ def ends_before(
     ends: dict[TP, int] = {}
     waiting = dict(positions)
     listed = {tp: bounds[tp][1] for tp in positions}
-    consumer = make_consumer(ctx)
+    consumer = make_consumer(ctx, to_end=True)
     try:
         consumer.assign([TopicPartition(t, p, listed[(t, p)]) for t, p in sorted(waiting)])
         deadline = time.monotonic() + timeout_s
