@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirror_lib.config.parse import load_config
 from mirror_lib.replication.testhooks import HOLD_ENV, SECONDS_ENV, TOPIC_ENV
 from mirror_lib.tables.delta_rs import read_table
 from mirror_lib.tables.location import tables_root
-from mirror_lib.testing.kafka_io import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import commit_group, create_topic, produce_exact
 from tests.helpers.exactly_once import assert_exactly_once, committed_count, wait_exactly_once
 from tests.helpers.kafka_raw import aborted_records
 from tests.helpers.mirror_cli import descendants, kill_group, start_mirror
@@ -168,32 +168,14 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def commit_group(bootstrap: str, group: str, topic: str, timeout_s: float = 60) -> None:
-    """Commit offset 100 of every partition of ``topic`` for ``group`` (through a coordinator
-    that may still be loading on a fresh broker)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            try:
-                offsets = [TopicPartition(topic, p, 100) for p in range(PARTITIONS)]
-                consumer.commit(offsets=offsets, asynchronous=False)
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        consumer.close()
-
-
 @pytest.fixture(scope="module")
 def live(flow: Flow) -> Iterator[tuple[subprocess.Popen, str, Path]]:
     """A continuous run (checkpoints, heartbeats, tables) over a loaded topic; the first copy
     task to commit records of that topic holds its transaction open: one to kill its executor in."""
     topic = f"{flow.name}-live"
     flow.load(topic, LIVE_RECORDS)
-    commit_group(flow.source, f"{flow.name}-group", topic)  # for checkpoints to translate
+    offsets = [TopicPartition(topic, p, 100) for p in range(PARTITIONS)]
+    commit_group(flow.source, f"{flow.name}-group", offsets)  # for checkpoints to translate
     held = flow.folder / "held"
     env = {**checkout_env(), HOLD_ENV: str(held), TOPIC_ENV: f"A.{topic}", SECONDS_ENV: str(HOLD_S)}
     log = flow.folder / "live.log"

@@ -38,7 +38,7 @@ from mirror_lib.testing.failover import (
     ours_properties,
 )
 from mirror_lib.testing.kafka_broker import start_kafka, stop_kafka
-from mirror_lib.testing.kafka_io import Record, consume_all, create_topic
+from mirror_lib.testing.kafka_io import Record, commit_group, consume_all, create_topic
 from mirror_lib.testing.mm2 import Mm2Process, start_mm2
 from tests.helpers import waiting
 from tests.helpers.mirror_cli import run_mirror
@@ -374,12 +374,7 @@ def remote_count(bootstrap: str, topic: str) -> int:
 
 
 def commit_load(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = [TopicPartition(LOAD_TOPIC, p, o) for p, o in offsets.items()]
-        consumer.commit(offsets=tps, asynchronous=False)
-    finally:
-        consumer.close()
+    commit_group(bootstrap, group, [TopicPartition(LOAD_TOPIC, p, o) for p, o in offsets.items()])
 
 
 def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.kafka.reader import read_topic
@@ -24,7 +24,7 @@ from mirror_lib.replication.companions.checkpoint_job import (
 )
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.translate import load_segments, reader_conf, scan_segments, translate
-from mirror_lib.testing.kafka_io import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import commit_group, create_topic, produce_exact
 
 TXNS = 40  # per partition; transaction i copies upstream 10i..10i+9 to downstream 11i..11i+9
 
@@ -112,11 +112,8 @@ def test_translation_reads_back_only_as_far_as_the_offsets_need(brokers, tmp_pat
 
 
 def _commit(brokers, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({"bootstrap.servers": brokers.source, "group.id": group})
-    consumer.commit(
-        offsets=[TopicPartition(t, p, u) for (t, p), u in offsets.items()], asynchronous=False
-    )
-    consumer.close()
+    tps = [TopicPartition(t, p, u) for (t, p), u in offsets.items()]
+    commit_group(brokers.source, group, tps)
 
 
 def _checkpoint(state: CheckpointState, ctx: FlowContext, group: str, tp) -> int:

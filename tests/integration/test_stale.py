@@ -12,14 +12,14 @@ import itertools
 import json
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.migration.failover import translate_group
 from mirror_lib.replication.migration.verify import format_report, verify_flow
 from mirror_lib.replication.translate import load_segments, translate
 from mirror_lib.spark.runner import run_flows
-from mirror_lib.testing.kafka_io import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import commit_group, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records, log_text
 from tests.integration.conftest import metrics_events
 
@@ -39,14 +39,6 @@ def produce(bootstrap: str, topic: str, partition: int, tags: str) -> list[bytes
         ],
     )
     return values
-
-
-def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    consumer.commit(
-        offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-    )
-    consumer.close()
 
 
 def target_values(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
@@ -72,7 +64,7 @@ def test_stale_records_are_skipped_accounted_for_and_translated(
     p0 = produce(brokers.source, topic, 0, "f" * 10 + "o" * 30 + "f" * 20)
     p1 = produce(brokers.source, topic, 1, "f" * 15)
     # committed inside the skipped range, at its first record, and after it
-    commit_group(brokers.source, group, {(topic, 0): 25, (topic, 1): 7})
+    commit_group(brokers.source, group, [TopicPartition(topic, 0, 25), TopicPartition(topic, 1, 7)])
     config = make_config(
         topics=topic,
         groups=group,

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirror_lib.replication.migration.failover import translate_group, translate_group_as_of
 from mirror_lib.spark.materialize import (
@@ -20,7 +20,7 @@ from mirror_lib.spark.materialize import (
 from mirror_lib.spark.runner import run_flows
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.location import tables_writer
-from mirror_lib.testing.kafka_io import create_topic, produce_exact
+from mirror_lib.testing.kafka_io import commit_group, create_topic, produce_exact
 from tests.integration.conftest import metrics_events
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "sql"
@@ -28,11 +28,7 @@ TOTAL = 600
 
 
 def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    consumer.commit(
-        offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-    )
-    consumer.close()
+    commit_group(bootstrap, group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
 
 
 @pytest.fixture(scope="module")
