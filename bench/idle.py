@@ -3,9 +3,9 @@
 Usage: ``.venv/bin/python bench/idle.py [--seconds 150] [--warm-up 60]``. Starts two embedded
 brokers, runs `mirror run` (tables enabled) for ``--seconds``, and after ``--warm-up`` samples the
 process tree every second: peak RSS, peak PSS (shared pages counted once), the number of processes,
-and the CPU the tree used per second of wall time (finished processes included, through their
-parents' reaped-children times). Prints one line, and the tree's processes with
-their PSS once near the end. The full benchmark runs the same measurement as its ``idle`` case.
+and the CPU the tree used per second of wall time (finished processes included, see
+``bench.measure.TreeCpu``). Prints one line, and the tree's processes with their PSS once near
+the end. The full benchmark runs the same measurement as its ``idle`` case.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.engine import subprocess_env
-from bench.measure import broker_cpu_s, descendants, pss, reaped_cpu_s
+from bench.measure import TreeCpu, broker_cpu_s, pss
 from bench.procs import mirror_props, stop_group, write_props
 
 
@@ -96,11 +96,11 @@ def sample_tree(
         last: tuple[float, float, float] | None = None
         peak_rss = peak_pss = processes = 0
         try:
+            sampler = TreeCpu(proc.pid)
             while proc.poll() is None:
-                tree = descendants(proc.pid)
+                tree = sampler.sample()
                 elapsed = time.monotonic() - started
-                cpu = sum(c for _comm, c, _rss in tree.values())
-                cpu += sum(reaped_cpu_s(pid) for pid in tree)  # finished workers count too
+                cpu = sampler.total  # finished workers count too
                 if elapsed > warm_up:
                     peak_rss = max(peak_rss, sum(r for _c, _cpu, r in tree.values()))
                     peak_pss = max(peak_pss, sum(pss(pid) for pid in tree))

@@ -106,13 +106,56 @@ def descendants(root: int) -> dict[int, tuple[str, float, int]]:
 
 
 def reaped_cpu_s(pid: int) -> float:
-    """CPU seconds of the children ``pid`` has waited for (cutime+cstime), 0 if gone.
-
-    Spark's worker daemon forks a short-lived Python worker per task and reaps it: summing only
-    live processes would lose each finished worker's CPU.
-    """
+    """CPU seconds of the children ``pid`` has waited for (cutime+cstime), 0 if gone."""
     st = _stat(pid)
     return 0.0 if st is None else (int(st[1][13]) + int(st[1][14])) / CLK_TCK
+
+
+def ignores_sigchld(pid: int) -> bool:
+    """Whether ``pid`` ignores SIGCHLD: the kernel then reaps its children and discards their
+    CPU time instead of adding it to the parent's ``cutime``."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (signal.SIGCHLD - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+class TreeCpu:
+    """CPU seconds a process tree has used so far, its finished processes included, from
+    samples of ``/proc``.
+
+    A finished process's time moves to its parent's ``cutime`` once the parent waits for it,
+    so the live processes' own and reaped times cover it, unless the parent ignores SIGCHLD:
+    Spark's Python worker daemon does, and the kernel discards each finished worker's time.
+    Those children count at their last sampled figure (what they used after it is lost)."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.orphaned: dict[int, bool] = {}  # pid -> its parent discards its time
+        self.last: dict[int, float] = {}  # such a pid -> its last sampled CPU s
+        self.total = 0.0  # as of the last sample
+
+    def sample(self) -> dict[int, tuple[str, float, int]]:
+        """Look at the tree now; returns :func:`descendants` of the root."""
+        tree = descendants(self.root)
+        for pid, (_comm, cpu, _rss) in tree.items():
+            if pid not in self.orphaned:
+                st = proc_stat(pid)
+                self.orphaned[pid] = st is not None and ignores_sigchld(st[1])
+            if self.orphaned[pid]:
+                self.last[pid] = max(cpu, self.last.get(pid, 0.0))
+        live = sum(cpu for _c, cpu, _r in tree.values()) + sum(reaped_cpu_s(p) for p in tree)
+        self.total = live + sum(c for pid, c in self.last.items() if pid not in tree)
+        return tree
+
+    def cpu_s(self) -> float:
+        """Sample, then the tree's CPU seconds so far."""
+        self.sample()
+        return self.total
 
 
 def pss(pid: int) -> int:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import curves, state
 from bench import group_rounds as gr
-from bench.measure import descendants, reaped_cpu_s
+from bench.measure import TreeCpu
 from bench.methods import mirror_cmd
 from bench.peers import mm2_command, mm2_properties
 from bench.procs import log, mirror_props, popen, stop_group, write_props
@@ -144,20 +144,16 @@ def ends(bootstrap: str, topics: list[tuple[str, int]]) -> int:
         return 0
 
 
-def tree_cpu(root: int) -> float:
-    tree = descendants(root)
-    return sum(c for _n, c, _r in tree.values()) + sum(reaped_cpu_s(p) for p in tree)
-
-
 def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> dict[str, Any]:
     """Start ``cmd``; sample its tree's CPU until it exits or ``done()``; stop it."""
     t0 = time.monotonic()
     proc = popen(cmd, log_path)
+    tree = TreeCpu(proc.pid)
     first: float | None = None
     cpu = 0.0
     try:
         while time.monotonic() - t0 < timeout_s:
-            cpu = max(cpu, tree_cpu(proc.pid))
+            cpu = max(cpu, tree.cpu_s())
             if proc.poll() is not None:
                 break
             result = done()
@@ -182,6 +178,7 @@ def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> di
 def idle(cmd: list[str], log_path: Path, seconds: float, warm_up: float) -> dict[str, Any]:
     """CPU per second of wall time and RSS per role of ``cmd``'s tree after ``warm_up``."""
     proc = popen(cmd, log_path)
+    tree = TreeCpu(proc.pid)
     t0 = time.monotonic()
     a = b = None
     rss: dict[str, float] = {}
@@ -189,7 +186,7 @@ def idle(cmd: list[str], log_path: Path, seconds: float, warm_up: float) -> dict
         while time.monotonic() - t0 < seconds and proc.poll() is None:
             elapsed = time.monotonic() - t0
             if elapsed >= warm_up:
-                now = (elapsed, tree_cpu(proc.pid))
+                now = (elapsed, tree.cpu_s())
                 a, b = a or now, now
                 for group, v in state.processes(proc.pid).items():
                     rss[group] = max(rss.get(group, 0.0), v["rss_mb"])
