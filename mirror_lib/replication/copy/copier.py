@@ -43,7 +43,12 @@ R = TypeVar("R")
 
 __all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 
-IDLE_POLL_S = 0.1
+#: How long the loop waits for a first record when nothing else is due. The first record ends
+#: the wait, so this sets only how often a quiet task looks around (twice a second). A second
+#: reader (a fan-out target at another position) is looked at after the first without waiting,
+#: so with two its records would wait the first one's whole wait: they wait FANOUT_POLL_S.
+IDLE_POLL_S = 0.5
+FANOUT_POLL_S = 0.1
 PENDING_POLL_S = 0.01  # a commit waits for acknowledgements: look again soon
 STALL_SECONDS = 60.0
 SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
@@ -295,7 +300,7 @@ class SliceCopy:
         )
 
     def _poll_timeout(self, now: float) -> float:
-        waits = [IDLE_POLL_S]
+        waits = [IDLE_POLL_S if len(self.readers) == 1 else FANOUT_POLL_S]
         for w in self.writers:
             if w.strategy.holding or w.strategy.sealed:
                 waits.append(PENDING_POLL_S)

@@ -28,7 +28,7 @@ CONSUME_BATCH = 10_000
 HEAD_LAG_RECORDS = CONSUME_BATCH  # fewer records than this to the high watermark: at the head
 HEAD_CALM_S = 2.0  # ... for this long before the consumer is swapped for a paced one
 LAG_CHECK_S = 1.0
-FETCH_WAIT_MS = 500  # Kafka's own default, MirrorMaker 2's
+FETCH_WAIT_MS = 1000  # twice MirrorMaker 2's: see make_consumer
 
 #: A record's headers, as confluent-kafka gives and takes them.
 Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
@@ -61,10 +61,11 @@ def make_consumer(ctx: FlowContext, *, paced: bool = False, to_end: bool = False
     defaults: dict[str, Any] = {
         # a broker answers a waiting fetch as soon as a record is readable, so the wait sets
         # how often quiet partitions are asked, each fetch listing every one of them (librdkafka
-        # has no fetch sessions): at 100 ms, 1,000 quiet partitions kept the source broker three
-        # times as busy as at 500, MirrorMaker 2's (docs/performance.md). An end is known only
-        # from an empty fetch, and a paced partition is asked again only after the fetch in
-        # flight: those wait less.
+        # has no fetch sessions, which spare MirrorMaker 2's consumer, waiting 500 ms, that
+        # listing): 1,000 quiet partitions kept the source broker three times as busy at 100 ms
+        # as at 500, and a quarter busier at 500 than at 1,000 (docs/performance.md). An end is
+        # known only from an empty fetch, and a paced partition is asked again only after the
+        # fetch in flight: those wait less.
         "fetch.wait.max.ms": 100 if paced or to_end else FETCH_WAIT_MS,
         "fetch.error.backoff.ms": 50,
         # librdkafka's own default; 32 MB halved the copy rate of 10 KB records

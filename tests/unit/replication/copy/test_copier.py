@@ -14,7 +14,13 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy.copier import SliceCopy, cyclic_gc_paused
+from mirror_lib.replication.copy.copier import (
+    FANOUT_POLL_S,
+    IDLE_POLL_S,
+    PENDING_POLL_S,
+    SliceCopy,
+    cyclic_gc_paused,
+)
 from mirror_lib.replication.copy.fanout_targets import Targets
 from mirror_lib.replication.copy.source_reader import Reader
 from mirror_lib.replication.copy.writer import CopyResult
@@ -275,3 +281,21 @@ def test_a_stalled_slice_whose_consumer_cannot_answer_still_says_where_the_targe
 
     text = str(_stalled(fails)._stall_error())
     assert "t[0] for A->B at offset 120 of 200 (the reader at ?;" in text
+
+
+def _waiting(readers: int, *, in_txn: bool = False, holding: bool = False) -> SliceCopy:
+    copy = SliceCopy.__new__(SliceCopy)  # no Kafka: only the loop's wait is asked
+    strategy = SimpleNamespace(holding=holding, sealed=False)
+    writer = SimpleNamespace(strategy=strategy, in_txn=in_txn, txn_start=100.0, interval=0.02)
+    copy.targets = SimpleNamespace(writers=[writer], readers=[object()] * readers)
+    return copy
+
+
+def test_a_quiet_copy_task_wakes_twice_a_second_a_fan_out_reader_ten_times():
+    """The first record ends the wait, so a quiet task waits half a second between looks; a
+    second reader is looked at without waiting after the first, so its records wait at most
+    0.1 s. An open transaction and a commit waiting for acknowledgements wake it sooner."""
+    assert _waiting(1)._poll_timeout(now=100.0) == IDLE_POLL_S == 0.5
+    assert _waiting(2)._poll_timeout(now=100.0) == FANOUT_POLL_S == 0.1
+    assert _waiting(1, in_txn=True)._poll_timeout(now=100.005) == pytest.approx(0.015)
+    assert _waiting(1, holding=True)._poll_timeout(now=100.0) == PENDING_POLL_S

@@ -59,10 +59,11 @@ def test_the_paced_consumer_waits_mirror_fetch_pace_ms(monkeypatch):
     assert (paced["queued.min.messages"], paced["fetch.queue.backoff.ms"]) == (1, 40)
 
 
-def test_quiet_partitions_are_asked_as_often_as_mirrormaker_2_asks(monkeypatch):
+def test_quiet_partitions_are_asked_once_a_second(monkeypatch):
     """A fetch the broker holds for ``fetch.wait.max.ms`` lists every partition: 1,000 quiet
-    ones at 100 ms kept the source broker three times as busy. A read to the end and a paced
-    head still wait 100 ms; the flow's own setting wins over each."""
+    ones kept the source broker three times as busy at 100 ms as at 500, and busier at 500 than
+    at 1,000. A read to the end and a paced head still wait 100 ms; the flow's own setting wins
+    over each."""
     confs: list[dict] = []
     monkeypatch.setattr(source_reader, "Consumer", lambda conf: confs.append(conf))
     ctx = FlowContext.create(parse_config({**PROPS, "mirror.fetch.pace.ms": "40"}), "A->C")
@@ -73,4 +74,4 @@ def test_quiet_partitions_are_asked_as_often_as_mirrormaker_2_asks(monkeypatch):
     own = FlowContext.create(parse_config(mine), "A->C")
     source_reader.make_consumer(own)
     source_reader.make_consumer(own, to_end=True)
-    assert [int(c["fetch.wait.max.ms"]) for c in confs] == [500, 100, 100, 250, 250]
+    assert [int(c["fetch.wait.max.ms"]) for c in confs] == [1000, 100, 100, 250, 250]
