@@ -223,6 +223,43 @@ def split_stale(
     return keep, skipped_end
 
 
+class TargetSkips:
+    """A copy task's stale-data budgets for one target: one :class:`PartitionSkips` a partition
+    the policy covers, resumed from and kept for the next slice of the same worker process
+    under ``key`` (the flow's options and name)."""
+
+    def __init__(self, key: str, policy: SkipPolicy) -> None:
+        self.key, self.policy = key, policy
+        self.by_tp: dict[tuple[str, int], PartitionSkips] = {}
+
+    def split(
+        self, tp: tuple[str, int], committed: int, msgs: list[Any], now_ms: float
+    ) -> tuple[list[Any], int | None]:
+        """:func:`split_stale` for a partition whose ledger stands at ``committed``; all of
+        ``msgs`` to copy where the policy does not cover the topic."""
+        if not msgs or not self.policy.applies_to(tp[0]):
+            return msgs, None
+        if tp not in self.by_tp:  # the budget an earlier slice of this process left
+            self.by_tp[tp] = resume(self.key, *tp, committed, self.policy)
+        return split_stale(self.by_tp[tp], msgs, now_ms)
+
+    def commit(self) -> None:
+        """The transaction committed: its skipped ranges are final."""
+        for skips in self.by_tp.values():
+            skips.commit()
+
+    def abort(self) -> None:
+        """The transaction was aborted: forget its skips."""
+        for skips in self.by_tp.values():
+            skips.abort()
+
+    def keep(self, committed: dict[tuple[str, int], int]) -> None:
+        """At the slice's end: keep the budget of each partition at its committed position."""
+        for tp, skips in self.by_tp.items():
+            if tp in committed:
+                keep(self.key, *tp, committed[tp], skips)
+
+
 def skip_event_fields(rng: SkippedRange, policy: SkipPolicy) -> dict[str, Any]:
     """The fields of a ``skip`` event (besides flow, topic, remote topic and partition)."""
     return {

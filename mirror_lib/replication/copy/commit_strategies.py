@@ -241,7 +241,7 @@ class RollingAtLeastOnce(Lander):
     @property
     def rolls(self) -> bool:
         """Whether the copy loop's commits roll now (exact mode can begin mid-slice)."""
-        return self.may_roll and not (self.w.exact or self.w.skip_policy.enabled)
+        return self.may_roll and not (self.w.exact or self.w.skips.policy.enabled)
 
     @property
     def sealed(self) -> bool:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import AUTH_ERRORS, TOPIC_GONE_CODES
@@ -33,6 +33,7 @@ from mirror_lib.replication.copy.client_threads import ClientThreads
 from mirror_lib.replication.copy.copy_state import Interleaved, Rewound
 from mirror_lib.replication.copy.fanout_targets import TARGET_ERRORS, Targets
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader, Record
+from mirror_lib.replication.copy.source_watch import SourceWatch
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 from mirror_lib.replication.planning.plan_changes import PlanChanges
 from mirror_lib.replication.planning.stall import idle_slice_text
@@ -50,9 +51,6 @@ __all__ = ["CopyResult", "SliceCopy", "copy_slice"]
 IDLE_POLL_S = 0.5
 FANOUT_POLL_S = 0.1
 PENDING_POLL_S = 0.01  # a commit waits for acknowledgements: look again soon
-STALL_SECONDS = 60.0
-SILENCE_PROBE_S = 10.0  # no word from the source this long: ask it for metadata, every 5 s
-SOURCE_DOWN_S = 30.0  # no answer this long: the slice fails (transient) so the run reports it
 DISCOVERY_SECONDS = 60.0  # inside a slice, new topics/partitions are looked for at least this often
 
 
@@ -218,8 +216,7 @@ class SliceCopy:
     def _loop(self, deadline: float) -> None:
         refresh = min(self.ctx.settings.refresh_topics_interval, DISCOVERY_SECONDS)
         next_refresh = time.monotonic() + refresh
-        last_progress = time.monotonic()
-        self.last_heard = self.next_probe = time.monotonic()
+        watch = SourceWatch(self.ctx, self.until)
         behind = False
         while self.readers and not self._all_done():
             now = time.monotonic()
@@ -238,12 +235,12 @@ class SliceCopy:
                 wait = min(timeout if i == 0 else 0.0, deadline - now)
                 msgs = reader.take(max(wait, 0.0))
                 if msgs:
-                    last_progress = time.monotonic()
+                    watch.moved()
                     self._copy(reader, msgs)
                     heard += msgs[:1] + msgs[-1:]
                     behind = behind or len(msgs) >= CONSUME_BATCH
                     self.targets.drop_laggards(reader)
-            self._check_source(heard)
+            watch.check_source(self.readers, heard)
             for w in list(self.writers):
                 if w.commit_due(behind):
                     self._guard(w, self._commit, w, wait=not self.fanout, roll=True)
@@ -252,8 +249,7 @@ class SliceCopy:
             for reader in self.readers:
                 reader.repace(time.monotonic())
             self.client_threads.lower(now)
-            if self.until and time.monotonic() - last_progress > STALL_SECONDS:
-                raise self._stall_error()
+            watch.check_stalled(self.readers)
             if self.end_early:
                 break
             if self.counts is not None and time.monotonic() >= next_refresh:
@@ -273,39 +269,13 @@ class SliceCopy:
         for w in list(self.writers):
             self._guard(w, w.settle_syncs)
 
-    def _stall_error(self) -> BrokerError:
-        """The error of a slice that read nothing for STALL_SECONDS: per open partition, where
-        each target continues and where the slice ends, where the reader's consumer is and
-        whether the target's commit waits for acknowledgements; what an on-call engineer needs
-        to tell a silent source from a reader gone past a target's records."""
-        where = []
-        for reader in self.readers:
-            wanted = reader.positions()
-            at: dict[TP, int] = {}
-            with contextlib.suppress(KafkaException):
-                asked = [TopicPartition(t, p) for t, p in sorted(wanted)]
-                at = {(tp.topic, tp.partition): tp.offset for tp in reader.consumer.position(asked)}
-            for w in reader.writers:
-                pending = "; its commit waits for acknowledgements" if w.strategy.holding else ""
-                for (t, p), expect in sorted(w.open_positions().items()):
-                    read = at.get((t, p))
-                    where.append(
-                        f"{t}[{p}] for {w.name} at offset {expect} of {self.until.get((t, p))} "
-                        f"(the reader at {'?' if read is None or read < 0 else read}{pending})"
-                    )
-        return BrokerError(
-            f"no data from {self.ctx.where('source')} for {STALL_SECONDS:.0f}s while copying "
-            + ("; ".join(where) or "nothing left open"),
-            transient=True,
-        )
-
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S if len(self.readers) == 1 else FANOUT_POLL_S]
         for w in self.writers:
             if w.strategy.holding or w.strategy.sealed:
                 waits.append(PENDING_POLL_S)
             elif w.in_txn:
-                waits.append(max(w.txn_start + w.interval - now, 0.0))
+                waits.append(max(w.txn_start + w.timing.interval - now, 0.0))
         return min(waits)
 
     def _commit(self, writer: TargetWriter, *, wait: bool, roll: bool = False) -> None:
@@ -313,31 +283,6 @@ class SliceCopy:
         writer.commit(
             lambda tp: reader.consumer.get_watermark_offsets(tp, cached=True), wait=wait, roll=roll
         )
-
-    def _check_source(self, msgs: list[Record]) -> None:
-        """Fail the slice (transient) when the source has not answered for SOURCE_DOWN_S.
-
-        An idle source sends nothing, so after SILENCE_PROBE_S of silence the task asks it for
-        metadata; librdkafka itself only retries, which would hide an outage from the run.
-        """
-        now = time.monotonic()
-        if any((e := m.error()) is None or e.code() == KafkaError._PARTITION_EOF for m in msgs):
-            self.last_heard = now
-            return
-        if now - self.last_heard < SILENCE_PROBE_S or now < self.next_probe:
-            return
-        self.next_probe = now + 5.0
-        try:
-            self.readers[0].consumer.list_topics(timeout=5)
-            self.last_heard = time.monotonic()
-        except KafkaException as exc:
-            silent = time.monotonic() - self.last_heard
-            if silent > SOURCE_DOWN_S:
-                raise BrokerError(
-                    f"{self.ctx.where('source')} did not answer for {silent:.0f}s "
-                    f"({exc.args[0].str()}); nothing was lost, the run retries",
-                    transient=True,
-                ) from exc
 
     def _all_done(self) -> bool:
         return bool(self.until) and all(w.done() for w in self.writers)

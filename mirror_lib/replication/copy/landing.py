@@ -229,8 +229,7 @@ class Lander:
             live = w.parts.get(tp)
             if live is not None and live is not part:  # it rolled on: its successor's base
                 live.committed, live.d_next = part.committed, part.d_next
-        for skips in w.skips.values():
-            skips.commit()
+        w.skips.commit()
 
     def landed(self, landing: Landing) -> bool:
         """Whether the ledger, read again (:meth:`TargetWriter.start`), shows every partition of
@@ -301,7 +300,9 @@ class Lander:
         while w.eos and not (trouble is not None and trouble.refuses):
             now = time.monotonic()
             moved_since = (moved_since or now) if trouble is not None and trouble.moved else None
-            hung = self._hung(trouble, started, stuck if stuck < limit else None, moved_since)
+            within = stuck if stuck < limit else None
+            where, waiting = w.ctx.where("target"), len(w.producer)
+            hung = hung_error(where, waiting, trouble, started, within, moved_since)
             if hung is not None:
                 raise hung
             if now >= started + limit:
@@ -320,35 +321,6 @@ class Lander:
                 w.trouble = None
             raise self.unacknowledged("records")
         self._acked(started)
-
-    def _hung(
-        self,
-        trouble: Trouble | None,
-        started: float,
-        stuck: float | None,
-        moved_since: float | None,
-    ) -> HungCallError | None:
-        """The acknowledgements still missing, taken as held on a lost connection
-        (:meth:`acknowledge`): MOVED_GRACE_S after the target showed a broker of the partitions
-        gone (``moved_since``), or ``stuck`` seconds after ``started``; None until then."""
-        w, now = self.w, time.monotonic()
-        where, waiting = w.ctx.where("target"), len(w.producer)
-        if moved_since is not None and now - moved_since >= MOVED_GRACE_S:
-            return HungCallError(
-                f"{where} acknowledged none of {waiting} records for {now - started:.0f}s; its "
-                f"metadata shows {trouble}, and every partition led and in sync on the others: "
-                "they are held on a connection to the broker that left"
-            )
-        if stuck is not None and now >= started + stuck:
-            silent = ""
-            if trouble is not None and trouble.silent:
-                silent = f" ({', '.join(trouble.silent)} did not answer)"
-            return HungCallError(
-                f"{where} acknowledged none of {waiting} records for {stuck:.0f}s although its "
-                f"metadata shows every partition led and in sync{silent}: they are held on a "
-                "connection to a broker that went away"
-            )
-        return None
 
     def _acked(self, started: float) -> None:
         self.acks.took(time.monotonic() - started)
@@ -405,6 +377,37 @@ class Lander:
         if not self.w.fanout:
             return FLUSH_S
         return max(FLUSH_S - (time.monotonic() - self.w.txn_start), 1.0)
+
+
+def hung_error(
+    where: str,
+    waiting: int,
+    trouble: Trouble | None,
+    started: float,
+    stuck: float | None,
+    moved_since: float | None,
+) -> HungCallError | None:
+    """The ``waiting`` records still unacknowledged by the target ``where``, taken as held on
+    a lost connection (:meth:`Lander.acknowledge`): MOVED_GRACE_S after the target showed a
+    broker of the partitions gone (``moved_since``), or ``stuck`` seconds after ``started``;
+    None until then."""
+    now = time.monotonic()
+    if moved_since is not None and now - moved_since >= MOVED_GRACE_S:
+        return HungCallError(
+            f"{where} acknowledged none of {waiting} records for {now - started:.0f}s; its "
+            f"metadata shows {trouble}, and every partition led and in sync on the others: "
+            "they are held on a connection to the broker that left"
+        )
+    if stuck is not None and now >= started + stuck:
+        silent = ""
+        if trouble is not None and trouble.silent:
+            silent = f" ({', '.join(trouble.silent)} did not answer)"
+        return HungCallError(
+            f"{where} acknowledged none of {waiting} records for {stuck:.0f}s although its "
+            f"metadata shows every partition led and in sync{silent}: they are held on a "
+            "connection to a broker that went away"
+        )
+    return None
 
 
 def _lag(part: PartState, watermarks: Watermarks) -> int | None:

@@ -50,9 +50,9 @@ def skip_events(w: TargetWriter) -> list[dict[str, Any]]:
             partition=tp[1],
             batch_id=w.batch_id,
             slot=w.slot,
-            **skip_event_fields(rng, w.skip_policy),
+            **skip_event_fields(rng, w.skips.policy),
         )
-        for tp, skips in w.skips.items()
+        for tp, skips in w.skips.by_tp.items()
         for rng in skips.pending
     ]
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from mirror_lib.config import stale
-from mirror_lib.config.stale import PartitionSkips, SkipPolicy, split_stale
+from mirror_lib.config.settings import FlowSettings
+from mirror_lib.config.stale import SkipPolicy, TargetSkips
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.mm2.formats import TP
@@ -78,6 +78,32 @@ class CopyResult:
     unreported: int = 0
 
 
+@dataclass(frozen=True)
+class CommitTiming:
+    """When an open transaction falls due: ``interval`` seconds old at the source's head,
+    ``behind_interval`` behind it, or once it holds ``max_records`` records or ``max_bytes``."""
+
+    interval: float
+    behind_interval: float
+    max_records: int
+    max_bytes: int
+
+    @classmethod
+    def of(cls, s: FlowSettings) -> CommitTiming:
+        interval = s.commit_interval_ms / 1000.0
+        behind = max(interval * BEHIND_FACTOR, BEHIND_MIN_S)
+        return cls(interval, behind, s.commit_max_records, s.commit_max_bytes)
+
+    def due(self, age: float, records: int, size: int, *, behind: bool) -> bool:
+        """Whether a transaction ``age`` seconds old holding ``records`` and ``size`` bytes is
+        due (``behind``: the copy loop is behind the source's head)."""
+        return (
+            records >= self.max_records
+            or size >= self.max_bytes
+            or age >= (self.behind_interval if behind else self.interval)
+        )
+
+
 class TargetWriter:
     """The target side of one slot's slice for one flow: create, :meth:`start`, feed, commit."""
 
@@ -100,19 +126,15 @@ class TargetWriter:
         self.partitions = list(partitions)
         self.until = until
         self.fanout = fanout
-        self.skip_key = f"{options_key}|{ctx.flow.name}"
         self.eos = s.exactly_once
-        self.interval = s.commit_interval_ms / 1000.0
-        self.behind_interval = max(self.interval * BEHIND_FACTOR, BEHIND_MIN_S)
+        self.timing = CommitTiming.of(s)
         self.behind = False  # the copy loop says at each commit_due whether it is behind
-        self.max_records, self.max_bytes = s.commit_max_records, s.commit_max_bytes
         self.max_lag = s.fanout_max_lag_records
         # without idempotence a retry may write a batch twice: every record's offset is
         # reported, so that offsets are mapped around the copy nobody acknowledged
         self.exact = not ctx.idempotent("target")
         self.result = CopyResult(slot)
-        self.skip_policy = SkipPolicy.from_settings(s)
-        self.skips: dict[TP, PartitionSkips] = {}  # partitions the stale-data policy covers
+        self.skips = TargetSkips(f"{options_key}|{ctx.flow.name}", SkipPolicy.from_settings(s))
         self.parts: dict[TP, PartState] = {}
         self.in_txn = False
         self.txn_start = 0.0
@@ -172,11 +194,7 @@ class TargetWriter:
         finished = group[-1].offset() >= part.until
         if finished:
             group = [m for m in group if m.offset() < part.until]
-        skipped_end = None
-        if group and self.skip_policy.applies_to(tp[0]):
-            if tp not in self.skips:  # the budget an earlier slice of this process left
-                self.skips[tp] = stale.resume(self.skip_key, *tp, part.committed, self.skip_policy)
-            group, skipped_end = split_stale(self.skips[tp], group, consumed_ms)
+        group, skipped_end = self.skips.split(tp, part.committed, group, consumed_ms)
         if group:
             if not self.in_txn:
                 self.begin()
@@ -293,11 +311,7 @@ class TargetWriter:
         if self.strategy.holding:
             return True
         age = time.monotonic() - self.txn_start
-        return (
-            self.txn_records >= self.max_records
-            or self.txn_bytes >= self.max_bytes
-            or age >= (self.behind_interval if self.behind else self.interval)
-        )
+        return self.timing.due(age, self.txn_records, self.txn_bytes, behind=self.behind)
 
     def commit(self, watermarks: Watermarks, *, wait: bool = True, roll: bool = False) -> bool:
         """Commit the open transaction (:meth:`CommitStrategy.commit`); False when it is not
@@ -322,8 +336,7 @@ class TargetWriter:
         """Drop the open (or sealed, or held) transaction's state: nothing of it counts."""
         self.in_txn = False
         self.strategy.forget()
-        for skips in self.skips.values():
-            skips.abort()
+        self.skips.abort()
 
     def fail_record(self, err: KafkaError, part: PartState, offset: int) -> None:
         if not passing_code(err.code()):  # the target answers: end the transaction now
@@ -347,18 +360,20 @@ class TargetWriter:
     def refresh_ledger(self) -> None:
         """At a slice's end: a slice that committed nothing writes its partitions' positions
         unchanged, in a transaction of their own, so an idle partition's entry never expires."""
-        if self.ledger.fresh or self.in_txn or not self.parts:
-            return
-        self.begin()
-        self.commit(lambda _tp: (-1, -1))
+        if not (self.ledger.fresh or self.in_txn or not self.parts):
+            self._commit_alone()
 
     def tell_metrics(self) -> None:
         """Tell the metrics window once it is due (at once when the slice ends: its
         ``closing``), in a transaction of its own when none is open to carry it."""
         if self.in_txn or not self.metrics.due(time.monotonic()):
             return
-        if self.strategy.holding or self.strategy.sealed:
-            return
+        if not (self.strategy.holding or self.strategy.sealed):
+            self._commit_alone()
+
+    def _commit_alone(self) -> None:
+        """Commit a transaction of its own, carrying no records: only what a commit always
+        carries (the ledger, the metrics window)."""
         self.begin()
         self.commit(lambda _tp: (-1, -1))
 
@@ -372,9 +387,7 @@ class TargetWriter:
         """Close the clients; the stale-data budget of committed positions carries over."""
         if self.source_syncs is not None:
             self.source_syncs.close(1.0)
-        for tp, skips in self.skips.items():
-            if tp in self.parts:
-                stale.keep(self.skip_key, *tp, self.parts[tp].committed, skips)
+        self.skips.keep({tp: part.committed for tp, part in self.parts.items()})
         with contextlib.suppress(Exception):
             self.ledger.consumer.close()
         with contextlib.suppress(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -12,6 +13,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.config.stale import (
     PartitionSkips,
     SkipPolicy,
+    TargetSkips,
     keep,
     resume,
     skip_event_fields,
@@ -204,6 +206,23 @@ def test_the_next_slice_goes_on_with_the_outage_only_at_the_same_position():
     assert not resume("flow-key", "t", 0, 200, policy).capped
     assert not resume("flow-key", "t", 1, 105, policy).capped
     assert not resume("other-key", "t", 0, 105, policy).capped
+
+
+def test_a_targets_skips_cover_the_policys_topics_and_carry_to_the_next_slice():
+    """What a copy task's writer keeps: a budget per covered partition, resumed and kept by
+    position under the writer's key."""
+    policy = SkipPolicy(older_than_ms=60_000, max_records=3, topics=(re.compile("t"),))
+    first = TargetSkips("writer-key", policy)
+    old = [Msg(o, OLD) for o in range(100, 105)]
+    assert first.split(("u", 0), 100, old, NOW) == (old, None)  # not a covered topic
+    assert first.split(("t", 0), 100, [], NOW) == ([], None) and not first.by_tp
+    copy, end = first.split(("t", 0), 100, old, NOW)
+    assert [m.off for m in copy] == [103, 104] and end == 103
+    first.commit()
+    first.keep({("t", 0): 105, ("t", 1): 7})
+    second = TargetSkips("writer-key", policy)
+    second.split(("t", 0), 105, [Msg(105, OLD)], NOW)
+    assert second.by_tp[("t", 0)].capped  # the same outage goes on
 
 
 # --- accounting ----------------------------------------------------------------------------

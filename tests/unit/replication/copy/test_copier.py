@@ -8,7 +8,7 @@ import gc
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, RecordTooLargeError
@@ -246,47 +246,11 @@ def test_slice_copy_runs_its_loop_with_the_collector_paused(monkeypatch):
     assert gc.isenabled()
 
 
-def _stalled(position) -> SliceCopy:
-    copy, _reader = _reading_copy()
-    copy.until = {("t", 0): 200, ("t", 1): 90}
-    copy.result = CopyResult(0)
-    copy.targets = Targets([copy.ctx], copy.until, copy.result)
-    writer = SimpleNamespace(
-        name="A->B",
-        strategy=SimpleNamespace(holding=True),
-        open_positions=lambda: {("t", 0): 120},
-    )
-    copy.targets.readers = [
-        SimpleNamespace(
-            writers=[writer],
-            positions=writer.open_positions,
-            consumer=SimpleNamespace(position=position),
-        )
-    ]
-    return copy
-
-
-def test_a_stalled_slice_says_where_each_target_and_the_reader_are():
-    """Beside two busy loops a fan-out slice once failed with only "while copying [(t, 0)]":
-    the error now tells a silent source from a reader gone past the target's records."""
-    error = _stalled(lambda tps: [TopicPartition(tp.topic, tp.partition, 150) for tp in tps])
-    text = str(error._stall_error())
-    assert "for 60s while copying t[0] for A->B at offset 120 of 200 (the reader at 150; " in text
-    assert "its commit waits for acknowledgements)" in text and error._stall_error().transient
-
-
-def test_a_stalled_slice_whose_consumer_cannot_answer_still_says_where_the_target_is():
-    def fails(_tps):
-        raise KafkaException(KafkaError(KafkaError._STATE))
-
-    text = str(_stalled(fails)._stall_error())
-    assert "t[0] for A->B at offset 120 of 200 (the reader at ?;" in text
-
-
 def _waiting(readers: int, *, in_txn: bool = False, holding: bool = False) -> SliceCopy:
     copy = SliceCopy.__new__(SliceCopy)  # no Kafka: only the loop's wait is asked
     strategy = SimpleNamespace(holding=holding, sealed=False)
-    writer = SimpleNamespace(strategy=strategy, in_txn=in_txn, txn_start=100.0, interval=0.02)
+    timing = SimpleNamespace(interval=0.02)
+    writer = SimpleNamespace(strategy=strategy, in_txn=in_txn, txn_start=100.0, timing=timing)
     copy.targets = SimpleNamespace(writers=[writer], readers=[object()] * readers)
     return copy
 

@@ -296,14 +296,14 @@ def test_behind_the_head_a_transaction_lasts_at_least_a_second(monkeypatch):
     """A short commit interval keeps latency low at the head; a backlog still commits in big
     transactions (ten intervals, at least BEHIND_MIN_S)."""
     w, _producer = _writer(monkeypatch, fanout=False)
-    assert (w.interval, w.behind_interval) == (0.02, writer_module.BEHIND_MIN_S)
+    assert (w.timing.interval, w.timing.behind_interval) == (0.02, writer_module.BEHIND_MIN_S)
     w.accept(("T", 0), _records(0, 2), 0.0)
     w.txn_start -= 0.5
     assert w.commit_due(behind=False) and not w.commit_due(behind=True)
     w.txn_start -= writer_module.BEHIND_MIN_S
     assert w.commit_due(behind=True)
     slow, _ = _writer(monkeypatch, fanout=False, props={"mirror.commit.interval.ms": "500"})
-    assert slow.behind_interval == 5.0
+    assert slow.timing.behind_interval == 5.0
 
 
 def test_offset_syncs_not_acknowledged_at_the_slice_end_name_their_topic(monkeypatch):
@@ -439,7 +439,7 @@ def test_a_rolled_commit_that_lands_leaves_a_young_transaction_open(monkeypatch)
     assert not w.strategy.sealed and w.in_txn  # ... and the young one stays open
     assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10]]
     assert not w.commit_due(False)
-    w.txn_start -= w.interval
+    w.txn_start -= w.timing.interval
     assert w.commit_due(False)  # due once its interval passed
     assert w.commit(_no_watermarks, roll=True)
     assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10], [15]]
