@@ -8,6 +8,15 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+#: (error code, transient): what a lookup meets, an outage it retries or a refusal it does not.
+OUTAGES_AND_REFUSALS = [
+    (KafkaError._TRANSPORT, True),
+    (KafkaError._TIMED_OUT, True),
+    (KafkaError._AUTHENTICATION, False),
+    (KafkaError.SASL_AUTHENTICATION_FAILED, False),
+    (KafkaError.GROUP_AUTHORIZATION_FAILED, False),
+]
+
 
 class FakeMessage:
     """A consumed record: topic, partition, offset, key, value (``k<offset>``/``v<offset>``

@@ -6,15 +6,15 @@ import concurrent.futures
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
-from mirror_lib.replication.copy.ledger import read_ledger
+from tests.helpers.fake_kafka import OUTAGES_AND_REFUSALS
 
 
 class _Failing:
-    """An admin client and a ledger consumer whose every call fails with ``code``."""
+    """An admin client whose every call fails with ``code``."""
 
     def __init__(self, code: int) -> None:
         self.code = code
@@ -22,28 +22,12 @@ class _Failing:
     def list_topics(self, timeout: float = 0) -> None:
         raise KafkaException(KafkaError(self.code))
 
-    def committed(self, tps: list, timeout: float = 0) -> None:
-        raise KafkaException(KafkaError(self.code))
 
-
-@pytest.mark.parametrize(
-    ("code", "transient"),
-    [
-        (KafkaError._TRANSPORT, True),
-        (KafkaError._TIMED_OUT, True),
-        (KafkaError._AUTHENTICATION, False),
-        (KafkaError.SASL_AUTHENTICATION_FAILED, False),
-        (KafkaError.GROUP_AUTHORIZATION_FAILED, False),
-    ],
-)
-def test_listing_topics_and_reading_the_ledger_retry_only_outages(code, transient):
+@pytest.mark.parametrize(("code", "transient"), OUTAGES_AND_REFUSALS)
+def test_listing_topics_retries_only_outages(code, transient):
     with pytest.raises(BrokerError) as listing:
         list_topic_partitions(_Failing(code))  # type: ignore[arg-type]
-    with pytest.raises(BrokerError) as ledger:
-        # a timed-out coordinator is asked again until the deadline: 60 s by default
-        read_ledger(_Failing(code), [("A.T", 0)], timeout_s=0.5, where="B")  # type: ignore[arg-type]
-    assert (listing.value.transient, ledger.value.transient) == (transient, transient)
-    assert "reading the delivery ledger on B failed" in str(ledger.value)
+    assert listing.value.transient == transient
 
 
 class _Offsets:
@@ -109,26 +93,3 @@ def test_a_leader_that_never_comes_or_another_error_still_fails():
     with pytest.raises(BrokerError, match="AUTHORIZATION"):
         partition_bounds(refused, [("T", 1)])  # type: ignore[arg-type]
     assert refused.asked == [[1]]
-
-
-class _CoordinatorLoading:
-    """A ledger consumer whose first ``failures`` reads fail as a new cluster's do."""
-
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-
-    def committed(self, tps: list, timeout: float = 0) -> list:
-        if self.failures:
-            self.failures -= 1
-            raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
-        return [TopicPartition(tp.topic, tp.partition, 7) for tp in tps]
-
-
-def test_the_ledger_is_read_again_while_the_group_coordinator_is_not_ready():
-    """A new Apache Kafka cluster answers the first group's reads with NOT_COORDINATOR while it
-    creates its offsets topic: the run failed at start instead of asking again."""
-    ledger = read_ledger(_CoordinatorLoading(2), [("A.T", 0)], timeout_s=10)  # type: ignore[arg-type]
-    assert ledger == {("A.T", 0): 7}
-    with pytest.raises(BrokerError, match="NOT_COORDINATOR") as late:
-        read_ledger(_CoordinatorLoading(100), [("A.T", 0)], timeout_s=0.5)  # type: ignore[arg-type]
-    assert late.value.transient

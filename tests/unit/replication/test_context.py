@@ -4,10 +4,12 @@ would take it: a per-flow A->B.consumer.* override used to be missed) and admin.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError
-from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.context import FlowContext, stable_slot
 
 BASE = {
     "clusters": "A, B",
@@ -99,3 +101,15 @@ def test_flow_setting_references_are_resolved_on_the_driver_for_the_executors(
     executor = FlowContext.from_options(options)
     assert executor.settings.topics == ("orders.*",)
     assert executor.config.properties["B.sasl.password"] == "${env:PW}"
+
+
+@given(st.text(max_size=20), st.integers(0, 1000), st.integers(1, 64))
+def test_slots_are_stable_and_in_range(topic, partition, slots):
+    slot = stable_slot(topic, partition, slots)
+    assert 0 <= slot < slots
+    assert slot == stable_slot(topic, partition, slots)
+
+
+@given(st.text(min_size=1, max_size=30), st.integers(1, 8))
+def test_a_topics_partitions_spread_over_all_slots(topic, slots):
+    assert {stable_slot(topic, p, slots) for p in range(slots)} == set(range(slots))

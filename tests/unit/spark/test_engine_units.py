@@ -1,15 +1,11 @@
-"""Pure pieces of the engine: budget split, slot assignment, progress parsing, writer choice."""
+"""Pure pieces of the Spark side: progress parsing, the run plan's parts, writer choice."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
-from mirror_lib.replication.context import stable_slot
-from mirror_lib.replication.planning.budget import allocate
 from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.progress import end_offsets
 from mirror_lib.tables.location import (
@@ -22,42 +18,6 @@ from mirror_lib.tables.location import (
     tables_writer,
 )
 from tests.helpers.fake_spark_conf import FakeSpark
-
-
-def test_allocate_grants_everything_that_fits():
-    assert allocate({"a": 5, "b": 0, "c": 7}, 100, 10**9) == {"a": 5, "c": 7}
-
-
-def test_allocate_shares_fairly_and_small_partitions_are_not_starved():
-    grant = allocate({"hot": 10_000, "cold": 3, "warm": 500}, 1_000, 10**9)
-    assert grant == {"cold": 3, "warm": 498, "hot": 499}
-
-
-def test_allocate_bytes_budget_uses_the_record_size_estimate():
-    assert sum(allocate({"a": 10_000}, 10**6, 4096, avg_record_bytes=1024).values()) == 4
-
-
-@given(
-    st.dictionaries(st.text(max_size=3), st.integers(0, 10**6), max_size=8), st.integers(1, 10**5)
-)
-def test_allocate_never_exceeds_budget_or_need(backlog, budget):
-    grant = allocate(backlog, budget, 10**12)
-    assert sum(grant.values()) <= max(budget, 0)
-    assert all(0 <= grant[k] <= backlog[k] for k in grant)
-    if sum(backlog.values()) <= budget:
-        assert sum(grant.values()) == sum(backlog.values())
-
-
-@given(st.text(max_size=20), st.integers(0, 1000), st.integers(1, 64))
-def test_slots_are_stable_and_in_range(topic, partition, slots):
-    slot = stable_slot(topic, partition, slots)
-    assert 0 <= slot < slots
-    assert slot == stable_slot(topic, partition, slots)
-
-
-@given(st.text(min_size=1, max_size=30), st.integers(1, 8))
-def test_a_topics_partitions_spread_over_all_slots(topic, slots):
-    assert {stable_slot(topic, p, slots) for p in range(slots)} == set(range(slots))
 
 
 def test_progress_offsets_parse_from_python_repr_and_json():

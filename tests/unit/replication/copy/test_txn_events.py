@@ -1,0 +1,61 @@
+"""What a target's transaction carries besides its records: offset syncs only where the flow
+emits them, and a ``resumed`` event when its records waited to be copied (no Kafka: the writer
+and its partitions are stand-ins)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.mm2.formats import OffsetSync
+from mirror_lib.offsets.segments import Segment
+from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.copy.txn_events import resumed_events, sync_records
+
+PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
+         "A->B.enabled": "true"}  # fmt: skip
+
+
+def _ctx(**props: str) -> FlowContext:
+    return FlowContext.create(parse_config({**PROPS, **props}), "A->B")
+
+
+OFF = ("emit.offset-syncs.enabled", "emit.checkpoints.enabled", "sync.group.offsets.enabled")
+
+
+def test_offset_syncs_follow_the_segments_only_where_the_flow_emits_them():
+    segments = {("t", 0): [Segment(0, 9, 100, 109)]}
+    syncs = sync_records(_ctx().settings, segments)
+    assert syncs[0] == OffsetSync("t", 0, 0, 100)
+    assert all(s.topic == "t" and s.downstream_offset - s.upstream_offset == 100 for s in syncs)
+    off = _ctx(**{f"A->B.{key}": "false" for key in OFF}).settings
+    assert sync_records(off, segments) == []
+
+
+def _writer(landed: dict, *, restarted: bool, trouble: str | None = None) -> SimpleNamespace:
+    ledger = SimpleNamespace(landed_ms=landed)
+    return SimpleNamespace(ctx=_ctx(), ledger=ledger, trouble=trouble, restarted=restarted,
+                           slot=1, batch_id=7)  # fmt: skip
+
+
+def _part(partition: int, n: int, first_ts: int) -> SimpleNamespace:
+    return SimpleNamespace(remote="A.t", partition=partition, n=n, ts=[first_ts])
+
+
+def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
+    """From the later of the partition's last commit and the first record's CreateTime to the
+    acknowledgement; a partition that never committed (a new backlog) does not count."""
+    parts = {("t", 0): _part(0, 5, 12_000), ("t", 1): _part(1, 3, 1_000), ("t", 2): _part(2, 2, 0)}
+    w = _writer({("A.t", 0): 10_000, ("A.t", 1): 14_500}, restarted=True)
+    (event,) = resumed_events(w, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+    assert (event["type"], event["slot"], event["batch_id"]) == ("resumed", 1, 7)
+    assert (event["waited_s"], event["since_ms"], event["records"]) == (3.0, 12_000, 5)
+    assert event["partitions"] == ["A.t[0]"]
+    assert event["reason"] == (
+        "copying resumed after 3.0s: the slot's copy task started again (the query or its "
+        "slice restarted)"
+    )
+    held = _writer({("A.t", 0): 10_000}, restarted=False, trouble="B refused the writes")
+    (told,) = resumed_events(held, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+    assert told["reason"].endswith(": B refused the writes")
+    assert resumed_events(held, parts, acked_ms=12_900.0) == []  # type: ignore[arg-type]
