@@ -28,6 +28,12 @@ def committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
     }
 
 
+def _batch_records(target: str, topic: str) -> int:
+    """Records the ``batch`` events of ``topic`` on the metrics topic count."""
+    batches = [e for e in metrics_events(target) if e.get("type") == "batch"]
+    return sum(e["records"] for e in batches if e.get("topic") == topic)
+
+
 @pytest.mark.parametrize("slots", [1, 4])
 def test_a_clean_stop_in_the_middle_of_a_slice_loses_and_duplicates_nothing(
     spark, brokers, make_config, unique_name, slots
@@ -83,6 +89,13 @@ def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_n
             produce_exact(brokers.source, unique_name, mixed_records(50, 1, f"r{round_}"))
             target = {(unique_name, 0): 50 * (round_ + 1)}
             assert runner.await_caught_up(target, 60), f"round {round_} was not copied in 60 s"
+        # the metrics window of a task whose records stopped is told within two intervals (1 s
+        # each), in the slice: a stop before that would lose it (metrics_window.py)
+        deadline = time.monotonic() + 60
+        while (told := _batch_records(brokers.target, unique_name)) < 150:
+            runner.raise_if_failed()
+            assert time.monotonic() < deadline, f"{told} of 150 records told in 60 s"
+            time.sleep(0.5)
         assert runner.query.lastProgress is None, "all of it inside the first slice"
     finally:
         runner.stop()
@@ -91,9 +104,7 @@ def test_records_arrive_while_a_slice_runs(spark, brokers, make_config, unique_n
     assert [(r.key, r.value, r.timestamp) for r in target] == [
         (r.key, r.value, r.timestamp) for r in source
     ]
-    batches = [e for e in metrics_events(brokers.target) if e.get("type") == "batch"]
-    mine = [e for e in batches if e.get("topic") == unique_name]
-    assert sum(e["records"] for e in mine) == 150
+    assert _batch_records(brokers.target, unique_name) == 150
 
 
 def test_the_first_slice_already_copies_the_heartbeats_topic(
