@@ -14,9 +14,9 @@ from typing import Any
 from mirror_lib.app.cli import exit_code
 from mirror_lib.app.widgets import Param, Widgets, as_bool, as_number, text
 from mirror_lib.config.databricks import load_job_config
+from mirror_lib.config.global_settings import RunSettings
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.companions.threads import COMPANIONS
-from mirror_lib.tables.location import local_session_delta
 
 COMMON = (
     text("config_path", "", "mm2.properties path", required=True, help="an mm2.properties path"),
@@ -68,12 +68,12 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
     flows = [f.strip() for f in values["flows"].split(",") if f.strip()] or None
     for flow in flows or []:
         config.flow(flow)
-    from mirror_lib.spark.session import get_spark, run_conf  # lazy: pyspark
+    from mirror_lib.spark.session import settings_session  # lazy: pyspark
 
     # Never a session of our own: tasks of one job share the cluster's, and stopping it on
     # return would stop the other tasks' queries. Outside Databricks, mirror.spark.master.
     if spark is None:
-        spark = get_spark(local_session_delta(config), **run_conf(config, once=False))
+        spark = settings_session(RunSettings.of(config.properties), once=False)
     if parts is None:
         from mirror_lib.spark.materialize import maintain_tables  # lazy: pyspark
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.replication.companions.supervise import current_outages
 from mirror_lib.tables.health import STATUS_WINDOW_S, FlowHealth, flow_health
-from mirror_lib.tables.location import tables_enabled
 
 __all__ = [
     "STATUS_WINDOW_S",
@@ -108,7 +108,7 @@ def format_window(seconds: float) -> str:
 def never_ran(config: MirrorConfig) -> str:
     """The sentence ``mirror status`` prints when no run has written figures of any flow."""
     flows = ", ".join(f.name for f in config.enabled_flows()) or "none enabled"
-    if not tables_enabled(config):
+    if not global_setting(config.properties, "mirror.tables.enabled"):
         return (
             f"nothing to report for {config.origin} (flows: {flows}): mirror.tables.enabled = "
             "false, so its runs write no tables, and mirror status reads its figures there"

@@ -29,7 +29,6 @@ from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.properties import format_properties, redact
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
-from mirror_lib.tables.location import tables_enabled
 from mirror_lib.tables.run_metrics import Series, window_metrics
 
 if TYPE_CHECKING:
@@ -218,7 +217,7 @@ def log_run(
     notes: dict[str, str] = {}
     summary = {"duration_seconds": (ended_ms - started_ms) / 1000}
     series: Series = []
-    tables = tables_enabled(config)
+    tables = global_setting(config.properties, "mirror.tables.enabled")
     if not tables:
         notes["mirror.metrics"] = "none: mirror.tables.enabled = false"
     else:

@@ -1,7 +1,8 @@
 """Process-wide ``mirror.*`` keys (top level, never per flow): MLflow, outages, tables, metrics,
 the local Spark master.
 
-Read one with :func:`global_setting`; per-flow keys are in :mod:`mirror_lib.config.settings`.
+Read one with :func:`global_setting`, or what they decide for a run at once with
+:meth:`RunSettings.of`; per-flow keys are in :mod:`mirror_lib.config.settings`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, get_args, overload
 
 from mirror_lib.config.setting_values import Setting, boolean, choice, int_at_least
@@ -289,3 +291,38 @@ def global_setting(props: Mapping[str, str], key: str) -> object:
     """The parsed value of a top-level key of :data:`GLOBAL_SETTINGS`, else its default."""
     setting = GLOBAL_BY_KEY[key]
     return setting.parse(key, props.get(key, setting.default))
+
+
+#: How long a ``--once`` run waits through an outage, and lets its slices leave a partition where
+#: it was, when ``mirror.outage.max.seconds`` is empty.
+ONCE_OUTAGE_MAX_S = 120.0
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the top-level settings decide for one ``mirror run``, read once: bad values fail in
+    :meth:`of`, before anything starts."""
+
+    outage_limit_s: float | None  # how long the run waits through an outage; None: forever
+    stall_limit_s: float  # how long a --once slice may leave a partition where it was
+    tables: bool  # mirror.tables.enabled
+    tables_writer: TablesWriter  # mirror.tables.writer as set: auto, delta-rs or spark
+    spark_master: str  # mirror.spark.master; empty: the session's default
+
+    @classmethod
+    def of(cls, props: Mapping[str, str], once: bool = False) -> RunSettings:
+        """The settings of a run (``once``: a ``--once`` run) over the properties ``props``."""
+        limit = global_setting(props, "mirror.outage.max.seconds")
+        return cls(
+            outage_limit_s=ONCE_OUTAGE_MAX_S if limit is None and once else limit,
+            stall_limit_s=ONCE_OUTAGE_MAX_S if limit is None else limit,
+            tables=global_setting(props, "mirror.tables.enabled"),
+            tables_writer=global_setting(props, "mirror.tables.writer"),
+            spark_master=global_setting(props, "mirror.spark.master"),
+        )
+
+    @property
+    def session_delta(self) -> bool:
+        """Whether a local session the run starts loads Delta: ``mirror.tables.writer = spark``
+        (``auto`` keeps delta-rs locally, and so a lean session)."""
+        return self.tables_writer == "spark"

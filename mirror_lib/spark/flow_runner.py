@@ -14,10 +14,10 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from mirror_lib.config.global_settings import ONCE_OUTAGE_MAX_S
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.mm2.formats import TP
-from mirror_lib.replication.companions.supervise import ONCE_DEFAULT_MAX_S
 from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
 from mirror_lib.replication.copy.read_group import ReadGroup, split_group_name
@@ -61,7 +61,7 @@ class FlowRunner:
     job = "replication"
 
     def __init__(
-        self, spark: Any, group: ReadGroup, *, stall_limit_s: float | None = ONCE_DEFAULT_MAX_S
+        self, spark: Any, group: ReadGroup, *, stall_limit_s: float | None = ONCE_OUTAGE_MAX_S
     ) -> None:
         """The query of ``group`` over ``spark``; ``stall_limit_s``: how long a ``--once`` slice
         may leave a partition where it was (a run's plan says: ``mirror.outage.max.seconds``)."""
@@ -84,7 +84,7 @@ class FlowRunner:
         plan = RunPlan.resolve(config, split_group_name(name), parts=("replication",))
         if len(plan.groups) != 1:
             raise ConfigError("--flow", name, "a flow A->B or a fan-out group A->B,C")
-        return cls(spark, plan.groups[0], stall_limit_s=plan.stall_limit_s)
+        return cls(spark, plan.groups[0], stall_limit_s=plan.settings.stall_limit_s)
 
     @property
     def name(self) -> str:

@@ -2,8 +2,9 @@
 
 The plan reads the configuration and the call's arguments once: the flows and their contexts,
 the read groups (one replication query each), the companion jobs, the clusters whose tables
-are materialized and the writer that holds them, the outage limits, the metrics endpoint, the
-session a run starts itself and the mode. Every part of the run is built from it, and none reads
+are materialized and the writer that holds them, the top-level settings (outage limits, the
+session a run starts itself: :class:`~mirror_lib.config.global_settings.RunSettings`), the
+metrics endpoint and the mode. Every part of the run is built from it, and none reads
 those settings again. :meth:`RunPlan.resolve` only decides (bad input fails there);
 :meth:`RunPlan.check` then asks the world: a free metrics port, clients that build, clusters
 that answer.
@@ -16,22 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mirror_lib.config.fanout import read_groups
+from mirror_lib.config.global_settings import RunSettings
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError
 from mirror_lib.kafka.client_check import check_client_builds
 from mirror_lib.kafka.reach import check_client_addresses, check_flow_clusters
-from mirror_lib.replication.companions.supervise import outage_limit
 from mirror_lib.replication.companions.threads import PARTS
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.read_group import ReadGroup
 from mirror_lib.replication.metrics.metrics_endpoint import MetricsEndpoint, metrics_endpoint
 from mirror_lib.spark.session import run_conf
-from mirror_lib.tables.location import (
-    local_session_delta,
-    materialized_clusters,
-    tables_enabled,
-    tables_writer,
-)
+from mirror_lib.tables.location import chosen_writer
 
 
 @dataclass(frozen=True)
@@ -47,11 +43,9 @@ class RunPlan:
     once: bool
     duration_s: float | None
     timeout_s: float | None
-    outage_limit_s: float | None  # how long the run waits through an outage; None: forever
-    stall_limit_s: float | None  # how long a --once slice may leave a partition where it was
+    settings: RunSettings  # outage limits, the tables, the session a run starts
     endpoint: MetricsEndpoint | None
-    session_delta: bool  # a session the run starts loads Delta (mirror.tables.writer = spark)
-    session_conf: dict[str, str]  # ... and this conf (mirror.spark.master, --once's)
+    session_conf: dict[str, str]  # a session the run starts gets this conf (master, --once's)
 
     @classmethod
     def resolve(
@@ -73,6 +67,7 @@ class RunPlan:
         unknown = sorted(set(parts) - set(PARTS))
         if unknown or not parts:
             raise ConfigError("parts", ",".join(unknown or parts), "any of " + ", ".join(PARTS))
+        settings = RunSettings.of(config.properties, once)
         contexts = tuple(FlowContext(config, config.flow(name)) for name in names)
         by_name = {c.flow.name: c for c in contexts}
         groups: tuple[ReadGroup, ...] = ()
@@ -92,8 +87,8 @@ class RunPlan:
                 for f in config.heartbeat_flows()
             ]
         tables: dict[str, FlowContext] = {}
-        if "tables" in parts and tables_enabled(config):
-            for cluster in materialized_clusters(config):
+        if "tables" in parts and settings.tables:  # the targets of the enabled flows
+            for cluster in sorted({f.target for f in config.enabled_flows()}):
                 flow = next((f for f in config.flows if f.target == cluster), config.flows[0])
                 tables[cluster] = by_name.get(flow.name) or FlowContext(config, flow)
         return cls(
@@ -106,11 +101,9 @@ class RunPlan:
             once=once,
             duration_s=duration_s,
             timeout_s=timeout_s,
-            outage_limit_s=outage_limit(config, once),
-            stall_limit_s=outage_limit(config, once=True),
+            settings=settings,
             endpoint=metrics_endpoint(config, metrics_port, metrics_host),  # None: no endpoint
-            session_delta=local_session_delta(config),
-            session_conf=run_conf(config, once),
+            session_conf=run_conf(settings.spark_master, once),
         )
 
     def check(self) -> None:
@@ -139,4 +132,4 @@ class RunPlan:
     def tables_writer(self, spark: Any) -> str:
         """``delta-rs`` or ``spark``: who writes the run's tables over ``spark``, the run's
         session (``delta-rs`` when the run materializes none)."""
-        return tables_writer(spark, self.config) if self.tables else "delta-rs"
+        return chosen_writer(spark, self.settings.tables_writer) if self.tables else "delta-rs"

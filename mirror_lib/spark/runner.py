@@ -171,9 +171,9 @@ class _Run:
             from pyspark.sql import SparkSession  # lazy: optional extra "spark"
 
             self.own_session = SparkSession.getActiveSession() is None
-            spark = session_for_run(plan.session_delta, **plan.session_conf)
+            spark = session_for_run(plan.settings.session_delta, **plan.session_conf)
         self.spark = spark
-        stall = plan.stall_limit_s
+        stall = plan.settings.stall_limit_s
         self.runners = [FlowRunner(spark, group, stall_limit_s=stall) for group in plan.groups]
         self.jobs: list[CompanionJob] = companion_jobs(plan)
         self.writer = plan.tables_writer(spark)
@@ -184,7 +184,7 @@ class _Run:
         self.clusters = clusters  # materialized by Spark queries (continuous) or at the end (once)
         self.tables: list[Any] = []
         self.lags: dict[str, int] = {}  # last measured lag per flow: "records behind" of an outage
-        self.sup = Supervisor(self.config, plan.outage_limit_s, report, self.lags.get)
+        self.sup = Supervisor(self.config, plan.settings.outage_limit_s, report, self.lags.get)
         self.events = RunEvents(
             plan.contexts if self.runners else (), plan.mode, plan.config.state_dir
         )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.databricks import on_databricks
-from mirror_lib.config.global_settings import global_setting
+from mirror_lib.config.global_settings import RunSettings
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
 from mirror_lib.spark.delta_source import DeltaRsDataSource
@@ -29,7 +29,6 @@ from mirror_lib.spark.jvm import (
 )
 from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.source import MirrorDataSource
-from mirror_lib.tables.location import local_session_delta
 
 
 def check_java() -> str:
@@ -177,10 +176,9 @@ def cluster_conf(master: str) -> dict[str, str]:
 ONE_RUN_CONF = {"spark.python.use.daemon": "false"}
 
 
-def run_conf(config: MirrorConfig, once: bool) -> dict[str, str]:
-    """The conf of the local session a run starts: ``mirror.spark.master`` (if set), and
-    :data:`ONE_RUN_CONF` for ``--once``."""
-    master = global_setting(config.properties, "mirror.spark.master")
+def run_conf(master: str, once: bool) -> dict[str, str]:
+    """The conf of the local session a run starts: ``master`` (``mirror.spark.master``; empty:
+    the default), and :data:`ONE_RUN_CONF` for ``--once``."""
     return {**(ONE_RUN_CONF if once else {}), **({"spark.master": master} if master else {})}
 
 
@@ -211,7 +209,13 @@ def command_session(config: MirrorConfig) -> Any:
     """:func:`get_spark` for a one-shot command over ``config`` (``status``, ``verify``,
     ``cutover``, ``dashboard``): a new local session is the one ``mirror run --once`` starts for
     it (Delta's writer, ``mirror.spark.master``)."""
-    return get_spark(local_session_delta(config), **run_conf(config, once=True))
+    return settings_session(RunSettings.of(config.properties, once=True), once=True)
+
+
+def settings_session(settings: RunSettings, once: bool) -> Any:
+    """:func:`get_spark`, a new local session loading Delta and on the master as ``settings``
+    ask (``once``: a bounded run's, without the pyspark daemons)."""
+    return get_spark(settings.session_delta, **run_conf(settings.spark_master, once))
 
 
 def connect_url() -> str | None:

@@ -16,21 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.databricks import on_databricks
+from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import ConfigError, MirrorRuntimeError
-
-
-def tables_enabled(config: MirrorConfig) -> bool:
-    """``mirror.tables.enabled`` (default true): whether `mirror run` materializes tables."""
-    raw = config.properties.get("mirror.tables.enabled", "true").strip().lower()
-    if raw not in ("true", "false"):
-        raise ConfigError("mirror.tables.enabled", raw, "true or false")
-    return raw == "true"
-
-
-def materialized_clusters(config: MirrorConfig) -> list[str]:
-    """Clusters whose internal topics are materialized: targets of enabled flows."""
-    return sorted({f.target for f in config.enabled_flows()})
+from mirror_lib.errors import MirrorRuntimeError
 
 
 def _conf(spark: Any, key: str) -> str:
@@ -50,18 +38,14 @@ def spark_has_delta(spark: Any) -> bool:
     )
 
 
-def writer_choice(config: MirrorConfig) -> str:
-    """``mirror.tables.writer`` as set: ``auto`` (default), ``delta-rs`` or ``spark``."""
-    choice = config.properties.get("mirror.tables.writer", "auto").strip().lower()
-    if choice not in ("auto", "delta-rs", "spark"):
-        raise ConfigError("mirror.tables.writer", choice, "auto, delta-rs or spark")
-    return choice
-
-
 def tables_writer(spark: Any, config: MirrorConfig) -> str:
     """``delta-rs`` or ``spark``, per ``mirror.tables.writer`` (auto: Delta's Spark writer where
     the session has Delta)."""
-    choice = writer_choice(config)
+    return chosen_writer(spark, global_setting(config.properties, "mirror.tables.writer"))
+
+
+def chosen_writer(spark: Any, choice: str) -> str:
+    """``delta-rs`` or ``spark`` over ``spark`` for a ``mirror.tables.writer`` already read."""
     if choice == "auto":
         return "spark" if spark_has_delta(spark) else "delta-rs"
     return choice
@@ -76,14 +60,8 @@ def spark_writes_tables(spark: Any, config: MirrorConfig) -> bool:
 def spark_writer_expected(config: MirrorConfig) -> bool:
     """Whether a command without a session needs one to read the tables: the writer is
     ``spark``, or ``auto`` on Databricks (where every session has Delta)."""
-    choice = writer_choice(config)
+    choice = global_setting(config.properties, "mirror.tables.writer")
     return choice == "spark" or (choice == "auto" and on_databricks())
-
-
-def local_session_delta(config: MirrorConfig) -> bool:
-    """Whether a local session started for ``config`` loads Delta (``mirror.tables.writer =
-    spark``); ``auto`` keeps delta-rs locally and so a lean session (docs/tables.md)."""
-    return writer_choice(config) == "spark"
 
 
 def catalog_tables(config: MirrorConfig) -> bool:

@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.kafka.clients import client_config, librdkafka_logger
@@ -37,18 +36,8 @@ log = logging.getLogger(__name__)
 
 BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 10.0
-ONCE_DEFAULT_MAX_S = 120.0
 PROBE_TIMEOUT_S = 3.0
 OUTAGES_GLOB = "outages-*.json"  # one file per running process (job tasks share a state dir)
-
-
-def outage_limit(config: MirrorConfig, once: bool) -> float | None:
-    """``mirror.outage.max.seconds``; empty: None (indefinitely) for continuous runs, 120 s for
-    ``--once``."""
-    value = global_setting(config.properties, "mirror.outage.max.seconds")
-    if value is None and once:
-        return ONCE_DEFAULT_MAX_S
-    return value
 
 
 def backoff(attempt: int) -> float:
@@ -159,7 +148,8 @@ class Supervisor:
         report: Callable[[str], Any] = print,
         lag_of: Callable[[str], int | None] = lambda _flow: None,
     ) -> None:
-        """``limit``: how long a query may wait through an outage (:func:`outage_limit`)."""
+        """``limit``: how long a query may wait through an outage (``RunSettings.outage_limit_s``
+        of :mod:`mirror_lib.config.global_settings`)."""
         self.config = config
         self.limit = limit
         self._report = report

@@ -22,6 +22,7 @@ from mirror_lib.replication.copy.writer import CopyResult
 from mirror_lib.spark import session
 from mirror_lib.spark.copy_task import summary_batch
 from mirror_lib.spark.delta_source import DeltaRsDataSource
+from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.source import SCHEMA
 
 
@@ -112,8 +113,9 @@ BASE = {
 
 def test_a_run_starts_its_local_session_on_mirror_spark_master():
     cluster = parse_config({**BASE, "mirror.spark.master": " local-cluster[2, 1, 1024] "})
-    assert session.run_conf(cluster, once=False) == {"spark.master": "local-cluster[2,1,1024]"}
-    assert session.run_conf(parse_config(BASE), once=True) == session.ONE_RUN_CONF
+    plan = RunPlan.resolve(cluster)
+    assert plan.session_conf == {"spark.master": "local-cluster[2,1,1024]"}
+    assert RunPlan.resolve(parse_config(BASE), once=True).session_conf == session.ONE_RUN_CONF
 
 
 def test_one_shot_commands_start_the_session_a_once_run_starts(monkeypatch):

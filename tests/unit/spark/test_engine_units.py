@@ -10,11 +10,9 @@ from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.progress import end_offsets
 from mirror_lib.tables.location import (
     catalog_tables,
-    local_session_delta,
     save_table,
     spark_table_name,
     table_folder,
-    tables_enabled,
     tables_writer,
 )
 from tests.helpers.fake_spark_conf import FakeSpark
@@ -43,10 +41,7 @@ def test_writer_is_spark_where_delta_exists_else_delta_rs(monkeypatch):
     assert tables_writer(databricks, forced) == "delta-rs"
 
 
-def test_a_local_session_loads_delta_only_when_the_spark_writer_is_chosen():
-    assert not local_session_delta(parse_config(BASE))  # auto: delta-rs locally, a lean JVM
-    assert not local_session_delta(parse_config({**BASE, "mirror.tables.writer": "delta-rs"}))
-    assert local_session_delta(parse_config({**BASE, "mirror.tables.writer": " Spark "}))
+def test_a_bad_tables_writer_fails_when_the_config_is_parsed():
     with pytest.raises(ConfigError, match=r"mirror\.tables\.writer = 'hive'"):
         parse_config({**BASE, "mirror.tables.writer": "hive"})
 
@@ -74,7 +69,7 @@ def test_bad_tables_settings_name_key_and_valid_values():
     with pytest.raises(ConfigError, match=r"mirror\.tables\.writer"):
         tables_writer(FakeSpark(), parse_config({**BASE, "mirror.tables.writer": "hive"}))
     with pytest.raises(ConfigError, match="true or false"):
-        tables_enabled(parse_config({**BASE, "mirror.tables.enabled": "sometimes"}))
+        RunPlan.resolve(parse_config({**BASE, "mirror.tables.enabled": "sometimes"}))
 
 
 def test_no_checkpoint_job_runs_without_emitted_checkpoints(monkeypatch):

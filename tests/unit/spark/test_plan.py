@@ -54,17 +54,17 @@ def test_the_tables_writer_is_chosen_from_the_plan_and_a_bad_one_fails_before_an
     config = parse_config({**BASE, "mirror.tables.enabled": "true"})
     assert RunPlan.resolve(config).tables_writer(FakeSpark()) == "delta-rs"
     forced = parse_config({**BASE, "mirror.tables.writer": "spark"})
-    assert RunPlan.resolve(forced).session_delta
+    assert RunPlan.resolve(forced).settings.session_delta
     assert RunPlan.resolve(forced, parts=["replication"]).tables_writer(FakeSpark()) == "delta-rs"
     with pytest.raises(ConfigError, match=r"mirror\.tables\.writer"):
         RunPlan.resolve(parse_config({**BASE, "mirror.tables.writer": "hive"}))
 
 
 def test_outage_limits_bound_once_runs_and_follow_the_setting() -> None:
-    plan = RunPlan.resolve(parse_config(BASE))
+    plan = RunPlan.resolve(parse_config(BASE)).settings
     assert plan.outage_limit_s is None and plan.stall_limit_s == 120  # continuous: forever
-    assert RunPlan.resolve(parse_config(BASE), once=True).outage_limit_s == 120
-    limited = RunPlan.resolve(parse_config({**BASE, "mirror.outage.max.seconds": "30"}))
+    assert RunPlan.resolve(parse_config(BASE), once=True).settings.outage_limit_s == 120
+    limited = RunPlan.resolve(parse_config({**BASE, "mirror.outage.max.seconds": "30"})).settings
     assert limited.outage_limit_s == limited.stall_limit_s == 30
 
 

@@ -6,6 +6,7 @@ import traceback
 
 import pytest
 
+from mirror_lib.config.global_settings import RunSettings
 from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import (
     BrokerError,
@@ -20,7 +21,6 @@ from mirror_lib.replication.companions.supervise import (
     Unit,
     backoff,
     current_outages,
-    outage_limit,
 )
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy import target_producer
@@ -67,15 +67,6 @@ def test_backoff_doubles_up_to_its_cap():
     assert [backoff(n) for n in range(1, 7)] == [1, 2, 4, 8, 10, 10]
 
 
-def test_outage_limit_defaults_indefinitely_for_continuous_runs_and_bounded_for_once(tmp_path):
-    assert outage_limit(config(tmp_path), once=False) is None
-    assert outage_limit(config(tmp_path), once=True) == 120
-    limited = config(tmp_path, **{"mirror.outage.max.seconds": "30"})
-    assert outage_limit(limited, once=False) == outage_limit(limited, once=True) == 30
-    with pytest.raises(Exception, match=r"mirror\.outage\.max\.seconds"):
-        config(tmp_path, **{"mirror.outage.max.seconds": "-1"})
-
-
 def test_errors_name_cluster_role_bootstrap_and_unselected_heartbeat_pairs(tmp_path):
     cfg = config(tmp_path)
     ctx = FlowContext.create(cfg, "A->B")
@@ -109,9 +100,8 @@ class Harness:
             return self.query
 
         self.unit = Unit("replication of A->B", self.ctx, lambda: self.query, restart)
-        self.sup = Supervisor(
-            self.config, outage_limit(self.config, once=False), self.lines.append, lambda _f: 42
-        )
+        limit = RunSettings.of(self.config.properties).outage_limit_s
+        self.sup = Supervisor(self.config, limit, self.lines.append, lambda _f: 42)
 
     def watch(self) -> None:
         def terminal() -> None:
