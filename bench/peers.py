@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from bench.engine import ROOT
-from bench.procs import replication_factor
+from bench.procs import ONE_WAY, replication_factor
 
 PEERS = ("mm2", "spark-kafka")
 SPARK_KAFKA_SCRIPT = ROOT / "bench" / "spark_kafka.py"
@@ -39,10 +39,8 @@ def mm2_properties(source: str, target: str, topic: str, **extra: str) -> dict[s
         "clusters": "A, B",
         "A.bootstrap.servers": source,
         "B.bootstrap.servers": target,
-        "A->B.enabled": "true",
+        **ONE_WAY,
         "A->B.topics": topic,
-        "B->A.enabled": "false",
-        "B->A.emit.heartbeats.enabled": "false",
         **factor,
         **extra,
     }

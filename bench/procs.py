@@ -113,13 +113,23 @@ def replication_factor() -> str:
     return os.environ.get(REPLICATION_ENV, "1")
 
 
+#: The flows of every bench run, ours and MM2's alike: A->B only, and no heartbeats written into
+#: A for the disabled B->A (which MM2 and we both write by default, and then copy back to B).
+ONE_WAY = {
+    "A->B.enabled": "true",
+    "B->A.enabled": "false",
+    "B->A.emit.heartbeats.enabled": "false",
+}
+
+
 def mirror_props(
     source: str, target: str, state_dir: Path, topic: str, **extra: str
 ) -> dict[str, str]:
-    """A one-way A->B flow as in tests/integration/conftest.py ``flow_properties`` (without its
-    0.5 s trigger: the engine default of 1 s applies unless ``extra`` sets one), with what the
-    engine says a flow over the bench's broker kind needs (``FLOW_SETTINGS``; the runner sets
-    ``BROKER_ENV``). An engine from before ``FLOW_SETTINGS`` paces tansu on its own."""
+    """A one-way A->B flow (:data:`ONE_WAY`) as in tests/integration/conftest.py
+    ``flow_properties`` (without its 0.5 s trigger: the engine default of 1 s applies unless
+    ``extra`` sets one), with what the engine says a flow over the bench's broker kind needs
+    (``FLOW_SETTINGS``; the runner sets ``BROKER_ENV``). An engine from before ``FLOW_SETTINGS``
+    paces tansu on its own."""
     from mirror_lib.testing import clusters  # the engine's, imported after --engine-ref
 
     needs = getattr(clusters, "FLOW_SETTINGS", {}).get(clusters.broker_kind(), {})
@@ -127,7 +137,7 @@ def mirror_props(
         "clusters": "A, B",
         "A.bootstrap.servers": source,
         "B.bootstrap.servers": target,
-        "A->B.enabled": "true",
+        **ONE_WAY,
         "topics": topic,
         "replication.factor": replication_factor(),
         "offset-syncs.topic.replication.factor": replication_factor(),

@@ -239,6 +239,19 @@ def test_a_flow_over_tansu_paces_its_fetches_and_one_over_kafka_does_not(
     assert "mirror.fetch.pace.ms" not in mirror_props("a:1", "b:1", tmp_path, "t")
 
 
+def test_both_tools_run_the_same_flows(tmp_path) -> None:
+    """Ours and MM2 get the same flow keys: A->B only, and neither writes heartbeats into A for
+    the disabled B->A (ours did, and copied them back to B, a transaction a second when idle)."""
+    from bench.peers import mm2_properties
+    from bench.procs import mirror_props
+
+    ours = mirror_props("a:1", "b:1", tmp_path, "t")
+    mm2 = mm2_properties("a:1", "b:1", "t")
+    flow_keys = {k for k in {**ours, **mm2} if "->" in k and not k.endswith(".topics")}
+    assert {k: ours.get(k) for k in flow_keys} == {k: mm2.get(k) for k in flow_keys}
+    assert ours["B->A.emit.heartbeats.enabled"] == "false"
+
+
 def test_the_tail_spread_tells_one_stall_from_a_broad_tail() -> None:
     stall = {n: (500.0 if 10_000 <= n < 10_300 else 5.0) for n in range(50_000)}
     assert steady.tail_spread(stall, 5_000, 100.0) == {"seconds": 1, "top": {2: 300}}
