@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +46,7 @@ from bench import group_rounds as gr
 from bench.measure import TreeCpu
 from bench.methods import mirror_cmd
 from bench.peers import mm2_command, mm2_properties
-from bench.procs import log, mirror_props, popen, stop_group, write_props
+from bench.procs import Lines, log, mirror_props, popen, stop_group, write_props
 
 SIZE = 200
 
@@ -144,10 +145,19 @@ def ends(bootstrap: str, topics: list[tuple[str, int]]) -> int:
         return 0
 
 
+def start(cmd: list[str], log_path: Path) -> subprocess.Popen:
+    """Start ``cmd`` (stderr to ``log_path``) with its stdout written to ``<log_path>.out`` as it
+    comes: MM2 logs to stdout, and stops once a pipe nobody reads holds 64 KB of its lines (at
+    1,000 partitions, before it copied a record)."""
+    proc = popen(cmd, log_path)
+    Lines(proc.stdout, None, log_path.with_suffix(".out"))
+    return proc
+
+
 def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> dict[str, Any]:
     """Start ``cmd``; sample its tree's CPU until it exits or ``done()``; stop it."""
     t0 = time.monotonic()
-    proc = popen(cmd, log_path)
+    proc = start(cmd, log_path)
     tree = TreeCpu(proc.pid)
     first: float | None = None
     cpu = 0.0
@@ -165,8 +175,6 @@ def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> di
         wall = time.monotonic() - t0
     finally:
         stop_group(proc, signal.SIGTERM, grace=30)
-        if proc.stdout is not None:
-            (log_path.with_suffix(".out")).write_text(proc.stdout.read() or "")
     return {
         "wall_s": round(wall, 1),
         "cpu_s": round(cpu, 1),
@@ -177,7 +185,7 @@ def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> di
 
 def idle(cmd: list[str], log_path: Path, seconds: float, warm_up: float) -> dict[str, Any]:
     """CPU per second of wall time and RSS per role of ``cmd``'s tree after ``warm_up``."""
-    proc = popen(cmd, log_path)
+    proc = start(cmd, log_path)
     tree = TreeCpu(proc.pid)
     t0 = time.monotonic()
     a = b = None
@@ -321,7 +329,7 @@ def case_new_topic(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             runs.append(("mm2", mm2_command(mm2_properties(b.src, b.tgt, "new.*"), work / "mm2")))
         producer = ck.Producer({"bootstrap.servers": b.src})
         for name, cmd in runs:
-            proc = popen(cmd, work / f"new-{name}.err")
+            proc = start(cmd, work / f"new-{name}.err")
             try:
                 time.sleep(90)  # started, first slice running (MM2: its tasks up)
                 made: dict[str, float] = {}
