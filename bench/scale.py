@@ -155,11 +155,13 @@ def start(cmd: list[str], log_path: Path) -> subprocess.Popen:
 
 
 def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> dict[str, Any]:
-    """Start ``cmd``; sample its tree's CPU until it exits or ``done()``; stop it."""
+    """Start ``cmd``; sample its tree's CPU until it exits or ``done()`` says True; stop it.
+    ``done()`` may also say "first" (a record arrived) or "last" (every record did; go on)."""
     t0 = time.monotonic()
     proc = start(cmd, log_path)
     tree = TreeCpu(proc.pid)
     first: float | None = None
+    last: float | None = None
     cpu = 0.0
     try:
         while time.monotonic() - t0 < timeout_s:
@@ -167,9 +169,12 @@ def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> di
             if proc.poll() is not None:
                 break
             result = done()
-            if result == "first" and first is None:
+            if result in ("first", "last") and first is None:
                 first = time.monotonic() - t0
+            if result == "last" and last is None:
+                last = time.monotonic() - t0
             if result is True:
+                last = time.monotonic() - t0
                 break
             time.sleep(0.5)
         wall = time.monotonic() - t0
@@ -180,6 +185,7 @@ def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> di
         "cpu_s": round(cpu, 1),
         "rc": proc.returncode,
         "first_record_s": None if first is None else round(first, 1),
+        "last_record_s": None if last is None else round(last, 1),
     }
 
 
@@ -224,29 +230,39 @@ def time_to_plan(config: Path) -> dict[str, float]:
     return {"first_plan_s": round(t1 - t0, 2), "replan_s": round(time.monotonic() - t1, 2)}
 
 
+def copy_progress(target: str, remote: list[tuple[str, int]], total: int, stop: bool) -> Any:
+    """``run_until``'s ``done``: "first" once a record of ``remote`` is on ``target``, then at the
+    last record True (``stop``: the tool is stopped there, as MM2 never ends) or "last"."""
+
+    def done() -> Any:
+        got = ends(target, remote)
+        if got >= total:
+            return True if stop else "last"
+        return "first" if got > 0 else False
+
+    return done
+
+
 def case_partitions(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Each tool on brokers of its own: the one that ran second on shared brokers met them warmed
+    by the first (their compilers, the source's pages)."""
     topics = layout(n)
     out: dict[str, Any] = {"partitions": n, "topics": len(topics)}
-    with Brokers(work) as b:
+    regex = "t[0-9]+"
+    remote = [(f"A.{t}", p) for t, p in topics]
+    with Brokers(work / "ours") as b:
         total = load_topics(b.src, topics, args.records_per_partition)
         out["records"] = total
-        regex = "t[0-9]+"
         cfg = write_props(
             work / "mm2.properties", mirror_props(b.src, b.tgt, work / "state", regex)
         )
-        remote = [(f"A.{t}", p) for t, p in topics]
-
-        def copied() -> Any:
-            got = ends(b.tgt, remote)
-            return True if got >= total else "first" if got > 0 else False
-
         ours = run_until(
             mirror_cmd(cfg, "--once", "--timeout", "3600"),
             work / "once.err",
-            lambda: "first" if ends(b.tgt, remote[:1]) else False,
+            copy_progress(b.tgt, remote, total, stop=False),
             3700,
         )
-        ours["records_per_s"] = round(total / ours["wall_s"]) if ours["wall_s"] else None
+        ours["records_per_s"] = rate(total, ours)
         out["ours"] = ours
         out["ours"] |= time_to_plan(cfg)  # a replan over the flow's ledger: the steady one
         out["ours_idle"] = idle(
@@ -255,15 +271,18 @@ def case_partitions(n: int, args: argparse.Namespace, work: Path) -> dict[str, A
             args.idle_seconds,
             args.idle_warm_up,
         )
-        log(f"partitions {n}: ours {out['ours']} idle {out['ours_idle']}")
-        if not args.no_mm2:
-            from bench.kafka_data import wipe
-
-            ledgers = tuple(f"__mirror_ledger.A->B.{slot}" for slot in range(8))
-            wipe(b.tgt, groups=ledgers)  # MM2 copies into the same remote topics as ours
+    log(f"partitions {n}: ours {out['ours']} idle {out['ours_idle']}")
+    if not args.no_mm2:
+        with Brokers(work / "mm2-brokers") as b:
+            load_topics(b.src, topics, args.records_per_partition)
             props = mm2_properties(b.src, b.tgt, regex)
-            mm2 = run_until(mm2_command(props, work / "mm2"), work / "mm2.err", copied, 3700)
-            mm2["records_per_s"] = round(total / mm2["wall_s"]) if mm2["wall_s"] else None
+            mm2 = run_until(
+                mm2_command(props, work / "mm2"),
+                work / "mm2.err",
+                copy_progress(b.tgt, remote, total, stop=True),
+                3700,
+            )
+            mm2["records_per_s"] = rate(total, mm2)
             out["mm2"] = mm2
             out["mm2_idle"] = idle(
                 mm2_command(props, work / "mm2-idle"),
@@ -271,8 +290,14 @@ def case_partitions(n: int, args: argparse.Namespace, work: Path) -> dict[str, A
                 args.idle_seconds,
                 args.idle_warm_up,
             )
-            log(f"partitions {n}: MM2 {out['mm2']} idle {out['mm2_idle']}")
+        log(f"partitions {n}: MM2 {out['mm2']} idle {out['mm2_idle']}")
     return out
+
+
+def rate(total: int, run: dict[str, Any]) -> int | None:
+    """Records per second from the start to the last record on B (else to the end of the run)."""
+    seconds = run.get("last_record_s") or run["wall_s"]
+    return round(total / seconds) if seconds else None
 
 
 def case_groups(counts: list[int], work: Path) -> list[dict[str, Any]]:

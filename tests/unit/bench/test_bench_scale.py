@@ -21,3 +21,19 @@ def test_a_started_process_is_not_held_by_its_own_output(tmp_path) -> None:
     out = tmp_path / "talker.out"
     wait_for(lambda: out.exists() and out.read_text().endswith("end\n"), 10, "the output written")
     assert len(out.read_text()) == 200_000 + len("\nend\n")
+
+
+def test_a_tool_that_ends_by_itself_runs_on_after_its_last_record(tmp_path) -> None:
+    """Ours (``--once``) is timed to its last record on B and then to its own end; MM2, which
+    never ends, is stopped at its last record. The rate is taken to the last record."""
+    from bench.scale import rate, run_until
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(2)"]
+    ours = run_until(sleeper, tmp_path / "ours.err", lambda: "last", 30)
+    assert ours["rc"] == 0 and ours["wall_s"] >= 2
+    assert ours["first_record_s"] == ours["last_record_s"] is not None
+    mm2 = run_until(sleeper, tmp_path / "mm2.err", lambda: True, 30)
+    assert mm2["rc"] != 0  # stopped (SIGTERM) at its last record
+    assert abs(mm2["last_record_s"] - mm2["wall_s"]) <= 0.1
+    assert rate(1000, {"wall_s": 4.0, "last_record_s": 2.0}) == 500
+    assert rate(1000, {"wall_s": 4.0, "last_record_s": None}) == 250
