@@ -230,9 +230,9 @@ class _Run:
     def once(
         self, show_progress: bool, on_summary: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, FlowStatus]:
-        """``--once``: wait until every query caught up with its snapshot, release Spark, then
-        one heartbeat and checkpoint round and the tables; ``on_summary`` gets what each flow
-        copied (:func:`copied_summary`)."""
+        """``--once``: wait until every query caught up with its snapshot, release Spark, stop
+        the companion jobs, then one heartbeat and checkpoint round and the tables;
+        ``on_summary`` gets what each flow copied (:func:`copied_summary`)."""
         report, spark, config = self.report, self.spark, self.config
         after: dict[str, dict[str, dict[TP, int]]] = {}
         deadline, timeout_s = self.deadline, self.plan.timeout_s
@@ -256,6 +256,9 @@ class _Run:
         if self.own_session and self.writer == "delta-rs":  # what is left needs no Spark
             self.released = _release_spark(spark, self.runners)
         self.events.stop("--once: caught up with the snapshot taken at start")
+        # the last round is the last word: a job's round still running would write checkpoints
+        # it translated before the catch-up after it, and fence its transactional id
+        _stop_each([j.stop for j in self.jobs])
         for ctx in self.plan.contexts:
             _one_round(ctx, report, self.plan.parts)
         for cluster in self.clusters:

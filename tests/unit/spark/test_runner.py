@@ -95,3 +95,31 @@ def test_a_run_nobody_watches_measures_its_lag_every_half_minute(
     run.continuous((lambda _rows: None) if watched else None, 5)
     assert len(asked) == measures  # watched: every 5 s and a last time at the deadline
     assert run.lags == {"A->B": 7}
+
+
+class _Job:
+    """A companion job that says whether it still runs."""
+
+    def __init__(self) -> None:
+        self.running = True
+
+    def stop(self) -> None:
+        self.running = False
+
+
+def test_once_stops_the_companion_jobs_before_its_last_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A checkpoint round of the job's thread that ends after the last round would write the
+    checkpoints it translated before the catch-up last, and fence the round's transactions."""
+    from mirror_lib.spark import runner
+
+    job = _Job()
+    running_at_round: list[bool] = []
+    monkeypatch.setattr(runner, "_one_round", lambda *_a: running_at_round.append(job.running))
+    run = object.__new__(runner._Run)  # the end of --once alone: no queries, no tables
+    run.spark, run.config, run.sup, run.events = None, CONFIG, _Quiet(), _Quiet()
+    run.runners, run.jobs, run.clusters, run.own_session = [], [job], [], False
+    run.deadline, run.plan, run.report = None, RunPlan.resolve(CONFIG, once=True), print
+    run.once(show_progress=False)
+    assert running_at_round == [False]
