@@ -130,17 +130,18 @@ def load_topics(bootstrap: str, topics: list[tuple[str, int]], per_partition: in
 
 
 def ends(bootstrap: str, topics: list[tuple[str, int]]) -> int:
-    """Sum of the high watermarks of ``topics`` (0 for a topic not there yet)."""
+    """Sum of the last stable offsets of ``topics`` (0 for a topic not there yet), in one
+    listing: the probe asks it twice a second."""
     from confluent_kafka.admin import AdminClient
 
     from mirror_lib.errors import BrokerError
-    from mirror_lib.kafka.lookups import partition_bounds
+    from mirror_lib.kafka.lookups import partition_ends
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     existing = admin.list_topics(timeout=30).topics
     tps = [(t, p) for t, n in topics if t in existing for p in range(n)]
     try:
-        return sum(hi for _lo, hi in partition_bounds(admin, tps).values()) if tps else 0
+        return sum(partition_ends(admin, tps).values()) if tps else 0
     except BrokerError:  # a topic just created, its leader not known yet: nothing there yet
         return 0
 

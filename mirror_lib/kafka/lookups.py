@@ -78,6 +78,19 @@ def partition_bounds(
     return {tp: (starts[tp], max(starts[tp], ends[tp])) for tp in tps}
 
 
+def partition_ends(
+    admin: AdminClient, partitions: Iterable[TP], timeout_s: float = 30
+) -> dict[TP, int]:
+    """Last stable offset per partition, in one listing: what a lag is measured against, where
+    :func:`partition_bounds` lists every partition twice."""
+    tps = sorted(set(partitions))
+    if not tps:
+        return {}
+    level = IsolationLevel.READ_COMMITTED
+    what = named(admin, "listing offsets")
+    return _list_offsets(admin, tps, OffsetSpec.latest(), level, timeout_s, what)
+
+
 def _list_offsets(
     admin: AdminClient, tps: list[TP], spec: Any, level: Any, timeout_s: float, what: str
 ) -> dict[TP, int]:

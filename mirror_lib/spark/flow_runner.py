@@ -19,7 +19,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError, MirrorRuntimeError
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, flow_dir
-from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds
+from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds, flow_ends
 from mirror_lib.replication.copy.read_group import ReadGroup, split_group_name
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.planning.slices import flows_short_of, format_until
@@ -159,10 +159,18 @@ class FlowRunner:
         )
 
     def snapshot(self) -> dict[TP, int]:
-        """Last stable offsets of every partition the flow replicates, right now."""
+        """Last stable offsets of every partition the flow replicates, right now, never below
+        a partition's start: what ``--once`` copies up to."""
         bounds = flow_bounds(self.group, self.ctx.admin("source"))
         self._parts = list(bounds)
         return {tp: hi for tp, (_lo, hi) in bounds.items()}
+
+    def ends(self) -> dict[TP, int]:
+        """Last stable offsets of every partition the flow replicates, right now, in one
+        listing: what the lag is measured against."""
+        ends = flow_ends(self.group, self.ctx.admin("source"))
+        self._parts = list(ends)
+        return ends
 
     def restart(self) -> Any:
         """Start the query again as it was started (``--once`` keeps its snapshot).
@@ -216,8 +224,8 @@ class FlowRunner:
 
     def progress(self) -> dict[str, Any]:
         """Records copied since the first call, records/s since the previous call, and lag."""
-        snapshot = self.snapshot()
-        by_flow = self.delivered_by_flow(snapshot)
+        ends = self.ends()
+        by_flow = self.delivered_by_flow(ends)
         done = _slowest(by_flow)
         total, now = sum(done.values()), time.monotonic()
         base, last_total, last_time = self._sample or (total, total, now)
@@ -226,10 +234,10 @@ class FlowRunner:
         out = {
             "copied": total - base,
             "records_per_s": round(rate, 1),
-            "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in snapshot.items()),
+            "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in ends.items()),
         }
         if self.group.fanout:  # each target's own lag: one that fell behind shows here
-            out["lags"] = {ctx.flow.name: self._lag(ctx, by_flow, snapshot) for ctx in self.group}
+            out["lags"] = {ctx.flow.name: self._lag(ctx, by_flow, ends) for ctx in self.group}
         return out
 
     def _lag(

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
+from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, partition_ends
 from tests.helpers.fake_kafka import OUTAGES_AND_REFUSALS
 
 
@@ -55,15 +55,24 @@ def test_an_end_below_the_start_is_the_start():
     assert partition_bounds(_Offsets(5, 30), [("T", 0)]) == {("T", 0): (5, 30)}  # type: ignore[arg-type]
 
 
+def test_ends_are_one_listing_of_the_latest_offsets():
+    """A run measures its lag every 30 s over every partition: only the ends are needed."""
+    admin = _LeaderMoving(0)
+    assert partition_ends(admin, [("T", 0), ("T", 1)]) == {("T", 0): 3, ("T", 1): 3}  # type: ignore[arg-type]
+    assert admin.asked == [[0, 1]]
+    assert admin.specs == ["LatestSpec"]
+
+
 class _LeaderMoving:
     """An admin client whose first ``moves`` ListOffsets answer ``code`` for partition 1, as a
     broker does for a topic created a moment ago."""
 
     def __init__(self, moves: int, code: int = KafkaError.NOT_LEADER_FOR_PARTITION) -> None:
-        self.moves, self.code, self.asked = moves, code, []
+        self.moves, self.code, self.asked, self.specs = moves, code, [], []
 
     def list_offsets(self, specs: dict, **_kw: object) -> dict:
         self.asked.append(sorted(tp.partition for tp in specs))
+        self.specs += sorted({type(spec).__name__ for spec in specs.values()})
         done = {}
         for tp in specs:
             fut: concurrent.futures.Future = concurrent.futures.Future()

@@ -28,3 +28,18 @@ def test_a_restart_reads_neither_cluster_and_progress_counts_on(
     runner.restart()
     assert started == [{("t", 0): 5}]
     assert runner._sample == (10, 50, 1.0)
+
+
+def test_the_lag_is_measured_against_the_ends_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot lists every partition's start and end; a lag needs only the ends."""
+    runner = FlowRunner.__new__(FlowRunner)
+    runner._sample = None
+    runner.group = type("Group", (), {"fanout": False})()
+
+    def snapshot(*_a: Any) -> None:
+        raise AssertionError("the lag listed the starts too")
+
+    monkeypatch.setattr(FlowRunner, "snapshot", snapshot)
+    monkeypatch.setattr(FlowRunner, "ends", lambda _self: {("t", 0): 9, ("t", 1): 4})
+    monkeypatch.setattr(FlowRunner, "delivered_by_flow", lambda *_a: {"A->B": {("t", 0): 5}})
+    assert runner.progress()["lag"] == 8
