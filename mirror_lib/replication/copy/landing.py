@@ -222,7 +222,13 @@ class Lander:
         w.restarted = False
         w.trouble = None
         for tp, part in landing.moved.items():
-            w.ledger.landed_ms[(part.remote, part.partition)] = landing.acked_ms
+            remote = (part.remote, part.partition)
+            w.ledger.landed_ms[remote] = landing.acked_ms
+            told = landing.metrics.get(tp)
+            if w.behind and told is not None and told.lag:  # behind: the loop took full batches
+                w.ledger.left_behind.add(remote)
+            else:
+                w.ledger.left_behind.discard(remote)
             part.committed = part.expect
             part.committed_downstream()
             part.reset()

@@ -287,6 +287,10 @@ class TargetLedger:
         # per remote partition, when its copy was last known complete (epoch ms; from the
         # ledger's entries, then the writer's commits): how long records waited (resumed)
         self.landed_ms: dict[TP, float] = {}
+        # remote partitions whose last commit here, with the copy behind the source's head, left
+        # records of theirs there: a backlog, whose records wait for the copy to come round to
+        # them (no resumed event for that)
+        self.left_behind: set[TP] = set()
 
     def renew(self) -> Consumer:
         """A new consumer for the ledger group (a new producer took over); the old one is

@@ -95,12 +95,16 @@ def resumed_events(
     (``w.ledger.landed_ms``, kept across restarts in the ledger) and the first record's CreateTime,
     to the target's acknowledgement. That is how long a fault (a lost leader, a restart, a
     target that refused writes) stopped the copy of records that were there to be copied; a
-    partition that never committed before (a new flow's backlog) does not count.
+    partition that never committed before (a new flow's backlog) does not count, nor, unless the
+    task saw a cause or started again, one whose last commit left records behind on the source
+    (a backlog, whose records wait for the copy to come round to them: the lag shows that).
     """
     waited: list[tuple[float, float, PartState]] = []
+    explained = w.trouble is not None or w.restarted
     for part in parts.values():
-        last = w.ledger.landed_ms.get((part.remote, part.partition))
-        if last is None or not part.n:
+        remote = (part.remote, part.partition)
+        last = w.ledger.landed_ms.get(remote)
+        if last is None or not part.n or (remote in w.ledger.left_behind and not explained):
             continue
         since = max(last, part.ts[0]) if part.ts else last
         if acked_ms - since >= RESUMED_AFTER_S * 1000:

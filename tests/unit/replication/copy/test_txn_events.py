@@ -32,8 +32,10 @@ def test_offset_syncs_follow_the_segments_only_where_the_flow_emits_them():
     assert sync_records(off, segments) == []
 
 
-def _writer(landed: dict, *, restarted: bool, trouble: str | None = None) -> SimpleNamespace:
-    ledger = SimpleNamespace(landed_ms=landed)
+def _writer(
+    landed: dict, *, restarted: bool, trouble: str | None = None, behind: frozenset = frozenset()
+) -> SimpleNamespace:
+    ledger = SimpleNamespace(landed_ms=landed, left_behind=set(behind))
     return SimpleNamespace(ctx=_ctx(), ledger=ledger, trouble=trouble, restarted=restarted,
                            slot=1, batch_id=7)  # fmt: skip
 
@@ -59,3 +61,20 @@ def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
     (told,) = resumed_events(held, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
     assert told["reason"].endswith(": B refused the writes")
     assert resumed_events(held, parts, acked_ms=12_900.0) == []  # type: ignore[arg-type]
+
+
+def test_a_backlog_copied_in_turns_is_not_a_wait_unless_a_fault_held_it():
+    """1,000 partitions copied from a backlog: a partition whose last commit left records on
+    the source waits for the copy to come round to it, seconds between its commits, and the
+    events said "the target acknowledged late" nine times in one run that had no fault."""
+    parts = {("t", 0): _part(0, 124, 0), ("t", 1): _part(1, 5, 0)}
+    landed = {("A.t", 0): 10_000, ("A.t", 1): 10_000}
+    w = _writer(landed, restarted=False, behind=frozenset({("A.t", 0)}))
+    (event,) = resumed_events(w, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+    assert event["partitions"] == ["A.t[1]"]  # at the head at its last commit: a wait
+    for explained in (
+        _writer(landed, restarted=True, behind=frozenset({("A.t", 0)})),
+        _writer(landed, restarted=False, trouble="B refused", behind=frozenset({("A.t", 0)})),
+    ):
+        (told,) = resumed_events(explained, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+        assert told["partitions"] == ["A.t[0]", "A.t[1]"]

@@ -567,6 +567,22 @@ def test_records_copied_without_waiting_for_a_fault_are_no_resumed_event(
     assert _metrics(producer, "resumed") == [] and _metrics(producer, "batch")
 
 
+@pytest.mark.parametrize(("behind", "told"), [(True, 0), (False, 1)])
+def test_a_partition_left_behind_in_a_backlog_waits_its_turn_untold(monkeypatch, behind, told):
+    """A commit while the loop took full batches leaves 97 records of the partition on the
+    source; its next records come 5 s later, in their turn: not a fault. At the head, the same
+    5 s is one."""
+    now = time.time() * 1000
+    w, producer = _stamped_writer(monkeypatch, now)
+    w.accept(("T", 0), [FakeMessage("T", 0, o, ts=int(now - 60_000)) for o in range(3)], 0.0)
+    w.commit_due(behind)
+    assert w.commit(lambda _tp: (0, 100), wait=True)
+    w.ledger.landed_ms[("A.T", 0)] -= 5000  # its last commit, 5 s ago
+    w.accept(("T", 0), [FakeMessage("T", 0, o, ts=int(now - 60_000)) for o in range(3, 6)], 0.0)
+    assert w.commit(lambda _tp: (0, 100), wait=True)
+    assert len(_metrics(producer, "resumed")) == told
+
+
 def test_each_ledger_entry_carries_when_its_copy_was_last_complete(monkeypatch):
     """The stamp a restarted copy task measures waits from (``t=<epoch ms>``)."""
     w, producer = _two_partition_writer(monkeypatch)
