@@ -129,21 +129,26 @@ def load_topics(bootstrap: str, topics: list[tuple[str, int]], per_partition: in
     return total
 
 
-def ends(bootstrap: str, topics: list[tuple[str, int]]) -> int:
+def ends(admin: Any, topics: list[tuple[str, int]]) -> int:
     """Sum of the last stable offsets of ``topics`` (0 for a topic not there yet), in one
-    listing: the probe asks it twice a second."""
-    from confluent_kafka.admin import AdminClient
-
+    listing, through the probe's one admin client (``admin_for``): the probe asks it twice a
+    second, and a client made each time outlived its brokers, retrying them in the log."""
     from mirror_lib.errors import BrokerError
     from mirror_lib.kafka.lookups import partition_ends
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     existing = admin.list_topics(timeout=30).topics
     tps = [(t, p) for t, n in topics if t in existing for p in range(n)]
     try:
         return sum(partition_ends(admin, tps).values()) if tps else 0
     except BrokerError:  # a topic just created, its leader not known yet: nothing there yet
         return 0
+
+
+def admin_for(bootstrap: str) -> Any:
+    """The probe's admin client of ``bootstrap``."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
 
 
 def start(cmd: list[str], log_path: Path) -> subprocess.Popen:
@@ -235,8 +240,10 @@ def copy_progress(target: str, remote: list[tuple[str, int]], total: int, stop: 
     """``run_until``'s ``done``: "first" once a record of ``remote`` is on ``target``, then at the
     last record True (``stop``: the tool is stopped there, as MM2 never ends) or "last"."""
 
+    admin = admin_for(target)
+
     def done() -> Any:
-        got = ends(target, remote)
+        got = ends(admin, remote)
         if got >= total:
             return True if stop else "last"
         return "first" if got > 0 else False
@@ -368,10 +375,11 @@ def case_new_topic(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     if i < 2:
                         time.sleep(20)
                 seen: dict[str, float | None] = dict.fromkeys(made)
+                probe = admin_for(b.tgt)
                 deadline = time.monotonic() + args.new_topic_wait
                 while time.monotonic() < deadline and proc.poll() is None:
                     for topic, t0 in made.items():
-                        if seen[topic] is None and ends(b.tgt, [(f"A.{topic}", 1)]) > 0:
+                        if seen[topic] is None and ends(probe, [(f"A.{topic}", 1)]) > 0:
                             seen[topic] = round(time.monotonic() - t0, 1)
                     if all(v is not None for v in seen.values()):
                         break
