@@ -68,14 +68,9 @@ def partition_bounds(
     when records deleted (retention, DeleteRecords) began a transaction that is still open, and
     such a partition holds nothing readable yet, which is an end at its start.
     """
-    tps = sorted(set(partitions))
-    if not tps:
-        return {}
-    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    what = named(admin, "listing offsets")
-    starts = _list_offsets(admin, tps, OffsetSpec.earliest(), level, timeout_s, what)
-    ends = _list_offsets(admin, tps, OffsetSpec.latest(), level, timeout_s, what)
-    return {tp: (starts[tp], max(starts[tp], ends[tp])) for tp in tps}
+    starts = _offsets_at(admin, partitions, OffsetSpec.earliest(), timeout_s, committed)
+    ends = _offsets_at(admin, starts, OffsetSpec.latest(), timeout_s, committed)
+    return {tp: (starts[tp], max(starts[tp], ends[tp])) for tp in sorted(starts)}
 
 
 def partition_ends(
@@ -83,12 +78,17 @@ def partition_ends(
 ) -> dict[TP, int]:
     """Last stable offset per partition, in one listing: what a lag is measured against, where
     :func:`partition_bounds` lists every partition twice."""
+    return _offsets_at(admin, partitions, OffsetSpec.latest(), timeout_s, committed=True)
+
+
+def _offsets_at(
+    admin: AdminClient, partitions: Iterable[TP], spec: Any, timeout_s: float, committed: bool
+) -> dict[TP, int]:
     tps = sorted(set(partitions))
     if not tps:
         return {}
-    level = IsolationLevel.READ_COMMITTED
-    what = named(admin, "listing offsets")
-    return _list_offsets(admin, tps, OffsetSpec.latest(), level, timeout_s, what)
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    return _list_offsets(admin, tps, spec, level, timeout_s, named(admin, "listing offsets"))
 
 
 def _list_offsets(
