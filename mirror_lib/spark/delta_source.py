@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from mirror_lib.config.parse import driver_path
 from mirror_lib.tables.delta_rs import _open, ensure_tables, table_path
 from mirror_lib.tables.location import save_table, spark_table_exists, spark_table_name
 from mirror_lib.tables.positions import Origin, append_unseen, row_ends, unseen
+from mirror_lib.tables.rollups import ROLLUPS, rolled_up
 from mirror_lib.tables.schemas import SCHEMAS, TABLES
 
 
@@ -183,6 +185,40 @@ def spark_positions(
     return {o: held[o] for o in origins if o in held}
 
 
+def _roll_up_batches(name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield from rolled_up(name, pa.Table.from_batches([batch])).to_batches()
+
+
+def _earlier_rolled_up(
+    spark: Any, config: MirrorConfig, name: str, table: pa.Table, origins: list[Origin]
+) -> list[pa.Table]:
+    """For rollup ``name``: the rollup, on the executors, of the rows its source table holds of
+    ``origins`` before ``table``'s first row of each (the history from before the rollup
+    existed; as :func:`mirror_lib.tables.positions.append_unseen` does over delta-rs)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    source = ROLLUPS[name]
+    if not origins or not spark_table_exists(spark, config, source):
+        return []
+    keys = ["cluster", "kafka_topic", "kafka_partition"]
+    firsts = table.group_by(keys).aggregate([("kafka_offset", "min")]).to_pylist()
+    wanted = [
+        f"(cluster = {sql_string(f['cluster'])} AND kafka_topic = {sql_string(f['kafka_topic'])}"
+        f" AND kafka_partition = {int(f['kafka_partition'])}"
+        f" AND kafka_offset < {int(f['kafka_offset_min'])})"
+        for f in firsts
+        if (f["cluster"], f["kafka_topic"], f["kafka_partition"]) in origins
+    ]
+    rows = spark.sql(
+        f"SELECT * FROM {spark_table_name(config, source)} WHERE {' OR '.join(wanted)}"
+    )
+    rolled = rows.mapInArrow(
+        partial(_roll_up_batches, name), from_arrow_schema(SCHEMAS[name])
+    ).toArrow()
+    return [rolled.cast(SCHEMAS[name])] if rolled.num_rows else []
+
+
 def append_spark(
     spark: Any,
     config: MirrorConfig,
@@ -195,8 +231,15 @@ def append_spark(
 
     ``txn`` (app id, version) becomes ``txnAppId``/``txnVersion``: Delta skips the write when
     the table's transaction of that app id is already at that version (a replayed batch).
+    For a rollup table (:func:`~mirror_lib.tables.rollups.with_rollups`) ``table`` holds the
+    rows it rolls up: those it does not hold yet are rolled up and appended.
     """
-    fresh = unseen(table, spark_positions(spark, config, name, row_ends(table)))
+    ends = row_ends(table)
+    have = spark_positions(spark, config, name, ends)
+    fresh = rolled_up(name, unseen(table, have))
+    if name in ROLLUPS:
+        earlier = _earlier_rolled_up(spark, config, name, table, [o for o in ends if o not in have])
+        fresh = pa.concat_tables([fresh, *earlier])
     if not fresh.num_rows:
         return 0
     writer = spark.createDataFrame(fresh).write.format("delta").mode("append")

@@ -47,6 +47,7 @@ from mirror_lib.tables.location import (
     tables_root,
 )
 from mirror_lib.tables.maintenance import MaintenancePolicy
+from mirror_lib.tables.rollups import with_rollups
 from mirror_lib.tables.schemas import TABLES
 
 
@@ -181,7 +182,7 @@ def _spark_delta_batch(config: MirrorConfig, cluster: str) -> Any:
     def write(df: Any, batch_id: int) -> None:
         tables = decode_batch(df, config, cluster)
         app_id = f"mirror:{streaming_query_id(checkpoint)}"
-        for name, table in tables.items():
+        for name, table in with_rollups(tables).items():
             if table is not None and table.num_rows:
                 append_spark(df.sparkSession, config, name, table, txn=(app_id, batch_id))
 

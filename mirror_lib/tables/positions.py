@@ -28,6 +28,7 @@ from mirror_lib.tables.delta_rs import (
     table_path,
     write_files,
 )
+from mirror_lib.tables.rollups import ROLLUPS, rolled_up, with_rollups
 from mirror_lib.tables.schemas import SCHEMAS
 
 Origin = tuple[str, str, int]  # (cluster, kafka topic, kafka partition)
@@ -83,6 +84,45 @@ def unseen(table: pa.Table, positions: dict[Origin, int]) -> pa.Table:
     return table.filter(pc.invert(pc.fill_null(old, False)))
 
 
+def _fresh_rows(
+    root: str, name: str, table: pa.Table, have: dict[Origin, int], restarted: Collection[Origin]
+) -> pa.Table:
+    """What to append to table ``name``: the rows of ``table`` past its positions ``have`` or,
+    for a rollup, their rollup and that of the history of origins it sees the first time."""
+    fresh = rolled_up(name, unseen(table, have))
+    if name not in ROLLUPS:
+        return fresh
+    new = [o for o in row_ends(table) if o not in have and o not in restarted]
+    return pa.concat_tables([*_earlier_rolled_up(root, name, table, new), fresh])
+
+
+def _earlier_rolled_up(
+    root: str, name: str, table: pa.Table, origins: list[Origin]
+) -> list[pa.Table]:
+    """For rollup ``name``: the rollup of the rows its source table holds of ``origins`` before
+    ``table``'s first row of each. A rollup table knows an origin only from its first write, so
+    this is the history written before the rollup existed (an upgrade), read once per origin."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable  # lazy: optional extra "delta"
+
+    path = table_path(root, ROLLUPS[name])
+    if not origins or not DeltaTable.is_deltatable(path):
+        return []
+    dataset = DeltaTable(path).to_pyarrow_dataset()
+    firsts = table.group_by(list(_KEYS)).aggregate([("kafka_offset", "min")]).to_pylist()
+    out = []
+    for first in firsts:
+        if (first["cluster"], first["kafka_topic"], first["kafka_partition"]) not in origins:
+            continue
+        where = ds.field("kafka_offset") < first["kafka_offset_min"]
+        for key in _KEYS:
+            where = where & (ds.field(key) == first[key])
+        for batch in dataset.to_batches(filter=where):
+            if batch.num_rows:
+                out.append(rolled_up(name, pa.Table.from_batches([batch])))
+    return out
+
+
 def append_unseen(
     root: str,
     tables: dict[str, pa.Table],
@@ -98,13 +138,15 @@ def append_unseen(
     re-reads the positions and filters again, so two writers never add the same row.
     ``restarted``: partitions whose offsets began again below the recorded position (the topic
     was deleted and created again); their recorded positions are ignored and replaced.
+    Rows of ``replication_metrics`` also go, rolled up, to ``metrics_per_minute``
+    (:mod:`mirror_lib.tables.rollups`), which filters them by its own positions first.
     """
     from deltalake import DeltaTable  # lazy: optional extra "delta"
     from deltalake.exceptions import CommitFailedError  # lazy: optional extra "delta"
     from deltalake.transaction import Transaction  # lazy: optional extra "delta"
 
     result: dict[str, str] = {}
-    for name, table in tables.items():
+    for name, table in with_rollups(tables).items():
         result[name] = "empty"
         if table is None or not table.num_rows:
             continue
@@ -117,7 +159,8 @@ def append_unseen(
             if tag is not None and (dt.transaction_version(tag[0]) or -1) >= tag[1]:
                 result[name] = "skipped"
                 break
-            fresh = unseen(table, held(dt, [o for o in ends if o not in restarted]))
+            have = held(dt, [o for o in ends if o not in restarted])
+            fresh = _fresh_rows(root, name, table, have, restarted)
             if not fresh.num_rows:
                 result[name] = "skipped"
                 break

@@ -52,6 +52,17 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("age_ms_min", pa.float64()), ("age_ms_avg", pa.float64()), ("age_ms_max", pa.float64()),
         ("age_ms_p50", pa.float64()), ("age_ms_p99", pa.float64()), *_ORIGIN,
     ]),
+    # Per partition, minute and write: replication_metrics rolled up (mirror_lib.tables.rollups).
+    # ts/first_ts: the latest and earliest row's; kafka_offset/record_ts: those of the last
+    # metrics record rolled up.
+    "metrics_per_minute": pa.schema([
+        ("flow", pa.string()), ("source", pa.string()), ("target", pa.string()),
+        ("topic", pa.string()), ("remote_topic", pa.string()), ("partition", pa.int32()),
+        ("minute", TS), ("records", pa.int64()), ("bytes", pa.int64()), ("batches", pa.int64()),
+        ("latency_ms_p50", pa.float64()), ("latency_ms_p99", pa.float64()),
+        ("latency_ms_max", pa.float64()), ("lag", pa.int64()), ("upstream_last", pa.int64()),
+        ("ts", TS), ("first_ts", TS), *_ORIGIN,
+    ]),
     # type: gap, start, stop, error, decode_error; details = the whole event as JSON.
     "flow_events": pa.schema([
         ("type", pa.string()), ("flow", pa.string()), ("ts", TS), ("topic", pa.string()),
@@ -90,6 +101,7 @@ TABLES = tuple(SCHEMAS)
 SORT_KEYS: dict[str, tuple[str, ...]] = {
     "offset_syncs": ("flow", "topic", "partition", "upstream_start"),
     "replication_metrics": ("flow", "topic", "partition", "ts"),
+    "metrics_per_minute": ("flow", "topic", "partition", "minute"),
 }
 DELTA_ENCODED: dict[str, tuple[str, ...]] = {
     "offset_syncs": (

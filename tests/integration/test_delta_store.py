@@ -144,7 +144,8 @@ def test_streaming_commits_once_per_batch_across_restarts(dspark, tmp_path):
     replay = store.read_table(root, "flow_events").select(["kafka_offset", "record_ts"])
     tag = (app_id, batches[-1])
     assert positions.append_unseen(root, {"replication_metrics": replay}, "replay", tag=tag) == {
-        "replication_metrics": "skipped"
+        "replication_metrics": "skipped",
+        "metrics_per_minute": "skipped",
     }
     assert table(root, "replication_metrics").version() == 3
     assert len(offsets(root, "replication_metrics")) == 26
@@ -179,7 +180,7 @@ def commit_metrics(root: str, first: int, n: int, batch: int, age_days: float = 
     data = pa.Table.from_pylist(rows, SCHEMAS["replication_metrics"])
     tag = ("mirror:test", batch)
     result = positions.append_unseen(root, {"replication_metrics": data}, f"t{batch}", tag=tag)
-    assert result == {"replication_metrics": "committed"}
+    assert result == {"replication_metrics": "committed", "metrics_per_minute": "committed"}
 
 
 def test_sql_views_time_travel_and_maintenance(dspark, tmp_path):
