@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DAY_S = 86_400
+WRITE_S = 30  # a run writes the tables every 30 s
 #: Rows a day at 5,000 records/s over 4 partitions (the soak, docs/operations/state.md).
 RATES = {
     "replication_metrics": 2_400_000,
@@ -144,8 +145,31 @@ def generate(root: str, days: int, scale: float) -> dict[str, int]:
             files = store.write_files(root, {name: batch}, f"history-{day}")
             store.commit_actions(dt, files[name], [], {"mirror.app_id": "bench-history"})
             dt = DeltaTable(store.table_path(root, name))
+            for rollup, rows in rollups_of(name, batch).items():
+                files = store.write_files(root, {rollup: rows}, f"history-{day}")
+                rolled = DeltaTable(store.table_path(root, rollup))
+                store.commit_actions(rolled, files[rollup], [], {"mirror.app_id": "bench-history"})
+                written[rollup] = written.get(rollup, 0) + rows.num_rows
         written[name] = n * days
     return written
+
+
+def rollups_of(name: str, rows: Any) -> dict[str, Any]:
+    """The rollup rows a run writes beside a day of ``name``'s rows: the tables are written
+    every 30 s (:data:`WRITE_S`), so each rolls up the rows of its 30 s (rows are in time
+    order)."""
+    import pyarrow as pa
+
+    from mirror_lib.tables.rollups import ROLLUPS, rolled_up
+
+    per_write = max(1, rows.num_rows * WRITE_S // DAY_S)
+    return {
+        rollup: pa.concat_tables(
+            rolled_up(rollup, rows.slice(i, per_write)) for i in range(0, rows.num_rows, per_write)
+        )
+        for rollup, source in ROLLUPS.items()
+        if source == name
+    }
 
 
 def timed(what: str, call: Callable[[], Any], out: dict[str, float]) -> Any:

@@ -21,9 +21,12 @@ from mirror_lib.tables.location import (
 from mirror_lib.tables.schemas import TABLES
 
 #: View name -> SELECT over the tables (``{t_<table>}`` placeholders; ``{bucket}``: the time
-#: bucket of the ``*_per_minute`` views, a minute unless :func:`create_views` is given another).
-#: Latency p50 is the record-weighted mean of per-chunk p50s and p99 the maximum of per-chunk
-#: p99s (conservative), as in :mod:`mirror_lib.tables.health`.
+#: bucket of the ``*_per_minute`` views, a minute unless :func:`create_views` is given another;
+#: ``{t_metrics}``: what they read, the per-minute rollup for buckets of whole minutes, else
+#: ``replication_metrics`` itself). Latency p50 is the record-weighted mean of per-chunk p50s
+#: and p99 the maximum of per-chunk p99s (conservative), as in :mod:`mirror_lib.tables.health`.
+#: The rollup (:mod:`mirror_lib.tables.rollups`) has the columns these views read, and its
+#: ``ts`` (its latest row's) falls in the same bucket as every row it rolls up.
 VIEWS: dict[str, str] = {
     "latest_checkpoints": """
         SELECT source, target, group_id, topic, partition, upstream_offset, downstream_offset,
@@ -65,31 +68,35 @@ VIEWS: dict[str, str] = {
                sum(records) AS records, sum(bytes) AS bytes,
                sum(latency_ms_p50 * records) / sum(records) AS latency_ms_p50,
                max(latency_ms_p99) AS latency_ms_p99, max(latency_ms_max) AS latency_ms_max
-        FROM {t_replication_metrics} GROUP BY ALL""",
+        FROM {t_metrics} GROUP BY ALL""",
     # Lag of a topic in a time bucket: the sum over its partitions of each one's latest lag at the
     # end of the bucket, carried forward through buckets where a partition copied nothing (the
     # lag definition of mirror_lib.tables.health). ``partitions``: partitions with a known lag.
+    # Summed as a running total of each partition's changes, so it costs the rows read, not
+    # buckets times partitions.
     "lag_per_minute": """
         WITH p AS (SELECT flow, remote_topic AS topic, partition, {bucket} AS minute,
                           max_by(lag, struct(ts, upstream_last)) AS lag
-                   FROM {t_replication_metrics} GROUP BY ALL),
-        grid AS (SELECT b.flow, b.topic, b.minute, k.partition
-                 FROM (SELECT DISTINCT flow, topic, minute FROM p) b
-                 JOIN (SELECT DISTINCT flow, topic, partition FROM p) k
-                   ON k.flow = b.flow AND k.topic = b.topic),
-        filled AS (SELECT grid.flow, grid.topic, grid.minute,
-                          last(p.lag, true) OVER (PARTITION BY grid.flow, grid.topic,
-                               grid.partition ORDER BY grid.minute
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lag
-                   FROM grid LEFT JOIN p ON p.flow = grid.flow AND p.topic = grid.topic
-                        AND p.partition = grid.partition AND p.minute = grid.minute)
-        SELECT flow, topic, minute, sum(lag) AS lag, count(lag) AS partitions
-        FROM filled GROUP BY ALL""",
+                   FROM {t_metrics} GROUP BY ALL),
+        prev AS (SELECT *, last(lag, true) OVER (PARTITION BY flow, topic, partition
+                           ORDER BY minute ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                           AS before FROM p),
+        step AS (SELECT flow, topic, minute,
+                        sum(CASE WHEN lag IS NOT NULL THEN lag - coalesce(before, 0) END)
+                          AS change,
+                        count(CASE WHEN lag IS NOT NULL AND before IS NULL THEN 1 END) AS known
+                 FROM prev GROUP BY ALL),
+        total AS (SELECT flow, topic, minute,
+                         sum(change) OVER w AS lag, sum(known) OVER w AS partitions
+                  FROM step WINDOW w AS (PARTITION BY flow, topic ORDER BY minute
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
+        SELECT flow, topic, minute, CASE WHEN partitions > 0 THEN lag END AS lag, partitions
+        FROM total""",
     "replication_lag": """
         SELECT flow, topic, remote_topic, partition, lag, upstream_last, ts AS measured_ts
         FROM (SELECT *, row_number() OVER (PARTITION BY flow, topic, partition
                                             ORDER BY ts DESC, upstream_last DESC) AS rn
-              FROM {t_replication_metrics})
+              FROM {t_metrics_per_minute})
         WHERE rn = 1""",
     "heartbeat_freshness": """
         SELECT cluster, source, target, hops, max(heartbeat_ts) AS last_heartbeat,
@@ -175,8 +182,8 @@ def bucket_for(span_seconds: float | None) -> int:
 
 def _data_bucket(spark: Any, refs: dict[str, str]) -> int:
     span = spark.sql(
-        "SELECT (unix_millis(max(ts)) - unix_millis(min(ts))) / 1000.0 AS s "
-        f"FROM {refs['t_replication_metrics']}"
+        "SELECT (unix_millis(max(ts)) - unix_millis(min(first_ts))) / 1000.0 AS s "
+        f"FROM {refs['t_metrics_per_minute']}"
     ).first()["s"]
     return bucket_for(None if span is None else float(span))
 
@@ -217,12 +224,14 @@ def create_views(
     if bucket_seconds is None:
         bucket_seconds = _data_bucket(spark, refs)
     bucket = _bucket_sql(bucket_seconds)
+    per_minute = bucket_seconds % 60 == 0
+    metrics = refs["t_metrics_per_minute" if per_minute else "t_replication_metrics"]
     temp = _temporary(refs, prefix, config)
     schema = config.properties.get("mirror.tables.schema", "").strip()
     qualify = "" if temp or not schema else schema + "."
     names = []
     for name, body in VIEWS.items():
-        sql = body.format(**refs, bucket=bucket)
+        sql = body.format(**refs, bucket=bucket, t_metrics=metrics)
         for other in VIEWS:  # views built on views use the same prefix and schema
             sql = sql.replace(f"FROM {other}", f"FROM {qualify}{prefix}{other}")
         kind = "TEMPORARY VIEW" if temp else "VIEW"

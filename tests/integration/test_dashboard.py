@@ -18,8 +18,9 @@ import pytest
 from mirror_lib.app.dashboard import NO_DATA, SKIPPING_OFF, build_figures
 from mirror_lib.app.lakeview import select_columns
 from mirror_lib.config.parse import parse_config
-from mirror_lib.tables.delta_rs import ensure_tables, table_path
+from mirror_lib.tables.delta_rs import ensure_tables
 from mirror_lib.tables.location import tables_root
+from mirror_lib.tables.positions import append_unseen
 from mirror_lib.tables.schemas import SCHEMAS
 from tests.browser import chromium_available, render
 from tests.integration.conftest import flow_properties, write_properties
@@ -95,16 +96,15 @@ BUCKETS_2S = ((M0, 4), (M1, 4), (M1, 10), (M1, 20))
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
-    """Delta tables with known rows: two minutes of metrics of A.orders (2 partitions), A.clicks."""
-    from deltalake import write_deltalake
-
+    """Delta tables with known rows: two minutes of metrics of A.orders (2 partitions), A.clicks,
+    written as a run writes them (the metrics also rolled up)."""
     state = tmp_path_factory.mktemp("dashboard") / "state"
     config = config_at(state)
     root = tables_root(config)
     ensure_tables(root)
     for name, rows in ROWS.items():
         table = pa.Table.from_pylist(rows, schema=SCHEMAS[name])
-        write_deltalake(table_path(root, name), table, mode="append")
+        append_unseen(root, {name: table}, "fixture")
     return config
 
 
