@@ -34,35 +34,40 @@ VIEWS: dict[str, str] = {
         FROM (SELECT *, row_number() OVER (PARTITION BY cluster, source, target, group_id, topic,
                      partition ORDER BY kafka_offset DESC) AS rn FROM {t_checkpoints})
         WHERE rn = 1""",
+    # The first segment ending at or after each checkpoint's offset (SegmentIndex.translate):
+    # checkpoints and segments in one order per partition, so that a group far behind is one row
+    # of a sort, not a join with every segment after its offset; the partition's first and last
+    # segment come from the same pass, so the segments are read once.
     "offset_translation": """
-        WITH cp AS (SELECT * FROM latest_checkpoints),
-        seg AS (SELECT source, target, remote_topic, partition, upstream_start, upstream_end,
-                       downstream_start, downstream_end
-                FROM {t_offset_syncs} WHERE kind = 'segment'),
+        WITH both AS (
+          SELECT source, target, topic, partition, upstream_offset AS at, 0 AS is_seg, group_id,
+                 upstream_offset, downstream_offset,
+                 CAST(NULL AS STRUCT<us: BIGINT, ds: BIGINT>) AS seg,
+                 CAST(NULL AS BIGINT) AS upstream_start, CAST(NULL AS BIGINT) AS downstream_end
+          FROM latest_checkpoints
+          UNION ALL
+          SELECT source, target, remote_topic, partition, upstream_end, 1, NULL, NULL, NULL,
+                 named_struct('us', upstream_start, 'ds', downstream_start), upstream_start,
+                 downstream_end
+          FROM {t_offset_syncs} WHERE kind = 'segment'),
         hit AS (
-          SELECT cp.source, cp.target, cp.group_id, cp.topic, cp.partition, cp.upstream_offset,
-                 cp.downstream_offset,
-                 min_by(CASE WHEN cp.upstream_offset >= seg.upstream_start
-                             THEN seg.downstream_start + (cp.upstream_offset - seg.upstream_start)
-                             ELSE seg.downstream_start END, seg.upstream_start) AS next_offset,
-                 max(seg.downstream_end) AS any_end
-          FROM cp LEFT JOIN seg ON seg.source = cp.source AND seg.target = cp.target
-               AND seg.remote_topic = cp.topic AND seg.partition = cp.partition
-               AND seg.upstream_end >= cp.upstream_offset
-          GROUP BY ALL),
-        last AS (SELECT source, target, remote_topic, partition, max(downstream_end) AS last_end,
-                        min(upstream_start) AS first_start
-                 FROM seg GROUP BY ALL)
-        SELECT hit.source, hit.target, hit.group_id, hit.topic, hit.partition,
-               hit.upstream_offset,
+          SELECT *,
+                 last(seg, true) OVER (PARTITION BY source, target, topic, partition
+                                       ORDER BY at DESC, is_seg DESC
+                                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS next,
+                 min(upstream_start) OVER p AS first_start, max(downstream_end) OVER p AS last_end
+          FROM both WINDOW p AS (PARTITION BY source, target, topic, partition))
+        SELECT source, target, group_id, topic, partition, upstream_offset,
                -- below the flow's first segment (a flow that took over from MirrorMaker 2):
                -- not ours to translate, the checkpoint stands
-               CASE WHEN hit.upstream_offset < last.first_start THEN hit.downstream_offset
-                    ELSE coalesce(hit.next_offset, last.last_end + 1, hit.downstream_offset)
+               CASE WHEN upstream_offset < first_start THEN downstream_offset
+                    ELSE coalesce(CASE WHEN upstream_offset >= next.us
+                                       THEN next.ds + (upstream_offset - next.us)
+                                       ELSE next.ds END,
+                                  last_end + 1, downstream_offset)
                END AS offset,
-               hit.downstream_offset AS checkpoint_offset
-        FROM hit LEFT JOIN last ON last.source = hit.source AND last.target = hit.target
-             AND last.remote_topic = hit.topic AND last.partition = hit.partition""",
+               downstream_offset AS checkpoint_offset
+        FROM hit WHERE is_seg = 0""",
     "latency_per_minute": """
         SELECT flow, remote_topic AS topic, {bucket} AS minute,
                sum(records) AS records, sum(bytes) AS bytes,
