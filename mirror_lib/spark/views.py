@@ -107,8 +107,8 @@ VIEWS: dict[str, str] = {
         SELECT cluster, source, target, hops, max(heartbeat_ts) AS last_heartbeat,
                (unix_millis(current_timestamp()) - unix_millis(max(heartbeat_ts))) / 1000.0
                  AS age_seconds,
-               count(*) AS heartbeats
-        FROM {t_heartbeats} GROUP BY ALL""",
+               sum(heartbeats) AS heartbeats
+        FROM {t_heartbeats_per_minute} GROUP BY ALL""",
     # Stale records skipped on purpose (mirror.skip.older.than.ms), from the `skip` events.
     "skipped_per_minute": """
         SELECT flow, topic, {bucket} AS minute, sum(records) AS records, sum(bytes) AS bytes,

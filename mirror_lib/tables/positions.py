@@ -138,8 +138,8 @@ def append_unseen(
     re-reads the positions and filters again, so two writers never add the same row.
     ``restarted``: partitions whose offsets began again below the recorded position (the topic
     was deleted and created again); their recorded positions are ignored and replaced.
-    Rows of ``replication_metrics`` also go, rolled up, to ``metrics_per_minute``
-    (:mod:`mirror_lib.tables.rollups`), which filters them by its own positions first.
+    Rows of a table with a rollup (``replication_metrics``, ``heartbeats``) also go, rolled up,
+    to it (:mod:`mirror_lib.tables.rollups`), which filters them by its own positions first.
     """
     from deltalake import DeltaTable  # lazy: optional extra "delta"
     from deltalake.exceptions import CommitFailedError  # lazy: optional extra "delta"

@@ -63,6 +63,11 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("latency_ms_max", pa.float64()), ("lag", pa.int64()), ("upstream_last", pa.int64()),
         ("ts", TS), ("first_ts", TS), *_ORIGIN,
     ]),
+    # Per cluster pair, hops, minute and write: heartbeats rolled up (mirror_lib.tables.rollups).
+    "heartbeats_per_minute": pa.schema([
+        ("source", pa.string()), ("target", pa.string()), ("hops", pa.int32()),
+        ("minute", TS), ("heartbeats", pa.int64()), ("heartbeat_ts", TS), *_ORIGIN,
+    ]),
     # type: gap, start, stop, error, decode_error; details = the whole event as JSON.
     "flow_events": pa.schema([
         ("type", pa.string()), ("flow", pa.string()), ("ts", TS), ("topic", pa.string()),

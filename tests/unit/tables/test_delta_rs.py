@@ -66,7 +66,10 @@ def test_a_tagged_commit_is_idempotent_per_app_version(tmp_path):
         return positions.append_unseen(root, {name: table}, "t", tag=("mirror:q", version))
 
     assert append(events(4), 3) == {"flow_events": "committed"}
-    assert append(events(0), 3, "heartbeats") == {"heartbeats": "empty"}
+    assert append(events(0), 3, "heartbeats") == {
+        "heartbeats": "empty",
+        "heartbeats_per_minute": "empty",
+    }
     dt = deltalake.DeltaTable(store.table_path(root, "flow_events"))
     assert dt.version() == 1 and dt.transaction_version("mirror:q") == 3
     history = dt.history(1)[0]

@@ -43,18 +43,17 @@ def test_row_ends_per_partition_and_without_origin():
     assert positions.row_ends(pa.table({"kafka_offset": [1]})) == {}  # columns not there yet
 
 
+def both(result: str) -> dict[str, str]:
+    """What append_unseen says of heartbeats and of their rollup, written with them."""
+    return {"heartbeats": result, "heartbeats_per_minute": result}
+
+
 def test_overlapping_writes_append_each_record_once(tmp_path):
     root = str(tmp_path)
-    assert positions.append_unseen(root, {"heartbeats": beats([0, 1, 2])}, "a") == {
-        "heartbeats": "committed"
-    }
+    assert positions.append_unseen(root, {"heartbeats": beats([0, 1, 2])}, "a") == both("committed")
     # a replay of the same range, then a range that overlaps it
-    assert positions.append_unseen(root, {"heartbeats": beats([1, 2])}, "b") == {
-        "heartbeats": "skipped"
-    }
-    assert positions.append_unseen(root, {"heartbeats": beats([2, 3, 4])}, "c") == {
-        "heartbeats": "committed"
-    }
+    assert positions.append_unseen(root, {"heartbeats": beats([1, 2])}, "b") == both("skipped")
+    assert positions.append_unseen(root, {"heartbeats": beats([2, 3, 4])}, "c") == both("committed")
     assert [r[3] for r in held_rows(root)] == [0, 1, 2, 3, 4]
     dt = deltalake.DeltaTable(store.table_path(root, "heartbeats"))
     assert dt.transaction_version("mirror-rows/B/heartbeats/0") == 5
@@ -78,12 +77,10 @@ def test_a_partition_that_started_over_is_appended_again_from_its_new_offsets(tm
     positions.append_unseen(root, {"heartbeats": beats([0, 1, 2, 3, 4])}, "a")
     origin = ("B", "heartbeats", 0)
     # the topic was deleted and created again: its offsets 0, 1 are new records
-    assert positions.append_unseen(root, {"heartbeats": beats([0, 1])}, "b") == {
-        "heartbeats": "skipped"
-    }
+    assert positions.append_unseen(root, {"heartbeats": beats([0, 1])}, "b") == both("skipped")
     assert positions.append_unseen(
         root, {"heartbeats": beats([0, 1])}, "c", restarted={origin}
-    ) == {"heartbeats": "committed"}
+    ) == both("committed")
     dt = deltalake.DeltaTable(store.table_path(root, "heartbeats"))
     assert dt.transaction_version(positions.position_app_id(origin)) == 2  # moved back
     positions.append_unseen(root, {"heartbeats": beats([1, 2, 3])}, "d")
@@ -107,10 +104,9 @@ def test_a_concurrent_writer_of_the_same_records_wins_and_the_other_filters_agai
         real(dt, files, txns, meta)
 
     monkeypatch.setattr(positions, "commit_actions", first_loses)
-    assert positions.append_unseen(root, {"heartbeats": beats([1, 2, 3])}, "b") == {
-        "heartbeats": "committed"
-    }
-    assert len(calls) == 2, "the first commit should have failed on the other writer's"
+    assert positions.append_unseen(root, {"heartbeats": beats([1, 2, 3])}, "b") == both("committed")
+    # heartbeats: one failed commit, one that held; their rollup: one
+    assert len(calls) == 3, "the first commit should have failed on the other writer's"
     assert [r[3] for r in held_rows(root)] == [0, 1, 2, 3]
     leftovers = {p.name for p in (tmp_path / "tables" / "heartbeats").glob("b-*.parquet")}
     assert len(leftovers) == 1, "the losing attempt's file is deleted"

@@ -15,7 +15,7 @@ pytest.importorskip("deltalake")
 
 from mirror_lib.tables import delta_rs as store
 from mirror_lib.tables import positions
-from mirror_lib.tables.rollups import metrics_per_minute
+from mirror_lib.tables.rollups import heartbeats_per_minute, metrics_per_minute
 from mirror_lib.tables.schemas import SCHEMAS
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -107,3 +107,29 @@ def test_decoded_tables_are_rolled_up_even_with_an_empty_rollup_beside_them(tmp_
     decoded["replication_metrics"] = table(rows)
     positions.append_unseen(root, decoded, "decoded")
     assert by_minute(store.read_table(root, "metrics_per_minute").to_pylist()) == by_minute(rows)
+
+
+def test_heartbeats_roll_up_to_their_count_and_latest_per_pair():
+    rnd = random.Random(2)
+    rows = [
+        {"source": rnd.choice("AC"), "target": "B", "hops": rnd.randrange(2),
+         "heartbeat_ts": START + timedelta(milliseconds=rnd.randrange(300_000)),
+         "cluster": "B", "kafka_topic": "heartbeats", "kafka_partition": 0, "kafka_offset": i,
+         "record_ts": START}
+        for i in range(400)
+    ]  # fmt: skip
+    beats = pa.Table.from_pylist(rows, schema=SCHEMAS["heartbeats"])
+    rolled = pa.concat_tables(
+        [heartbeats_per_minute(beats.slice(0, 150)), heartbeats_per_minute(beats.slice(150))]
+    ).to_pylist()
+    assert len(rolled) < 60
+
+    def freshness(rs: list[dict], count: str | None) -> dict[tuple, tuple]:
+        out: dict[tuple, tuple] = {}
+        for r in rs:
+            key = (r["source"], r["target"], r["hops"])
+            n, latest = out.get(key, (0, START))
+            out[key] = (n + (r[count] if count else 1), max(latest, r["heartbeat_ts"]))
+        return out
+
+    assert freshness(rolled, "heartbeats") == freshness(rows, None)
