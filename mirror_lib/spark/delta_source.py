@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import driver_path
 from mirror_lib.tables.delta_rs import _open, ensure_tables, table_path
+from mirror_lib.tables.failover_reads import FAILOVER_VIEWS
 from mirror_lib.tables.location import save_table, spark_table_exists, spark_table_name
 from mirror_lib.tables.positions import Origin, append_unseen, row_ends, unseen
 from mirror_lib.tables.rollups import ROLLUPS, rolled_up
@@ -118,6 +119,47 @@ class DeltaRsDataSource(DataSource):
         return DeltaRsReader(path, dt.version() if pinned else None, wanted)
 
 
+class FailoverReader(DataSourceReader):
+    """One partition, computed when it runs (so each query sees the latest commits)."""
+
+    def __init__(self, root: str, view: str, version: int | None, timestamp: str | None) -> None:
+        self.root, self.view, self.version, self.timestamp = root, view, version, timestamp
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        from mirror_lib.tables import failover_reads  # lazy: reads only on the executors
+
+        answer = getattr(failover_reads, self.view)(self.root, self.version, self.timestamp)
+        micros = [  # Spark's Python data sources take timestamps in microseconds only
+            pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f
+            for f in answer.schema
+        ]
+        yield from answer.cast(pa.schema(micros)).to_batches()
+
+
+class FailoverDataSource(DataSource):
+    """``format("mirror_failover")``: the ``latest_checkpoints`` or ``offset_translation`` of
+    the delta-rs tables under ``path`` (option ``view``), read in Arrow
+    (:mod:`mirror_lib.tables.failover_reads`); options ``versionAsOf`` or ``timestampAsOf``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mirror_failover"
+
+    def schema(self) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(FAILOVER_VIEWS[self.options["view"]])
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        version = self.options.get("versionAsOf")
+        return FailoverReader(
+            driver_path(self.options["path"]),
+            self.options["view"],
+            None if version is None else int(version),
+            self.options.get("timestampAsOf"),
+        )
+
+
 def sql_string(value: str) -> str:
     """A Spark SQL string literal of ``value`` (backslash escapes, as Spark's parser reads them)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -130,25 +172,33 @@ def register_tables(
     as_of_timestamp: str | None = None,
     prefix: str = "",
 ) -> list[str]:
-    """Register every table as temp view ``<prefix><table>`` (``USING deltars``); returns names.
+    """Register every table as temp view ``<prefix><table>`` (``USING deltars``), and the
+    failover reads ``<prefix>latest_checkpoints``/``offset_translation`` (``USING
+    mirror_failover``); returns the names.
 
     Registers the ``deltars`` source and creates missing tables (empty) first. Unpinned views
     read the latest version at each query. ``as_of_version`` applies to every table (one
     without that version raises), so ``as_of_timestamp`` is the useful cross-table pin.
     """
     spark.dataSource.register(DeltaRsDataSource)  # idempotent
+    spark.dataSource.register(FailoverDataSource)
     ensure_tables(root)
+    pinned = []
+    if as_of_version is not None:
+        pinned.append(f"versionAsOf {sql_string(str(int(as_of_version)))}")
+    elif as_of_timestamp:
+        pinned.append(f"timestampAsOf {sql_string(as_of_timestamp)}")
     names = []
-    for name in TABLES:
-        options = [f"path {sql_string(table_path(root, name))}"]
-        if as_of_version is not None:
-            options.append(f"versionAsOf {sql_string(str(int(as_of_version)))}")
-        elif as_of_timestamp:
-            options.append(f"timestampAsOf {sql_string(as_of_timestamp)}")
+    sources = [(n, "deltars", [f"path {sql_string(table_path(root, n))}"]) for n in TABLES]
+    sources += [
+        (view, "mirror_failover", [f"path {sql_string(root)}", f"view {sql_string(view)}"])
+        for view in FAILOVER_VIEWS
+    ]
+    for name, source, options in sources:
         view = f"{prefix}{name}"
         spark.sql(
             f"CREATE OR REPLACE TEMPORARY VIEW `{view.replace('`', '``')}` "
-            f"USING deltars OPTIONS ({', '.join(options)})"
+            f"USING {source} OPTIONS ({', '.join(options + pinned)})"
         )
         names.append(view)
     return names

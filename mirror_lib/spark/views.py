@@ -1,8 +1,10 @@
 """SQL views over the Delta tables, created by one call for either writer (docs/tables.md).
 
 Locally (delta-rs) the tables are registered as Spark temp views through the ``deltars`` source
-and the views are temp views; with Delta's Spark writer they are views in ``mirror.tables.schema``
-(temp views over ``delta.`<folder>``` in a local session without a schema).
+and the views are temp views, ``latest_checkpoints`` and ``offset_translation`` read in Arrow
+(:mod:`mirror_lib.tables.failover_reads`); with Delta's Spark writer they are views in
+``mirror.tables.schema`` (temp views over ``delta.`<folder>``` in a local session without a
+schema).
 The same view names serve ``dashboards/sql/*.sql`` either way.
 """
 
@@ -12,6 +14,7 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.spark.delta_source import ensure_spark_tables, register_tables
+from mirror_lib.tables.failover_reads import FAILOVER_VIEWS
 from mirror_lib.tables.location import (
     catalog_tables,
     spark_table_name,
@@ -162,7 +165,7 @@ def _table_refs(spark: Any, config: MirrorConfig, prefix: str, as_of: dict[str, 
         ensure_spark_tables(spark, config)  # e.g. `verifications` before the first verify
         return {f"t_{t}": spark_table_name(config, t) for t in TABLES}
     register_tables(spark, tables_root(config), prefix=prefix + "t_", **as_of)
-    return {f"t_{t}": f"{prefix}t_{t}" for t in TABLES}
+    return {f"t_{t}": f"{prefix}t_{t}" for t in (*TABLES, *FAILOVER_VIEWS)}
 
 
 def _temporary(refs: dict[str, str], prefix: str, config: MirrorConfig) -> bool:
@@ -235,7 +238,8 @@ def create_views(
     schema = config.properties.get("mirror.tables.schema", "").strip()
     qualify = "" if temp or not schema else schema + "."
     names = []
-    for name, body in VIEWS.items():
+    local = {v: f"SELECT * FROM {{t_{v}}}" for v in FAILOVER_VIEWS if f"t_{v}" in refs}
+    for name, body in {**VIEWS, **local}.items():
         sql = body.format(**refs, bucket=bucket, t_metrics=metrics)
         for other in VIEWS:  # views built on views use the same prefix and schema
             sql = sql.replace(f"FROM {other}", f"FROM {qualify}{prefix}{other}")
