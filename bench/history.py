@@ -3,13 +3,15 @@
 
 Writes ``--days`` days of rows into the delta-rs tables of a fresh ``mirror.state.dir`` at the
 rates the soak measured at 5,000 records/s over 4 partitions (one file per table per day, as
-compaction leaves them), then times what an on-call engineer runs: the health of
-``mirror status`` (:func:`mirror_lib.tables.health.flow_health`), ``translate_group_as_of``,
-and with ``--views`` the SQL views of the dashboards in a local Spark session. With
-``--maintain`` it first runs a maintenance round (the default retention keeps 7 days).
+compaction leaves them; the rollups as a run writes them, every 30 s), then times what an
+on-call engineer runs: the health of ``mirror status``
+(:func:`mirror_lib.tables.health.flow_health`), ``translate_group_as_of``, and with ``--views``
+the SQL views of the dashboards in a local Spark session. With ``--maintain`` it first runs a
+maintenance round (the default retention keeps 7 days).
 
     .venv/bin/python bench/history.py --days 30
     .venv/bin/python bench/history.py --days 30 --maintain --views
+    .venv/bin/python bench/history.py --days 7 --scale 1.0 --views  # a month, maintained
 """
 
 from __future__ import annotations
