@@ -23,7 +23,7 @@ from mirror_lib.config.parse import driver_path
 from mirror_lib.tables.delta_rs import _open, ensure_tables, table_path
 from mirror_lib.tables.failover_reads import FAILOVER_VIEWS
 from mirror_lib.tables.location import save_table, spark_table_exists, spark_table_name
-from mirror_lib.tables.positions import Origin, append_unseen, row_ends, unseen
+from mirror_lib.tables.positions import Origin, append_unseen, row_ends, row_starts, unseen
 from mirror_lib.tables.rollups import ROLLUPS, rolled_up
 from mirror_lib.tables.schemas import SCHEMAS, TABLES
 
@@ -251,14 +251,12 @@ def _earlier_rolled_up(
     source = ROLLUPS[name]
     if not origins or not spark_table_exists(spark, config, source):
         return []
-    keys = ["cluster", "kafka_topic", "kafka_partition"]
-    firsts = table.group_by(keys).aggregate([("kafka_offset", "min")]).to_pylist()
+    starts = row_starts(table)
     wanted = [
-        f"(cluster = {sql_string(f['cluster'])} AND kafka_topic = {sql_string(f['kafka_topic'])}"
-        f" AND kafka_partition = {int(f['kafka_partition'])}"
-        f" AND kafka_offset < {int(f['kafka_offset_min'])})"
-        for f in firsts
-        if (f["cluster"], f["kafka_topic"], f["kafka_partition"]) in origins
+        f"(cluster = {sql_string(cluster)} AND kafka_topic = {sql_string(topic)}"
+        f" AND kafka_partition = {int(partition)}"
+        f" AND kafka_offset < {starts[(cluster, topic, partition)]})"
+        for cluster, topic, partition in origins
     ]
     rows = spark.sql(
         f"SELECT * FROM {spark_table_name(config, source)} WHERE {' OR '.join(wanted)}"

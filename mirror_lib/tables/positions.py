@@ -43,15 +43,24 @@ def position_app_id(origin: Origin) -> str:
 
 def row_ends(table: pa.Table) -> dict[Origin, int]:
     """Per source partition in ``table``: the offset after its last row's record."""
+    return {o: last + 1 for o, last in _offsets(table, "max").items()}
+
+
+def row_starts(table: pa.Table) -> dict[Origin, int]:
+    """Per source partition in ``table``: the offset of its first row's record."""
+    return _offsets(table, "min")
+
+
+def _offsets(table: pa.Table, which: str) -> dict[Origin, int]:
     if not {*_KEYS, "kafka_offset"} <= set(table.column_names):
         return {}  # no origin columns: write_files fills them with nulls
     known = table.filter(pc.is_valid(table["kafka_offset"]))
     if not known.num_rows:
         return {}
-    ends = known.group_by(list(_KEYS)).aggregate([("kafka_offset", "max")])
-    columns = [ends[k].to_pylist() for k in (*_KEYS, "kafka_offset_max")]
+    found = known.group_by(list(_KEYS)).aggregate([("kafka_offset", which)])
+    columns = [found[k].to_pylist() for k in (*_KEYS, f"kafka_offset_{which}")]
     return {
-        (c, t, int(p)): int(o) + 1
+        (c, t, int(p)): int(o)
         for c, t, p, o in zip(*columns, strict=True)
         if c is not None and t is not None and p is not None
     }
@@ -109,14 +118,12 @@ def _earlier_rolled_up(
     if not origins or not DeltaTable.is_deltatable(path):
         return []
     dataset = DeltaTable(path).to_pyarrow_dataset()
-    firsts = table.group_by(list(_KEYS)).aggregate([("kafka_offset", "min")]).to_pylist()
+    starts = row_starts(table)
     out = []
-    for first in firsts:
-        if (first["cluster"], first["kafka_topic"], first["kafka_partition"]) not in origins:
-            continue
-        where = ds.field("kafka_offset") < first["kafka_offset_min"]
-        for key in _KEYS:
-            where = where & (ds.field(key) == first[key])
+    for origin in origins:
+        where = ds.field("kafka_offset") < starts[origin]
+        for key, value in zip(_KEYS, origin, strict=True):
+            where = where & (ds.field(key) == value)
         for batch in dataset.to_batches(filter=where):
             if batch.num_rows:
                 out.append(rolled_up(name, pa.Table.from_batches([batch])))
