@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """A month of synthetic table history, and how long the readers take over it.
 
-Writes ``--days`` days of rows into the delta-rs tables of a fresh ``mirror.state.dir`` at the
-rates the soak measured at 5,000 records/s over 4 partitions (one file per table per day, as
-compaction leaves them; the rollups as a run writes them, every 30 s), then times what an
+Writes ``--days`` days of rows into the delta-rs tables of a fresh ``mirror.state.dir`` (or of
+``--state`` if it has none) at the rates the soak measured at 5,000 records/s over 4 partitions
+(one file per table per day, as compaction leaves them; the rollups as a run writes them, every
+30 s; checkpoints of 20 groups, 19 near the head and one a week behind), then times what an
 on-call engineer runs: the health of ``mirror status``
 (:func:`mirror_lib.tables.health.flow_health`), ``translate_group_as_of``, and with ``--views``
 the SQL views of the dashboards in a local Spark session. With ``--maintain`` it first runs a
@@ -96,14 +97,19 @@ def columns(name: str, n: int, day_start: float, base: int) -> dict[str, Any]:
             "kafka_topic": pa.array(["mm2-metrics.A.internal"] * n),
         }
     if name == "checkpoints":
+        # 20 groups: 19 inside a segment of their partition a few behind the offset syncs
+        # written at the same time, and group-19 stopped at the history's first offsets
+        group = i % 20
+        synced = offset * RATES["offset_syncs"] // RATES["checkpoints"] // 4 * 4 + part
+        upstream = np.where(group == 19, part, np.maximum(synced - 4 * group, part)) * 180 + 7
         return {
             "source": pa.array(["A"] * n),
             "target": pa.array(["B"] * n),
-            "group_id": pa.array([f"group-{g % 20}" for g in range(n)]),
+            "group_id": pa.array([f"group-{g}" for g in group]),
             "topic": pa.array(["A.orders"] * n),
             "partition": pa.array(part),
-            "upstream_offset": pa.array(offset * 10),
-            "downstream_offset": pa.array(offset * 10),
+            "upstream_offset": pa.array(upstream),
+            "downstream_offset": pa.array(upstream),
             "metadata": pa.array([""] * n),
             **origin,
             "kafka_topic": pa.array(["A.checkpoints.internal"] * n),
@@ -188,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="times the soak's rates")
     p.add_argument("--maintain", action="store_true", help="a maintenance round first")
     p.add_argument("--views", action="store_true", help="also the dashboards' SQL, in Spark")
-    p.add_argument("--state", type=Path, default=None, help="reuse generated tables here")
+    p.add_argument("--state", type=Path, default=None, help="tables here (generated if none)")
     args = p.parse_args(argv)
     from mirror_lib.config.parse import parse_config
     from mirror_lib.replication.migration.failover import translate_group_as_of
@@ -205,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     times: dict[str, float] = {}
-    if args.state is None:
+    if not (state / "tables").exists():
         rows = timed("generate", lambda: generate(str(state), args.days, args.scale), times)
         print(f"rows: {rows} in {state}")
     if args.maintain:

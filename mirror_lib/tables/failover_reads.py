@@ -12,6 +12,7 @@ only those a checkpoint can need are read, with the filter pushed down to the fi
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -37,9 +38,12 @@ FAILOVER_VIEWS = {
     "offset_translation": OFFSET_TRANSLATION,
 }
 _KEYS = ["cluster", "source", "target", "group_id", "topic", "partition"]
-#: How far below a checkpoint's own offset the partition's last segment end is looked for first
-#: (then 1,000 times further each time): a group at the head is usually just past it.
+#: How far past its checkpoints a partition's segments are read first, and how far below a
+#: checkpoint's own offset its last segment end is looked for first (then 1,000 times further
+#: each time): a group at the head is usually just past it.
 _FIRST_REACH = 1_000
+#: Checkpoints of a partition this many offsets apart or closer are translated from one read.
+_SPAN = 1_000_000
 
 
 def latest_checkpoints(
@@ -79,8 +83,7 @@ def offset_translation(
     syncs = _open(table_path(root, "offset_syncs"), version, timestamp).to_pyarrow_dataset()
     out = []
     for key, group in _by_partition(cps).items():
-        known = [cp["upstream_offset"] for cp in group if cp["upstream_offset"] is not None]
-        segments = _Segments(syncs, key, min(known, default=None))
+        segments = _Segments(syncs, key, [cp["upstream_offset"] for cp in group])
         for cp in group:
             offset = segments.translate(cp["upstream_offset"], cp["downstream_offset"])
             row = {k: cp[k] for k in ("source", "target", "group_id", "topic", "partition")}
@@ -88,6 +91,18 @@ def offset_translation(
                        checkpoint_offset=cp["downstream_offset"])  # fmt: skip
             out.append(row)
     return pa.Table.from_pylist(out, schema=OFFSET_TRANSLATION)
+
+
+def _clusters(offsets: list[int]) -> list[tuple[int, int]]:
+    """Sorted ``offsets`` as (lowest, highest) runs whose neighbours are at most :data:`_SPAN`
+    apart."""
+    runs: list[tuple[int, int]] = []
+    for o in offsets:
+        if runs and o - runs[-1][1] <= _SPAN:
+            runs[-1] = (runs[-1][0], o)
+        else:
+            runs.append((o, o))
+    return runs
 
 
 def _by_partition(cps: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
@@ -99,10 +114,13 @@ def _by_partition(cps: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]
 
 
 class _Segments:
-    """The segments of one partition that its checkpoints can need: those ending at or after
-    the lowest of them, read at once; the rest only asked about."""
+    """The segments of one partition that its checkpoints can need, read in windows of
+    ``upstream_end`` that the files' statistics prune: checkpoints less than :data:`_SPAN`
+    apart share a window, which grows a thousandfold until it holds a segment ending at or
+    after its highest checkpoint (or reaches the partition's end). A group at the head and
+    one a week behind each read a few segments, not the week between them."""
 
-    def __init__(self, syncs: Any, key: tuple, lowest: int | None) -> None:
+    def __init__(self, syncs: Any, key: tuple, offsets: list[int | None]) -> None:
         import pyarrow.dataset as ds
 
         source, target, topic, partition = key
@@ -112,12 +130,9 @@ class _Segments:
             & (ds.field("target") == target) & (ds.field("remote_topic") == topic)
             & (ds.field("partition") == partition)
         )  # fmt: skip
-        after = self._read(ds.field("upstream_end") >= (lowest if lowest is not None else 0))
-        # numpy, not Python lists: a group a week behind brings millions of segments
-        ue, us = (after[c].to_numpy() for c in ("upstream_end", "upstream_start"))
-        order = np.lexsort((us, ue))
-        self.ue, self.us = ue[order], us[order]
-        self.ds = after["downstream_start"].to_numpy()[order]
+        runs = _clusters(sorted({o for o in offsets if o is not None}))
+        self.lows = [low for low, _ in runs]
+        self.windows = [self._window(low, high) for low, high in runs]
         self._last_end: int | None = None
         self._starts_at_or_below: dict[int, bool] = {}
 
@@ -125,16 +140,38 @@ class _Segments:
         wanted = list(columns or ("upstream_start", "upstream_end", "downstream_start"))
         return self.syncs.to_table(filter=self.mine & where, columns=wanted)
 
+    def _window(self, low: int, high: int) -> tuple[np.ndarray, ...]:
+        """Every segment ending from a little below ``low`` to where the first one ending at or
+        after ``high`` is (or to the partition's end), sorted by (end, start)."""
+        import pyarrow.dataset as ds
+
+        parts, top = [], low - _FIRST_REACH - 1  # and a few below: "any start below it?"
+        for reach in [*(_FIRST_REACH * 1_000**k for k in range(5)), None]:
+            where = ds.field("upstream_end") > top
+            if reach is not None:
+                where = where & (ds.field("upstream_end") <= high + reach)
+            parts.append(self._read(where))
+            if reach is None or (pc.max(parts[-1]["upstream_end"]).as_py() or -1) >= high:
+                break
+            top = high + reach
+        rows = pa.concat_tables(parts)
+        # numpy, not Python lists: a window can hold millions of segments
+        ue, us = (rows[c].to_numpy() for c in ("upstream_end", "upstream_start"))
+        order = np.lexsort((us, ue))
+        return ue[order], us[order], rows["downstream_start"].to_numpy()[order]
+
     def translate(self, upstream: int | None, checkpoint: int | None) -> int | None:
         if upstream is None:
             return checkpoint
-        i = int(np.searchsorted(self.ue, upstream, side="left"))
-        if i < len(self.ue) and self.us[i] <= upstream:  # inside a segment: no gap below it
-            return int(self.ds[i]) + (upstream - int(self.us[i]))
-        if not self._any_start_at_or_below(upstream):  # below the first segment, or none
+        ue, us, ds = self.windows[bisect.bisect_right(self.lows, upstream) - 1]
+        i = int(np.searchsorted(ue, upstream, side="left"))
+        if i < len(ue) and us[i] <= upstream:  # inside a segment: no gap below it
+            return int(ds[i]) + (upstream - int(us[i]))
+        # a segment of the window below it starts below it too; else the files are asked
+        if i == 0 and not self._any_start_at_or_below(upstream):  # below the first, or none
             return checkpoint
-        if i < len(self.ue):  # in a gap
-            return int(self.ds[i])
+        if i < len(ue):  # in a gap
+            return int(ds[i])
         end = self._last_downstream_end(checkpoint)
         return checkpoint if end is None else end + 1
 

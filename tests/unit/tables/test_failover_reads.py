@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("deltalake")
 
 from mirror_lib.tables import delta_rs as store
-from mirror_lib.tables import positions
+from mirror_lib.tables import failover_reads, positions
 from mirror_lib.tables.failover_reads import latest_checkpoints, offset_translation
 from mirror_lib.tables.schemas import SCHEMAS
 
@@ -77,8 +77,12 @@ def expected(segments: list[dict], checkpoints: list[dict]) -> set[tuple]:
     return out
 
 
+@pytest.mark.parametrize("windows", ["one", "many"])
 @pytest.mark.parametrize("seed", range(6))
-def test_translation_read_in_arrow_answers_as_the_view(tmp_path, seed):
+def test_translation_read_in_arrow_answers_as_the_view(tmp_path, monkeypatch, seed, windows):
+    if windows == "many":  # checkpoints 5 offsets apart read apart, each window grown
+        monkeypatch.setattr(failover_reads, "_SPAN", 5)
+        monkeypatch.setattr(failover_reads, "_FIRST_REACH", 2)
     root = str(tmp_path)
     store.ensure_tables(root)
     segments, checkpoints = history(seed)
