@@ -238,7 +238,10 @@ def create_views(
     schema = config.properties.get("mirror.tables.schema", "").strip()
     qualify = "" if temp or not schema else schema + "."
     names = []
-    local = {v: f"SELECT * FROM {{t_{v}}}" for v in FAILOVER_VIEWS if f"t_{v}" in refs}
+    # one partition: a sort above it needs no sampling pass, which would compute it twice
+    local = {
+        v: f"SELECT /*+ COALESCE(1) */ * FROM {{t_{v}}}" for v in FAILOVER_VIEWS if f"t_{v}" in refs
+    }
     for name, body in {**VIEWS, **local}.items():
         sql = body.format(**refs, bucket=bucket, t_metrics=metrics)
         for other in VIEWS:  # views built on views use the same prefix and schema

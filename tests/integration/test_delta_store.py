@@ -208,3 +208,27 @@ def test_sql_views_time_travel_and_maintenance(dspark, tmp_path):
     assert report["replication_metrics"]["vacuumed_files"] >= 1
     assert dspark.sql(count.format("ds_replication_metrics")).first().n == 2
     assert offsets(root, "replication_metrics") == [3, 4]
+
+
+def test_failover_views_answer_each_query_from_the_latest_commits(dspark, tmp_path):
+    """The answer is computed when a query is planned: a sorted query (whose sort samples its
+    input first) answers once and consistently, and the next query sees a newer checkpoint."""
+    root = str(tmp_path)
+    delta_source.register_tables(dspark, root, prefix="fo_")
+
+    def checkpoint(offset: int, kafka_offset: int) -> None:
+        row = {"source": "A", "target": "B", "group_id": "g", "topic": "A.t", "partition": 0,
+               "upstream_offset": offset, "downstream_offset": offset, "metadata": "",
+               "cluster": "B", "kafka_topic": "A.checkpoints.internal", "kafka_partition": 0,
+               "kafka_offset": kafka_offset, "record_ts": datetime.now(timezone.utc)}  # fmt: skip
+        data = pa.Table.from_pylist([row], SCHEMAS["checkpoints"])
+        positions.append_unseen(root, {"checkpoints": data}, f"c{kafka_offset}")
+
+    query = "SELECT group_id, partition, offset FROM fo_offset_translation ORDER BY group_id"
+    assert dspark.sql(query).collect() == []
+    checkpoint(5, 0)
+    assert [r.offset for r in dspark.sql(query).collect()] == [5]
+    checkpoint(9, 1)
+    assert [r.offset for r in dspark.sql(query).collect()] == [9]
+    latest = "SELECT upstream_offset FROM fo_latest_checkpoints ORDER BY upstream_offset"
+    assert [r.upstream_offset for r in dspark.sql(latest).collect()] == [9]
