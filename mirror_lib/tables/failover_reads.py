@@ -5,19 +5,20 @@ Both answers are small (a row per group and partition) but come from tables that
 the rate: a week at 5,000 records/s holds 805,000 checkpoints and 16.8 million segments. In
 Spark SQL every one of those rows crosses into the JVM through the Python data source first
 (26 s for the segments alone). Here the checkpoints are reduced in Arrow, and of the segments
-only those a checkpoint can need are read, with the filter pushed down to the files
-(docs/performance.md). The answers are those of the SQL views in
+only those around the checkpoints are read, every partition's in one pass over the files with
+the ranges pushed down to them (docs/performance.md). The answers are those of the SQL views in
 :data:`mirror_lib.spark.views.VIEWS`, which Delta's Spark writer's tables still use.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Any
+import functools
+import operator
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from mirror_lib.tables.delta_rs import _open, table_path
 from mirror_lib.tables.schemas import TS
@@ -42,7 +43,7 @@ _KEYS = ["cluster", "source", "target", "group_id", "topic", "partition"]
 #: checkpoint's own offset its last segment end is looked for first (then 1,000 times further
 #: each time): a group at the head is usually just past it.
 _FIRST_REACH = 1_000
-#: Checkpoints of a partition this many offsets apart or closer are translated from one read.
+#: Checkpoints of a partition this many offsets apart or closer share a window of segments.
 _SPAN = 1_000_000
 
 
@@ -81,15 +82,33 @@ def offset_translation(
     (a take-over from MirrorMaker 2), or without segments, the checkpoint's own."""
     cps = latest_checkpoints(root, version, timestamp).to_pylist()
     syncs = _open(table_path(root, "offset_syncs"), version, timestamp).to_pyarrow_dataset()
+    keys = [(cp["source"], cp["target"], cp["topic"], cp["partition"]) for cp in cps]
+    ups = [cp["upstream_offset"] for cp in cps]
+    windows = _Windows(syncs, keys, ups)
+    places = [None if u is None else windows.place(k, u) for k, u in zip(keys, ups, strict=True)]
+    # a segment of the window below a checkpoint starts below it too; else the files are asked
+    unsure = {
+        (k, u)
+        for k, u, p in zip(keys, ups, places, strict=True)
+        if p and not p.below and not p.inside
+    }
+    below = _any_start_at_or_below(syncs, unsure)
+    past: dict[tuple, int | None] = {}
+    for key, up, place, cp in zip(keys, ups, places, cps, strict=True):
+        if place and place.at is None and ((key, up) not in unsure or (key, up) in below):
+            past.setdefault(key, cp["downstream_offset"])
+    ends = _last_downstream_ends(syncs, past)
     out = []
-    for key, group in _by_partition(cps).items():
-        segments = _Segments(syncs, key, [cp["upstream_offset"] for cp in group])
-        for cp in group:
-            offset = segments.translate(cp["upstream_offset"], cp["downstream_offset"])
-            row = {k: cp[k] for k in ("source", "target", "group_id", "topic", "partition")}
-            row.update(upstream_offset=cp["upstream_offset"], offset=offset,
-                       checkpoint_offset=cp["downstream_offset"])  # fmt: skip
-            out.append(row)
+    for key, up, place, cp in zip(keys, ups, places, cps, strict=True):
+        offset = cp["downstream_offset"]  # below the partition's first segment, or none
+        if place and ((key, up) not in unsure or (key, up) in below):
+            if place.at is not None:  # inside a segment, or in a gap before one
+                offset = place.at
+            elif ends.get(key) is not None:  # past the last
+                offset = ends[key] + 1
+        row = {k: cp[k] for k in ("source", "target", "group_id", "topic", "partition")}
+        row.update(upstream_offset=up, offset=offset, checkpoint_offset=cp["downstream_offset"])
+        out.append(row)
     return pa.Table.from_pylist(out, schema=OFFSET_TRANSLATION)
 
 
@@ -105,98 +124,194 @@ def _clusters(offsets: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _by_partition(cps: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for cp in cps:
-        key = (cp["source"], cp["target"], cp["topic"], cp["partition"])
-        groups.setdefault(key, []).append(cp)
-    return groups
+def _reaches() -> list[int | None]:
+    """:data:`_FIRST_REACH`, a thousandfold further each time, then no bound."""
+    return [*(_FIRST_REACH * 1_000**k for k in range(5)), None]
 
 
-class _Segments:
-    """The segments of one partition that its checkpoints can need, read in windows of
-    ``upstream_end`` that the files' statistics prune: checkpoints less than :data:`_SPAN`
-    apart share a window, which grows a thousandfold until it holds a segment ending at or
-    after its highest checkpoint (or reaches the partition's end). A group at the head and
-    one a week behind each read a few segments, not the week between them."""
+class _Windows:
+    """The segments the checkpoints can need, read in windows of ``upstream_end``: a
+    partition's checkpoints less than :data:`_SPAN` apart share one, from a little below the
+    lowest to a first reach past the highest, grown a thousandfold until it holds a segment
+    ending at or after that highest (or reaches the partition's end). Every partition's windows
+    are read in one pass a round (:func:`_in_ranges`), so a group at the head and one a week
+    behind each read a few segments, not the week between them, and a thousand partitions do
+    not cost a thousand reads."""
 
-    def __init__(self, syncs: Any, key: tuple, offsets: list[int | None]) -> None:
-        import pyarrow.dataset as ds
-
-        source, target, topic, partition = key
-        self.syncs = syncs
-        self.mine = (
-            (ds.field("kind") == "segment") & (ds.field("source") == source)
-            & (ds.field("target") == target) & (ds.field("remote_topic") == topic)
-            & (ds.field("partition") == partition)
-        )  # fmt: skip
-        runs = _clusters(sorted({o for o in offsets if o is not None}))
-        self.lows = [low for low, _ in runs]
-        self.windows = [self._window(low, high) for low, high in runs]
-        self._last_end: int | None = None
-        self._starts_at_or_below: dict[int, bool] = {}
-
-    def _read(self, where: Any, columns: tuple[str, ...] = ()) -> pa.Table:
-        wanted = list(columns or ("upstream_start", "upstream_end", "downstream_start"))
-        return self.syncs.to_table(filter=self.mine & where, columns=wanted)
-
-    def _window(self, low: int, high: int) -> tuple[np.ndarray, ...]:
-        """Every segment ending from a little below ``low`` to where the first one ending at or
-        after ``high`` is (or to the partition's end), sorted by (end, start)."""
-        import pyarrow.dataset as ds
-
-        parts, top = [], low - _FIRST_REACH - 1  # and a few below: "any start below it?"
-        for reach in [*(_FIRST_REACH * 1_000**k for k in range(5)), None]:
-            where = ds.field("upstream_end") > top
-            if reach is not None:
-                where = where & (ds.field("upstream_end") <= high + reach)
-            parts.append(self._read(where))
-            if reach is None or (pc.max(parts[-1]["upstream_end"]).as_py() or -1) >= high:
+    def __init__(self, syncs: Any, keys: list[tuple], ups: list[int | None]) -> None:
+        offsets: dict[tuple, set[int]] = {}
+        for key, up in zip(keys, ups, strict=True):
+            if up is not None:
+                offsets.setdefault(key, set()).add(up)
+        self.lows: dict[tuple, list[int]] = {}
+        self.ids: dict[tuple, list[int]] = {}
+        asks: list[tuple[tuple, int, int]] = []  # (partition, top, highest checkpoint)
+        for key, ups_of in offsets.items():
+            for low, high in _clusters(sorted(ups_of)):
+                self.lows.setdefault(key, []).append(low)
+                self.ids.setdefault(key, []).append(len(asks))
+                asks.append((key, low - _FIRST_REACH - 1, high))
+        parts: list[list[dict[str, np.ndarray]]] = [[] for _ in asks]
+        reached = [_LOWEST] * len(asks)
+        pending = list(range(len(asks)))
+        tops = [top for _, top, _ in asks]
+        for reach in _reaches():
+            bounds = [
+                (asks[w][0], w, tops[w], _HIGHEST if reach is None else asks[w][2] + reach)
+                for w in pending
+            ]
+            for w, rows in _in_ranges(syncs, "upstream_end", bounds, _WINDOW).items():
+                parts[w].append(rows)
+                reached[w] = max(reached[w], int(rows["upstream_end"].max()))
+            pending = [w for w in pending if reached[w] < asks[w][2]]
+            if reach is None or not pending:
                 break
-            top = high + reach
-        rows = pa.concat_tables(parts)
-        # numpy, not Python lists: a window can hold millions of segments
-        ue, us = (rows[c].to_numpy() for c in ("upstream_end", "upstream_start"))
-        order = np.lexsort((us, ue))
-        return ue[order], us[order], rows["downstream_start"].to_numpy()[order]
+            for w in pending:
+                tops[w] = asks[w][2] + reach
+        self.segments = [_sorted(p) for p in parts]
 
-    def translate(self, upstream: int | None, checkpoint: int | None) -> int | None:
-        if upstream is None:
-            return checkpoint
-        ue, us, ds = self.windows[bisect.bisect_right(self.lows, upstream) - 1]
+    def place(self, key: tuple, upstream: int) -> _Place:
+        """Where ``upstream`` falls among its window's segments."""
+        at = bisect.bisect_right(self.lows[key], upstream) - 1
+        ue, us, ds = self.segments[self.ids[key][at]]
         i = int(np.searchsorted(ue, upstream, side="left"))
-        if i < len(ue) and us[i] <= upstream:  # inside a segment: no gap below it
-            return int(ds[i]) + (upstream - int(us[i]))
-        # a segment of the window below it starts below it too; else the files are asked
-        if i == 0 and not self._any_start_at_or_below(upstream):  # below the first, or none
-            return checkpoint
-        if i < len(ue):  # in a gap
-            return int(ds[i])
-        end = self._last_downstream_end(checkpoint)
-        return checkpoint if end is None else end + 1
+        if i < len(ue) and us[i] <= upstream:
+            return _Place(i, True, int(ds[i]) + (upstream - int(us[i])))
+        return _Place(i, False, int(ds[i]) if i < len(ue) else None)
 
-    def _any_start_at_or_below(self, upstream: int) -> bool:
-        import pyarrow.dataset as ds
 
-        if upstream not in self._starts_at_or_below:
-            found = self.syncs.head(
-                1, filter=self.mine & (ds.field("upstream_start") <= upstream),
-                columns=["upstream_start"],
-            )  # fmt: skip
-            self._starts_at_or_below[upstream] = found.num_rows > 0
-        return self._starts_at_or_below[upstream]
+class _Place(NamedTuple):
+    below: int  # segments of the window that end below the offset
+    inside: bool
+    at: int | None  # the translation inside a segment or in a gap before one; None past them
 
-    def _last_downstream_end(self, anchor: int | None) -> int | None:
-        """The partition's highest ``downstream_end``: looked for at or above ``anchor`` (the
-        checkpoint's own offset, which is usually that end + 1) less a reach that grows a
-        thousandfold until a segment is found, so the files' statistics skip the rest."""
-        import pyarrow.dataset as ds
 
-        if self._last_end is None:
-            floors = [] if anchor is None else [anchor - _FIRST_REACH * 1_000**k for k in range(6)]
-            for where in [*(ds.field("downstream_end") >= f for f in floors), ds.scalar(True)]:
-                found = self._read(where, ("downstream_end",))
-                if found.num_rows:
-                    self._last_end = pc.max(found["downstream_end"]).as_py()
-                    break
-        return self._last_end
+_WINDOW = ("upstream_end", "upstream_start", "downstream_start")
+
+
+def _sorted(parts: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """A window's segments as (ends, starts, downstream starts) in (end, start) order."""
+    cols = [np.concatenate([p[c] for p in parts]) if parts else np.empty(0, np.int64)
+            for c in _WINDOW]  # fmt: skip
+    order = np.lexsort((cols[1], cols[0]))
+    return tuple(c[order] for c in cols)
+
+
+def _any_start_at_or_below(syncs: Any, asks: set[tuple[tuple, int]]) -> set[tuple[tuple, int]]:
+    """Those of (partition, offset) ``asks`` whose partition has a segment starting at or
+    below the offset: looked for a reach below it first, then a thousandfold further."""
+    found: set[tuple[tuple, int]] = set()
+    pending, his = sorted(asks), {ask: ask[1] for ask in asks}
+    for reach in _reaches():
+        bounds = [
+            (key, w, _LOWEST if reach is None else up - reach - 1, his[(key, up)])
+            for w, (key, up) in enumerate(pending)
+        ]
+        hits = _in_ranges(syncs, "upstream_start", bounds, ("upstream_start",))
+        found.update(pending[w] for w in hits)
+        pending = [ask for w, ask in enumerate(pending) if w not in hits]
+        if reach is None or not pending:
+            break
+        for key, up in pending:
+            his[(key, up)] = up - reach - 1
+    return found
+
+
+def _last_downstream_ends(syncs: Any, anchors: dict[tuple, int | None]) -> dict[tuple, int]:
+    """Each partition's highest ``downstream_end``: looked for at or above its anchor (a
+    checkpoint's own offset, usually that end + 1) less a reach that grows a thousandfold
+    until a segment is found, so the files' statistics skip the rest."""
+    ends: dict[tuple, int] = {}
+    pending = sorted(anchors, key=str)
+    los: dict[tuple, int] = {}
+    his = dict.fromkeys(pending, _HIGHEST)
+    for reach in _reaches():
+        bounds = []
+        for w, key in enumerate(pending):
+            anchor = anchors[key]
+            lo = _LOWEST if reach is None or anchor is None else anchor - reach - 1
+            bounds.append((key, w, lo, his[key]))
+            los[key] = lo
+        hits = _in_ranges(syncs, "downstream_end", bounds, ("downstream_end",))
+        for w, rows in hits.items():
+            ends[pending[w]] = int(rows["downstream_end"].max())
+        pending = [k for w, k in enumerate(pending) if w not in hits]
+        if reach is None or not pending:
+            break
+        his = {k: los[k] for k in pending}
+    return ends
+
+
+_PARTITION = ["source", "target", "remote_topic", "partition"]
+_LOWEST, _HIGHEST = -(2**63), 2**63 - 1
+#: Offset ranges one pass hands the files' statistics at most (neighbours merge first).
+_TERMS = 16
+
+
+def _in_ranges(
+    syncs: Any, column: str, bounds: list[tuple[tuple, int, int, int]], columns: tuple[str, ...]
+) -> dict[int, dict[str, np.ndarray]]:
+    """Per ask id, the ``columns`` of the segments of its partition whose ``column`` is in its
+    range (lo, hi] (``bounds``: partition, id, lo, hi), in one pass over the files: the ranges,
+    merged, are pushed down to them, and a hash join hands each segment to its asks."""
+    import pyarrow.acero as ac
+    import pyarrow.dataset as ds
+
+    if not bounds:
+        return {}
+    field = ds.field(column)
+    terms = []
+    for lo, hi in _merged([(lo, hi) for _, _, lo, hi in bounds]):
+        term = ds.scalar(True)
+        if lo > _LOWEST:
+            term = term & (field > lo)
+        if hi < _HIGHEST:
+            term = term & (field <= hi)
+        terms.append(term)
+    where = (ds.field("kind") == "segment") & functools.reduce(operator.or_, terms)
+    wanted = list(dict.fromkeys([*_PARTITION, column, *columns]))
+    types = [syncs.schema.field(c).type for c in _PARTITION]
+    asks = pa.table(
+        [*(pa.array([b[0][i] for b in bounds], t) for i, t in enumerate(types)),
+         *(pa.array([min(max(b[i], _LOWEST), _HIGHEST) for b in bounds], pa.int64())
+           for i in (1, 2, 3))],
+        names=[*_PARTITION, "ask", "lo", "hi"],
+    )  # fmt: skip
+    segments = ac.Declaration.from_sequence([
+        ac.Declaration("scan", ac.ScanNodeOptions(syncs, filter=where, columns=wanted)),
+        ac.Declaration("filter", ac.FilterNodeOptions(where)),
+        ac.Declaration("project", ac.ProjectNodeOptions([ds.field(c) for c in wanted], wanted)),
+    ])  # fmt: skip
+    join = ac.HashJoinNodeOptions(
+        "inner", _PARTITION, _PARTITION, left_output=wanted, right_output=["ask", "lo", "hi"]
+    )
+    joined = ac.Declaration.from_sequence([
+        ac.Declaration("hashjoin", join, inputs=[segments,
+                       ac.Declaration("table_source", ac.TableSourceNodeOptions(asks))]),
+        ac.Declaration("filter", ac.FilterNodeOptions((field > ds.field("lo"))
+                                                      & (field <= ds.field("hi")))),
+    ]).to_table()  # fmt: skip
+    ask = joined["ask"].to_numpy()
+    order = np.argsort(ask, kind="stable")
+    cols = {c: joined[c].to_numpy()[order] for c in dict.fromkeys([column, *columns])}
+    ids, starts = np.unique(ask[order], return_index=True)
+    stops = [*starts[1:], len(order)][: len(starts)]
+    return {
+        int(a): {c: v[s:e] for c, v in cols.items()}
+        for a, s, e in zip(ids, starts, stops, strict=True)
+    }
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(lo, hi] ``ranges`` as at most :data:`_TERMS` covering ranges: those overlapping or less
+    than :data:`_SPAN` apart merged, then the closest neighbours until few enough."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + _SPAN:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    while len(out) > _TERMS:
+        i = min(range(len(out) - 1), key=lambda j: out[j + 1][0] - out[j][1])
+        out[i : i + 2] = [(out[i][0], max(out[i][1], out[i + 1][1]))]
+    return out

@@ -80,9 +80,10 @@ def expected(segments: list[dict], checkpoints: list[dict]) -> set[tuple]:
 @pytest.mark.parametrize("windows", ["one", "many"])
 @pytest.mark.parametrize("seed", range(6))
 def test_translation_read_in_arrow_answers_as_the_view(tmp_path, monkeypatch, seed, windows):
-    if windows == "many":  # checkpoints 5 offsets apart read apart, each window grown
+    if windows == "many":  # checkpoints 5 offsets apart read apart, windows grown, ranges merged
         monkeypatch.setattr(failover_reads, "_SPAN", 5)
         monkeypatch.setattr(failover_reads, "_FIRST_REACH", 2)
+        monkeypatch.setattr(failover_reads, "_TERMS", 2)
     root = str(tmp_path)
     store.ensure_tables(root)
     segments, checkpoints = history(seed)
@@ -100,3 +101,12 @@ def test_translation_read_in_arrow_answers_as_the_view(tmp_path, monkeypatch, se
 def test_no_checkpoints_no_rows(tmp_path):
     store.ensure_tables(str(tmp_path))
     assert offset_translation(str(tmp_path)).num_rows == 0
+
+
+def test_merged_ranges_cover_every_range_in_few_terms(monkeypatch):
+    monkeypatch.setattr(failover_reads, "_SPAN", 10)
+    monkeypatch.setattr(failover_reads, "_TERMS", 2)
+    ranges = [(0, 100), (5, 20), (115, 120), (200, 210), (400, 401)]
+    merged = failover_reads._merged(ranges)
+    assert merged == [(0, 210), (400, 401)]  # the nested one inside, then the closest joined
+    assert all(any(a <= lo and hi <= b for a, b in merged) for lo, hi in ranges)
