@@ -219,16 +219,18 @@ def abort_files(root: str, actions_by_table: dict[str, list[AddActionFields]]) -
     Delta commit had already succeeded (a stop during ``commit()``).
     """
     from deltalake import DeltaTable  # lazy: optional extra "delta"
+    from deltalake.exceptions import TableNotFoundError  # lazy: optional extra "delta"
 
     deleted = 0
     for name, files in actions_by_table.items():
         fs, folder = _fs(table_path(root, name))
-        try:
-            committed = set(DeltaTable(table_path(root, name)).files())
-        except Exception:  # no table yet: nothing can be referenced
+        try:  # file names hold a random part (write_files): the name alone is the file
+            uris = DeltaTable(table_path(root, name)).file_uris()
+            committed = {uri.rsplit("/", 1)[-1] for uri in uris}
+        except TableNotFoundError:  # no table yet: nothing can be referenced
             committed = set()
         for f in files:
-            if f.path in committed:
+            if f.path.rsplit("/", 1)[-1] in committed:
                 continue
             try:
                 fs.delete_file(f"{folder}/{f.path}")

@@ -93,6 +93,17 @@ def test_abort_deletes_files(tmp_path):
     assert store.abort_files(root, files) == 0
 
 
+def test_abort_keeps_files_the_table_references(tmp_path):
+    """Spark may abort a batch whose Delta commit had already succeeded: its files stay."""
+    root = str(tmp_path)
+    store.ensure_tables(root)
+    files = store.write_files(root, {"flow_events": events(2)}, "x")
+    dt = deltalake.DeltaTable(store.table_path(root, "flow_events"))
+    store.commit_actions(dt, files["flow_events"], [], {})
+    assert store.abort_files(root, files) == 0
+    assert store.read_table(root, "flow_events").num_rows == 2
+
+
 def test_maintain_deletes_old_rows_and_vacuums(tmp_path):
     root = str(tmp_path)
     store.ensure_tables(root)
