@@ -10,6 +10,7 @@ Spark query (Python tracebacks print notes): see :func:`is_transient_text`.
 from __future__ import annotations
 
 import re
+import sys
 
 #: Printed under the message of every transient error in a traceback.
 TRANSIENT_NOTE = "mirror_lib: transient (retrying may succeed)"
@@ -61,8 +62,10 @@ class MirrorRuntimeError(MirrorError, RuntimeError):
         super().__init__(message)
         if transient is not None:
             self.transient = transient
-        if self.transient:
+        if self.transient and sys.version_info >= (3, 11):
             self.add_note(TRANSIENT_NOTE)
+        elif self.transient:  # no notes before Python 3.11: the message carries it
+            self.args = (f"{message}\n{TRANSIENT_NOTE}",)
 
 
 class DecodeError(MirrorRuntimeError):

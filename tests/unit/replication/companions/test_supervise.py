@@ -63,6 +63,15 @@ def test_transient_and_terminal_errors_are_told_apart_from_a_failed_query_text()
     assert not is_transient_text(both)
 
 
+def test_a_transient_error_says_so_before_python_3_11_too(monkeypatch):
+    """Python 3.10 has no exception notes: the message carries the note instead."""
+    import mirror_lib.errors as errors
+
+    monkeypatch.setattr(errors.sys, "version_info", (3, 10, 14))
+    assert is_transient_text(text_of(BrokerError("listing topics failed", transient=True)))
+    assert not is_transient_text(text_of(BrokerError("authorization failed", transient=False)))
+
+
 def test_backoff_doubles_up_to_its_cap():
     assert [backoff(n) for n in range(1, 7)] == [1, 2, 4, 8, 10, 10]
 
