@@ -85,6 +85,10 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
         )
     from mirror_lib.spark.runner import run_flows  # lazy: pyspark
 
+    def show(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            report(row)
+
     return run_flows(
         spark,
         config,
@@ -93,7 +97,7 @@ def run_task(name: str, args: Sequence[str], spark: Any = None, report: Any = pr
         duration_s=values["duration_seconds"] or None,
         parts=parts,
         report=report,
-        on_progress=lambda rows: [report(row) for row in rows],
+        on_progress=show,
         progress_interval_s=60,
     )
 

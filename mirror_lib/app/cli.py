@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import mirror_lib
 from mirror_lib.app.cli_help import EPILOGS, MAIN, USAGE_HINT, completion_script, subcommands
@@ -51,7 +51,7 @@ class ArgumentsError(ConfigError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep one message format
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep one message format
         self.print_usage(sys.stderr)
         raise ArgumentsError(self.prog, message)
 

@@ -16,6 +16,8 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.config.parse import load_config
 from mirror_lib.errors import ConfigError
 from mirror_lib.replication.migration.spark_checkpoint import (
+    CheckpointOffsets,
+    Offsets,
     format_restart,
     parse_offsets_json,
     read_spark_checkpoint,
@@ -100,6 +102,7 @@ def cmd_translate_offsets(args: argparse.Namespace) -> int:
     if not (args.source and args.target):
         raise ConfigError("--source/--target", None, "both cluster aliases (e.g. A and B)")
     config = load_config(args.config)
+    offsets: Offsets | CheckpointOffsets
     if args.spark_checkpoint:
         offsets = read_spark_checkpoint(args.spark_checkpoint)
     else:

@@ -238,7 +238,7 @@ def _chart(go: Any, fig: go.Figure, spec: Chart, rows: list[dict[str, Any]]) -> 
         fig.update_yaxes(type="log", dtick=1)
     else:
         fig.update_yaxes(rangemode="tozero")
-    xs = [r[spec.x] for r in rows] if spec.x_title == "minute (UTC)" else []
+    xs = [_get(spec.x, r) for r in rows] if spec.x_title == "minute (UTC)" else []
     if xs and max(xs) - min(xs) <= dt.timedelta(minutes=30):  # short runs: a tick per minute
         fig.update_xaxes(dtick=60_000, tickformat="%H:%M\n%b %d")
     if spec.labels:  # leave room above the bars for their labels

@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import mirror_lib
 from mirror_lib.config.databricks import on_databricks
@@ -250,6 +250,23 @@ def log_run(
     return run_id
 
 
+class _Completion(TypedDict):
+    """What :meth:`MlflowRun.finish` passes to :func:`log_run` whatever the run's outcome."""
+
+    run_id: str | None
+    spark: Any
+    flow_names: list[str]
+    report: Callable[[str], object]
+
+
+class _Failure(TypedDict):
+    """What :meth:`MlflowRun.finish` adds for a run that failed or was stopped."""
+
+    status: str
+    error: BaseException
+    dashboard: bool
+
+
 class MlflowRun:
     """Logs one :func:`~mirror_lib.spark.runner.run_flows` call as an MLflow run: an observer
     passed to it (``run_flows(..., observer=MlflowRun(config))``).
@@ -296,8 +313,8 @@ class MlflowRun:
     def finish(self, error: BaseException | None) -> None:
         """Complete the run: FINISHED, or FAILED (KILLED on Ctrl-C, without the dashboard) with
         the error; a failure to log a failed run is a warning, the run's own error counts."""
-        done = {"run_id": self.run_id, "spark": self.spark, "flow_names": self.flow_names,
-                "report": self.report}  # fmt: skip
+        done: _Completion = {"run_id": self.run_id, "spark": self.spark,
+                             "flow_names": self.flow_names, "report": self.report}  # fmt: skip
         if error is None:
             ended = time.time() * 1000
             log_run(self.config, **done, started_ms=self.started_ms, ended_ms=ended)
@@ -306,7 +323,7 @@ class MlflowRun:
         try:
             ended = time.time() * 1000
             status = "KILLED" if killed else "FAILED"
-            failed = {"status": status, "error": error, "dashboard": not killed}
+            failed: _Failure = {"status": status, "error": error, "dashboard": not killed}
             log_run(self.config, **done, **failed, started_ms=self.started_ms, ended_ms=ended)
         except Exception as log_exc:  # keep the run's own error
             self.report(f"warning: MLflow run {self.run_id} was not completed: {log_exc}")

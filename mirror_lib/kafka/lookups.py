@@ -6,13 +6,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-
-try:  # confluent-kafka >= 2.3
-    from confluent_kafka import IsolationLevel
-except ImportError:  # pragma: no cover
-    from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import future_result, lookup_error

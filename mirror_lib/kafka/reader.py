@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -19,6 +19,32 @@ from mirror_lib.kafka.admin import AUTH_ERRORS
 #: known only from an empty fetch, which the broker holds for ``fetch.wait.max.ms``: at
 #: librdkafka's 500 ms every read of a topic with nothing new took half a second or more.
 READ_TO_END: dict[str, Any] = {"fetch.wait.max.ms": 100, "fetch.error.backoff.ms": 50}
+
+
+class Consumed(Protocol):
+    """A record a consumer of assigned partitions returns (confluent-kafka's ``Message``), or an
+    event of it (:meth:`error` set: an end of partition, a failure); also a delivered record, as
+    a producer reports it.
+
+    Records and ends of partitions name their topic, partition and offset, which confluent-kafka
+    types optional for the messages of other kinds of clients; a record's headers are a list of
+    ``(name, bytes or None)``.
+    """
+
+    def error(self) -> KafkaError | None: ...
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def headers(self) -> list[tuple[str, bytes | None]] | None: ...
+
+
+def consume(consumer: Consumer, n: int, timeout: float) -> list[Consumed]:
+    """``consumer.consume(n, timeout=timeout)``, typed as what a consumer of assigned partitions
+    returns (:class:`Consumed`)."""
+    return cast("list[Consumed]", consumer.consume(n, timeout=timeout))
 
 
 def _read_error(what: str, err: KafkaError, conf: dict[str, Any]) -> BrokerError:
@@ -38,7 +64,7 @@ def read_topic(
     start: int = 0,
     partition: int | None = None,
     until: Mapping[int, int] | None = None,
-) -> Iterable[Any]:
+) -> Iterator[Consumed]:
     """Committed records of ``topic`` (every partition, or only ``partition``) from offset
     ``start`` to the end.
 
@@ -70,7 +96,7 @@ def read_topic(
                 raise BrokerError(
                     f"reading {topic}: no record and no end for {timeout_s}s", transient=True
                 )
-            msgs = consumer.consume(10_000, timeout=0.1)  # consume() waits for all 10k
+            msgs = consume(consumer, 10_000, timeout=0.1)  # consume() waits for all 10k
             if msgs:  # progress: the wait starts again (once per batch, not per record)
                 deadline = time.monotonic() + timeout_s
             for msg in msgs:
@@ -101,7 +127,7 @@ class Chunk(NamedTuple):
 
     start: int
     stop: int
-    records: Iterable[Any]
+    records: Iterable[Consumed]
     at_start: bool
 
 
@@ -154,7 +180,7 @@ def read_ranges(
     conf: dict[str, Any],
     ranges: Iterable[tuple[str, int, int, int]],
     timeout_s: float | None = None,
-) -> Iterator[Any]:
+) -> Iterator[Consumed]:
     """The committed records of each ``(topic, partition, start, stop)`` range, in offset order.
 
     A range ends at its stop offset, or at the partition's end when compaction, retention or
@@ -179,7 +205,7 @@ def read_ranges(
             if deadline is not None and time.monotonic() > deadline:
                 left = ", ".join(f"{t}-{p}" for t, p in sorted(todo))
                 raise BrokerError(f"reading {left}: no end after {timeout_s}s", transient=True)
-            for msg in consumer.consume(5000, timeout=0.2):
+            for msg in consume(consumer, 5000, timeout=0.2):
                 tp = (msg.topic(), msg.partition())
                 stop = todo.get(tp)
                 err = msg.error()

@@ -301,7 +301,7 @@ class FlowContext:
         return idempotence_off(*self._cluster_overrides(cluster, "producer")) is None
 
     def producer(
-        self, cluster: str, defaults: dict[str, Any] | None = None, **extra: Any
+        self, cluster: str, defaults: dict[str, Any] | None = None, /, **extra: Any
     ) -> dict[str, Any]:
         """librdkafka config of a producer on ``cluster``: :meth:`client` with our producer
         defaults (:func:`~mirror_lib.kafka.clients.producer_defaults`: idempotent, unless the
@@ -310,7 +310,7 @@ class FlowContext:
         return self.client(cluster, "producer", {**ours, **(defaults or {})}, **extra)
 
     def client(
-        self, cluster: str, role: str, defaults: dict[str, Any] | None = None, **extra: Any
+        self, cluster: str, role: str, defaults: dict[str, Any] | None = None, /, **extra: Any
     ) -> dict[str, Any]:
         """librdkafka config for ``role`` on ``cluster`` ("source"/"target" or an alias).
 

@@ -83,8 +83,8 @@ class DeltaRsReader(DataSourceReader):
         dataset = _open(self.path, self.version).to_pyarrow_dataset()
         return [DeltaFragment(f) for f in dataset.get_fragments()]
 
-    def read(self, partition: DeltaFragment | None) -> Iterator[pa.RecordBatch]:
-        if partition is None:  # Spark reads one None partition when partitions() is empty
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, DeltaFragment):  # None when partitions() was empty
             return
         fragments = [partition.fragment]
         if partition.fragment is None:
@@ -101,8 +101,11 @@ class DeltaRsDataSource(DataSource):
         return "deltars"
 
     def _table(self) -> Any:
+        version = self.options.get("versionAsOf")
         return _open(
-            self.options["path"], self.options.get("versionAsOf"), self.options.get("timestampAsOf")
+            self.options["path"],
+            None if version is None else int(version),
+            self.options.get("timestampAsOf"),
         )
 
     def schema(self) -> Any:

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from mirror_lib.config.global_settings import ONCE_OUTAGE_MAX_S
 from mirror_lib.config.model import MirrorConfig
@@ -51,6 +51,18 @@ def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -
 
 
 FANOUT_READ_S = 5.0  # a fan-out target's ledger is asked this long (it may be the one that is out)
+
+
+class _Figures(TypedDict):
+    copied: int
+    records_per_s: float
+    lag: int
+
+
+class Progress(_Figures, total=False):
+    """What :meth:`FlowRunner.progress` measures; ``lags``: each target's own (fan-out groups)."""
+
+    lags: dict[str, int | None]
 
 
 class FlowRunner:
@@ -222,7 +234,7 @@ class FlowRunner:
         """Records the flow still has to copy (source LSO - delivered), from the ledger."""
         return self.progress()["lag"]
 
-    def progress(self) -> dict[str, Any]:
+    def progress(self) -> Progress:
         """Records copied since the first call, records/s since the previous call, and lag."""
         ends = self.ends()
         by_flow = self.delivered_by_flow(ends)
@@ -231,7 +243,7 @@ class FlowRunner:
         base, last_total, last_time = self._sample or (total, total, now)
         self._sample = (base, total, now)
         rate = (total - last_total) / (now - last_time) if now > last_time else 0.0
-        out = {
+        out: Progress = {
             "copied": total - base,
             "records_per_s": round(rate, 1),
             "lag": sum(max(hi - done.get(tp, 0), 0) for tp, hi in ends.items()),

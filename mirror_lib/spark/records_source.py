@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -107,8 +107,10 @@ class RecordsReader(DataSourceStreamReader):
         ranges = batch_ranges(start, end)
         return [RecordRanges(ranges)] if ranges else []
 
-    def read(self, partition: RecordRanges) -> Iterator[tuple]:
-        yield from _read_ranges(self.options, partition.ranges)
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        # what partitions() plans; not isinstance: a Spark Connect server's worker unpickles a
+        # class of its own, and the check failed there
+        yield from _read_ranges(self.options, cast(RecordRanges, partition).ranges)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._position = end

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from typing import cast
 
 from confluent_kafka.admin import AdminClient
 from pyspark.sql.datasource import (
@@ -200,8 +201,9 @@ class SliceReader(DataSourceStreamReader):
                 work.until.append((topic, p, stop))
         return [slots[slot] for slot in sorted(slots)]
 
-    def read(self, partition: SlotWork) -> Iterator[object]:
-        yield summary_batch(partition.slot, copy_slot(self.options, partition))
+    def read(self, partition: InputPartition) -> Iterator[object]:
+        work = cast(SlotWork, partition)  # what partitions() plans (see RecordsReader.read)
+        yield summary_batch(work.slot, copy_slot(self.options, work))
 
     def commit(self, end: Plan) -> None:
         self.planner.position = end

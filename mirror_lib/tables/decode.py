@@ -43,8 +43,8 @@ EVENT_TYPES = (
 """Metrics-record types that become ``flow_events`` rows (besides ``decode_error``)."""
 
 _STATS = ("min", "avg", "max", "p50", "p99")
-_BATCH_INTS = ("records", "bytes", "upstream_first", "upstream_last", "downstream_first")
-_BATCH_INTS += ("downstream_last", "lag", "batch_id")
+_BATCH_INTS: tuple[str, ...] = ("records", "bytes", "upstream_first", "upstream_last")
+_BATCH_INTS += ("downstream_first", "downstream_last", "lag", "batch_id")
 _HEX_PREVIEW = 256  # bytes of a bad record's key/value kept in the decode_error details
 _DECODE_FAILURES = (DecodeError, ValueError, TypeError, OverflowError, RecursionError)
 

@@ -11,13 +11,14 @@ import functools
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import confluent_kafka as ck
 from confluent_kafka.admin import NewTopic
 
 from mirror_lib.errors import BrokerError
 from mirror_lib.kafka.admin import admin_client
+from mirror_lib.kafka.reader import Consumed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Record:
     timestamp: int | None = None
 
 
-def _to_record(m: ck.Message) -> Record:
+def _to_record(m: Consumed) -> Record:
     ts_type, ts = m.timestamp()
     headers = tuple((k, v) for k, v in (m.headers() or []))
     stamp = None if ts_type == 0 else ts  # 0 = TIMESTAMP_NOT_AVAILABLE
@@ -69,7 +70,7 @@ def produce_exact(
         headers: tuple[tuple[str, bytes | None], ...],
         order: int,
         err: ck.KafkaError | None,
-        msg: ck.Message,
+        msg: Consumed,
     ) -> None:  # delivery reports carry no headers: keep the ones we sent
         if err is not None:
             errors.append(str(err))
@@ -174,14 +175,15 @@ def consume_all(
                     f"{timeout_s}s on {bootstrap}",
                     transient=True,
                 )
-            m = consumer.poll(0.2)
+            m = cast("Consumed | None", consumer.poll(0.2))  # of assigned partitions
             if m is None:
                 continue
-            if m.error() is not None:
-                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+            err = m.error()
+            if err is not None:
+                if err.code() == ck.KafkaError._PARTITION_EOF:
                     pending.discard(m.partition())
                     continue
-                raise BrokerError(f"consume {topic} on {bootstrap}: {m.error()}")
+                raise BrokerError(f"consume {topic} on {bootstrap}: {err}")
             out.append(_to_record(m))
         return sorted(out, key=lambda x: (x.partition, x.offset))
     finally:

@@ -192,7 +192,7 @@ class FlowMetrics:
 
 
 #: Per-partition families: key, counter (else gauge), name, help.
-PARTITION_METRICS = (
+PARTITION_METRICS: tuple[tuple[str, bool, str, str], ...] = (
     ("records", False, MM2_NAMES["record-count"],
      "Records replicated since the run started (MM2 record-count)"),
     ("bytes", False, MM2_NAMES["byte-count"],

@@ -136,8 +136,8 @@ def readiness(
     if ctx.settings.emit_heartbeats:
         client = MirrorClient(ctx.client("target", "consumer"), ctx.policy)
         beats = client.latest_heartbeats([ctx.policy.heartbeats_topic()])
-        last = beats.get((ctx.source, ctx.target))
-        age = None if last is None else (now_ms - last) / 1000
+        beat = beats.get((ctx.source, ctx.target))
+        age = None if beat is None else (now_ms - beat) / 1000
         facts.append("no heartbeat yet" if age is None else f"heartbeat age {age:.0f}s")
         if age is None or age > options.max_age_s:
             problems.append(f"heartbeat age {age if age is None else round(age)}s")
@@ -259,13 +259,13 @@ def run_cutover(
         return result
     done = "committed" if options.apply else "would commit"
     count = sum(g.action in ("committed", "would commit") for g in result.groups)
-    groups = len({g.group for g in result.groups})
+    n_groups = len({g.group for g in result.groups})
     result.steps.append(Step("groups", "done" if options.apply else "would",
-                             f"{done} {count} offsets of {groups} groups"))  # fmt: skip
-    step = _lift_step(ctx, sorted(ctx.remote_topic(t) for t in partitions), options.apply)
-    if step is not None:
-        result.steps.append(step)
-        if step.status == "refused":
+                             f"{done} {count} offsets of {n_groups} groups"))  # fmt: skip
+    protection = _lift_step(ctx, sorted(ctx.remote_topic(t) for t in partitions), options.apply)
+    if protection is not None:
+        result.steps.append(protection)
+        if protection.status == "refused":
             return result
     result.partitions = _partition_rows(ctx, final, segments, "migrated")
     status = "done" if options.apply else "would"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -33,7 +33,7 @@ BEHIND_SCAN_MAX = 100_000
 
 def read_partition(
     conf: dict[str, Any], topic: str, partition: int, start: int, stop: int, timeout_s: float = 60
-) -> Iterator[Rec]:
+) -> Generator[Rec, None, None]:
     """Committed records of ``topic[partition]`` with ``start <= offset < stop``, in order.
 
     Ends early at the end of the partition; no record within ``timeout_s`` raises a transient
@@ -41,7 +41,7 @@ def read_partition(
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition  # lazy: optional extra "kafka"
 
-    from mirror_lib.kafka.reader import READ_TO_END  # lazy: confluent-kafka
+    from mirror_lib.kafka.reader import READ_TO_END, consume  # lazy: confluent-kafka
 
     if stop <= start:
         return
@@ -58,7 +58,7 @@ def read_partition(
         consumer.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout_s
         while True:
-            msgs = consumer.consume(2000, timeout=0.2)
+            msgs = consume(consumer, 2000, timeout=0.2)
             if msgs:
                 deadline = time.monotonic() + timeout_s
             elif time.monotonic() > deadline:
