@@ -122,6 +122,15 @@ class DeltaRsDataSource(DataSource):
         return DeltaRsReader(path, dt.version() if pinned else None, wanted)
 
 
+def micros(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its timestamps in microseconds: the only unit Spark takes from Arrow (our
+    tables keep milliseconds)."""
+    return pa.schema([
+        pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f
+        for f in schema
+    ])  # fmt: skip
+
+
 class FailoverReader(DataSourceReader):
     """One partition, computed when it runs (so each query sees the latest commits)."""
 
@@ -132,11 +141,7 @@ class FailoverReader(DataSourceReader):
         from mirror_lib.tables import failover_reads  # lazy: reads only on the executors
 
         answer = getattr(failover_reads, self.view)(self.root, self.version, self.timestamp)
-        micros = [  # Spark's Python data sources take timestamps in microseconds only
-            pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f
-            for f in answer.schema
-        ]
-        yield from answer.cast(pa.schema(micros)).to_batches()
+        yield from answer.cast(micros(answer.schema)).to_batches()
 
 
 class FailoverDataSource(DataSource):
@@ -240,7 +245,8 @@ def spark_positions(
 
 def _roll_up_batches(name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        yield from rolled_up(name, pa.Table.from_batches([batch])).to_batches()
+        rolled = rolled_up(name, pa.Table.from_batches([batch]))
+        yield from rolled.cast(micros(rolled.schema)).to_batches()
 
 
 def _earlier_rolled_up(
