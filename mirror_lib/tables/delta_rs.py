@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirror_lib.tables.schemas import DELTA_ENCODED, SCHEMAS, SORT_KEYS, TABLES
+from mirror_lib.tables.schemas import DELTA_ENCODED, ROW_GROUP_ROWS, SCHEMAS, SORT_KEYS, TABLES
 
 COMMIT_RETRIES = 5
 _STAT_STRING_MAX = 32  # longer strings get no min/max (keeps the log small)
@@ -149,13 +149,15 @@ def _laid_out(name: str, table: pa.Table) -> pa.Table:
 
 
 def _parquet_options(name: str, columns: list[str]) -> dict[str, Any]:
-    """``pyarrow.parquet.write_table`` options of a table's files: zstd, and the columns of
-    :data:`~mirror_lib.tables.schemas.DELTA_ENCODED` as deltas instead of a dictionary."""
+    """``pyarrow.parquet.write_table`` options of a table's files: zstd, the columns of
+    :data:`~mirror_lib.tables.schemas.DELTA_ENCODED` as deltas instead of a dictionary, and row
+    groups of :data:`~mirror_lib.tables.schemas.ROW_GROUP_ROWS` at most."""
     deltas = [c for c in DELTA_ENCODED.get(name, ()) if c in columns]
     return {
         "compression": "zstd",
         "use_dictionary": [c for c in columns if c not in deltas],
         "column_encoding": dict.fromkeys(deltas, "DELTA_BINARY_PACKED") or None,
+        "row_group_size": ROW_GROUP_ROWS.get(name),
     }
 
 
@@ -166,7 +168,11 @@ def writer_properties(name: str) -> Any:
 
     delta = ColumnProperties(dictionary_enabled=False, encoding="DELTA_BINARY_PACKED")
     columns = dict.fromkeys(DELTA_ENCODED.get(name, ()), delta)
-    return WriterProperties(compression="ZSTD", column_properties=columns or None)
+    return WriterProperties(
+        compression="ZSTD",
+        column_properties=columns or None,
+        max_row_group_size=ROW_GROUP_ROWS.get(name),
+    )
 
 
 def write_files(

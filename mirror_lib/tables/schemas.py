@@ -118,3 +118,7 @@ DELTA_ENCODED: dict[str, tuple[str, ...]] = {
         "downstream_last", "kafka_offset", "record_ts",
     ),
 }  # fmt: skip
+#: Rows a row group holds at most, where readers want a few rows of a file: a read of the
+#: segments around a checkpoint decodes the row groups its range touches, so ``offset_syncs``
+#: keeps them at 128 Ki rows instead of a million (docs/operations/state.md#file-layout).
+ROW_GROUP_ROWS: dict[str, int] = {"offset_syncs": 131_072}

@@ -7,6 +7,7 @@ import os
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
@@ -142,8 +143,6 @@ def syncs(partitions: list[int], start: int) -> pa.Table:
 
 def column_layout(path: str) -> dict[str, tuple[str, set[str]]]:
     """Per column of a parquet file: (compression, encodings)."""
-    import pyarrow.parquet as pq
-
     group = pq.ParquetFile(path).metadata.row_group(0)
     return {
         group.column(i).path_in_schema: (
@@ -154,16 +153,21 @@ def column_layout(path: str) -> dict[str, tuple[str, set[str]]]:
     }
 
 
-def test_offset_syncs_files_are_sorted_zstd_and_delta_encoded_after_compaction_too(tmp_path):
-    """The busiest table's offsets climb by small steps per partition, stored as deltas: a
-    sixth of the bytes of dictionary pages (docs/operations/state.md#file-layout)."""
-    root = str(tmp_path)
+def three_syncs_files(root: str) -> str:
+    """Three commits of five offset syncs each, rows out of order; the table's folder."""
     store.ensure_tables(root)
     for i in range(3):
         positions.append_unseen(
             root, {"offset_syncs": syncs([3, 0, 2, 0, 3], 10 * i)}, f"s{i}", tag=("mirror:s", i)
         )
-    table = store.table_path(root, "offset_syncs")
+    return store.table_path(root, "offset_syncs")
+
+
+def test_offset_syncs_files_are_sorted_zstd_and_delta_encoded_after_compaction_too(tmp_path):
+    """The busiest table's offsets climb by small steps per partition, stored as deltas: a
+    sixth of the bytes of dictionary pages (docs/operations/state.md#file-layout)."""
+    root = str(tmp_path)
+    table = three_syncs_files(root)
     first = sorted(f for f in os.listdir(table) if f.startswith("s0"))[0]
     written = store.read_table(root, "offset_syncs", version=1)
     assert written.column("partition").to_pylist() == [0, 0, 2, 3, 3]
@@ -181,3 +185,18 @@ def test_offset_syncs_files_are_sorted_zstd_and_delta_encoded_after_compaction_t
     assert layout["kafka_offset"][0] == "ZSTD"
     assert "DELTA_BINARY_PACKED" in layout["upstream_end"][1]
     assert store.read_table(root, "offset_syncs").num_rows == 15
+
+
+def test_offset_syncs_row_groups_stay_small_after_compaction_too(tmp_path, monkeypatch):
+    """Readers of a few segments decode whole row groups: the files keep them small."""
+    monkeypatch.setitem(store.ROW_GROUP_ROWS, "offset_syncs", 4)
+    root = str(tmp_path)
+    table = three_syncs_files(root)
+    for name in (f for f in os.listdir(table) if f.endswith(".parquet")):
+        groups = pq.ParquetFile(os.path.join(table, name)).metadata
+        assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [4, 1]
+    store.maintain(root, retention_days=30, vacuum_hours=168)
+    (compacted,) = deltalake.DeltaTable(table).file_uris()
+    groups = pq.ParquetFile(compacted.removeprefix("file://")).metadata
+    sizes = [groups.row_group(i).num_rows for i in range(groups.num_row_groups)]
+    assert sum(sizes) == 15 and max(sizes) <= 4, sizes
