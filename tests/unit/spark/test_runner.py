@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mirror_lib.config.parse import parse_config
@@ -71,6 +73,15 @@ class _Quiet:
         pass
 
 
+def _loop_alone(runner_module: Any, duration_s: float) -> Any:
+    """A run of the loop alone: no queries, no tables, no companions."""
+    run = object.__new__(runner_module._Run)
+    run.spark, run.config, run.sup, run.events = None, CONFIG, _Quiet(), _Quiet()
+    run.tables, run.runners, run.jobs, run.clusters, run.lags = [], [], [], [], {}
+    run.deadline, run.plan = duration_s, RunPlan.resolve(CONFIG, duration_s=duration_s)
+    return run
+
+
 @pytest.mark.parametrize(("watched", "measures"), [(True, 20), (False, 3)])
 def test_a_run_nobody_watches_measures_its_lag_every_half_minute(
     monkeypatch: pytest.MonkeyPatch, watched: bool, measures: int
@@ -88,13 +99,33 @@ def test_a_run_nobody_watches_measures_its_lag_every_half_minute(
 
     monkeypatch.setattr(runner, "time", clock)
     monkeypatch.setattr(runner, "progress_rows", rows)
-    run = object.__new__(runner._Run)  # the loop alone: no queries, no tables, no companions
-    run.spark, run.config, run.sup, run.events = None, CONFIG, _Quiet(), _Quiet()
-    run.tables, run.runners, run.jobs, run.clusters, run.lags = [], [], [], [], {}
-    run.deadline, run.plan = 100.0, RunPlan.resolve(CONFIG, duration_s=100)
+    run = _loop_alone(runner, 100.0)
     run.continuous((lambda _rows: None) if watched else None, 5)
     assert len(asked) == measures  # watched: every 5 s and a last time at the deadline
     assert run.lags == {"A->B": 7}
+
+
+def test_a_continuous_run_hands_free_heap_pages_back_every_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mirror_lib.spark import runner
+
+    clock, trims = _Clock(), []
+    monkeypatch.setattr(runner, "time", clock)
+    monkeypatch.setattr(runner, "progress_rows", lambda *_a: [])
+    monkeypatch.setattr(runner, "release_free_memory", lambda: trims.append(clock.now))
+    _loop_alone(runner, 200.0).continuous(None, 5)
+    assert trims == [60.0, 120.0, 180.0]
+
+
+def test_free_heap_pages_are_handed_back_where_glibc_is_and_skipped_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mirror_lib.spark import runner
+
+    assert runner.release_free_memory() in (True, False)  # this machine's glibc answers
+    monkeypatch.setattr(runner, "_libc", lambda: None)
+    assert runner.release_free_memory() is False
 
 
 class _Job:
