@@ -101,11 +101,8 @@ class DeltaRsDataSource(DataSource):
         return "deltars"
 
     def _table(self) -> Any:
-        version = self.options.get("versionAsOf")
         return _open(
-            self.options["path"],
-            None if version is None else int(version),
-            self.options.get("timestampAsOf"),
+            self.options["path"], _version(self.options), self.options.get("timestampAsOf")
         )
 
     def schema(self) -> Any:
@@ -120,6 +117,12 @@ class DeltaRsDataSource(DataSource):
         pinned = self.options.get("versionAsOf") or self.options.get("timestampAsOf")
         path = driver_path(self.options["path"])  # executors read it, elsewhere
         return DeltaRsReader(path, dt.version() if pinned else None, wanted)
+
+
+def _version(options: Any) -> int | None:
+    """A source's ``versionAsOf`` option (a string, as SQL's OPTIONS give it) as a version."""
+    version = options.get("versionAsOf")
+    return None if version is None else int(version)
 
 
 def micros(schema: pa.Schema) -> pa.Schema:
@@ -159,11 +162,10 @@ class FailoverDataSource(DataSource):
         return from_arrow_schema(FAILOVER_VIEWS[self.options["view"]])
 
     def reader(self, schema: Any) -> DataSourceReader:
-        version = self.options.get("versionAsOf")
         return FailoverReader(
             driver_path(self.options["path"]),
             self.options["view"],
-            None if version is None else int(version),
+            _version(self.options),
             self.options.get("timestampAsOf"),
         )
 

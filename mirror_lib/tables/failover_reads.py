@@ -92,16 +92,16 @@ def offset_translation(
         for k, u, p in zip(keys, ups, places, strict=True)
         if p and not p.below and not p.inside
     }
-    below = _any_start_at_or_below(syncs, unsure)
+    before_first = unsure - _any_start_at_or_below(syncs, unsure)  # below the first, or none
     past: dict[tuple, int | None] = {}
     for key, up, place, cp in zip(keys, ups, places, cps, strict=True):
-        if place and place.at is None and ((key, up) not in unsure or (key, up) in below):
+        if place and place.at is None and (key, up) not in before_first:
             past.setdefault(key, cp["downstream_offset"])
     ends = _last_downstream_ends(syncs, past)
     out = []
     for key, up, place, cp in zip(keys, ups, places, cps, strict=True):
         offset = cp["downstream_offset"]  # below the partition's first segment, or none
-        if place and ((key, up) not in unsure or (key, up) in below):
+        if place and (key, up) not in before_first:
             if place.at is not None:  # inside a segment, or in a gap before one
                 offset = place.at
             elif ends.get(key) is not None:  # past the last
