@@ -20,8 +20,8 @@ Cases (``--cases``, each on two fresh Apache Kafka brokers, source A and target 
   Beside it MM2 with its defaults (``refresh.topics.interval.seconds = 600``) within
   ``--new-topic-wait``.
 - ``flows`` (``--flows 1,5,10``): that many flows from one source in one session (one
-  ``mirror run``, tasks.max 1 each), and a fan-out from A to 3 targets: backlog wall time and
-  idle CPU.
+  ``mirror run``, tasks.max 1 each), and a fan-out from A to 3 targets, heartbeats on those
+  flows only: backlog wall time, idle CPU and RSS.
 
 Results: ``results.json``, ``summary.md`` and plots (``scale-*.html``, PNG with kaleido) in
 ``--out``.
@@ -404,8 +404,13 @@ def case_flows(counts: list[int], args: argparse.Namespace, work: Path) -> list[
         for n in [*counts, "fanout"]:
             props = {"clusters": "A, B", "A.bootstrap.servers": b.src, "B.bootstrap.servers": b.tgt}
             props = {**mirror_props(b.src, b.tgt, work / f"state-{n}", "f0"), **props}
-            props.pop("A->B.enabled", None)
+            for key in ("A->B.enabled", "B->A.enabled", "B->A.emit.heartbeats.enabled"):
+                props.pop(key, None)
             props["topics"] = "f0"
+            # Heartbeats on the enabled flows only: MM2's default of every cluster pair would
+            # have n*(n-1) pairs of these aliases, all of one cluster, write heartbeats into it
+            # that every flow then copies, and an idle session would not be idle.
+            props["emit.heartbeats.enabled"] = "false"
             if n == "fanout":
                 props["clusters"] = "A, B, C, D"
                 props["C.bootstrap.servers"], props["D.bootstrap.servers"] = (
@@ -414,6 +419,7 @@ def case_flows(counts: list[int], args: argparse.Namespace, work: Path) -> list[
                 )
                 for t in "BCD":
                     props[f"A->{t}.enabled"] = "true"
+                    props[f"A->{t}.emit.heartbeats.enabled"] = "true"
                 props["mirror.fanout.enabled"] = "true"
             else:
                 # n flows from A to B, each with its own source alias name on the same cluster
@@ -422,6 +428,7 @@ def case_flows(counts: list[int], args: argparse.Namespace, work: Path) -> list[
                 for a in aliases_n:
                     props[f"{a}.bootstrap.servers"] = b.src
                     props[f"{a}->B.enabled"] = "true"
+                    props[f"{a}->B.emit.heartbeats.enabled"] = "true"
                 props["tasks.max"] = "1"
                 props.pop("A.bootstrap.servers", None)
             cfg = write_props(work / f"flows-{n}.properties", props)
@@ -536,6 +543,21 @@ def render(results: dict[str, Any], out: Path) -> str:
     if "new_topic" in results:
         lines.append(f"New topic to its first record on B: {results['new_topic']}\n")
     if "flows" in results:
+        counted = [f for f in results["flows"] if f["flows"] != "fanout"]
+        xs = [f["flows"] for f in counted]
+        curves.plot(
+            out / "scale-flows",
+            "Flows in one session, every one quiet",
+            {
+                "CPU, % of a core": (xs, [f["idle"]["cpu_pct"] for f in counted]),
+                "RSS, GB (all processes)": (
+                    xs,
+                    [round(sum(f["idle"]["rss_mb"].values()) / 1024, 2) for f in counted],
+                ),
+            },
+            "flows",
+            "% of a core / GB",
+        )
         rows = [
             {
                 "flows": f["flows"],
