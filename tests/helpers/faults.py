@@ -156,9 +156,11 @@ class FaultFlow:
 
     def tail_log(self) -> str:
         try:
-            return self.log.read_text(errors="replace")[-4000:]
+            text = self.log.read_text(errors="replace")[-4000:]
         except OSError:
-            return "<no output>"
+            text = "<no output>"
+        cores = sorted(str(p) for p in self.workdir.glob("core*"))
+        return text + (f"\ncore dumped: {', '.join(cores)}" if cores else "")
 
     def alive(self) -> None:
         process_alive(self.proc, detail=self.tail_log)()
@@ -174,7 +176,7 @@ class FaultFlow:
         self.load = SteadyLoad(
             self.a.bootstrap_servers, self.topic, self.partitions, self.rate, self.workdir
         ).start()
-        self.proc = start_mirror(config, self.env, log=self.log)
+        self.proc = start_mirror(config, self.env, log=self.log, cwd=self.workdir, core_dumps=True)
         wait_for(
             lambda: committed_count(self.b.bootstrap_servers, self.remote, self.partitions) > 0,
             300,

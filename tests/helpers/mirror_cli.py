@@ -26,18 +26,25 @@ def start_mirror(
     log: Path | None = None,
     err: Path | None = None,
     cwd: Path | None = None,
+    core_dumps: bool = False,
 ) -> subprocess.Popen:
     """`mirror run` in its own process group; stdout to ``log``, stderr to ``err`` (else also
     to ``log``).
 
     Spark's Python workers are not in that group (pyspark's daemon calls setpgid):
-    :func:`kill_group` kills them too.
+    :func:`kill_group` kills them too. ``core_dumps``: lift the core size limit for it and its
+    children, so that a native crash leaves a core where the kernel's ``core_pattern`` puts it
+    (``cwd`` by default): faulthandler prints no Python stack for some, such as a thread's
+    stack overflowing, where its handler has no stack to run on.
     """
     out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     errors = open(err, "wb") if err is not None else subprocess.STDOUT  # noqa: SIM115
+    command = [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_path), *extra]
+    if core_dumps:
+        command = ["sh", "-c", 'ulimit -c unlimited 2>/dev/null; exec "$@"', "sh", *command]
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "mirror_lib.app.cli", "run", str(config_path), *extra],
+            command,
             env=env,
             stdout=out,
             stderr=errors,
