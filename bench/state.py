@@ -114,7 +114,7 @@ def _status(pid: int) -> dict[str, int]:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             key, _, rest = line.partition(":")
-            if key in ("VmRSS", "Threads"):
+            if key in ("VmRSS", "RssAnon", "Threads"):
                 values[key] = int(rest.split()[0])
         values["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
     except (OSError, ValueError):
@@ -132,13 +132,18 @@ def role_group(name: str) -> str:
 
 
 def processes(root: int) -> dict[str, dict[str, float]]:
-    """Per role of the tree under ``root``: RSS (MB), open files, threads and processes."""
+    """Per role of the tree under ``root``: RSS (MB), its anonymous part (MB: heaps and pools,
+    where a leak shows; the rest is mapped code and files, bounded by their size), open files,
+    threads and processes."""
     out: dict[str, dict[str, float]] = {}
     for pid, (comm, _cpu, _rss) in descendants(root).items():
         group = role_group(role(pid, comm))
         st = _status(pid)
-        entry = out.setdefault(group, {"rss_mb": 0.0, "fds": 0, "threads": 0, "processes": 0})
+        entry = out.setdefault(
+            group, {"rss_mb": 0.0, "anon_mb": 0.0, "fds": 0, "threads": 0, "processes": 0}
+        )
         entry["rss_mb"] += st.get("VmRSS", 0) / 1024
+        entry["anon_mb"] += st.get("RssAnon", 0) / 1024
         entry["fds"] += st.get("fds", 0)
         entry["threads"] += st.get("Threads", 0)
         entry["processes"] += 1
