@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -83,11 +83,13 @@ class DeltaRsReader(DataSourceReader):
         dataset = _open(self.path, self.version).to_pyarrow_dataset()
         return [DeltaFragment(f) for f in dataset.get_fragments()]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, DeltaFragment):  # None when partitions() was empty
+    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+        if partition is None:  # Spark reads one None partition when partitions() is empty
             return
-        fragments = [partition.fragment]
-        if partition.fragment is None:
+        # what partitions() plans; not isinstance, as in RecordsReader.read
+        planned = cast(DeltaFragment, partition).fragment
+        fragments = [planned]
+        if planned is None:
             fragments = _open(self.path).to_pyarrow_dataset().get_fragments()
         for fragment in fragments:
             yield from fragment.to_batches(schema=self.schema, columns=self.schema.names)
