@@ -37,18 +37,18 @@ def folder_size(path: Path) -> tuple[int, int]:
 
 def delta_table(path: Path) -> dict[str, int]:
     """One table: ``files``/``bytes`` of its current version, ``disk_files``/``disk_bytes`` of
-    its data files on disk, ``replaced_bytes`` of those no longer in the current version
-    (awaiting vacuum; left out when the current version could not be read),
+    its data files on disk, ``replaced_files``/``replaced_bytes`` of those no longer in the
+    current version (awaiting vacuum; left out when the current version could not be read),
     ``log_entries``/``log_bytes`` of ``_delta_log``."""
     from deltalake import DeltaTable
 
     out = {"files": 0, "bytes": 0}
-    live: int | None = None
+    live: tuple[int, int] | None = None  # (files, bytes) of the current version
     try:
         actions = DeltaTable(str(path)).get_add_actions(flatten=True)
         sizes = actions.column("size_bytes").to_pylist()
-        live = int(sum(sizes))
-        out = {"files": len(sizes), "bytes": live}
+        live = (len(sizes), int(sum(sizes)))
+        out = {"files": live[0], "bytes": live[1]}
     except Exception:  # not created yet, or a commit raced the read: counted next minute
         pass
     log_files, log_bytes = folder_size(path / "_delta_log")
@@ -60,7 +60,8 @@ def delta_table(path: Path) -> dict[str, int]:
         "log_bytes": log_bytes,
     }
     if live is not None:  # else every file on disk would count as replaced
-        out["replaced_bytes"] = max(0, all_bytes - log_bytes - live)
+        out["replaced_files"] = max(0, all_files - log_files - live[0])
+        out["replaced_bytes"] = max(0, all_bytes - log_bytes - live[1])
     return out
 
 

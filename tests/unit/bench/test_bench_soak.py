@@ -39,3 +39,20 @@ def test_growth_reads_the_anonymous_part_apart() -> None:
 def test_this_process_has_an_anonymous_part_below_its_rss() -> None:
     st = state._status(os.getpid())
     assert 0 < st["RssAnon"] < st["VmRSS"]
+
+
+def test_a_tables_files_on_disk_reach_30_days_as_live_plus_replaced() -> None:
+    """Replaced files stay for the history's hours, live ones for the retention's days: the
+    files on disk take each part on its own line, not their sum on the retention's."""
+    hours = 4
+
+    def table(m: int) -> dict:
+        live, replaced = 100, min(m, 120) // 2  # replaced files level off after the 2 h history
+        return {"files": live, "replaced_files": replaced, "disk_files": live + replaced}
+
+    run = [{"t_s": m * 60, "state": {"tables": {"t": table(m)}}} for m in range(hours * 60 + 1)]
+    fits = soak.summarize(run, soak.parse_args(["--history-hours", "2"]))
+    disk, live = fits["state.tables.t.disk_files"], fits["state.tables.t.files"]
+    replaced = fits["state.tables.t.replaced_files"]
+    assert disk["at_30_days"] == live["at_30_days"] + replaced["at_30_days"]
+    assert disk["at_30_days"] < 300 and disk["bounded_by"] == "its live and replaced files' lines"
