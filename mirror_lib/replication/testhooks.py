@@ -21,6 +21,10 @@ mid-call; ``<file>`` is created then, and a call that finds it there goes on.
 (:func:`end_slice_early`), as a task would whose deliveries never count: ``--once`` must then
 fail after its outage limit instead of planning slices forever.
 
+``MIRROR_TEST_CLOSING_DELAY_S=<seconds>``: a copy task that reached the end of its slice waits
+that long before the commit that closes it (:func:`delay_closing`), as a busy machine can: a
+``--once`` run must not stop the query under it.
+
 ``MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S=<seconds>``: the heartbeats job waits that long before its
 first heartbeat (:func:`delay_first_heartbeat`), as a slow cluster would make it.
 """
@@ -40,6 +44,7 @@ TOPIC_ENV = "MIRROR_TEST_HOLD_TOPIC"
 HANG_ENV = "MIRROR_TEST_HANG_SEND_OFFSETS"
 HEARTBEAT_DELAY_ENV = "MIRROR_TEST_FIRST_HEARTBEAT_DELAY_S"
 END_EARLY_ENV = "MIRROR_TEST_END_SLICES_EARLY"
+CLOSING_DELAY_ENV = "MIRROR_TEST_CLOSING_DELAY_S"
 _commits = 0
 _lock = threading.Lock()
 
@@ -84,6 +89,13 @@ def hang_send_offsets(topics: Collection[str] = ()) -> None:
 def delay_first_heartbeat() -> None:
     """Called before a heartbeats job's first heartbeat; sleeps when the test hook asks."""
     delay = float(os.environ.get(HEARTBEAT_DELAY_ENV, "0") or 0)
+    if delay > 0:
+        time.sleep(delay)
+
+
+def delay_closing() -> None:
+    """Called before a copy task's closing commit; sleeps when the test hook asks."""
+    delay = float(os.environ.get(CLOSING_DELAY_ENV, "0") or 0)
     if delay > 0:
         time.sleep(delay)
 

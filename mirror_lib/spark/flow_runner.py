@@ -50,6 +50,8 @@ def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -
     marker.write_text(json.dumps(mine))
 
 
+#: How long a caught-up ``--once`` slice is given to end on its own (FlowRunner._await_slice_end).
+SLICE_END_S = 30.0
 FANOUT_READ_S = 5.0  # a fan-out target's ledger is asked this long (it may be the one that is out)
 
 
@@ -289,7 +291,7 @@ class FlowRunner:
         gap the planner finds (a truncated or re-created source partition), not progress. A
         ``--once`` query whose availableNow slice ended short of the snapshot starts again.
         """
-        return drive_until(
+        caught = drive_until(
             lambda: self.planned() and self.caught_up(target),
             check=self.raise_if_failed,
             ended=lambda: self._until is not None and not self.query.isActive,
@@ -297,6 +299,21 @@ class FlowRunner:
             timeout_s=timeout_s,
             tick=None if on_progress is None else lambda: on_progress(self, target),
         )
+        if caught and self._until is not None:
+            self._await_slice_end()
+        return caught
+
+    def _await_slice_end(self) -> None:
+        """Let the slice that caught up end on its own: after its last records it still
+        commits the metrics its window holds (the last batch events). Stopping the query at
+        the ledger's catch-up killed that commit now and then, and the tables missed the
+        run's last records and lag. A slice that fails there raises its error; one still
+        running after :data:`SLICE_END_S` is stopped as before."""
+        try:
+            self.query.awaitTermination(SLICE_END_S)
+        except Exception:  # the query failed: its error, as the catch-up loop reports it
+            self.raise_if_failed()
+            raise
 
     def planned(self) -> bool:
         """True once the query planned a slice, or ended (an availableNow query with nothing

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from mirror_lib.replication.migration.failover import translate_group, translate_group_as_of
+from mirror_lib.replication.testhooks import CLOSING_DELAY_ENV
 from mirror_lib.spark.materialize import (
     maintain_tables,
     materialize_caught_up,
@@ -364,7 +365,9 @@ def test_one_health_for_either_writer_and_the_views(spark, flow):
 
 def test_the_end_of_mirror_run_once_lands_in_the_tables(brokers, tmp_path, subprocess_env):
     """`mirror run --once` owns its session and stops it on a thread after the catch-up, while
-    the heartbeat, the checkpoint round and the delta-rs tables are written: all of them land."""
+    the heartbeat, the checkpoint round and the delta-rs tables are written: all of them land.
+    The copy tasks tell their metrics only when their slice closes, and wait before it: the
+    run lets the slice end, and the tables count every record."""
     from mirror_lib.config.parse import parse_config
     from mirror_lib.tables.delta_rs import read_table
     from mirror_lib.tables.location import tables_root
@@ -379,13 +382,14 @@ def test_the_end_of_mirror_run_once_lands_in_the_tables(brokers, tmp_path, subpr
         state,
         topics=name,
         groups=group,
-        **{"mirror.tables.enabled": "true"},
+        **{"mirror.tables.enabled": "true", "mirror.metrics.interval.ms": "600000"},
     )
     create_topic(brokers.source, name, 2)
     produce_exact(brokers.source, name, [{"value": b"v", "partition": i % 2} for i in range(40)])
     commit(brokers.source, group, {(name, 0): 7, (name, 1): 20})
-    out = run_mirror(write_properties(tmp_path / "mm2.properties", props), subprocess_env,
-                     "--once", timeout_s=300)  # fmt: skip
+    env = {**subprocess_env, CLOSING_DELAY_ENV: "5"}
+    out = run_mirror(write_properties(tmp_path / "mm2.properties", props), env, "--once",
+                     timeout_s=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     assert "stopping a part of the run failed" not in out.stderr
     root = tables_root(parse_config(props))

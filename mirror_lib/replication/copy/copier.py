@@ -259,6 +259,7 @@ class SliceCopy:
                     wait=False
                 ):
                     break  # end the slice early: the planner sets them up
+        testhooks.delay_closing()
         for w in list(self.writers):
             w.metrics.closing = True
             self._guard(w, self._commit, w, wait=True)
