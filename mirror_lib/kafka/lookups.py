@@ -21,6 +21,8 @@ LEADER_MOVED = frozenset({
 })  # fmt: skip
 #: How long a look-up asks again while leaders move; any other error fails it at once.
 LEADER_MOVED_S = 5.0
+#: How often :func:`settled_bounds` lists the last stable offsets again.
+SETTLE_POLL_S = 0.05
 
 
 def named(admin: Any, what: str) -> str:
@@ -66,6 +68,31 @@ def partition_bounds(
     starts = _offsets_at(admin, partitions, OffsetSpec.earliest(), timeout_s, committed)
     ends = _offsets_at(admin, starts, OffsetSpec.latest(), timeout_s, committed)
     return {tp: (starts[tp], max(starts[tp], ends[tp])) for tp in sorted(starts)}
+
+
+def settled_bounds(
+    admin: AdminClient, partitions: Iterable[TP], settle_s: float, timeout_s: float = 30
+) -> dict[TP, tuple[int, int]]:
+    """:func:`partition_bounds`, once each last stable offset reached the high watermark listed
+    first, or after ``settle_s``.
+
+    A transaction's commit returns before the broker has written its markers, so right after a
+    run's last commit its records can still lie past the last stable offset: a read to the end
+    listed then would leave them out. A transaction still open after ``settle_s`` (another
+    writer's) is left for the next read.
+    """
+    tps = sorted(set(partitions))
+    highs = _offsets_at(admin, tps, OffsetSpec.latest(), timeout_s, committed=False)
+    bounds = partition_bounds(admin, tps, timeout_s)
+    deadline = time.monotonic() + settle_s
+    waiting = [tp for tp, (_lo, end) in bounds.items() if end < highs.get(tp, 0)]
+    while waiting and time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+        ends = _offsets_at(admin, waiting, OffsetSpec.latest(), timeout_s, committed=True)
+        for tp, end in ends.items():
+            bounds[tp] = (bounds[tp][0], max(bounds[tp][0], end))
+        waiting = [tp for tp in waiting if bounds[tp][1] < highs[tp]]
+    return bounds
 
 
 def partition_ends(

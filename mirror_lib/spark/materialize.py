@@ -22,7 +22,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorRuntimeError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
-from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds
+from mirror_lib.kafka.lookups import list_topic_partitions, settled_bounds
 from mirror_lib.spark.delta_source import (
     append_spark,
     delta_rs_batch,
@@ -34,6 +34,7 @@ from mirror_lib.spark.records_source import RecordsDataSource
 from mirror_lib.spark.views import create_views
 from mirror_lib.tables.catch_up import (
     INTERNAL_PATTERN,
+    SETTLE_S,
     materialize_once,
     policy_and_location,
     spark_query_folder,
@@ -124,7 +125,8 @@ def materialize_caught_up(
         if pattern.fullmatch(t)
         for p in range(n)
     ]
-    target = {tp: hi for tp, (_lo, hi) in partition_bounds(admin, tps).items() if hi > 0}
+    bounds = settled_bounds(admin, tps, SETTLE_S)
+    target = {tp: hi for tp, (_lo, hi) in bounds.items() if hi > 0}
     queries = [start_materialization(spark, config, cluster, writer=writer, available_now=True)]
 
     def reached() -> bool:

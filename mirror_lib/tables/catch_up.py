@@ -29,7 +29,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import BrokerError, MirrorRuntimeError
 from mirror_lib.kafka.admin import admin_client
 from mirror_lib.kafka.clients import client_config
-from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, positions
+from mirror_lib.kafka.lookups import list_topic_partitions, positions, settled_bounds
 from mirror_lib.kafka.reader import read_ranges
 from mirror_lib.mm2.formats import TP
 from mirror_lib.tables.decode import RawRecord, decode_records
@@ -41,6 +41,9 @@ from mirror_lib.tables.positions import append_unseen
 INTERNAL_PATTERN = r".*(mm2-offset-syncs|checkpoints|heartbeats|mm2-metrics).*"
 #: Records decoded and committed together (bounds the driver's memory on a long backlog).
 CHUNK_RECORDS = 50_000
+#: How long a materialization waits for the markers of transactions that committed just
+#: before it (:func:`~mirror_lib.kafka.lookups.settled_bounds`): a run's last metrics.
+SETTLE_S = 5.0
 
 
 def policy_and_location(config: MirrorConfig, cluster: str) -> tuple[Any, str]:
@@ -112,7 +115,7 @@ def materialize_once(
     pattern = re.compile(INTERNAL_PATTERN)
     counts = list_topic_partitions(admin)
     tps = [(t, p) for t, n in counts.items() if pattern.fullmatch(t) for p in range(n)]
-    bounds = partition_bounds(admin, tps)
+    bounds = settled_bounds(admin, tps, SETTLE_S)
     path = positions_file(config, cluster)
     done = _load(path)
     for tp, pos in spark_query_positions(spark_query_folder(config, cluster)).items():

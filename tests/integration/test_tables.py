@@ -258,6 +258,49 @@ def test_once_catch_up_that_crashed_resumes_without_duplicates(brokers, flow, mo
     assert offsets_held() == sorted([*range(30), 0, 1, 2])
 
 
+def test_once_catch_up_reads_a_transaction_committed_just_before_it(brokers, flow, monkeypatch):
+    """A commit returns before the broker writes its markers: records the run's last commit
+    wrote may still lie past the last stable offset when the catch-up lists it. The catch-up
+    waits for them (settled_bounds) instead of leaving the run's last metrics out."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from mirror_lib.kafka import lookups
+    from mirror_lib.tables import catch_up
+    from mirror_lib.tables.delta_rs import read_table
+    from mirror_lib.tables.location import tables_root
+
+    config, topic = flow["config"], f"late-{uuid.uuid4().hex[:8]}.checkpoints.internal"
+    create_topic(brokers.target, topic, 1)
+    catch_up.materialize_once(config, "B", timeout_s=120)  # everything before this test
+    producer = Producer({"bootstrap.servers": brokers.target, "transactional.id": topic})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for _ in range(5):
+        producer.produce(topic, b"junk", partition=0)
+    producer.flush(30)
+    listed = threading.Event()
+    real_bounds = lookups.partition_bounds
+
+    def bounds_then_commit(*args, **kwargs):
+        found = real_bounds(*args, **kwargs)
+        listed.set()  # the last stable offset is listed while the transaction is open
+        return found
+
+    monkeypatch.setattr(lookups, "partition_bounds", bounds_then_commit)
+    read: list[int] = []
+    job = threading.Thread(target=lambda: read.append(catch_up.materialize_once(config, "B", 120)))
+    job.start()
+    assert listed.wait(60), "the catch-up never listed the offsets"
+    producer.commit_transaction(30)
+    job.join(120)
+    assert read == [5]
+    events = read_table(tables_root(config), "flow_events")  # junk -> decode_error events
+    pairs = zip(events["kafka_topic"].to_pylist(), events["kafka_offset"].to_pylist(), strict=True)
+    assert sorted(o for t, o in pairs if t == topic) == list(range(5))
+
+
 def seg_key(table: str) -> str:
     return "upstream_start" if table == "offset_syncs" else "0"
 
