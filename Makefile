@@ -76,7 +76,7 @@ lint: $(STAMP) ## ruff, the architecture contract (ARCHITECTURE.md), mypy and si
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python tests/tools/mypy_baseline.py
+	$(BIN)/mypy
 	$(BIN)/python tests/tools/shape_limits.py
 
 # The documentation site (mkdocs.yml, docs/), built in strict mode: a broken link, a missing page

@@ -9,7 +9,7 @@ import concurrent.futures
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import astuple
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import admin as ka
@@ -87,13 +87,18 @@ def lookup_error(message: str, exc: KafkaException) -> BrokerError:
 ADMIN_DEFAULTS: dict[str, Any] = {"enable.sparse.connections": False}
 
 
-def admin_client(conf: Mapping[str, Any], where: str = "") -> ka.AdminClient:
+class NamedAdminClient(ka.AdminClient):
+    """A confluent-kafka AdminClient that knows the cluster, and flow, it serves."""
+
+    mirror_where: str = ""
+
+
+def admin_client(conf: Mapping[str, Any], where: str = "") -> NamedAdminClient:
     """The one builder of raw confluent-kafka AdminClients (``conf`` from
     :func:`mirror_lib.kafka.clients.client_config`, over :data:`ADMIN_DEFAULTS`); ``where`` names
     the cluster, and flow, in the errors of :mod:`mirror_lib.kafka.lookups`."""
-    admin = ka.AdminClient({**ADMIN_DEFAULTS, **conf})
-    if where:
-        admin.mirror_where = where
+    admin = NamedAdminClient({**ADMIN_DEFAULTS, **conf})
+    admin.mirror_where = where
     return admin
 
 
@@ -257,14 +262,11 @@ class KafkaAdminOps(AdminOps):
 
     def describe_topic_acls(self) -> list[AclBinding]:
         self._check_acls()
-        any_ = (
-            ka.ResourcePatternType.ANY,
-            None,
-            None,
-            ka.AclOperation.ANY,
-            ka.AclPermissionType.ANY,
-        )
-        flt = ka.AclBindingFilter(ka.ResourceType.TOPIC, None, *any_)
+        any_name = cast(str, None)  # a filter's "any": None, where confluent-kafka's hints say str
+        flt = ka.AclBindingFilter(
+            ka.ResourceType.TOPIC, any_name, ka.ResourcePatternType.ANY, any_name, any_name,
+            ka.AclOperation.ANY, ka.AclPermissionType.ANY,
+        )  # fmt: skip
         fut = self._admin.describe_acls(flt, request_timeout=self.timeout_s)
         return [_acl_from_native(b) for b in self._wait(fut, "describe topic ACLs")]
 
