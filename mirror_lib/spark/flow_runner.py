@@ -21,6 +21,7 @@ from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds, flow_ends
 from mirror_lib.replication.copy.read_group import ReadGroup, split_group_name
+from mirror_lib.replication.copy.target_producer import fence_slots
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.planning.slices import flows_short_of, format_until
 from mirror_lib.replication.planning.stall import StallWatch, stall_text
@@ -155,8 +156,14 @@ class FlowRunner:
         return self.query
 
     def stop(self) -> None:
-        """Stop the query and wait for its copy tasks to end (an open transaction is fenced)."""
-        stop_query(self.spark, self.query)
+        """Stop the query and wait for its copy tasks to end. Where that cannot be seen (Spark
+        Connect) or takes too long, every slot's producer is fenced
+        (:func:`~mirror_lib.replication.copy.target_producer.fence_slots`): a task Spark has
+        not killed yet commits nothing after the run stopped."""
+        if stop_query(self.spark, self.query) or not self.ctx.settings.exactly_once:
+            return
+        for ctx in self.group:
+            fence_slots(ctx, range(ctx.settings.tasks))
 
     def status(self) -> FlowStatus:
         q = self.query

@@ -131,8 +131,9 @@ def quiet_kills(spark: Any) -> Iterator[None]:
                     configurator.setLevel(name, None)
 
 
-def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> None:
-    """Stop a streaming query and wait until its tasks have ended, not only its driver thread.
+def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> bool:
+    """Stop a streaming query and wait until its tasks have ended, not only its driver thread;
+    False when that could not be seen (the caller fences what they may still write).
 
     ``StreamingQuery.stop`` returns once the job is cancelled, while a copy task is still being
     killed; a query started at that moment could be handed the dying Python worker. Without a
@@ -140,18 +141,19 @@ def stop_query(spark: Any, query: Any, timeout_s: float = 30) -> None:
     logged as errors (:func:`quiet_kills`).
     """
     if query is None:
-        return
+        return True
     with quiet_kills(spark):
-        _stop_and_wait(spark, query, timeout_s)
+        return _stop_and_wait(spark, query, timeout_s)
 
 
-def _stop_and_wait(spark: Any, query: Any, timeout_s: float) -> None:
-    if query.isActive:
-        query.stop()
+def _stop_and_wait(spark: Any, query: Any, timeout_s: float) -> bool:
+    if not query.isActive:
+        return True  # it ended on its own, its tasks with it
+    query.stop()
     try:
         tracker = spark.sparkContext.statusTracker()
     except Exception:  # Spark Connect has no SparkContext
-        return
+        return False
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         stages = {
@@ -161,8 +163,9 @@ def _stop_and_wait(spark: Any, query: Any, timeout_s: float) -> None:
         }
         infos = [tracker.getStageInfo(sid) for sid in stages]
         if not any(info is not None and info.numActiveTasks > 0 for info in infos):
-            return
+            return True
         time.sleep(0.1)
+    return False
 
 
 def drive_until(

@@ -4,6 +4,7 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -331,6 +332,34 @@ def make_producer(
         )
     timeout = str(conf.get("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS))
     return producer, int(timeout) if timeout.isdigit() else TRANSACTION_TIMEOUT_MS
+
+
+def fence_slots(ctx: FlowContext, slots: Iterable[int], timeout_s: float = 10.0) -> None:
+    """Fence the producers of ``ctx``'s copy tasks in ``slots`` and abort what they left open.
+
+    A stopped query's copy task can go on copying until Spark kills its Python worker, seconds
+    later (``spark.python.task.killTimeout``), and on Spark Connect the driver cannot see when
+    that happened. ``init_transactions`` on each slot's ``transactional.id`` bumps its epoch:
+    such a task commits nothing more, and what it wrote uncommitted is aborted and copied
+    again, with its metrics, by the next run. A fence that fails (the target is out) is
+    logged, and the slots left are not tried: the next run's own fencing takes them."""
+    for slot in slots:
+        txn_id = ctx.transactional_id(slot)
+        extra = {"enable.idempotence": True, "transactional.id": txn_id}
+        producer = Producer(ctx.producer("target", {}, **extra))
+        try:
+            bounded(
+                functools.partial(producer.init_transactions, timeout_s),
+                timeout_s,
+                f"init_transactions of {txn_id} on {ctx.where('target')}",
+            )
+        except (KafkaException, BrokerError) as exc:
+            log.warning(
+                "%s: slots from %d on were not fenced after the stop: %s", ctx.label, slot, exc
+            )
+            return
+        finally:
+            producer.flush(0)
 
 
 def timed_out_error(

@@ -1,4 +1,5 @@
-"""A flow's query restarted through an outage: nothing read from the clusters first."""
+"""A flow's query restarted through an outage (nothing read from the clusters first), and
+stopped (its producers fenced where its tasks cannot be seen ending)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ from typing import Any
 
 import pytest
 
+from mirror_lib.config.parse import parse_config
+from mirror_lib.replication.copy.read_group import ReadGroup
+from mirror_lib.spark import flow_runner
 from mirror_lib.spark.flow_runner import FlowRunner
+from mirror_lib.spark.progress import stop_query
 
 
 def test_a_restart_reads_neither_cluster_and_progress_counts_on(
@@ -43,3 +48,53 @@ def test_the_lag_is_measured_against_the_ends_alone(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(FlowRunner, "ends", lambda _self: {("t", 0): 9, ("t", 1): 4})
     monkeypatch.setattr(FlowRunner, "delivered_by_flow", lambda *_a: {"A->B": {("t", 0): 5}})
     assert runner.progress()["lag"] == 8
+
+
+class _Query:
+    def __init__(self, active: bool) -> None:
+        self.isActive = active
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped, self.isActive = True, False
+
+
+class _ConnectSession:
+    """A Spark Connect session: no SparkContext to watch the tasks with."""
+
+    @property
+    def sparkContext(self) -> Any:
+        raise RuntimeError("JVM_ATTRIBUTE_NOT_SUPPORTED")
+
+
+def test_a_stop_says_whether_the_tasks_were_seen_ending() -> None:
+    ended = _Query(active=False)
+    assert stop_query(_ConnectSession(), ended) and not ended.stopped  # it ended on its own
+    running = _Query(active=True)
+    assert not stop_query(_ConnectSession(), running)  # stopped, its tasks unseen
+    assert running.stopped
+
+
+@pytest.mark.parametrize(("seen", "delivery", "fenced"), [
+    (False, "exactly_once", ["A->B:0", "A->B:1", "A->C:0", "A->C:1"]),
+    (True, "exactly_once", []),
+    (False, "at_least_once", []),  # no producer to fence
+])  # fmt: skip
+def test_a_stop_fences_every_slot_when_the_tasks_were_not_seen_ending(
+    monkeypatch: pytest.MonkeyPatch, seen: bool, delivery: str, fenced: list[str]
+) -> None:
+    config = parse_config({
+        "clusters": "A, B, C", "A->B.enabled": "true", "A->C.enabled": "true",
+        "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
+        "C.bootstrap.servers": "c:9092", "mirror.delivery": delivery,
+    })  # fmt: skip
+    runner = FlowRunner(None, ReadGroup.create(config, "A->B,C"))
+    done: list[str] = []
+    monkeypatch.setattr(flow_runner, "stop_query", lambda *_a: seen)
+    monkeypatch.setattr(
+        flow_runner,
+        "fence_slots",
+        lambda ctx, slots: done.extend(f"{ctx.flow.name}:{s}" for s in slots),
+    )
+    runner.stop()
+    assert done == fenced
