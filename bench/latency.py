@@ -81,8 +81,8 @@ CONTESTANTS = (
 FLOOR = "floor"
 FLOOR_LABEL = "probe floor (one broker, nothing copied)"
 FIGURES = (
-    "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "source_ack_p50_ms",
-    "source_ack_p99_ms", "steal_cores", "canary_ms",
+    "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "target_cores",
+    "commits_per_s", "source_ack_p50_ms", "source_ack_p99_ms", "steal_cores", "canary_ms",
 )  # fmt: skip
 
 
@@ -102,6 +102,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-floor", action="store_true", help="skip the probe's floor")
     p.add_argument("--keep", action="store_true", help="keep the brokers' data of every run")
     p.add_argument("--out", type=Path, default=None, help="results folder (default: a temp dir)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property over every contestant's (MM2 ignores mirror.* ones); repeatable",
+    )
     args = p.parse_args(argv)
     chosen = [c.strip() for c in args.contestants.split(",") if c.strip()]
     unknown = [c for c in chosen if c not in names]
@@ -113,6 +120,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.warm < 0:
         p.error(f"--warm {args.warm}: must be 0 or more")
     args.chosen = [c for c in CONTESTANTS if c.name in chosen]
+    args.props = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            p.error(f"--set {item!r}: KEY=VALUE, e.g. mirror.commit.interval.ms=50")
+        args.props[key.strip()] = value.strip()
     return args
 
 
@@ -177,6 +190,8 @@ def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
             "max": cell(entry["max_ms"], 0),
             "machine CPU (cores)": cell(cores, 2),
             "tool + brokers (cores)": cell(entry["own_cores"], 2),
+            "target broker (cores)": cell(entry["target_cores"], 2),
+            "commits/s a partition": cell(entry["commits_per_s"]),
             "/ MM2 defaults": ratio,
             "source ack p50 / p99": (
                 f"{cell(entry['source_ack_p50_ms'])} / {cell(entry['source_ack_p99_ms'])}"
@@ -218,10 +233,20 @@ class CpuWindow:
     :meth:`start` (the probe's measured window), in cores, and what the host's hypervisor
     took from the machine meanwhile (steal)."""
 
-    def __init__(self, meter: Meter | None, broker_pids: list[int], lead_s: float, seconds: float):
+    def __init__(
+        self,
+        meter: Meter | None,
+        broker_pids: list[int],
+        lead_s: float,
+        seconds: float,
+        target_pids: list[int] | None = None,
+    ):
         self.meter, self.broker_pids = meter, broker_pids
+        self.target_pids = target_pids or []
         self.lead_s, self.seconds = lead_s, seconds
         self.marks: list[tuple[float, float, float, float, float]] = []
+        self.targets: list[float] = []  # the target broker's CPU at each mark
+        self.epoch_ms: list[float] = []  # the wall clock at each mark
         self._thread = threading.Thread(target=self._run, name="cpu-window", daemon=True)
         self._stop = threading.Event()
 
@@ -232,6 +257,8 @@ class CpuWindow:
         tool = self.meter.sampler.cpu_total() if self.meter else 0.0
         busy, steal = machine_cpu_and_steal_s()
         self.marks.append((time.monotonic(), busy, tool, broker_cpu_s(self.broker_pids), steal))
+        self.targets.append(broker_cpu_s(self.target_pids))
+        self.epoch_ms.append(time.time() * 1000.0)
 
     def _run(self) -> None:
         if self._stop.wait(self.lead_s):
@@ -247,10 +274,15 @@ class CpuWindow:
         if len(self.marks) < 2:
             return dict.fromkeys(
                 ("machine_cores", "tool_cores", "broker_cores", "own_cores", "steal_cores")
+                + (("target_cores",) if self.target_pids else ())
             )
         (t0, m0, c0, b0, s0), (t1, m1, c1, b1, s1) = self.marks
         span = t1 - t0
+        target = {}
+        if self.target_pids:
+            target["target_cores"] = round((self.targets[1] - self.targets[0]) / span, 3)
         return {
+            **target,
             "machine_cores": round((m1 - m0) / span, 3),
             "tool_cores": round((c1 - c0) / span, 3) if self.meter else None,
             "broker_cores": round((b1 - b0) / span, 3),
@@ -317,6 +349,7 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
             "mirror.state.dir": str(work / "state"),
             **PAIRS[c.pair],
             **(mm2_eos() if c.pair == "eos1" else {}),
+            **args.props,
         }
         total_s = args.warm + args.seconds
         if c.kind == "mm2":
@@ -334,7 +367,8 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
             Lines(proc.stdout, None, work / f"{c.name}.out")
             took = wait_copying(src, tgt, proc)
             log(f"  copying after {took:.1f} s; probing {args.warm:g} + {args.seconds:g} s")
-            cpu = CpuWindow(meter, pids, args.warm, args.seconds)
+            target_pids = [b.pid for b in brokers.handles if b.alias == "target"]
+            cpu = CpuWindow(meter, pids, args.warm, args.seconds, target_pids)
             result = probe.run(src, tgt, REMOTE, _load(args), work / "probe", cpu.start)
             window = cpu.result()
             stop_group(proc, stop_sig, grace=60)
@@ -342,6 +376,7 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
         out.update(result.summary())
         out.update(window)
         out["background_cores"] = meter.m.background_cores
+        out["commits_per_s"] = commits_per_s(brokers, cpu.epoch_ms)
         if c.kind == "mirror":
             out.update(tail_of(result, txn_dir, brokers))
         return out
@@ -349,6 +384,21 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
         if proc is not None:
             stop_group(proc, signal.SIGKILL, grace=5)
         brokers.stop()
+
+
+def commits_per_s(brokers: Any, window_ms: list[float]) -> float | None:
+    """Transactions committed per second into each copied partition over the measured window
+    (``window_ms``: its start and end), from the commit markers in the target's log: the rate
+    the tool commits at, whichever tool. 0 without transactions."""
+    if len(window_ms) < 2:
+        return None
+    start, end = window_ms
+    log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
+    counts = [
+        sum(1 for _o, ts in tail.commit_markers(log_dir, REMOTE, p) if start <= ts < end)
+        for p in range(PARTITIONS)
+    ]
+    return round(statistics.mean(counts) / ((end - start) / 1000.0), 1)
 
 
 def tail_of(result: probe.Result, txn_dir: Path, brokers: Any) -> dict[str, Any]:

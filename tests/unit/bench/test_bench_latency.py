@@ -140,14 +140,18 @@ def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_its_canary_and_the_s
         return {
             "contestant": name, "label": f"label {name}", "records": 10, "received": 10,
             "p50_ms": 5.0, "p99_ms": 9.0, "max_ms": 12.0, "machine_cores": cores,
-            "own_cores": cores / 2, "source_ack_p50_ms": 1.0, "source_ack_p99_ms": 2.0,
-            "steal_cores": cores / 10, "canary_ms": 100 * cores, "tail_stages": stages,
+            "own_cores": cores / 2, "target_cores": cores / 4, "commits_per_s": 50 * cores,
+            "source_ack_p50_ms": 1.0, "source_ack_p99_ms": 2.0, "steal_cores": cores / 10,
+            "canary_ms": 100 * cores, "tail_stages": stages,
         }  # fmt: skip
 
     runs = [run("mm2", 1.0, []), run("ours", 1.5, [{"fetch": 2.0, "commit": 4.0}])]
     args = latency.parse_args(["--reps", "1"])
     text = latency.markdown(latency.summarize(runs), args)
-    row = "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 1.50x | 1.0 / 2.0 | 0.15 | 150.0 | 1/1 |"
+    row = (
+        "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 0.38 | 75.0 | 1.50x | 1.0 / 2.0 | 0.15 "
+        "| 150.0 | 1/1 |"
+    )
     assert row in text and "| CPU canary (ms) |" in text
     assert "| records above the p99 | fetch | commit | records |" in text
     assert latency.markdown({}, args) == "No run completed.\n"
@@ -159,6 +163,22 @@ def test_the_cpu_window_gives_cores_and_the_hosts_steal_over_its_span():
     out = window.result()
     assert (out["machine_cores"], out["broker_cores"], out["steal_cores"]) == (1.5, 0.5, 0.25)
     assert out["tool_cores"] is None
+    assert "target_cores" not in out  # no target broker named (the floor)
+    window = latency.CpuWindow(None, [], lead_s=0, seconds=1, target_pids=[1])
+    window.marks = [(10.0, 100.0, 0.0, 5.0, 7.0), (12.0, 103.0, 0.0, 6.0, 7.5)]
+    window.targets = [2.0, 2.8]
+    assert window.result()["target_cores"] == 0.4
+
+
+def test_commits_are_counted_per_partition_from_the_markers_in_the_window(monkeypatch):
+    handle = type("Handle", (), {"alias": "target", "log_dir": "/nowhere"})()
+    brokers = type("Brokers", (), {"handles": [handle]})()
+    # partition p has markers at 1,000 ms steps from p ms on: 2 of each in [1,000, 3,000)
+    monkeypatch.setattr(
+        latency.tail, "commit_markers", lambda _d, _t, p: [(i, p + 1000 * i) for i in range(5)]
+    )
+    assert latency.commits_per_s(brokers, [1000.0, 3000.0]) == 1.0
+    assert latency.commits_per_s(brokers, [1000.0]) is None
 
 
 def test_each_attempt_carries_the_cpu_canary_taken_before_it(tmp_path, monkeypatch):
@@ -181,3 +201,10 @@ def test_the_canary_times_its_loop_in_milliseconds(monkeypatch):
     # long enough to round above 0.0 ms on a fast core (1,000 steps once took 0.04 ms)
     monkeypatch.setattr(measure, "CANARY_ITERATIONS", 100_000)
     assert 0 < measure.cpu_canary_ms(tries=2) < 1000
+
+
+def test_set_puts_properties_over_every_contestants_and_refuses_what_is_not_one():
+    args = latency.parse_args(["--set", "mirror.commit.interval.ms=50", "--set", "tasks.max = 1"])
+    assert args.props == {"mirror.commit.interval.ms": "50", "tasks.max": "1"}
+    with pytest.raises(SystemExit):
+        latency.parse_args(["--set", "mirror.commit.interval.ms"])
