@@ -178,15 +178,25 @@ class KafkaCluster:
         self.wait_in_sync(timeout_s)
 
     # -- what the cluster says about itself ---------------------------------------------------
-    def admin(self, links: bool = False) -> AdminClient:
-        """An admin client on the direct listeners, or (``links``) on :attr:`client_bootstrap`."""
+    def admin(self, links: bool = False, without: int | None = None) -> AdminClient:
+        """An admin client on the direct listeners, or (``links``) on :attr:`client_bootstrap`;
+        ``without``: not bootstrapped from that broker (one cut off still answers on its direct
+        listener, with the metadata it had when it was cut)."""
         bootstrap = self.client_bootstrap if links else self.bootstrap_servers
+        if without is not None:
+            cut = f"127.0.0.1:{self.node(without).direct_port}"
+            bootstrap = ",".join(b for b in self.bootstrap_servers.split(",") if b != cut)
         return admin_client({"bootstrap.servers": bootstrap, "log_level": 0})
 
     def metadata(
-        self, topic: str | None = None, timeout_s: float = 10, links: bool = False
+        self,
+        topic: str | None = None,
+        timeout_s: float = 10,
+        links: bool = False,
+        without: int | None = None,
     ) -> ClusterMetadata:
-        return self.admin(links).list_topics(topic, timeout=timeout_s)
+        """The cluster's metadata as a broker other than ``without`` answers it."""
+        return self.admin(links, without).list_topics(topic, timeout=timeout_s)
 
     def leaders(self, topic: str) -> dict[int, int]:
         """Partition -> the id of the broker that leads it (-1: none now)."""
