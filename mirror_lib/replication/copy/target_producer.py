@@ -4,7 +4,6 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -344,22 +343,14 @@ def fence_slots(ctx: FlowContext, slots: Iterable[int], timeout_s: float = 10.0)
     again, with its metrics, by the next run. A fence that fails (the target is out) is
     logged, and the slots left are not tried: the next run's own fencing takes them."""
     for slot in slots:
-        txn_id = ctx.transactional_id(slot)
-        extra = {"enable.idempotence": True, "transactional.id": txn_id}
-        producer = Producer(ctx.producer("target", {}, **extra))
-        try:
-            bounded(
-                functools.partial(producer.init_transactions, timeout_s),
-                timeout_s,
-                f"init_transactions of {txn_id} on {ctx.where('target')}",
-            )
+        try:  # the slot's own producer, as its copy task makes it: its init_transactions fences
+            producer, _timeout_ms = make_producer(ctx, slot, init_timeout_s=timeout_s)
         except (KafkaException, BrokerError) as exc:
             log.warning(
                 "%s: slots from %d on were not fenced after the stop: %s", ctx.label, slot, exc
             )
             return
-        finally:
-            producer.flush(0)
+        producer.flush(0)
 
 
 def timed_out_error(
