@@ -376,9 +376,10 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
         out.update(result.summary())
         out.update(window)
         out["background_cores"] = meter.m.background_cores
-        out["commits_per_s"] = commits_per_s(brokers, cpu.epoch_ms)
+        markers = target_markers(brokers)
+        out["commits_per_s"] = commits_per_s(markers, cpu.epoch_ms)
         if c.kind == "mirror":
-            out.update(tail_of(result, txn_dir, brokers))
+            out.update(tail_of(result, txn_dir, markers))
         return out
     finally:
         if proc is not None:
@@ -386,28 +387,32 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
         brokers.stop()
 
 
-def commits_per_s(brokers: Any, window_ms: list[float]) -> float | None:
+def target_markers(brokers: Any) -> dict[int, list[tuple[int, int]]]:
+    """Per copied partition, the transaction markers in the target's log (``tail``)."""
+    log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
+    return {p: tail.commit_markers(log_dir, REMOTE, p) for p in range(PARTITIONS)}
+
+
+def commits_per_s(
+    markers: dict[int, list[tuple[int, int]]], window_ms: list[float]
+) -> float | None:
     """Transactions committed per second into each copied partition over the measured window
-    (``window_ms``: its start and end), from the commit markers in the target's log: the rate
-    the tool commits at, whichever tool. 0 without transactions."""
+    (``window_ms``: its start and end), from the target's ``markers``: the rate the tool
+    commits at, whichever tool. 0 without transactions."""
     if len(window_ms) < 2:
         return None
     start, end = window_ms
-    log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
-    counts = [
-        sum(1 for _o, ts in tail.commit_markers(log_dir, REMOTE, p) if start <= ts < end)
-        for p in range(PARTITIONS)
-    ]
+    counts = [sum(1 for _o, ts in markers[p] if start <= ts < end) for p in range(PARTITIONS)]
     return round(statistics.mean(counts) / ((end - start) / 1000.0), 1)
 
 
-def tail_of(result: probe.Result, txn_dir: Path, brokers: Any) -> dict[str, Any]:
+def tail_of(
+    result: probe.Result, txn_dir: Path, markers: dict[int, list[tuple[int, int]]]
+) -> dict[str, Any]:
     """The stages of the records above the run's p99 (``bench.tail``)."""
     lat = result.by_record()
     p99 = probe.pct(sorted(lat.values()), 99)
     records = tail.over_p99(lat, p99)
-    log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
-    markers = {p: tail.commit_markers(log_dir, REMOTE, p) for p in range(PARTITIONS)}
     txns = tail.read_txn_log(txn_dir) if txn_dir.is_dir() else {}
     rows = tail.breakdown(records, result, txns, markers, REMOTE, PARTITIONS)
     return {

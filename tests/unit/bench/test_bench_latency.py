@@ -170,15 +170,11 @@ def test_the_cpu_window_gives_cores_and_the_hosts_steal_over_its_span():
     assert window.result()["target_cores"] == 0.4
 
 
-def test_commits_are_counted_per_partition_from_the_markers_in_the_window(monkeypatch):
-    handle = type("Handle", (), {"alias": "target", "log_dir": "/nowhere"})()
-    brokers = type("Brokers", (), {"handles": [handle]})()
+def test_commits_are_counted_per_partition_from_the_markers_in_the_window():
     # partition p has markers at 1,000 ms steps from p ms on: 2 of each in [1,000, 3,000)
-    monkeypatch.setattr(
-        latency.tail, "commit_markers", lambda _d, _t, p: [(i, p + 1000 * i) for i in range(5)]
-    )
-    assert latency.commits_per_s(brokers, [1000.0, 3000.0]) == 1.0
-    assert latency.commits_per_s(brokers, [1000.0]) is None
+    markers = {p: [(i, p + 1000 * i) for i in range(5)] for p in range(latency.PARTITIONS)}
+    assert latency.commits_per_s(markers, [1000.0, 3000.0]) == 1.0
+    assert latency.commits_per_s(markers, [1000.0]) is None
 
 
 def test_each_attempt_carries_the_cpu_canary_taken_before_it(tmp_path, monkeypatch):
