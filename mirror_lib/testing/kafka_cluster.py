@@ -184,8 +184,9 @@ class KafkaCluster:
         listener, with the metadata it had when it was cut)."""
         bootstrap = self.client_bootstrap if links else self.bootstrap_servers
         if without is not None:
-            cut = f"127.0.0.1:{self.node(without).direct_port}"
-            bootstrap = ",".join(b for b in self.bootstrap_servers.split(",") if b != cut)
+            port = self.client_ports.get(without) if links else None
+            cut = f"127.0.0.1:{port or self.node(without).direct_port}"
+            bootstrap = ",".join(b for b in bootstrap.split(",") if b != cut)
         return admin_client({"bootstrap.servers": bootstrap, "log_level": 0})
 
     def metadata(
