@@ -17,6 +17,7 @@ ENABLED_KEY = "mirror.fanout.enabled"
 #: Settings that shape the shared read: (key, attribute of FlowSettings).
 SHARED = (
     ("tasks.max", "tasks"),
+    ("mirror.slots.shared.below.records.per.second", "slots_shared_below"),
     ("mirror.batch.duration.seconds", "batch_duration"),
     ("mirror.trigger.interval.seconds", "trigger_interval"),
     ("refresh.topics.enabled", "refresh_topics"),  # the shared read looks for new topics or not

@@ -249,6 +249,14 @@ SETTINGS: tuple[Setting, ...] = (
         "machine's cores, so that a partition keeps its slot on any machine",
     ),
     Setting(
+        "mirror.slots.shared.below.records.per.second",
+        "slots_shared_below",
+        "10000",
+        int_at_least(0),
+        "while a flow copies fewer records a second than this and has no backlog, its slots "
+        "share one copy task (one producer, one transaction a commit); 0: a task per slot always",
+    ),
+    Setting(
         "admin.timeout.ms",
         "admin_timeout_ms",
         "60000",
@@ -437,6 +445,7 @@ class FlowSettings:
     checkpoints_replication_factor: int
     heartbeats_replication_factor: int
     tasks: int
+    slots_shared_below: int
     admin_timeout_ms: int
     delivery: Delivery
     starting_offsets: StartingOffsets

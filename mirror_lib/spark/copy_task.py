@@ -70,7 +70,8 @@ def exit_with_parent(poll_s: float = 1.0) -> None:
 
 
 def copy_slot(options: dict[str, str], work: SlotWork) -> CopyResult:
-    """Copy one slot's slice inside the running Spark task (its batch and query ids name it)."""
+    """Copy one slot's slice (and those of the slots that share its task) inside the running
+    Spark task (its batch and query ids name it)."""
     from pyspark import TaskContext
 
     exit_with_parent()
@@ -91,6 +92,8 @@ def copy_slot(options: dict[str, str], work: SlotWork) -> CopyResult:
         query_id=query_id,
         targets=work.targets or None,
         busy=work.busy,
+        shared=work.shared,
+        slots=work.slots,
     )
     for flow, why in result.detached.items():  # its lag shows in the ledger
         log.warning("slice %d: %s fell behind and catches up later: %s", batch_id, flow, why)

@@ -19,7 +19,8 @@ class SlotWork(InputPartition):
     matching topic) ends its slice early so that the planner sets them up. ``targets`` (fan-out
     groups only): flow -> the partitions that flow's target is written in this slice. ``busy``
     (fan-out groups with --once): the flows that had work left in any slot when the slice was
-    planned, None for a slice planned without it.
+    planned, None for a slice planned without it. ``shared``: the other slots whose partitions
+    this task copies in this slice (slots that share a task, of ``slots`` in the plan).
     """
 
     slot: int
@@ -30,6 +31,8 @@ class SlotWork(InputPartition):
     ids: dict[str, str] = field(default_factory=dict)
     targets: dict[str, list[TP]] = field(default_factory=dict)
     busy: list[str] | None = None
+    shared: list[int] = field(default_factory=list)
+    slots: int = 0
 
     def until_offsets(self) -> dict[TP, int]:
         return {(t, p): end for t, p, end in self.until}

@@ -38,6 +38,7 @@ from mirror_lib.replication.copy.source_gaps import (
     lost_entry,
     recorded_topic_ids,
 )
+from mirror_lib.replication.copy.target_producer import fence_slot
 from mirror_lib.replication.migration import mm2_takeover
 from mirror_lib.replication.planning.slices import (
     Plan,
@@ -45,6 +46,7 @@ from mirror_lib.replication.planning.slices import (
     parse_until,
     plan_positions,
 )
+from mirror_lib.replication.planning.slot_tasks import task_slots
 from mirror_lib.spark.copy_task import copy_slot, summary_batch
 from mirror_lib.spark.slot_work import SlotWork
 
@@ -58,6 +60,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCHEMA = "slot int, records long, transactions long"
+FENCE_S = 30.0  # init_transactions of a slot's producer, fenced between slices
 
 
 class MirrorDataSource(DataSource):
@@ -159,6 +162,11 @@ class KafkaPlanningParts:
             self.syncer(ctx).refused,
         )  # fmt: skip
 
+    def fence(self, ctx: FlowContext, slots: range) -> None:
+        if ctx.settings.exactly_once:
+            for slot in slots:
+                fence_slot(ctx, slot, FENCE_S)
+
 
 class SliceReader(DataSourceStreamReader):
     """Driver-side: Spark's stream reader over one :class:`SlicePlanner` for a whole query run
@@ -179,27 +187,34 @@ class SliceReader(DataSourceStreamReader):
         if end.get("slice") == start.get("slice") and end.get("v") == start.get("v"):
             return []
         until = self.planner.until
-        # a replayed slice keeps the slots it was planned with: the ledger groups it wrote
-        tasks = int(end.get("k") or self.planner.ctx.settings.tasks)
+        # a replayed slice keeps the slots and tasks it was planned with: the ledger groups it
+        # wrote, the producers that wrote them
+        slots = int(end.get("k") or self.planner.ctx.settings.tasks)
+        task_of = {s: shared[0] for shared in task_slots(slots, int(end.get("t") or slots))
+                   for s in shared}  # fmt: skip
         counts = {t: int(e["c"]) for t, e in end.get("topics", {}).items() if "c" in e}
         # planned topics only: a vanished one is remembered with its id but not read
         ids = {t: e["id"] for t, e in end.get("topics", {}).items() if e.get("id") and "c" in e}
-        slots: dict[int, SlotWork] = {}
+        tasks: dict[int, SlotWork] = {}
         for (topic, p), pos in sorted(plan_positions(end).items()):
             stop = until.get((topic, p))
             if until and (stop is None or pos >= stop):
                 continue
-            slot = stable_slot(topic, p, tasks)
-            work = slots.setdefault(
+            own = stable_slot(topic, p, slots)
+            slot = task_of[own]
+            work = tasks.setdefault(
                 slot, SlotWork(slot, [], [], counts, int(end["slice"]), ids, busy=end.get("busy"))
             )
+            if own != slot and own not in work.shared:
+                work.shared.append(own)
+                work.slots = slots
             work.partitions.append((topic, p))
             for flow, parts in end["topics"][topic].get("f", {}).items():
                 if p in parts:
                     work.targets.setdefault(flow, []).append((topic, p))
             if stop is not None:
                 work.until.append((topic, p, stop))
-        return [slots[slot] for slot in sorted(slots)]
+        return [tasks[slot] for slot in sorted(tasks)]
 
     def read(self, partition: InputPartition) -> Iterator[object]:
         work = cast(SlotWork, partition)  # what partitions() plans (see RecordsReader.read)

@@ -128,6 +128,7 @@ class FakeProducer:
         self.next: dict[tuple[str, int], int] = {}
         self.committed: list[list[TopicPartition]] = []
         self.pending_offsets: list[TopicPartition] = []
+        self.sent: list[tuple[object, list[TopicPartition]]] = []  # (group, offsets) per send
         self.aborts = 0
         self.commit_fails_with: KafkaError | None = None  # the records left then fail delivery
         #: the next records queued were written once before and their acknowledgement lost:
@@ -179,8 +180,11 @@ class FakeProducer:
     def begin_transaction(self) -> None:
         self.pending_offsets = []
 
-    def send_offsets_to_transaction(self, offsets: list[TopicPartition], *_a: Any) -> None:
-        self.pending_offsets = offsets
+    def send_offsets_to_transaction(
+        self, offsets: list[TopicPartition], group: object = None, *_a: Any
+    ) -> None:
+        self.pending_offsets = [*self.pending_offsets, *offsets]
+        self.sent.append((group, offsets))
 
     def commit_transaction(self, timeout: float = 0) -> None:
         """As librdkafka: records still queued are flushed first; when any fails delivery
@@ -249,7 +253,7 @@ class FakeLedger:
         return out
 
     def consumer_group_metadata(self) -> object:
-        return object()
+        return self  # what send_offsets_to_transaction is given names the group's consumer
 
     def close(self) -> None:
         pass

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.errors import RemoteTopicError
+from mirror_lib.errors import BrokerError, RemoteTopicError
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.topic_sync import refusal_error
 from mirror_lib.replication.context import FlowContext
@@ -42,6 +42,10 @@ class Clusters:
     asked_recorded: list[set[str]] = field(default_factory=list)
     #: where a partition really ends when its position is past the listed end (the probe)
     ends: dict[TP, int] = field(default_factory=dict)
+    #: the slots the planner fenced, in order: (flow, number of slots)
+    fenced: list[tuple[str, int]] = field(default_factory=list)
+    #: flows whose target refuses the fence (it does not answer)
+    unfenceable: set[str] = field(default_factory=set)
 
     def remote_counts(self, alias: str = "B") -> dict[str, int]:
         return {f"A.{t}": n for t, n in self.topics.items()} | self.short.get(alias, {})
@@ -188,6 +192,11 @@ class FakeParts:
         self, ctx: FlowContext, fresh: list[TP], earliest: dict[TP, int]
     ) -> dict[TP, int]:
         return {}
+
+    def fence(self, ctx: FlowContext, slots: range) -> None:
+        if ctx.flow.name in self.clusters.unfenceable:
+            raise BrokerError(f"fencing on {ctx.where('target')} failed: timed out", transient=True)
+        self.clusters.fenced.append((ctx.flow.name, len(slots)))
 
     def refusal_error(
         self, ctx: FlowContext, counts: dict[str, int], target_counts: dict[str, int]

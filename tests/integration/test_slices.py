@@ -242,3 +242,48 @@ def test_a_topic_both_ways_would_copy_back_is_refused_before_anything_is_copied(
                   report=lambda *_: None)  # fmt: skip
     remote = AdminClient({"bootstrap.servers": brokers.target}).list_topics(timeout=10).topics
     assert unique_name not in remote
+
+
+def _planned_tasks(runner: FlowRunner) -> list[int]:
+    """The copy tasks of each slice in the query's offset log (its plan's ``t``)."""
+    import json
+
+    logged = sorted((runner.checkpoint / "offsets").glob("[0-9]*"))
+    plans = [json.loads(path.read_text().splitlines()[-1]) for path in logged]
+    return [int(plan["t"]) for plan in sorted(plans, key=lambda plan: plan["slice"])]
+
+
+def test_slots_share_one_task_while_quiet_and_get_a_task_each_once_a_backlog_comes(
+    spark, brokers, make_config, unique_name
+):
+    """The shared task writes each partition's ledger entry in its own slot's group, so the
+    switch to a task a slot loses and duplicates nothing."""
+    create_topic(brokers.source, unique_name, 4)
+    produce_exact(brokers.source, unique_name, mixed_records(40, 4, "q"))
+    config = make_config(
+        topics=unique_name,
+        **{
+            "mirror.batch.duration.seconds": "300",
+            "tasks.max": "2",
+            "mirror.slots.shared.below.records.per.second": "200",
+        },
+    )
+    runner = FlowRunner.of(spark, config, "A->B")
+    runner.start()
+    try:
+        assert runner.await_caught_up({(unique_name, p): 10 for p in range(4)}, 120)
+        assert _planned_tasks(runner) == [1], "a quiet flow's slots share one task"
+        produce_exact(brokers.source, unique_name, mixed_records(20_000, 4, "b"))
+        deadline = time.monotonic() + 120
+        while len(_planned_tasks(runner)) < 2:  # the gate ends the shared slice
+            runner.raise_if_failed()
+            assert time.monotonic() < deadline, "the shared slice went on through a backlog"
+            time.sleep(0.5)
+        assert _planned_tasks(runner) == [1, 2]
+        produce_exact(brokers.source, unique_name, mixed_records(400, 4, "c"))
+        assert runner.await_caught_up({(unique_name, p): 5110 for p in range(4)}, 120)
+    finally:
+        runner.stop()
+    source = committed(brokers.source, unique_name, 4)
+    assert sum(len(v) for v in source.values()) == 20_440
+    assert committed(brokers.target, f"A.{unique_name}", 4) == source

@@ -138,11 +138,12 @@ class ExactlyOnce(Lander):
         where = w.ctx.where("target")
         topics = {part.remote for part in moved.values()}
         producer = w.producer
-        offsets = w.ledger.offsets(ledger, moved)
+        batches = w.ledger.offsets(ledger, moved)  # one per ledger group (a shared task's)
 
         def send_offsets() -> None:
             testhooks.hang_send_offsets(topics)
-            producer.send_offsets_to_transaction(offsets, w.ledger.group(), 60)
+            for slot, offsets in batches.items():
+                producer.send_offsets_to_transaction(offsets, w.ledger.group(slot), 60)
 
         self._timed(
             send_offsets,
@@ -187,7 +188,7 @@ class ExactlyOnce(Lander):
         if self.renewals >= MAX_RENEWALS:
             raise cause
         self.renewals += 1
-        _abandoned.extend((w.producer, w.ledger.renew()))  # its connections may be held too
+        _abandoned.extend((w.producer, *w.ledger.renew()))  # its connections may be held too
         doubt = self._landing  # prepared: commit_transaction hung, it may have landed
         opened = w.in_txn or w.strategy.holding or w.strategy.sealed
         w.forget_open()

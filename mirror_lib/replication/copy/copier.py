@@ -36,6 +36,7 @@ from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader, Rec
 from mirror_lib.replication.copy.source_watch import SourceWatch
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
 from mirror_lib.replication.planning.plan_changes import PlanChanges
+from mirror_lib.replication.planning.slot_tasks import SharedTaskGate
 from mirror_lib.replication.planning.stall import idle_slice_text
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ class SliceCopy:
         query_id: str = "",
         targets: dict[str, list[TP]] | None = None,
         busy: Collection[str] | None = None,
+        shared: Sequence[int] = (),
+        slots: int = 0,
     ) -> None:
         self.contexts = [contexts] if isinstance(contexts, FlowContext) else list(contexts)
         self.ctx = ctx = self.contexts[0]
@@ -110,6 +113,13 @@ class SliceCopy:
         )
         self.end_early = False
         self.client_threads = ClientThreads(ctx.settings.client_threads_nice)
+        self.shared, self.slots = list(shared), slots  # the slots that share this task
+        # a shared task ends its slice once the flow got busy: the next runs a task a slot
+        self.gate = (
+            SharedTaskGate(ctx.settings.slots_shared_below, time.monotonic())
+            if self.shared and not self.until
+            else None
+        )
 
     @property
     def writers(self) -> list[TargetWriter]:
@@ -147,6 +157,8 @@ class SliceCopy:
                     query_id=self.query_id,
                     fanout=self.fanout,
                     topic_ids=self.changes.ids,
+                    shared=self.shared,
+                    slots=self.slots,
                 )
                 self.writers.append(writer)
                 writer.start()
@@ -225,6 +237,7 @@ class SliceCopy:
             timeout = 0.0 if behind else self._poll_timeout(now)
             behind = False
             heard: list[Record] = []
+            taken = 0
             for i, reader in enumerate(list(self.readers)):
                 if reader not in self.readers:  # its last writer left the slice
                     continue
@@ -236,6 +249,7 @@ class SliceCopy:
                 msgs = reader.take(max(wait, 0.0))
                 if msgs:
                     watch.moved()
+                    taken += len(msgs)
                     self._copy(reader, msgs)
                     heard += msgs[:1] + msgs[-1:]
                     behind = behind or len(msgs) >= CONSUME_BATCH
@@ -251,6 +265,8 @@ class SliceCopy:
             self.client_threads.lower(now)
             watch.check_stalled(self.readers)
             if self.end_early:
+                break
+            if self._shared_and_busy(taken, behind):
                 break
             if self.counts is not None and time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + refresh
@@ -269,6 +285,17 @@ class SliceCopy:
             self._guard(w, w.refresh_ledger)
         for w in list(self.writers):
             self._guard(w, w.settle_syncs)
+
+    def _shared_and_busy(self, taken: int, behind: bool) -> bool:
+        """A task of shared slots whose flow got busy ends its slice: the next runs a task a
+        slot (:class:`SharedTaskGate`)."""
+        if self.gate is None or not self.gate.busy(time.monotonic(), taken, behind):
+            return False
+        log.info(
+            "%s: slots %s share a task and the flow got busy: ending the slice, the next runs a "
+            "task a slot", self.ctx.label, [self.slot, *self.shared],
+        )  # fmt: skip
+        return True
 
     def _poll_timeout(self, now: float) -> float:
         waits = [IDLE_POLL_S if len(self.readers) == 1 else FANOUT_POLL_S]

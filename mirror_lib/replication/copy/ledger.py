@@ -10,8 +10,9 @@ partition stands, and the planner writes start positions for partitions that hav
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -274,13 +275,21 @@ class LedgerView:
 class TargetLedger:
     """A copy task's ledger on its target: where each partition continues when the slice
     starts, and the entries each commit of its writer
-    (:class:`~mirror_lib.replication.copy.writer.TargetWriter`) writes."""
+    (:class:`~mirror_lib.replication.copy.writer.TargetWriter`) writes.
 
-    def __init__(self, ctx: FlowContext, slot: int) -> None:
+    A task of slots that share it (docs/design.md#d2-slices) writes the group of each
+    partition's own slot (``shared``: those other slots, of ``slots`` in the plan), so that the
+    ledger reads the same whichever task copied a partition."""
+
+    def __init__(
+        self, ctx: FlowContext, slot: int, shared: Sequence[int] = (), slots: int = 0
+    ) -> None:
         self.ctx, self.slot = ctx, slot
+        self.shared, self.slots = tuple(shared), slots
         self.failed: list[KafkaError] = []  # asynchronous commits that failed
-        self.consumer = ledger_consumer(ctx, slot, on_commit=self._committed)
-        self._group: object | None = None  # its group metadata, asked for once (0.5 ms a call)
+        self.consumers: dict[int, Consumer] = {}
+        self._groups: dict[int, object] = {}  # their group metadata, asked once (0.5 ms a call)
+        self._slot_of: dict[TP, int] = {}  # remote partition -> its slot (a shared task's)
         # the broker expires a ledger entry not written for offsets.retention.minutes (7 days by
         # default): each slice's first commit writes every partition's position, moved or not
         self.fresh = False
@@ -292,13 +301,28 @@ class TargetLedger:
         # them (no resumed event for that)
         self.left_behind: set[TP] = set()
 
-    def renew(self) -> Consumer:
-        """A new consumer for the ledger group (a new producer took over); the old one is
-        returned, for its caller to keep: its connections may be held."""
-        old = self.consumer
-        self.consumer = ledger_consumer(self.ctx, self.slot, on_commit=self._committed)
-        self._group = None
+    def _consumer(self, slot: int) -> Consumer:
+        if slot not in self.consumers:
+            self.consumers[slot] = ledger_consumer(self.ctx, slot, on_commit=self._committed)
+        return self.consumers[slot]
+
+    def slot_of(self, tp: TP) -> int:
+        """The slot whose group holds upstream partition ``tp``'s entry."""
+        return stable_slot(*tp, self.slots) if self.shared else self.slot
+
+    def renew(self) -> list[Consumer]:
+        """New consumers for the ledger groups (a new producer took over); the old ones are
+        returned, for the caller to keep: their connections may be held."""
+        old = list(self.consumers.values())
+        self.consumers = {slot: ledger_consumer(self.ctx, slot, on_commit=self._committed)
+                          for slot in self.consumers}  # fmt: skip
+        self._groups = {}
         return old
+
+    def close(self) -> None:
+        for consumer in self.consumers.values():
+            with contextlib.suppress(Exception):
+                consumer.close()
 
     def positions(
         self, partitions: Iterable[TP], until: Mapping[TP, int], timeout_s: float
@@ -307,26 +331,33 @@ class TargetLedger:
         delivered), as a partition state ending at its ``until`` end."""
         ctx = self.ctx
         remote = {(t, p): (ctx.remote_topic(t), p) for t, p in partitions}
-        delivered = read_ledger(
-            self.consumer, remote.values(), timeout_s, ctx.where("target"), stamps=self.landed_ms
-        )
+        by_slot: dict[int, list[TP]] = {}
+        for tp, rtp in remote.items():
+            self._slot_of[rtp] = slot = self.slot_of(tp)
+            by_slot.setdefault(slot, []).append(rtp)
+        delivered: dict[TP, int] = {}
+        for slot, rtps in sorted(by_slot.items()):
+            delivered |= read_ledger(
+                self._consumer(slot), rtps, timeout_s, ctx.where("target"), stamps=self.landed_ms
+            )
         parts = {}
         for (t, p), (rt, _p) in remote.items():
             start = delivered.get((rt, p))
             if start is None:
                 raise BrokerError(
-                    f"no delivery ledger entry for {t}[{p}] in group {ctx.ledger_group(self.slot)} "
-                    f"on {ctx.where('target')}; the planner writes one before a slice starts",
+                    f"no delivery ledger entry for {t}[{p}] in group "
+                    f"{ctx.ledger_group(self._slot_of[(rt, p)])} on {ctx.where('target')}; "
+                    "the planner writes one before a slice starts",
                     transient=True,
                 )
             parts[(t, p)] = PartState(t, p, rt, start, until.get((t, p), NO_END))
         return parts
 
-    def group(self) -> object:
-        """The group's metadata, for ``send_offsets_to_transaction``."""
-        if self._group is None:  # assigned, never subscribed: it stays the same
-            self._group = self.consumer.consumer_group_metadata()
-        return self._group
+    def group(self, slot: int) -> object:
+        """The metadata of ``slot``'s group, for ``send_offsets_to_transaction``."""
+        if slot not in self._groups:  # assigned, never subscribed: it stays the same
+            self._groups[slot] = self._consumer(slot).consumer_group_metadata()
+        return self._groups[slot]
 
     def entries(
         self, moved: Mapping[TP, PartState], parts: Mapping[TP, PartState]
@@ -349,9 +380,14 @@ class TargetLedger:
 
     def offsets(
         self, ledger: Mapping[TP, int], moved: Mapping[TP, PartState]
-    ) -> list[TopicPartition]:
-        """The stamped entries to commit (:func:`ledger_offsets`)."""
-        return ledger_offsets(ledger, self.stamps(ledger, moved))
+    ) -> dict[int, list[TopicPartition]]:
+        """The stamped entries to commit (:func:`ledger_offsets`), per slot whose group holds
+        them."""
+        stamps = self.stamps(ledger, moved)
+        by_slot: dict[int, dict[TP, int]] = {}
+        for rtp, offset in ledger.items():
+            by_slot.setdefault(self._slot_of.get(rtp, self.slot), {})[rtp] = offset
+        return {slot: ledger_offsets(entries, stamps) for slot, entries in sorted(by_slot.items())}
 
     def commit(
         self,
@@ -362,14 +398,15 @@ class TargetLedger:
     ) -> None:
         """Commit ``ledger``'s entries outside a transaction (at least once); a failure of an
         earlier asynchronous commit is raised first."""
-        self.consumer.poll(0)  # serves the outcomes of earlier asynchronous commits
+        for consumer in self.consumers.values():
+            consumer.poll(0)  # serves the outcomes of earlier asynchronous commits
         if self.failed:
             raise KafkaException(self.failed[0])
-        offsets = self.offsets(ledger, moved)
-        if ledger and asynchronous:
-            self.consumer.commit(offsets=offsets, asynchronous=True)
-        elif ledger:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+        for slot, offsets in self.offsets(ledger, moved).items():
+            if asynchronous:
+                self._consumer(slot).commit(offsets=offsets, asynchronous=True)
+            else:
+                self._consumer(slot).commit(offsets=offsets, asynchronous=False)
 
     def _committed(self, err: KafkaError | None, offsets: list[TopicPartition]) -> None:
         errors = [err] if err is not None else [tp.error for tp in offsets if tp.error]

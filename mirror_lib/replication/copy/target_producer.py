@@ -343,14 +343,26 @@ def fence_slots(ctx: FlowContext, slots: Iterable[int], timeout_s: float = 10.0)
     again, with its metrics, by the next run. A fence that fails (the target is out) is
     logged, and the slots left are not tried: the next run's own fencing takes them."""
     for slot in slots:
-        try:  # the slot's own producer, as its copy task makes it: its init_transactions fences
-            producer, _timeout_ms = make_producer(ctx, slot, init_timeout_s=timeout_s)
-        except (KafkaException, BrokerError) as exc:
+        try:
+            fence_slot(ctx, slot, timeout_s)
+        except BrokerError as exc:
             log.warning(
                 "%s: slots from %d on were not fenced after the stop: %s", ctx.label, slot, exc
             )
             return
-        producer.flush(0)
+
+
+def fence_slot(ctx: FlowContext, slot: int, timeout_s: float = 10.0) -> None:
+    """Fence the producer of ``ctx``'s copy task in ``slot`` (see :func:`fence_slots`); a
+    failure is a transient BrokerError."""
+    try:  # the slot's own producer, as its copy task makes it: its init_transactions fences
+        producer, _timeout_ms = make_producer(ctx, slot, init_timeout_s=timeout_s)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"fencing {ctx.transactional_id(slot)} on {ctx.where('target')} failed: {exc.args[0]}",
+            transient=True,
+        ) from exc
+    producer.flush(0)
 
 
 def timed_out_error(

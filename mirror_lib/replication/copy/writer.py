@@ -119,6 +119,8 @@ class TargetWriter:
         query_id: str = "",
         fanout: bool = False,
         topic_ids: dict[str, str] | None = None,
+        shared: Sequence[int] = (),
+        slots: int = 0,
     ) -> None:
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
         self.topic_ids = topic_ids or {}  # source topic -> id as planned, in segments events
@@ -149,7 +151,7 @@ class TargetWriter:
             ctx, slot, remote_topics={ctx.remote_topic(t) for t, _ in partitions},
             init_timeout_s=self.init_s,
         )  # fmt: skip
-        self.ledger = TargetLedger(ctx, slot)
+        self.ledger = TargetLedger(ctx, slot, shared, slots)  # and the slots sharing its task
         # offset syncs on the source go out after each commit, from one producer per slice
         self.source_syncs: PlainProducer | None = None
         self.trouble: str | None = None  # what held the copy up, told with the next resumed event
@@ -388,8 +390,7 @@ class TargetWriter:
         if self.source_syncs is not None:
             self.source_syncs.close(1.0)
         self.skips.keep({tp: part.committed for tp, part in self.parts.items()})
-        with contextlib.suppress(Exception):
-            self.ledger.consumer.close()
+        self.ledger.close()
         with contextlib.suppress(Exception):
             self.producer.flush(0)
 
@@ -400,5 +401,4 @@ class TargetWriter:
         self.strategy.drop()
         with contextlib.suppress(Exception):
             self.producer.purge()
-        with contextlib.suppress(Exception):
-            self.ledger.consumer.close()
+        self.ledger.close()

@@ -9,9 +9,10 @@ reads where each partition stands from the delivery ledger
 positions for partitions seen for the first time, and checks for vanished ranges.
 :mod:`mirror_lib.spark.source` is the Spark data source over it.
 
-Offsets (JSON, string keys): ``{"v": 2, "slice": n, "k": tasks.max, "topics": {topic: {"id": id,
-"n": count, "p": {"0": next upstream offset at planning}}}}``. ``p`` is where the previous slice
-ended; a replayed slice simply continues from the ledger, in the slots of its ``k``. With the
+Offsets (JSON, string keys): ``{"v": 2, "slice": n, "k": tasks.max, "t": copy tasks, "topics":
+{topic: {"id": id, "n": count, "p": {"0": next upstream offset at planning}}}}``. ``p`` is where
+the previous slice ended; a replayed slice simply continues from the ledger, in the slots of its
+``k`` and the tasks of its ``t`` (:mod:`~mirror_lib.replication.planning.slot_tasks`). With the
 ``until`` option (``--once``) a slice copies only up to those offsets, and no new slice is planned
 once the ledger reached them.
 
@@ -35,6 +36,7 @@ from mirror_lib.kafka.lookups import list_topic_partitions, partition_bounds, to
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.planning.slot_tasks import EARLY, task_count
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +159,9 @@ class PlanningParts(Protocol):
     def refusal_error(
         self, ctx: FlowContext, counts: dict[str, int], target_counts: dict[str, int]
     ) -> RemoteTopicError | None: ...
+    def fence(self, ctx: FlowContext, slots: range) -> None:
+        """Fence the copy tasks' producers of ``slots`` (exactly once; a BrokerError if not)."""
+        ...
 
 
 class SlicePlanner:
@@ -183,6 +188,7 @@ class SlicePlanner:
         # with on.gap=fail): left out of the slice, as MM2 fails only their task; --once fails
         # once the others are done
         self._failed: dict[str, MirrorRuntimeError] = {}
+        self._last: tuple[float, dict[TP, int]] | None = None  # the last plan: when, positions
 
     @property
     def ctx(self) -> FlowContext:
@@ -250,6 +256,10 @@ class SlicePlanner:
                     events.left_out(ctx, exc)
         if len(self._failed) == len(group.contexts):
             raise next(iter(self._failed.values()))
+        tasks = self._tasks(start, per_flow, bounds)
+        last_tasks = int((start or {}).get("t") or (start or {}).get("k") or 0)
+        if any(per_flow.values()) and (first or tasks != last_tasks):
+            self._fence(per_flow, waiting)
         topics: dict[str, dict[str, Any]] = {}
         for flow, positions in per_flow.items():
             for (topic, p), pos in sorted(positions.items()):
@@ -268,11 +278,57 @@ class SlicePlanner:
             "v": 2,
             "slice": int((start or {}).get("slice", 0)),
             "k": self.ctx.settings.tasks,
+            "t": tasks,
             "topics": dict(sorted(topics.items())),
         }
         if group.fanout and self.until:  # lets a slot raise a failed target's error (SlotWork)
             plan["busy"] = sorted({*flows_short_of(per_flow, self.until), *waiting})
         return plan
+
+    def _tasks(
+        self,
+        start: Plan | None,
+        per_flow: dict[str, dict[TP, int]],
+        bounds: dict[TP, tuple[int, int]],
+    ) -> int:
+        """The copy tasks of the slice: one for slots that share it while the flow is quiet
+        (:func:`~mirror_lib.replication.planning.slot_tasks.task_count`)."""
+        s = self.ctx.settings
+        positions: dict[TP, int] = {}
+        for flow_positions in per_flow.values():
+            for tp, pos in flow_positions.items():
+                positions[tp] = min(pos, positions.get(tp, pos))
+        backlog = sum(max(bounds[tp][1] - pos, 0) for tp, pos in positions.items())
+        now, rate, ended_early = time.monotonic(), None, False
+        if self._last is not None and start is not None:
+            then, before = self._last
+            took = max(now - then, 1e-3)
+            copied = sum(max(pos - before[tp], 0) for tp, pos in positions.items() if tp in before)
+            rate = copied / took
+            shared = int(start.get("t") or s.tasks) < s.tasks
+            ended_early = shared and took < EARLY * s.batch_duration
+        self._last = (now, positions)
+        return task_count(
+            s.tasks, s.slots_shared_below, backlog=backlog, rate=rate, ended_early=ended_early,
+            once=bool(self.until),
+        )  # fmt: skip
+
+    def _fence(self, per_flow: dict[str, dict[TP, int]], waiting: set[str]) -> None:
+        """Before a slice whose tasks differ from the last one's (or a query's first): fence
+        every slot's producer, so that no copy task of another layout still copies a
+        partition this slice gives to another task (docs/design.md#d3-exactly-once). In a
+        fan-out group a target that cannot be fenced is left out of the slice."""
+        for ctx in self.parts.group.contexts:
+            if ctx.flow.name not in per_flow:
+                continue
+            try:
+                self.parts.fence(ctx, range(ctx.settings.tasks))
+            except BrokerError as exc:
+                if not self.parts.group.fanout:
+                    raise
+                log.warning("%s is left out of this slice: %s", ctx.label, exc)
+                del per_flow[ctx.flow.name]
+                waiting.add(ctx.flow.name)
 
     def _plan_flow(
         self,

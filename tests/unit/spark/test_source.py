@@ -50,3 +50,23 @@ def test_a_once_plan_names_the_targets_with_work_left_in_any_slot_and_their_slot
     assert p.latest_offset(start)["busy"] == ["A->B", "A->C"]
     p.until = {}
     assert "busy" not in p.plan(None, first=True)
+
+
+def test_a_shared_slice_hands_every_slot_to_one_task_which_knows_each_partitions_slot(
+    monkeypatch,
+):
+    """The task's own slot is the first (its transactional.id); the others share it. A replay
+    of the slice keeps its tasks, whatever the planner would choose now."""
+    clusters = Clusters({"orders": 4}, {"orders": "id1"})
+    clusters.bounds = {("orders", q): (0, 100) for q in range(4)}
+    fake_clusters(monkeypatch, clusters)
+    p = planner({**PROPS, "tasks.max": "4"})
+    start = p.plan(None, first=True)
+    end = dict(start, slice=1)
+    assert end["t"] == 1
+    (work,) = spark_reader(p).partitions(start, end)
+    own = {stable_slot("orders", q, 4) for q in range(4)}
+    assert (work.slot, sorted(work.shared), work.slots) == (0, sorted(own - {0}), 4)
+    assert sorted(work.partitions) == [("orders", q) for q in range(4)]
+    split = spark_reader(p).partitions(start, dict(end, t=4))
+    assert [(w.slot, w.shared) for w in split] == [(s, []) for s in sorted(own)]

@@ -389,7 +389,7 @@ def test_without_idempotence_a_batch_a_retry_wrote_twice_is_counted_and_mapped_a
     assert w.result.unreported == 3
     assert "3 record(s) on target cluster B" in caplog.text and "A.T[0]: 3" in caplog.text
     assert not producer.transactional and producer.committed == []
-    assert [tp.offset for tp in w.ledger.consumer.commits[-1]] == [10]
+    assert [tp.offset for tp in w.ledger.consumers[0].commits[-1]] == [10]
     # the next commit counts from where this one ended: a retry of its first batch too
     producer.lost_acks = 2
     w.accept(("T", 0), _records(10, 11), 0.0)
@@ -415,11 +415,11 @@ def test_at_least_once_the_loop_copies_on_while_a_commit_is_acknowledged(monkeyp
     w.accept(("T", 0), _records(10, 14), 0.0)  # produced at once, not held
     assert len(producer.queue) == 15 and not w.strategy.held
     assert not w.commit(_no_watermarks, roll=True)  # the first is not acknowledged yet
-    assert w.ledger.consumer.commits == []
+    assert w.ledger.consumers[0].commits == []
     producer.acking = True
     assert w.commit(_no_watermarks, roll=True)  # the first lands, the second is sealed ...
     assert w.commit(_no_watermarks, roll=True)  # ... and lands on the next call
-    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10], [15]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumers[0].commits] == [[10], [15]]
     assert _segments(producer) == [[0, 9, 0, 9], [10, 14, 10, 14]]
     assert w.result.records == 15 and w.result.transactions == 2
 
@@ -437,12 +437,12 @@ def test_a_rolled_commit_that_lands_leaves_a_young_transaction_open(monkeypatch)
     assert w.commit_due(False)  # the sealed commit can move on ...
     assert w.commit(_no_watermarks, roll=True)
     assert not w.strategy.sealed and w.in_txn  # ... and the young one stays open
-    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumers[0].commits] == [[10]]
     assert not w.commit_due(False)
     w.txn_start -= w.timing.interval
     assert w.commit_due(False)  # due once its interval passed
     assert w.commit(_no_watermarks, roll=True)
-    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10], [15]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumers[0].commits] == [[10], [15]]
 
 
 def test_a_rolled_commit_moves_the_ledger_only_after_its_syncs_are_acknowledged(monkeypatch):
@@ -454,11 +454,11 @@ def test_a_rolled_commit_moves_the_ledger_only_after_its_syncs_are_acknowledged(
     producer.poll()  # the records are acknowledged ...
     producer.acking = False
     assert not w.commit(_no_watermarks, roll=True)  # ... their metrics records and syncs not
-    assert w.ledger.consumer.commits == [] and len(producer.queue) > 0
+    assert w.ledger.consumers[0].commits == [] and len(producer.queue) > 0
     assert not w.commit(_no_watermarks, roll=True)
     producer.acking = True
     assert w.commit(_no_watermarks, roll=True)
-    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumers[0].commits] == [[10]]
 
 
 def test_the_slice_end_waits_for_a_rolled_commit_then_commits_the_rest(monkeypatch):
@@ -469,7 +469,7 @@ def test_the_slice_end_waits_for_a_rolled_commit_then_commits_the_rest(monkeypat
     w.accept(("T", 0), _records(10, 19), 0.0)
     producer.acking = True
     assert w.commit(_no_watermarks, wait=True)
-    assert [[tp.offset for tp in c] for c in w.ledger.consumer.commits] == [[10], [20]]
+    assert [[tp.offset for tp in c] for c in w.ledger.consumers[0].commits] == [[10], [20]]
     assert not w.strategy.sealed and not w.in_txn
 
 
@@ -482,7 +482,7 @@ def test_a_rolled_commit_the_target_never_acknowledges_fails_after_flush_s(monke
     with pytest.raises(BrokerError, match="did not acknowledge records") as exc:
         w.commit(_no_watermarks, roll=True)
     assert exc.value.transient
-    assert w.ledger.consumer.commits == []
+    assert w.ledger.consumers[0].commits == []
 
 
 @pytest.mark.parametrize(
@@ -503,7 +503,7 @@ def test_exactly_once_and_skips_commit_as_one_transaction(monkeypatch, props):
 def test_a_rolled_ledger_commit_that_failed_fails_the_next_commit(monkeypatch):
     """In the loop the ledger is committed without waiting; its failure is not lost."""
     w, _producer = _writer(monkeypatch, fanout=False, flow="A->B", props=AT_LEAST_ONCE)
-    w.ledger.consumer.fails_with = confluent_kafka.KafkaError(
+    w.ledger.consumers[0].fails_with = confluent_kafka.KafkaError(
         confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED
     )
     w.accept(("T", 0), _records(0, 9), 0.0)
@@ -512,7 +512,7 @@ def test_a_rolled_ledger_commit_that_failed_fails_the_next_commit(monkeypatch):
     with pytest.raises(BrokerError, match="Group authorization") as exc:
         w.commit(_no_watermarks, roll=True)
     assert not exc.value.transient
-    assert w.ledger.consumer.commits == []
+    assert w.ledger.consumers[0].commits == []
 
 
 def _metrics(producer: FakeProducer, kind: str) -> list[dict]:
@@ -873,3 +873,41 @@ def test_a_commit_fenced_after_the_timeout_is_transient_sooner_terminal(
         w.commit(lambda _tp: (-1, -1), wait=True)
     assert exc.value.transient is transient
     assert ("transaction.timeout.ms = 5000" in str(exc.value)) is transient
+
+
+@pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
+def test_a_task_of_shared_slots_keeps_each_partitions_entry_in_its_own_slots_group(
+    monkeypatch, delivery
+):
+    """Whichever task copied a partition, its ledger entry stays in the group of its own slot
+    (readers of the ledger never know how a slice ran): one transaction sends each group its
+    entries; at least once, each group's consumer commits its own."""
+    from mirror_lib.replication.context import stable_slot
+
+    ctx = FlowContext.create(
+        parse_config({**ONE_TARGET, "tasks.max": "2", "mirror.delivery": delivery}), "A->B"
+    )
+    slot_of = {q: stable_slot("T", q, 2) for q in range(4)}
+    assert set(slot_of.values()) == {0, 1}
+    ledgers = {
+        s: FakeLedger({("A.T", q): 10 * q for q in range(4) if slot_of[q] == s}) for s in (0, 1)
+    }
+    producer = FakeProducer()
+    monkeypatch.setattr(writer_module, "make_producer", lambda *a, **k: (producer, 60_000))
+    monkeypatch.setattr(ledger_module, "ledger_consumer", lambda c, slot, **k: ledgers[slot])
+    w = TargetWriter(
+        ctx, 0, [("T", q) for q in range(4)], until={}, options_key="k", shared=[1], slots=2
+    )
+    w.start()
+    assert {tp: part.expect for tp, part in w.parts.items()} == {("T", q): 10 * q for q in range(4)}
+    for q in range(4):
+        w.accept(("T", q), [FakeMessage("T", q, o) for o in range(10 * q, 10 * q + 5)], 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    if delivery == "exactly_once":
+        sent = {ledgers_slot: offsets for group, offsets in producer.sent
+                for ledgers_slot, ledger in ledgers.items() if group is ledger}  # fmt: skip
+        written = {s: {tp.partition: tp.offset for tp in sent[s]} for s in sent}
+    else:
+        written = {s: {tp.partition: tp.offset for tp in ledger.commits[-1]}
+                   for s, ledger in ledgers.items()}  # fmt: skip
+    assert written == {s: {q: 10 * q + 5 for q in range(4) if slot_of[q] == s} for s in (0, 1)}

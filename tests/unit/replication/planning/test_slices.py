@@ -272,6 +272,71 @@ def test_tasks_max_changed_back_reads_the_group_the_last_slice_wrote(monkeypatch
     assert plan["k"] == 4
 
 
+# -- slots that share a task --------------------------------------------------------------------
+def _quiet(monkeypatch: pytest.MonkeyPatch, end: int = 100) -> Clusters:
+    clusters = Clusters({"orders": 4}, {"orders": "id1"})
+    clusters.bounds = {("orders", q): (0, end) for q in range(4)}
+    fake_clusters(monkeypatch, clusters)
+    return clusters
+
+
+def test_a_quiet_flow_runs_its_slots_in_one_task_and_a_backlog_in_a_task_each(monkeypatch):
+    """Every slot's producer is fenced before the query's first slice and whenever the tasks
+    change, never between slices of the same tasks."""
+    clusters = _quiet(monkeypatch)
+    p = planner({**PROPS, "tasks.max": "4"})
+    first = p.plan(None, first=True)
+    assert (first["k"], first["t"]) == (4, 1)
+    assert clusters.fenced == [("A->B", 4)]
+    p._last = (p._last[0] - 300, p._last[1])  # the slice ran its 300 s
+    second = p.plan(first, first=False)
+    assert second["t"] == 1 and len(clusters.fenced) == 1
+    clusters.bounds = {("orders", q): (0, 20_000) for q in range(4)}  # 80,000 records behind
+    third = p.plan(second, first=False)
+    assert third["t"] == 4 and len(clusters.fenced) == 2
+
+
+def test_a_shared_slice_that_copied_above_the_rate_or_ended_early_is_followed_by_a_task_each(
+    monkeypatch,
+):
+    clusters = _quiet(monkeypatch, end=0)
+    p = planner({**PROPS, "tasks.max": "2", "mirror.slots.shared.below.records.per.second": "10"})
+    first = p.plan(None, first=True)
+    p._last = (p._last[0] - 300, p._last[1])
+    for q in range(4):  # 4 x 1,000 records in the 300 s slice: 13 a second
+        group = f"__mirror_ledger.A->B.{stable_slot('orders', q, 2)}"
+        clusters.groups[group][("A.orders", q)] = 1000
+    clusters.bounds = {("orders", q): (0, 1000) for q in range(4)}
+    second = p.plan(first, first=False)
+    assert second["t"] == 2
+    p._last = (p._last[0] - 300, p._last[1])
+    third = p.plan(second, first=False)
+    assert third["t"] == 1  # nothing copied since
+    assert p.plan(third, first=False)["t"] == 2  # that shared slice ended at once
+
+
+def test_a_once_run_and_a_flow_that_turned_sharing_off_run_a_task_a_slot(monkeypatch):
+    _quiet(monkeypatch)
+    p = planner({**PROPS, "tasks.max": "2"})
+    p.until = {("orders", q): 100 for q in range(4)}
+    assert p.plan(None, first=True)["t"] == 2
+    off = planner({**PROPS, "tasks.max": "2", "mirror.slots.shared.below.records.per.second": "0"})
+    assert off.plan(None, first=True)["t"] == 2
+
+
+def test_a_fanout_target_that_cannot_be_fenced_is_left_out_of_the_slice(monkeypatch):
+    clusters = _quiet(monkeypatch)
+    clusters.unfenceable = {"A->C"}
+    p = planner({**FANOUT, "tasks.max": "2"}, "A->B,C")
+    plan = p.plan(None, first=True)
+    assert plan["topics"]["orders"]["f"] == {"A->B": [0, 1, 2, 3]}
+    assert clusters.fenced == [("A->B", 2)]
+    alone = planner({**PROPS, "tasks.max": "2", "A->B.topics": "orders"})
+    clusters.unfenceable = {"A->B"}
+    with pytest.raises(BrokerError, match="fencing"):
+        alone.plan(None, first=True)
+
+
 # -- write protection --------------------------------------------------------------------------
 PROTECTED = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
              "A->B.enabled": "true", "A->B.topics": "orders.*"}  # fmt: skip
