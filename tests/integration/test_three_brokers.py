@@ -1,6 +1,8 @@
 """Clusters as people run them (docs/testing.md#production-shapes): A and B of three brokers
 each, replication factor 3 and ``min.insync.replicas = 2`` for every topic, internal ones
-included; a steady load on A and a continuous ``mirror run`` with four slots, exactly once.
+included; a steady load on A and a continuous ``mirror run`` with four slots, exactly once. At
+the load's rate the four slots share one copy task (the default; the fault matrix runs a task a
+slot).
 
 Two faults run in ``make test``, one after the other in one run: a rolling restart of B (each
 broker stopped cleanly, kept down, started, and the cluster back in sync before the next), then
