@@ -160,9 +160,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         }
         for fig in FIGURES:
             entry[fig] = spread([r.get(fig) for r in mine])
-        rows = [row for r in mine for row in r.get("tail_stages", [])]
-        if rows:
-            entry["tail"] = tail.quantiles(rows)
+        for key, rows_key in (("tail", "tail_stages"), ("sample", "sample_stages")):
+            rows = [row for r in mine for row in r.get(rows_key, [])]
+            if rows:
+                entry[key] = tail.quantiles(rows)
         out[name] = entry
     return out
 
@@ -208,23 +209,36 @@ def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
         "fresh brokers for each run. Milliseconds, median of the repetitions (min-max).\n\n"
         + table(rows, list(rows[0]))
     )
-    tails = {e["label"]: e["tail"] for e in summary.values() if e.get("tail")}
-    if tails:
-        stages = [s for s in tail.STAGES if any(s in t for t in tails.values())]
-        trows = []
-        for label, t in tails.items():
-            row = {"records above the p99": label}
-            for s in stages:
-                q = t.get(s)
-                row[s] = f"{q['median']:.1f} / {q['p90']:.1f}" if q else "-"
-            row["records"] = str(max((q["records"] for q in t.values()), default=0))
-            trows.append(row)
-        text += (
-            "\nWhere the records above each run's p99 spent their time (ms, median / p90 over "
-            'all repetitions; bench/README.md, "Latency"):\n\n'
-            + table(trows, ["records above the p99", *stages, "records"])
-        )
+    text += stage_table(summary, "sample", "every 100th record", ("mean", "median"))
+    text += stage_table(summary, "tail", "records above the p99", ("median", "p90"))
     return text
+
+
+def stage_table(
+    summary: dict[str, dict[str, Any]], key: str, first: str, figures: tuple[str, str]
+) -> str:
+    """Where the records of ``key`` (``sample`` or ``tail``) spent their time, two
+    ``figures`` of each stage per contestant that has them; "" when none has."""
+    pooled = {e["label"]: e[key] for e in summary.values() if e.get(key)}
+    if not pooled:
+        return ""
+    stages = [s for s in tail.STAGES if any(s in t for t in pooled.values())]
+    rows = []
+    for label, t in pooled.items():
+        row = {first: label}
+        for s in stages:
+            q = t.get(s)
+            row[s] = f"{q[figures[0]]:.1f} / {q[figures[1]]:.1f}" if q else "-"
+        row["records"] = str(max((q["records"] for q in t.values()), default=0))
+        rows.append(row)
+    what = {
+        "sample": "every 100th record spent its time",
+        "tail": "the records above each run's p99 spent their time",
+    }[key]
+    return (
+        f"\nWhere {what} (ms, {' / '.join(figures)} over all repetitions; "
+        'bench/README.md, "Latency"):\n\n' + table(rows, [first, *stages, "records"])
+    )
 
 
 # -- a run ------------------------------------------------------------------------------------
@@ -409,16 +423,19 @@ def commits_per_s(
 def tail_of(
     result: probe.Result, txn_dir: Path, markers: dict[int, list[tuple[int, int]]]
 ) -> dict[str, Any]:
-    """The stages of the records above the run's p99 (``bench.tail``)."""
+    """The stages of the records above the run's p99, and of every 100th record
+    (``bench.tail``)."""
     lat = result.by_record()
-    p99 = probe.pct(sorted(lat.values()), 99)
-    records = tail.over_p99(lat, p99)
+    records = tail.over_p99(lat, probe.pct(sorted(lat.values()), 99))
     txns = tail.read_txn_log(txn_dir) if txn_dir.is_dir() else {}
     rows = tail.breakdown(records, result, txns, markers, REMOTE, PARTITIONS)
     return {
         "tail_records": len(records),
         "tail_matched": sum(1 for r in rows if r["fetch"] is not None),
         "tail_stages": rows,
+        "sample_stages": tail.breakdown(
+            tail.every(lat, 100), result, txns, markers, REMOTE, PARTITIONS
+        ),
         "transactions_logged": sum(len(v) for v in txns.values()),
     }
 
@@ -479,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, step in steps:  # interleaved: a busy minute hits every contestant alike
                 run = attempt(name, step, work / f"rep{rep + 1}-{name}", rep)
                 runs.append(run)
-                brief = {k: v for k, v in run.items() if k != "tail_stages"}
+                brief = {k: v for k, v in run.items() if not k.endswith("_stages")}
                 log(f"  {brief}")
                 (out / "runs.json").write_text(json.dumps(runs, indent=1))
                 if not args.keep:

@@ -161,6 +161,13 @@ def over_p99(latencies: dict[int, float], p99: float) -> list[int]:
     return sorted(n for n, ms in latencies.items() if ms > p99)
 
 
+def every(latencies: dict[int, float], step: int) -> list[int]:
+    """Every ``step``-th measured record, in the order they were sent: a sample of the run
+    whose stages' means add up to its mean latency (a band around the median would pick the
+    records whose parts happen to sum to it)."""
+    return sorted(latencies)[::step]
+
+
 def breakdown(
     records: Iterable[int],
     result: Any,
@@ -185,7 +192,7 @@ def breakdown(
 
 
 def quantiles(rows: list[dict[str, float | None]]) -> dict[str, dict[str, float | int]]:
-    """Per stage with values: how many, their median and p90 (ms)."""
+    """Per stage with values: how many, their mean, median and p90 (ms)."""
     from bench.probe import pct
 
     out: dict[str, dict[str, float | int]] = {}
@@ -194,6 +201,7 @@ def quantiles(rows: list[dict[str, float | None]]) -> dict[str, dict[str, float 
         if values:
             out[stage] = {
                 "records": len(values),
+                "mean": round(sum(values) / len(values), 1),
                 "median": round(pct(values, 50), 1),
                 "p90": round(pct(values, 90), 1),
             }

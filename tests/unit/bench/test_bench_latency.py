@@ -50,11 +50,24 @@ def test_the_summary_is_per_contestant_with_its_tail_pooled_over_repetitions():
         run("mm2", 50.0, []),
         run("ours", 300.0, [{"commit": 30.0}, {"commit": 20.0}]),
     ]
+    runs[0]["sample_stages"] = [{"txn_wait": 4.0}, {"txn_wait": 6.0}, {"txn_wait": 20.0}]
     s = latency.summarize(runs)
     assert list(s) == ["ours", "mm2"]
     assert s["ours"]["p99_ms"] == {"median": 200.0, "min": 100.0, "max": 300.0}
-    assert s["ours"]["tail"]["commit"] == {"records": 3, "median": 20.0, "p90": 30.0}
-    assert "tail" not in s["mm2"]
+    assert s["ours"]["tail"]["commit"] == {"records": 3, "mean": 20.0, "median": 20.0, "p90": 30.0}
+    assert s["ours"]["sample"]["txn_wait"] == {
+        "records": 3,
+        "mean": 10.0,
+        "median": 6.0,
+        "p90": 20.0,
+    }
+    assert "tail" not in s["mm2"] and "sample" not in s["mm2"]
+
+
+def test_the_sample_is_every_nth_record_in_the_order_they_were_sent():
+    lat = {n: float(n % 7) for n in range(10, 20)}
+    assert tail.every(lat, 3) == [10, 13, 16, 19]
+    assert tail.over_p99(lat, 5.0) == [13]
 
 
 def test_an_unknown_contestant_is_refused_with_the_valid_ones(capsys):
@@ -146,6 +159,7 @@ def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_its_canary_and_the_s
         }  # fmt: skip
 
     runs = [run("mm2", 1.0, []), run("ours", 1.5, [{"fetch": 2.0, "commit": 4.0}])]
+    runs[1]["sample_stages"] = [{"txn_wait": 3.0}, {"txn_wait": 5.0}]
     args = latency.parse_args(["--reps", "1"])
     text = latency.markdown(latency.summarize(runs), args)
     row = (
@@ -154,6 +168,9 @@ def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_its_canary_and_the_s
     )
     assert row in text and "| CPU canary (ms) |" in text
     assert "| records above the p99 | fetch | commit | records |" in text
+    assert "| every 100th record | txn_wait | records |" in text
+    assert "| label ours | 4.0 / 3.0 | 2 |" in text  # mean / median
+    assert text.index("every 100th record") < text.index("above the p99")
     assert latency.markdown({}, args) == "No run completed.\n"
 
 
