@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import curves, state
 from bench import group_rounds as gr
-from bench.measure import TreeCpu
+from bench.measure import TreeCpu, broker_cpu_s, machine_cpu_s
 from bench.methods import mirror_cmd
 from bench.peers import mm2_command, mm2_properties
 from bench.procs import Lines, log, mirror_props, popen, stop_group, write_props
@@ -195,10 +195,24 @@ def run_until(cmd: list[str], log_path: Path, done: Any, timeout_s: float) -> di
     }
 
 
-def idle(cmd: list[str], log_path: Path, seconds: float, warm_up: float) -> dict[str, Any]:
-    """CPU per second of wall time and RSS per role of ``cmd``'s tree after ``warm_up``."""
+def idle(
+    cmd: list[str],
+    log_path: Path,
+    seconds: float,
+    warm_up: float,
+    brokers: list[int] | None = None,
+) -> dict[str, Any]:
+    """CPU per second of wall time and RSS per role of ``cmd``'s tree after ``warm_up``; with
+    ``brokers`` (the source's and the target's pids), also each broker's CPU and the whole
+    machine's over the same window: an idle tool's cost is mostly the brokers answering its
+    fetches (docs/performance.md)."""
     proc = start(cmd, log_path)
     tree = TreeCpu(proc.pid)
+    pids = brokers or []
+
+    def sample(elapsed: float) -> list[float]:
+        return [elapsed, tree.cpu_s(), machine_cpu_s(), *(broker_cpu_s([p]) for p in pids)]
+
     t0 = time.monotonic()
     a = b = None
     rss: dict[str, float] = {}
@@ -206,18 +220,20 @@ def idle(cmd: list[str], log_path: Path, seconds: float, warm_up: float) -> dict
         while time.monotonic() - t0 < seconds and proc.poll() is None:
             elapsed = time.monotonic() - t0
             if elapsed >= warm_up:
-                now = (elapsed, tree.cpu_s())
+                now = sample(elapsed)
                 a, b = a or now, now
                 for group, v in state.processes(proc.pid).items():
                     rss[group] = max(rss.get(group, 0.0), v["rss_mb"])
             time.sleep(2)
     finally:
         stop_group(proc, signal.SIGTERM, grace=30)
-    pct = (b[1] - a[1]) / (b[0] - a[0]) * 100 if a and b and b[0] > a[0] else None
-    return {
-        "cpu_pct": None if pct is None else round(pct, 1),
-        "rss_mb": {k: round(v) for k, v in rss.items()},
-    }
+    if not (a and b and b[0] > a[0]):
+        return {"cpu_pct": None, "rss_mb": {k: round(v) for k, v in rss.items()}}
+    pct = [round((y - x) / (b[0] - a[0]) * 100, 1) for x, y in zip(a[1:], b[1:], strict=True)]
+    out: dict[str, Any] = {"cpu_pct": pct[0], "rss_mb": {k: round(v) for k, v in rss.items()}}
+    if brokers:
+        out |= {"machine_pct": pct[1], "source_broker_pct": pct[2], "target_broker_pct": pct[3]}
+    return out
 
 
 def time_to_plan(config: Path) -> dict[str, float]:
@@ -278,6 +294,7 @@ def case_partitions(n: int, args: argparse.Namespace, work: Path) -> dict[str, A
             work / "idle.err",
             args.idle_seconds,
             args.idle_warm_up,
+            b.pids,
         )
     log(f"partitions {n}: ours {out['ours']} idle {out['ours_idle']}")
     if not args.no_mm2:
@@ -297,6 +314,7 @@ def case_partitions(n: int, args: argparse.Namespace, work: Path) -> dict[str, A
                 work / "mm2-idle.err",
                 args.idle_seconds,
                 args.idle_warm_up,
+                b.pids,
             )
         log(f"partitions {n}: MM2 {out['mm2']} idle {out['mm2_idle']}")
     return out
@@ -508,6 +526,9 @@ def render(results: dict[str, Any], out: Path) -> str:
                 "first record s": r["ours"].get("first_record_s"),
                 "idle ours %": idle_pct["ours"][i],
                 "idle MM2 %": idle_pct["mm2"][i],
+                "idle machine %, ours / MM2": " / ".join(
+                    str((r.get(f"{s}_idle") or {}).get("machine_pct")) for s in ("ours", "mm2")
+                ),
                 "ours RSS MB": (r.get("ours_idle") or {}).get("rss_mb"),
             }
             for i, r in enumerate(parts)

@@ -37,3 +37,27 @@ def test_a_tool_that_ends_by_itself_runs_on_after_its_last_record(tmp_path) -> N
     assert abs(mm2["last_record_s"] - mm2["wall_s"]) <= 0.1
     assert rate(1000, {"wall_s": 4.0, "last_record_s": 2.0}) == 500
     assert rate(1000, {"wall_s": 4.0, "last_record_s": None}) == 250
+
+
+def test_an_idle_run_gives_each_brokers_cpu_and_the_machines_beside_the_tools(tmp_path) -> None:
+    """Quiet, most of a tool's cost is the brokers answering its fetches: the idle case meters
+    them and the machine over the tool's window. Here a busy "source broker" and a sleeping
+    "target" beside a sleeping tool."""
+    import subprocess
+
+    from bench.scale import idle
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    still = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+        out = idle(sleeper, tmp_path / "tool.err", 5, 1, [busy.pid, still.pid])
+    finally:
+        busy.kill()
+        still.kill()
+    # relative, not absolute: on a busy machine the spinning process gets what share it can
+    assert out["source_broker_pct"] > 2 * out["target_broker_pct"] + 2
+    assert out["machine_pct"] >= out["source_broker_pct"] * 0.9
+    assert out["cpu_pct"] < 20
+    alone = idle(sleeper, tmp_path / "alone.err", 5, 1)
+    assert "machine_pct" not in alone and alone["cpu_pct"] is not None
