@@ -15,6 +15,7 @@ from mirror_lib.testing import embedded
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 from tests.helpers.kafka_raw import committed_records
 from tests.helpers.mirror_cli import run_mirror
+from tests.helpers.waiting import wait_for
 from tests.integration.conftest import flow_properties, metrics_events, write_properties
 from tests.integration.test_replication import mixed_records
 
@@ -204,19 +205,20 @@ def test_refresh_topics_disabled_keeps_the_topics_found_at_start(
     runner.start()
     try:
         deadline = time.monotonic() + 120
-        while not runner.delivered([(first, 0)]):  # the planner wrote the start position
-            runner.raise_if_failed()
-            assert time.monotonic() < deadline, "the flow did not start within 120 s"
-            time.sleep(0.2)
+        # the planner wrote the start position
+        wait_for(lambda: runner.delivered([(first, 0)]), 120, "the flow's start",
+                 runner.raise_if_failed)  # fmt: skip
         create_topic(brokers.source, later, 1)
         produce_exact(brokers.source, later, mixed_records(20, 1, "late"))
         produce_exact(brokers.source, first, mixed_records(20, 1, "first"))
         assert runner.await_caught_up({(first, 0): 20}, 60), "the first topic was not copied"
         seen = (runner.query.lastProgress or {}).get("batchId", -1)
-        while (runner.query.lastProgress or {}).get("batchId", -1) < seen + 2:
-            runner.raise_if_failed()
-            assert time.monotonic() < deadline + 60, "no two more slices within the deadline"
-            time.sleep(0.2)
+        wait_for(
+            lambda: (runner.query.lastProgress or {}).get("batchId", -1) >= seen + 2,
+            deadline + 60 - time.monotonic(),
+            "two more slices",
+            runner.raise_if_failed,
+        )
         assert not runner.delivered([(later, 0)]), "a topic created after start was planned"
     finally:
         runner.stop()
@@ -274,11 +276,9 @@ def test_slots_share_one_task_while_quiet_and_get_a_task_each_once_a_backlog_com
         assert runner.await_caught_up({(unique_name, p): 10 for p in range(4)}, 120)
         assert _planned_tasks(runner) == [1], "a quiet flow's slots share one task"
         produce_exact(brokers.source, unique_name, mixed_records(20_000, 4, "b"))
-        deadline = time.monotonic() + 120
-        while len(_planned_tasks(runner)) < 2:  # the gate ends the shared slice
-            runner.raise_if_failed()
-            assert time.monotonic() < deadline, "the shared slice went on through a backlog"
-            time.sleep(0.5)
+        # the gate ends the shared slice
+        wait_for(lambda: len(_planned_tasks(runner)) >= 2, 120, "the shared slice's end",
+                 runner.raise_if_failed, poll_s=0.5)  # fmt: skip
         assert _planned_tasks(runner) == [1, 2]
         produce_exact(brokers.source, unique_name, mixed_records(400, 4, "c"))
         assert runner.await_caught_up({(unique_name, p): 5110 for p in range(4)}, 120)
