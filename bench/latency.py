@@ -14,8 +14,15 @@ repetition too. Machine CPU, the tool's and the brokers' are taken over the meas
 (:mod:`mirror_lib.replication.copy.txn_timing`) and the records above the run's p99 are split
 into stages (``bench.tail``).
 
+With ``--brokers 3`` each cluster is three KRaft nodes with replication factor 3 and
+``min.insync.replicas = 2``; ``--roll`` restarts B's brokers one by one (``bench.roll``) from
+:data:`ROLL_LEAD_S` into the measured window, so the figures, and the stages of the records
+above the p99, are those of a rolling restart.
+
     .venv/bin/python bench/latency.py                       # 6 contestants + floor, 5 times
     .venv/bin/python bench/latency.py --reps 1 --seconds 15 --warm 5 --contestants ours,mm2
+    .venv/bin/python bench/latency.py --brokers 3 --roll --seconds 120 --no-floor \
+        --contestants ours-eos1,mm2-eos1 --reps 3
 """
 
 from __future__ import annotations
@@ -45,12 +52,15 @@ from bench.kafka_data import PARTITIONS, TailWatch, create_topic, last_records, 
 from bench.measure import Meter, broker_cpu_s, cpu_canary_ms, machine_cpu_and_steal_s
 from bench.methods import mirror_cmd
 from bench.peers import mm2_command, mm2_eos, mm2_properties
-from bench.procs import Lines, log, popen, stop_group, write_props
+from bench.procs import REPLICATION_ENV, Lines, log, popen, stop_group, write_props
+from bench.roll import Roll
 from bench.steady import send_singles
 
 TOPIC = "probe"
 REMOTE = f"A.{TOPIC}"
 ALO = {"mirror.delivery": "at_least_once"}
+ROLL_LEAD_S = 10.0  # from the measured window's start to the roll's first stop
+ROLL_MIN_SECONDS = 90  # three brokers in turn take 60-90 s here (bench/README.md, "Latency")
 
 
 @dataclass(frozen=True)
@@ -80,9 +90,11 @@ CONTESTANTS = (
 )
 FLOOR = "floor"
 FLOOR_LABEL = "probe floor (one broker, nothing copied)"
+FLOOR_LABEL_3 = "probe floor (on B, A beside it, nothing copied)"
 FIGURES = (
     "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "target_cores",
-    "commits_per_s", "source_ack_p50_ms", "source_ack_p99_ms", "steal_cores", "canary_ms",
+    "commits_per_s", "source_ack_p50_ms", "source_ack_p99_ms", "after_ack_p50_ms",
+    "after_ack_p99_ms", "steal_cores", "canary_ms",
 )  # fmt: skip
 
 
@@ -100,6 +112,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=60, help="the measured window")
     p.add_argument("--warm", type=float, default=15, help="seconds of load left out first")
     p.add_argument("--no-floor", action="store_true", help="skip the probe's floor")
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="brokers a cluster: 1, or 3 (replication factor 3, min.insync.replicas 2)",
+    )
+    p.add_argument(
+        "--roll",
+        action="store_true",
+        help=f"restart B's brokers one by one from {ROLL_LEAD_S:g} s into the measured window "
+        "(needs --brokers 3)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the brokers' data of every run")
     p.add_argument("--out", type=Path, default=None, help="results folder (default: a temp dir)")
     p.add_argument(
@@ -119,6 +143,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--{flag} {getattr(args, flag)}: must be above 0")
     if args.warm < 0:
         p.error(f"--warm {args.warm}: must be 0 or more")
+    if args.brokers not in (1, 3):
+        p.error(f"--brokers {args.brokers}: must be 1 or 3")
+    if args.roll and args.brokers != 3:
+        p.error(f"--roll needs --brokers 3 (a rolling restart of one broker); got {args.brokers}")
+    if args.roll and args.seconds < ROLL_MIN_SECONDS:
+        p.error(
+            f"--seconds {args.seconds:g} with --roll: at least {ROLL_MIN_SECONDS}, so the "
+            "window holds the whole roll"
+        )
     args.chosen = [c for c in CONTESTANTS if c.name in chosen]
     args.props = {}
     for item in args.set:
@@ -164,6 +197,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             rows = [row for r in mine for row in r.get(rows_key, [])]
             if rows:
                 entry[key] = tail.quantiles(rows)
+        rolls = [r["roll"] for r in mine if r.get("roll")]
+        if rolls:
+            entry["rolls"] = rolls
         out[name] = entry
     return out
 
@@ -197,21 +233,44 @@ def markdown(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
             "source ack p50 / p99": (
                 f"{cell(entry['source_ack_p50_ms'])} / {cell(entry['source_ack_p99_ms'])}"
             ),
+            "after the ack p50 / p99": (
+                f"{cell(entry['after_ack_p50_ms'])} / {cell(entry['after_ack_p99_ms'])}"
+            ),
             "host steal (cores)": cell(entry["steal_cores"], 2),
             "CPU canary (ms)": cell(entry["canary_ms"]),
             "runs complete": f"{entry['complete']}/{entry['reps']}",
         })  # fmt: skip
     if not rows:
         return "No run completed.\n"
+    shape = (
+        "three brokers a cluster (replication factor 3, min.insync.replicas 2)"
+        if args.brokers == 3
+        else "one broker a cluster"
+    )
+    if args.roll:
+        shape += f", B restarted broker by broker from {ROLL_LEAD_S:g} s into the window"
     text = (
         f"Latency: {args.rate:g} records/s x {args.size} B over {PARTITIONS} partitions, "
         f"{args.warm:g} s left out, then {args.seconds:g} s measured; {args.reps} repetition(s), "
-        "fresh brokers for each run. Milliseconds, median of the repetitions (min-max).\n\n"
-        + table(rows, list(rows[0]))
+        f"fresh brokers for each run, {shape}. Milliseconds, median of the repetitions "
+        "(min-max).\n\n" + table(rows, list(rows[0]))
     )
     text += stage_table(summary, "sample", "every 100th record", ("mean", "median"))
     text += stage_table(summary, "tail", "records above the p99", ("median", "p90"))
-    return text
+    return text + roll_lines(summary)
+
+
+def roll_lines(summary: dict[str, dict[str, Any]]) -> str:
+    """When each of B's brokers went down and was back in sync, per run (seconds from the
+    measured window's start); "" without a roll."""
+    lines = []
+    for entry in summary.values():
+        for i, roll in enumerate(entry.get("rolls", []), 1):
+            steps = ", ".join(f"{what} {node} {at:g}" for what, node, at in roll["events"])
+            lines.append(f"- {entry['label']}, run {i}: {steps}")
+    if not lines:
+        return ""
+    return "\nThe roll of B (s from the window's start):\n\n" + "\n".join(lines) + "\n"
 
 
 def stage_table(
@@ -306,24 +365,43 @@ class CpuWindow:
         }
 
 
-def start_brokers(aliases: tuple[str, ...], work: Path) -> Any:
+def start_brokers(aliases: tuple[str, ...], work: Path, count: int) -> Any:
+    """Fresh clusters of ``count`` brokers; every topic of the run, the tools' own included,
+    at their replication factor."""
     from mirror_lib.testing.clusters import start_clusters
 
-    return start_clusters(aliases, work / "kafka", "kafka")
+    started = start_clusters(aliases, work / "kafka", "kafka", count)
+    os.environ[REPLICATION_ENV] = str(started.replication_factor)
+    return started
+
+
+def pids_of(brokers: Any, alias: str | None = None) -> list[int]:
+    """The broker processes of cluster ``alias`` (None: of every cluster), as started."""
+    if brokers.clusters:
+        clusters = [brokers.clusters[alias]] if alias else list(brokers.clusters.values())
+        return [n.pid for c in clusters for n in c.nodes]
+    return [b.pid for b in brokers.handles if alias is None or b.alias == alias]
 
 
 def run_floor(args: argparse.Namespace, work: Path, rep: int) -> dict[str, Any]:
-    """The probe alone on one fresh broker."""
-    brokers = start_brokers(("source",), work)
+    """The probe alone, nothing copied: on one fresh broker; on three-broker clusters, load and
+    consumer both on B with A running beside it (the machine as a contestant has it), and
+    with ``--roll`` B restarted under them: what any client of B sees."""
+    three = args.brokers > 1
+    label = FLOOR_LABEL_3 if three else FLOOR_LABEL
+    brokers = start_brokers(("source", "target") if three else ("source",), work, args.brokers)
     try:
-        boot = brokers.bootstraps["source"]
-        pids = [b.pid for b in brokers.handles]
+        boot = brokers.bootstraps["target" if three else "source"]
+        pids = pids_of(brokers)
+        keep = set(pids)
         create_topic(boot, TOPIC, PARTITIONS)
-        background = Meter.with_background(pids, set(pids)).m.background_cores
-        cpu = CpuWindow(None, pids, args.warm, args.seconds)
-        log(f"rep {rep + 1}: {FLOOR_LABEL}")
-        result = probe.floor(boot, _load(args), work / "probe", cpu.start)
-        out = {"contestant": FLOOR, "label": FLOOR_LABEL, **result.summary(), **cpu.result()}
+        background = Meter.with_background(pids, keep).m.background_cores
+        log(f"rep {rep + 1}: {label}")
+        result, window = probe_window(
+            args, brokers, CpuWindow(None, pids, args.warm, args.seconds), keep,
+            lambda on_load: probe.floor(boot, _load(args), work / "probe", on_load),
+        )  # fmt: skip
+        out = {"contestant": FLOOR, "label": label, **result.summary(), **window}
         return {**out, "background_cores": background}
     finally:
         brokers.stop()
@@ -347,33 +425,71 @@ def wait_copying(src: str, tgt: str, proc: Any, timeout_s: float = 300) -> float
     return time.monotonic() - started
 
 
+def contestant_command(
+    c: Contestant, args: argparse.Namespace, src: str, tgt: str, work: Path
+) -> tuple[list[str], int]:
+    """The command that runs ``c`` on its pair's properties, and the signal that stops it."""
+    props = {
+        **mm2_properties(src, tgt, TOPIC),
+        "mirror.state.dir": str(work / "state"),
+        **PAIRS[c.pair],
+        **(mm2_eos() if c.pair == "eos1" else {}),
+        **args.props,
+    }
+    if c.kind == "mm2":
+        return mm2_command(props, work / "mm2"), signal.SIGTERM
+    cfg = write_props(work / "mm2.properties", props)
+    total_s = args.warm + args.seconds
+    return mirror_cmd(cfg, "--duration", str(int(total_s + 600))), signal.SIGINT
+
+
+def probe_window(
+    args: argparse.Namespace,
+    brokers: Any,
+    cpu: CpuWindow,
+    keep: set[int],
+    run_probe: Callable[[Callable[[], None]], probe.Result],
+) -> tuple[probe.Result, dict[str, Any]]:
+    """``run_probe`` (given what to call as the load starts), with ``cpu`` over its measured
+    part and, with ``--roll``, B's rolling restart from :data:`ROLL_LEAD_S` into it."""
+    roll = Roll(brokers.clusters["target"], keep, args.warm + ROLL_LEAD_S) if args.roll else None
+    loaded_ms: list[float] = []
+
+    def on_load() -> None:
+        loaded_ms.append(time.time() * 1000)
+        cpu.start()
+        if roll is not None:
+            roll.start()
+
+    result = run_probe(on_load)
+    window: dict[str, Any] = dict(cpu.result())
+    if roll is not None:
+        roll.join()
+        if roll.error is not None:
+            raise RuntimeError(f"the rolling restart of B failed: {roll.error}")
+        # a restarted broker is a new process: the brokers' CPU over the window is not known
+        # from the pids they started with; the machine's is
+        window.update(dict.fromkeys(("broker_cores", "own_cores", "target_cores")))
+        window["roll"] = roll.report(loaded_ms[0] + args.warm * 1000)
+    return result, window
+
+
 def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int) -> dict[str, Any]:
     """One contestant on fresh brokers: start it, wait until it copies, probe, stop."""
     from mirror_lib.replication.copy import txn_timing
 
-    brokers = start_brokers(("source", "target"), work)
+    brokers = start_brokers(("source", "target"), work, args.brokers)
     txn_dir = work / "txn"
     proc = None
     try:
         src, tgt = brokers.bootstraps["source"], brokers.bootstraps["target"]
-        pids = [b.pid for b in brokers.handles]
+        pids = pids_of(brokers)
+        keep = set(pids)  # a broker the roll starts again joins it (bench.roll)
         create_topic(src, TOPIC, PARTITIONS)
-        props = {
-            **mm2_properties(src, tgt, TOPIC),
-            "mirror.state.dir": str(work / "state"),
-            **PAIRS[c.pair],
-            **(mm2_eos() if c.pair == "eos1" else {}),
-            **args.props,
-        }
-        total_s = args.warm + args.seconds
-        if c.kind == "mm2":
-            cmd, stop_sig = mm2_command(props, work / "mm2"), signal.SIGTERM
-        else:
-            cfg = write_props(work / "mm2.properties", props)
-            cmd, stop_sig = mirror_cmd(cfg, "--duration", str(int(total_s + 600))), signal.SIGINT
+        cmd, stop_sig = contestant_command(c, args, src, tgt, work)
         log(f"rep {rep + 1}: {c.label}")
         # others' CPU use on the machine just before (3 s): the context of the run's figures
-        with Meter.with_background(pids, set(pids)) as meter:
+        with Meter.with_background(pids, keep) as meter:
             with _env(txn_timing.DIR_ENV, str(txn_dir) if c.kind == "mirror" else None):
                 proc = popen(cmd, work / f"{c.name}.err")
             meter.sampler.keep.add(proc.pid)  # its Popen reaps it, not the sampler
@@ -381,10 +497,11 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
             Lines(proc.stdout, None, work / f"{c.name}.out")
             took = wait_copying(src, tgt, proc)
             log(f"  copying after {took:.1f} s; probing {args.warm:g} + {args.seconds:g} s")
-            target_pids = [b.pid for b in brokers.handles if b.alias == "target"]
-            cpu = CpuWindow(meter, pids, args.warm, args.seconds, target_pids)
-            result = probe.run(src, tgt, REMOTE, _load(args), work / "probe", cpu.start)
-            window = cpu.result()
+            cpu = CpuWindow(meter, pids, args.warm, args.seconds, pids_of(brokers, "target"))
+            result, window = probe_window(
+                args, brokers, cpu, keep,
+                lambda on_load: probe.run(src, tgt, REMOTE, _load(args), work / "probe", on_load),
+            )  # fmt: skip
             stop_group(proc, stop_sig, grace=60)
         out = {"contestant": c.name, "label": c.label, "started_s": round(took, 1)}
         out.update(result.summary())
@@ -402,8 +519,12 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
 
 
 def target_markers(brokers: Any) -> dict[int, list[tuple[int, int]]]:
-    """Per copied partition, the transaction markers in the target's log (``tail``)."""
-    log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
+    """Per copied partition, the transaction markers in the target's log (``tail``): on three
+    brokers, the first node's replica (a follower keeps the leader's batches as written)."""
+    if brokers.clusters:
+        log_dir = brokers.clusters["target"].nodes[0].log_dir
+    else:
+        log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
     return {p: tail.commit_markers(log_dir, REMOTE, p) for p in range(PARTITIONS)}
 
 

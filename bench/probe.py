@@ -128,6 +128,10 @@ class Result:
             for a, c in zip(self.acked[self.warm :], self.created[self.warm :], strict=True)
             if c
         )
+        # the copy's share: what a record spent after the source acknowledged it
+        after = sorted(
+            t - self.acked[n] for n, t in self.arrived.items() if n >= self.warm and self.acked[n]
+        )
         return {
             "records": sent,
             "received": len(lat),
@@ -136,6 +140,8 @@ class Result:
             "max_ms": round(lat[-1], 1) if lat else None,
             "source_ack_p50_ms": round(pct(acks, 50), 1) if acks else None,
             "source_ack_p99_ms": round(pct(acks, 99), 1) if acks else None,
+            "after_ack_p50_ms": round(pct(after, 50), 1) if after else None,
+            "after_ack_p99_ms": round(pct(after, 99), 1) if after else None,
         }
 
 

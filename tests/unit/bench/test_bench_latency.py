@@ -29,6 +29,20 @@ def test_the_warm_up_is_left_out_and_lost_records_are_counted():
     assert s["records"] == 2 and s["received"] == 1
     assert s["p50_ms"] == 10.0 and s["max_ms"] == 10.0  # the slow warm-up records are not in it
     assert s["source_ack_p99_ms"] == 5.0
+    assert s["after_ack_p50_ms"] == 7.0  # the copy's share: arrival - acknowledgement
+
+
+def test_a_roll_needs_three_brokers_and_a_window_that_holds_it(capsys):
+    for argv, named in (
+        (["--brokers", "2"], "--brokers 2"),
+        (["--roll", "--seconds", "120"], "--roll needs --brokers 3"),
+        (["--brokers", "3", "--roll", "--seconds", "60"], "--seconds 60 with --roll"),
+    ):
+        with pytest.raises(SystemExit):
+            latency.parse_args(argv)
+        assert named in capsys.readouterr().err
+    args = latency.parse_args(["--brokers", "3", "--roll", "--seconds", "120"])
+    assert (args.brokers, args.roll) == (3, True)
 
 
 def test_repetitions_give_their_median_and_range():
@@ -163,8 +177,8 @@ def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_its_canary_and_the_s
     args = latency.parse_args(["--reps", "1"])
     text = latency.markdown(latency.summarize(runs), args)
     row = (
-        "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 0.38 | 75.0 | 1.50x | 1.0 / 2.0 | 0.15 "
-        "| 150.0 | 1/1 |"
+        "| label ours | 5.0 | 9.0 | 12 | 1.50 | 0.75 | 0.38 | 75.0 | 1.50x | 1.0 / 2.0 | - / - "
+        "| 0.15 | 150.0 | 1/1 |"
     )
     assert row in text and "| CPU canary (ms) |" in text
     assert "| records above the p99 | fetch | commit | records |" in text
@@ -172,6 +186,23 @@ def test_the_markdown_gives_cpu_against_mm2_the_hosts_steal_its_canary_and_the_s
     assert "| label ours | 4.0 / 3.0 | 2 |" in text  # mean / median
     assert text.index("every 100th record") < text.index("above the p99")
     assert latency.markdown({}, args) == "No run completed.\n"
+    assert "one broker a cluster" in text and "roll of B" not in text
+
+
+def test_a_rolls_events_are_listed_per_run_after_the_figures():
+    runs = [
+        {
+            "contestant": "ours", "label": "ours eos", "records": 10, "received": 10,
+            "p50_ms": 5.0, "p99_ms": 900.0, "max_ms": 1200.0, "machine_cores": 1.8,
+            "after_ack_p50_ms": 4.0, "after_ack_p99_ms": 800.0,
+            "roll": {"events": [["down", 1, 12.5], ["back", 1, 30.0]], "error": None},
+        }
+    ]  # fmt: skip
+    args = latency.parse_args(["--brokers", "3", "--roll", "--seconds", "120", "--reps", "1"])
+    text = latency.markdown(latency.summarize(runs), args)
+    assert "three brokers a cluster" in text and "restarted broker by broker" in text
+    assert "| 4.0 / 800.0 |" in text  # after the source's ack
+    assert "- ours eos, run 1: down 1 12.5, back 1 30" in text
 
 
 def test_the_cpu_window_gives_cores_and_the_hosts_steal_over_its_span():
