@@ -16,11 +16,19 @@ A caller that can replace the producer at once (a copy task's writer, exactly on
 ``hang_s`` instead: in a rolling restart of the target that call hung until the slice ended, 75 s,
 each time the ledger group's coordinator was the broker being restarted (librdkafka issues 5456
 and 5511).
+
+The deadline counts from the call's start, not from the end of what the caller waits for
+meanwhile (the target's acknowledgements): in a rolling restart of three brokers the wait for
+acknowledgements took about 5 s while a leader moved, the call hung from its start, and it got
+3.8 s more before it counted as hung. Once ``meanwhile`` returns, a call past its deadline still
+gets :data:`AFTER_MEANWHILE_S`: a broker answers one connection's requests in order, so the call
+may have waited behind the very requests ``meanwhile`` waited for.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -30,6 +38,8 @@ T = TypeVar("T")
 
 #: Seconds a call may run past the timeout it was given before it counts as hung.
 GRACE_S = 15.0
+#: Seconds a call still gets once ``meanwhile`` returned, though its deadline has passed.
+AFTER_MEANWHILE_S = 1.0
 
 
 def bounded(
@@ -41,9 +51,9 @@ def bounded(
 ) -> T:
     """Run ``call`` (a transactional producer call given ``timeout_s`` itself) and return its
     result or raise its error; raise :class:`~mirror_lib.errors.HungCallError` naming ``what``
-    if it has not returned within ``hang_s`` (default ``timeout_s + GRACE_S``) after
-    ``meanwhile``, run on the caller's thread while ``call`` runs (its error is raised as it
-    is)."""
+    if it has not returned within ``hang_s`` (default ``timeout_s + GRACE_S``) of its start, nor
+    :data:`AFTER_MEANWHILE_S` after ``meanwhile``, run on the caller's thread while ``call``
+    runs (its error is raised as it is)."""
     outcome: dict[str, object] = {}
     done = threading.Event()
 
@@ -55,13 +65,17 @@ def bounded(
         finally:
             done.set()
 
+    started = time.monotonic()
     threading.Thread(target=run, name=f"bounded {what}", daemon=True).start()
+    limit = timeout_s + GRACE_S if hang_s is None else hang_s
+    after = 0.0
     if meanwhile is not None:
         meanwhile()
-    limit = timeout_s + GRACE_S if hang_s is None else hang_s
-    if not done.wait(limit):
+        after = min(limit, AFTER_MEANWHILE_S)
+    if not done.wait(max(started + limit - time.monotonic(), after)):
+        waited = time.monotonic() - started
         raise HungCallError(
-            f"{what} did not return within {limit:g}s (librdkafka can hang there when a "
+            f"{what} did not return within {waited:.1f}s (librdkafka can hang there when a "
             "coordinator's broker restarts mid-call); this producer is abandoned, and a new one "
             "fences it and replays what was not committed"
         )
