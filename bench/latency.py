@@ -375,12 +375,19 @@ def start_brokers(aliases: tuple[str, ...], work: Path, count: int) -> Any:
     return started
 
 
+def nodes_of(brokers: Any, alias: str | None = None) -> list[Any]:
+    """The brokers of cluster ``alias`` (None: of every cluster), as started: a three-broker
+    cluster's nodes, or its one broker."""
+    if alias is None:
+        return list(brokers.handles)
+    if brokers.clusters:
+        return list(brokers.clusters[alias].nodes)
+    return [b for b in brokers.handles if b.alias == alias]
+
+
 def pids_of(brokers: Any, alias: str | None = None) -> list[int]:
     """The broker processes of cluster ``alias`` (None: of every cluster), as started."""
-    if brokers.clusters:
-        clusters = [brokers.clusters[alias]] if alias else list(brokers.clusters.values())
-        return [n.pid for c in clusters for n in c.nodes]
-    return [b.pid for b in brokers.handles if alias is None or b.alias == alias]
+    return [n.pid for n in nodes_of(brokers, alias)]
 
 
 def run_floor(args: argparse.Namespace, work: Path, rep: int) -> dict[str, Any]:
@@ -521,10 +528,7 @@ def run_contestant(c: Contestant, args: argparse.Namespace, work: Path, rep: int
 def target_markers(brokers: Any) -> dict[int, list[tuple[int, int]]]:
     """Per copied partition, the transaction markers in the target's log (``tail``): on three
     brokers, the first node's replica (a follower keeps the leader's batches as written)."""
-    if brokers.clusters:
-        log_dir = brokers.clusters["target"].nodes[0].log_dir
-    else:
-        log_dir = next(Path(b.log_dir) for b in brokers.handles if b.alias == "target")
+    log_dir = Path(nodes_of(brokers, "target")[0].log_dir)
     return {p: tail.commit_markers(log_dir, REMOTE, p) for p in range(PARTITIONS)}
 
 

@@ -252,3 +252,17 @@ def test_set_puts_properties_over_every_contestants_and_refuses_what_is_not_one(
     assert args.props == {"mirror.commit.interval.ms": "50", "tasks.max": "1"}
     with pytest.raises(SystemExit):
         latency.parse_args(["--set", "mirror.commit.interval.ms"])
+
+
+def test_a_clusters_brokers_are_found_on_one_node_or_on_three():
+    from types import SimpleNamespace as NS
+
+    one = NS(clusters={}, handles=[NS(alias="source", pid=1), NS(alias="target", pid=2)])
+    assert latency.pids_of(one) == [1, 2] and latency.pids_of(one, "target") == [2]
+    nodes = {a: [NS(pid=10 * i + n) for n in range(3)] for i, a in enumerate(("source", "target"))}
+    three = NS(
+        clusters={a: NS(nodes=ns) for a, ns in nodes.items()},
+        handles=[n for ns in nodes.values() for n in ns],
+    )
+    assert latency.pids_of(three) == [0, 1, 2, 10, 11, 12]
+    assert latency.pids_of(three, "target") == [10, 11, 12]
