@@ -54,7 +54,7 @@ _TRANSIENT = frozenset({
 # fmt: on
 
 
-def _transient(err: KafkaError) -> bool:
+def is_transient(err: KafkaError) -> bool:
     """Kafka says retriable, the code is one of :data:`_TRANSIENT`, or librdkafka found no
     leader to ask yet (``_NOENT``: "Failed to query partition leaders: No leaders found", while
     a loaded or restarting cluster elects them)."""
@@ -66,7 +66,7 @@ def _transient(err: KafkaError) -> bool:
 def map_kafka_error(err: KafkaError, what: str) -> BrokerError:
     """Map a KafkaError to BrokerError/UnsupportedOperationError/SecurityDisabledError."""
     name = err.name()
-    transient = name not in UNSUPPORTED_ERRORS and name not in AUTH_ERRORS and _transient(err)
+    transient = name not in UNSUPPORTED_ERRORS and name not in AUTH_ERRORS and is_transient(err)
     return broker_error(f"{what}: {name}: {err.str()}", name, transient=transient)
 
 
@@ -118,7 +118,7 @@ def future_result(
     """The one wait on a confluent-kafka admin future: its result, or a BrokerError naming ``what``.
 
     A Kafka error goes through ``map_error`` (default: ``"<what> failed: <error>"``, transient
-    when :func:`_transient` says so); no answer within ``timeout_s`` is a transient error.
+    when :func:`is_transient` says so); no answer within ``timeout_s`` is a transient error.
     """
     try:
         return fut.result(timeout=timeout_s)
@@ -126,7 +126,8 @@ def future_result(
         err = exc.args[0]
         if map_error is not None:
             raise map_error(err, what) from exc
-        raise broker_error(f"{what} failed: {err}", err.name(), transient=_transient(err)) from exc
+        transient = is_transient(err)
+        raise broker_error(f"{what} failed: {err}", err.name(), transient=transient) from exc
     except FUTURE_TIMEOUT as exc:
         shown = timeout_s if shown_timeout_s is None else shown_timeout_s
         raise broker_error(f"{what}: no answer in {shown}s", "_TIMED_OUT", transient=True) from exc

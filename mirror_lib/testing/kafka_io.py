@@ -17,7 +17,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import NewTopic
 
 from mirror_lib.errors import BrokerError
-from mirror_lib.kafka.admin import admin_client
+from mirror_lib.kafka.admin import admin_client, is_transient
 from mirror_lib.kafka.reader import Consumed
 
 
@@ -194,7 +194,8 @@ def commit_group(
     bootstrap: str, group: str, offsets: Iterable[ck.TopicPartition], timeout_s: float = 60
 ) -> None:
     """Commit ``offsets`` for ``group`` without joining it, asking again while a new cluster's
-    group coordinator loads or moves (COORDINATOR_LOAD_IN_PROGRESS and other retriable errors)."""
+    group coordinator loads or moves (COORDINATOR_LOAD_IN_PROGRESS and the other codes of
+    :func:`~mirror_lib.kafka.admin.is_transient`: librdkafka flags no failed commit retriable)."""
     tps = list(offsets)
     deadline = time.monotonic() + timeout_s
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
@@ -204,7 +205,7 @@ def commit_group(
                 consumer.commit(offsets=tps, asynchronous=False)
                 return
             except ck.KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                if not is_transient(exc.args[0]) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
     finally:

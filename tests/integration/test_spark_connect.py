@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import KafkaException
 
 from mirror_lib.app.bundle_tasks import run_task
 from mirror_lib.app.status import flow_status
@@ -75,21 +74,9 @@ def flow(remote, brokers, tmp_path_factory):
     )
     create_topic(brokers.source, name, 3)
     _produce(brokers.source, name, "a")
-    _commit(brokers.source, f"{name}-g", {(name, 0): 10, (name, 1): 20, (name, 2): 30})
+    commit(brokers.source, f"{name}-g", {(name, 0): 10, (name, 1): 20, (name, 2): 30})
     statuses = run_flows(remote, parse_config(props), once=True, timeout_s=180, report=print)
     return {"props": props, "name": name, "group": f"{name}-g", "statuses": statuses}
-
-
-def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit a group's offsets; fresh clusters answer NOT_COORDINATOR for a while."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return commit(bootstrap, group, offsets)
-        except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
-                raise
-        time.sleep(0.5)
 
 
 def _produce(bootstrap: str, topic: str, prefix: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror_lib.errors import BrokerError, MirrorRuntimeError
+from mirror_lib.kafka.admin import is_transient
 from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.kafka.reader import read_topic
 from mirror_lib.mm2.connect_offsets import offsets_topic, parse_source_offset, worker_group
@@ -127,7 +128,7 @@ def _records(consumer: Consumer, topic: str, p: int, start: int, timeout_s: floa
             elif err.code() == KafkaError._PARTITION_EOF:
                 return
             else:
-                raise BrokerError(f"reading {topic}[{p}]: {err}", transient=err.retriable())
+                raise BrokerError(f"reading {topic}[{p}]: {err}", transient=is_transient(err))
 
 
 def _remote_last(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import confluent_kafka as ck
 import pytest
 
 from mirror_lib.errors import BrokerError
@@ -52,3 +53,41 @@ def test_records_sent_before_the_producer_learns_the_partitions_keep_their_order
     given = [{"partition": i % 4, "value": b"v%d" % i} for i in range(12)]
     got = kafka_io.produce_exact("b", "t", given)
     assert [(r.partition, r.offset) for r in got] == [(p, o) for p in range(4) for o in range(3)]
+
+
+class _CommitFailing:
+    """A consumer whose commits fail with ``codes`` in turn, then succeed."""
+
+    def __init__(self, *codes: int) -> None:
+        self.codes = list(codes)
+        self.commits = 0
+
+    def commit(self, offsets: object, asynchronous: bool) -> None:
+        self.commits += 1
+        if self.codes:
+            raise ck.KafkaException(ck.KafkaError(self.codes.pop(0)))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_group_commit_is_asked_again_while_a_new_clusters_coordinator_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka flags no failed commit retriable: the CI's three-broker cluster answered
+    # COORDINATOR_LOAD_IN_PROGRESS once and the helper gave up
+    codes = (ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS, ck.KafkaError.NOT_COORDINATOR)
+    consumer = _CommitFailing(*codes)
+    monkeypatch.setattr(kafka_io.ck, "Consumer", lambda conf: consumer)
+    kafka_io.commit_group("b", "g", [ck.TopicPartition("t", 0, 0)], timeout_s=30)
+    assert consumer.commits == 3
+
+
+def test_a_group_commit_refused_for_good_is_not_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    consumer = _CommitFailing(ck.KafkaError.GROUP_AUTHORIZATION_FAILED)
+    monkeypatch.setattr(kafka_io.ck, "Consumer", lambda conf: consumer)
+    with pytest.raises(ck.KafkaException):
+        kafka_io.commit_group("b", "g", [ck.TopicPartition("t", 0, 0)], timeout_s=30)
+    assert consumer.commits == 1
