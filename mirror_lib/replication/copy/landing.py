@@ -30,6 +30,7 @@ from mirror_lib.replication.copy.target_producer import (
     target_trouble,
 )
 from mirror_lib.replication.copy.txn_events import (
+    UsualWait,
     Watermarks,
     resumed_events,
     segments_events,
@@ -111,6 +112,7 @@ class Lander:
     def __init__(self, writer: TargetWriter) -> None:
         self.w = writer
         self.acks = CallTimes()  # how long a commit's records took to be acknowledged lately
+        self.waits = UsualWait()  # how long the slot's records usually wait to be copied
         self._min_isr: dict[str, int] | None = None  # of the remote topics, asked once a slice
         self._landing: Landing | None = None  # the one land() prepared, once it did
 
@@ -198,7 +200,7 @@ class Lander:
         evs = segments_events(w, moved, segments) + skip_events(w)
         if told:
             evs += batch_events(w, merged(w.metrics.parts, staged))
-        evs += resumed_events(w, moved, acked_ms)
+        evs += resumed_events(w, moved, acked_ms, self.waits)
         out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
         syncs = sync_records(ctx.settings, segments)
         if ctx.offset_syncs_on_target:

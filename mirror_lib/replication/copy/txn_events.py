@@ -4,6 +4,8 @@ the ``batch`` events of :mod:`mirror_lib.replication.copy.metrics_window`)."""
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +24,29 @@ if TYPE_CHECKING:
 #: The source's (low, high) watermarks of a partition, as the copy task's consumer last saw them.
 Watermarks = Callable[[TopicPartition], tuple[int, int]]
 
-#: A transaction whose records waited at least this long to be copied tells it (``resumed``).
+#: A transaction whose records waited at least this long to be copied tells it (``resumed``)...
 RESUMED_AFTER_S = 1.0
+#: ... unless the task saw no cause and the slot's records usually wait half as long: on a
+#: target busy enough that every transaction's records wait about a second, each would tell
+#: "the target acknowledged late", one event a second, though the copy never stopped
+USUAL_FACTOR = 2.0
+#: a wait this long is told whatever the usual (a fault that stops the copy 2 s is told)
+ALWAYS_TOLD_S = 1.5
+#: the usual wait is the median of the slot's last this many transactions' longest waits
+USUAL_OF = 20
+
+
+class UsualWait:
+    """How long a slot's records usually wait to be copied (:data:`USUAL_OF` transactions), and
+    so how long a wait must be to be told without a cause: twice the usual, at least
+    :data:`RESUMED_AFTER_S` and at most :data:`ALWAYS_TOLD_S`."""
+
+    def __init__(self) -> None:
+        self.recent: deque[float] = deque(maxlen=USUAL_OF)
+
+    def told_from_s(self) -> float:
+        usual = statistics.median(self.recent) if self.recent else 0.0
+        return min(ALWAYS_TOLD_S, max(RESUMED_AFTER_S, USUAL_FACTOR * usual))
 
 
 def sync_records(settings: FlowSettings, segments: Mapping[TP, list[Segment]]) -> list[OffsetSync]:
@@ -88,10 +111,11 @@ def segments_events(
 
 
 def resumed_events(
-    w: TargetWriter, parts: Mapping[TP, PartState], acked_ms: float
+    w: TargetWriter, parts: Mapping[TP, PartState], acked_ms: float, usual: UsualWait
 ) -> list[dict[str, Any]]:
     """A ``resumed`` event when records of writer ``w``'s transaction waited at least
-    :data:`RESUMED_AFTER_S` to be copied: from the later of their partition's last commit
+    :data:`RESUMED_AFTER_S` to be copied (without a cause the task saw, as long as ``usual``
+    says, which learns this wait): from the later of their partition's last commit
     (``w.ledger.landed_ms``, kept across restarts in the ledger) and the first record's CreateTime,
     to the target's acknowledgement. That is how long a fault (a lost leader, a restart, a
     target that refused writes) stopped the copy of records that were there to be copied; a
@@ -99,7 +123,7 @@ def resumed_events(
     task saw a cause or started again, one whose last commit left records behind on the source
     (a backlog, whose records wait for the copy to come round to them: the lag shows that).
     """
-    waited: list[tuple[float, float, PartState]] = []
+    waits: list[tuple[float, float, PartState]] = []
     explained = w.trouble is not None or w.restarted
     for part in parts.values():
         remote = (part.remote, part.partition)
@@ -107,8 +131,12 @@ def resumed_events(
         if last is None or not part.n or (remote in w.ledger.left_behind and not explained):
             continue
         since = max(last, part.ts[0]) if part.ts else last
-        if acked_ms - since >= RESUMED_AFTER_S * 1000:
-            waited.append((acked_ms - since, since, part))
+        waits.append((acked_ms - since, since, part))
+    if not waits:
+        return []
+    told_from_s = RESUMED_AFTER_S if explained else usual.told_from_s()
+    usual.recent.append(max(ms for ms, _since, _p in waits) / 1000)
+    waited = [wait for wait in waits if wait[0] >= told_from_s * 1000]
     if not waited:
         return []
     longest = max(ms for ms, _since, _p in waited)

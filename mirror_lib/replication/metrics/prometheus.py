@@ -83,7 +83,7 @@ class FlowMetrics:
         self.undecodable = 0
         # error events by action; 0 for left_out from the start, so increase() sees the first
         self.errors: dict[str, int] = {"left_out": 0}
-        self.resumed = 0  # resumed events: copies a fault held up at least RESUMED_AFTER_S
+        self.resumed = 0  # resumed events: copies a fault held up (copy/txn_events.py)
         self.resumed_wait_s = 0.0  # the wait the last one told
         self._last_txn: dict[Any, tuple] = {}
         self._lock = threading.Lock()

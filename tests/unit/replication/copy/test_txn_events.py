@@ -10,7 +10,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.mm2.formats import OffsetSync
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy.txn_events import resumed_events, sync_records
+from mirror_lib.replication.copy.txn_events import UsualWait, resumed_events, sync_records
 
 PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
          "A->B.enabled": "true"}  # fmt: skip
@@ -49,7 +49,7 @@ def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
     acknowledgement; a partition that never committed (a new backlog) does not count."""
     parts = {("t", 0): _part(0, 5, 12_000), ("t", 1): _part(1, 3, 1_000), ("t", 2): _part(2, 2, 0)}
     w = _writer({("A.t", 0): 10_000, ("A.t", 1): 14_500}, restarted=True)
-    (event,) = resumed_events(w, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+    (event,) = resumed_events(w, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert (event["type"], event["slot"], event["batch_id"]) == ("resumed", 1, 7)
     assert (event["waited_s"], event["since_ms"], event["records"]) == (3.0, 12_000, 5)
     assert event["partitions"] == ["A.t[0]"]
@@ -58,9 +58,9 @@ def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
         "slice restarted)"
     )
     held = _writer({("A.t", 0): 10_000}, restarted=False, trouble="B refused the writes")
-    (told,) = resumed_events(held, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+    (told,) = resumed_events(held, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert told["reason"].endswith(": B refused the writes")
-    assert resumed_events(held, parts, acked_ms=12_900.0) == []  # type: ignore[arg-type]
+    assert resumed_events(held, parts, acked_ms=12_900.0, usual=UsualWait()) == []  # type: ignore[arg-type]
 
 
 def test_a_backlog_copied_in_turns_is_not_a_wait_unless_a_fault_held_it():
@@ -70,11 +70,37 @@ def test_a_backlog_copied_in_turns_is_not_a_wait_unless_a_fault_held_it():
     parts = {("t", 0): _part(0, 124, 0), ("t", 1): _part(1, 5, 0)}
     landed = {("A.t", 0): 10_000, ("A.t", 1): 10_000}
     w = _writer(landed, restarted=False, behind=frozenset({("A.t", 0)}))
-    (event,) = resumed_events(w, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+    (event,) = resumed_events(w, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert event["partitions"] == ["A.t[1]"]  # at the head at its last commit: a wait
     for explained in (
         _writer(landed, restarted=True, behind=frozenset({("A.t", 0)})),
         _writer(landed, restarted=False, trouble="B refused", behind=frozenset({("A.t", 0)})),
     ):
-        (told,) = resumed_events(explained, parts, acked_ms=15_000.0)  # type: ignore[arg-type]
+        (told,) = resumed_events(explained, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
         assert told["partitions"] == ["A.t[0]", "A.t[1]"]
+
+
+def test_a_wait_no_longer_than_twice_the_slots_usual_is_not_told_without_a_cause():
+    """On a target busy enough that every transaction's records wait about a second, each said
+    "copying resumed after 1.0s: the target acknowledged late", one event a second, though the
+    copy never stopped; a wait past twice the usual, or 1.5 s, is still told."""
+    parts = {("t", 0): _part(0, 5, 0)}
+    w = _writer({("A.t", 0): 10_000}, restarted=False)
+    usual = UsualWait()
+    first = resumed_events(w, parts, acked_ms=11_000.0, usual=usual)  # type: ignore[arg-type]
+    assert [e["waited_s"] for e in first] == [1.0]  # nothing usual yet: a second is told
+    for _ in range(10):
+        resumed_events(w, parts, acked_ms=10_900.0, usual=usual)  # type: ignore[arg-type]
+    assert usual.told_from_s() == 1.5  # twice 0.9 s, at most 1.5
+    assert resumed_events(w, parts, acked_ms=11_400.0, usual=usual) == []  # type: ignore[arg-type]
+    (told,) = resumed_events(w, parts, acked_ms=11_500.0, usual=usual)  # type: ignore[arg-type]
+    assert told["waited_s"] == 1.5
+    seen = _writer({("A.t", 0): 10_000}, restarted=False, trouble="B refused the writes")
+    (caused,) = resumed_events(seen, parts, acked_ms=11_000.0, usual=usual)  # type: ignore[arg-type]
+    assert caused["reason"] == "copying resumed after 1.0s: B refused the writes"
+
+
+def test_a_slot_whose_records_usually_wait_little_tells_a_second():
+    usual = UsualWait()
+    usual.recent.extend([0.1, 0.2, 0.6, 0.1, 0.3])
+    assert usual.told_from_s() == 1.0
