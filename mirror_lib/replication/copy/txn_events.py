@@ -44,6 +44,10 @@ class UsualWait:
     def __init__(self) -> None:
         self.recent: deque[float] = deque(maxlen=USUAL_OF)
 
+    def learn(self, waited_s: float) -> None:
+        """One more transaction's longest wait."""
+        self.recent.append(waited_s)
+
     def told_from_s(self) -> float:
         usual = statistics.median(self.recent) if self.recent else 0.0
         return min(ALWAYS_TOLD_S, max(RESUMED_AFTER_S, USUAL_FACTOR * usual))
@@ -135,7 +139,7 @@ def resumed_events(
     if not waits:
         return []
     told_from_s = RESUMED_AFTER_S if explained else usual.told_from_s()
-    usual.recent.append(max(ms for ms, _since, _p in waits) / 1000)
+    usual.learn(max(ms for ms, _since, _p in waits) / 1000)
     waited = [wait for wait in waits if wait[0] >= told_from_s * 1000]
     if not waited:
         return []

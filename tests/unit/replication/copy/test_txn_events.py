@@ -102,5 +102,6 @@ def test_a_wait_no_longer_than_twice_the_slots_usual_is_not_told_without_a_cause
 
 def test_a_slot_whose_records_usually_wait_little_tells_a_second():
     usual = UsualWait()
-    usual.recent.extend([0.1, 0.2, 0.6, 0.1, 0.3])
+    for waited_s in (0.1, 0.2, 0.6, 0.1, 0.3):
+        usual.learn(waited_s)
     assert usual.told_from_s() == 1.0
