@@ -130,6 +130,7 @@ class FakeProducer:
         self.pending_offsets: list[TopicPartition] = []
         self.sent: list[tuple[object, list[TopicPartition]]] = []  # (group, offsets) per send
         self.aborts = 0
+        self.left: tuple[int, ...] = ()  # brokers of the three that left the cluster (metadata)
         self.commit_fails_with: KafkaError | None = None  # the records left then fail delivery
         #: the next records queued were written once before and their acknowledgement lost:
         #: written twice, reported at the second copy (a retry without idempotence)
@@ -203,6 +204,14 @@ class FakeProducer:
             )
         self._ack()
         self.committed.append(self.pending_offsets)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The target's metadata: three brokers, each a replica of the coordinators' topic,
+        those in :attr:`left` gone from the broker list."""
+        part = SimpleNamespace(id=0, leader=1, replicas=[1, 2, 3], isrs=[1, 2, 3], error=None)
+        offsets = SimpleNamespace(partitions={0: part}, error=None)
+        live = {b: SimpleNamespace(id=b) for b in (1, 2, 3) if b not in self.left}
+        return SimpleNamespace(topics={"__consumer_offsets": offsets}, brokers=live)
 
     def abort_transaction(self, timeout: float = 0) -> None:
         self.aborts += 1

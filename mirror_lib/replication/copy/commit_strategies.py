@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from mirror_lib.errors import BrokerError, HungCallError
-from mirror_lib.kafka.bounded import bounded
+from mirror_lib.kafka.bounded import HangCause, bounded
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import testhooks
 from mirror_lib.replication.copy import txn_timing
@@ -37,7 +37,11 @@ from mirror_lib.replication.copy.landing import (
     Lander,
     Landing,
 )
-from mirror_lib.replication.copy.target_producer import commit_error, make_producer
+from mirror_lib.replication.copy.target_producer import (
+    commit_error,
+    left_cluster,
+    make_producer,
+)
 from mirror_lib.replication.copy.txn_events import Watermarks
 
 if TYPE_CHECKING:
@@ -58,7 +62,8 @@ log = logging.getLogger(__name__)
 #: send_offsets_to_transaction and commit_transaction take milliseconds (send_offsets p99 15 ms
 #: at 5,000 records/s); one that has not returned after this long, and HANG_FACTOR times the
 #: slowest such call lately (a machine too busy to answer in time is not a hang), is taken as
-#: hung: the writer goes on with a new producer (renew)
+#: hung: the writer goes on with a new producer (renew). While a broker of the target has left
+#: its cluster, this long is enough: librdkafka may be waiting for it as a coordinator
 CALL_HANG_S = 3.0
 #: producers a writer may replace in a slice (a rolling restart of three brokers moved the ledger
 #: group's coordinator three times in one slice); past that the slice ends
@@ -158,21 +163,27 @@ class ExactlyOnce(Lander):
         )
         return landing
 
-    @staticmethod
     def _timed(
+        self,
         call: Callable[[], None],
         times: CallTimes,
         what: str,
         meanwhile: Callable[[], object] | None = None,
     ) -> None:
-        """``call`` under :func:`bounded`, hung past ``times.hang_s``; its time joins them."""
+        """``call`` under :func:`bounded`, hung past ``times.hang_s``, or past CALL_HANG_S
+        while a broker of the target has left its cluster (:func:`left_cluster`); its time
+        joins ``times``."""
 
         def run() -> None:
             started = time.monotonic()
             call()
             times.took(time.monotonic() - started)
 
-        bounded(run, 60, what, meanwhile=meanwhile, hang_s=times.hang_s(CALL_HANG_S))
+        producer = self.w.producer
+        bounded(
+            run, 60, what, meanwhile=meanwhile, hang_s=times.hang_s(CALL_HANG_S),
+            cause=HangCause(CALL_HANG_S, lambda: left_cluster(producer)),
+        )  # fmt: skip
 
     def renew(self, cause: HungCallError) -> NoReturn:
         """Go on with a new producer after a call hung in the old one (``cause``).

@@ -190,6 +190,20 @@ def target_trouble(
     return found if found.refusals or found.silent or found.lost else None
 
 
+def left_cluster(producer: Producer) -> str | None:
+    """The brokers that left the target's cluster, as its metadata shows now (any topic's
+    replicas, the coordinators' internal topics included), named for a hung call's error; None
+    when none left or the metadata does not come."""
+    try:
+        cluster = producer.list_topics(timeout=TROUBLE_LOOKUP_S)
+    except KafkaException:
+        return None
+    meta = cluster.topics
+    every = [(topic, p) for topic, found in meta.items() for p in found.partitions]
+    lost = lost_brokers(meta, cluster.brokers, every)
+    return f"{_brokers(lost)} had left the cluster" if lost else None
+
+
 def lost_brokers(
     meta: Mapping[str, Any], live: Collection[int], partitions: Iterable[TP]
 ) -> tuple[int, ...]:

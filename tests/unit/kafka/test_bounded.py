@@ -11,7 +11,7 @@ import pytest
 
 from mirror_lib.errors import HungCallError
 from mirror_lib.kafka import bounded as bounded_module
-from mirror_lib.kafka.bounded import bounded
+from mirror_lib.kafka.bounded import HangCause, bounded
 
 
 class Clock:
@@ -82,3 +82,43 @@ def test_a_call_that_waited_behind_meanwhile_still_returns(clock: Clock):
         release.set()
 
     assert bounded(lambda: release.wait(30), 30, "send_offsets", acknowledgements, hang_s=5)
+
+
+def test_a_cause_seen_while_the_call_runs_makes_it_hung_at_once():
+    """Asked once the call ran after_s, a cause the caller sees (the coordinator's broker left
+    the cluster) ends the wait then, not at hang_s, and the error names it."""
+    release = threading.Event()
+    asked: list[float] = []
+
+    def cause() -> str:
+        asked.append(time.monotonic())
+        return "broker 2 had left the cluster"
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(HungCallError, match=r"within 0\.\ds while broker 2 had left"):
+            bounded(
+                lambda: release.wait(30), 30, "send_offsets", hang_s=20, cause=HangCause(0.1, cause)
+            )
+    finally:
+        release.set()
+    assert len(asked) == 1 and asked[0] - started >= 0.1
+
+
+def test_without_a_cause_the_call_gets_its_whole_hang_time():
+    release = threading.Event()
+    started = time.monotonic()
+    try:
+        with pytest.raises(HungCallError, match=r"within 0\.\ds \(librdkafka can hang there"):
+            bounded(lambda: release.wait(30), 30, "send_offsets", hang_s=0.4,
+                    cause=HangCause(0.1, lambda: None))  # fmt: skip
+    finally:
+        release.set()
+    assert time.monotonic() - started >= 0.4
+
+
+def test_a_call_that_returns_before_after_s_is_not_looked_into():
+    asked: list[int] = []
+    look = HangCause(2, lambda: str(asked.append(1)))
+    assert bounded(lambda: 7, 30, "seven", hang_s=5, cause=look) == 7
+    assert not asked

@@ -255,6 +255,17 @@ def test_a_broker_gone_from_the_cluster_under_the_written_partitions_is_named():
     assert target_producer.lost_brokers(meta.topics, [1, 3], [("A.T", 1), ("gone", 0)]) == (2,)
 
 
+def test_a_broker_gone_from_any_topics_replicas_is_said_to_have_left_the_cluster():
+    """A hung transactional call's cause: any broker the metadata's replicas name but its
+    broker list does not (the coordinators' topics included), not only the written ones'."""
+    offsets = _Topic({0: _Partition(2, [2, 3], replicas=[2, 3, 4])})
+    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2])}), "__consumer_offsets": offsets},
+                 live=(1, 2, 3))  # fmt: skip
+    assert target_producer.left_cluster(_MetaProducer(meta)) == "broker 4 had left the cluster"
+    assert target_producer.left_cluster(_MetaProducer(_Meta(meta.topics, (1, 2, 3, 4)))) is None
+    assert target_producer.left_cluster(_MetaProducer(None)) is None  # no metadata: no cause
+
+
 def test_a_later_look_does_not_ask_an_address_that_was_silent_before(monkeypatch):
     """A client for a broker that does not answer is slow to go (its connection is held): a
     look after the first asks only the other addresses, and still names the silent one."""

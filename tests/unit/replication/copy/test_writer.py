@@ -706,6 +706,30 @@ def test_a_machine_too_busy_to_answer_quickly_is_not_taken_for_a_hang(monkeypatc
     assert w.strategy.renewals == 0 and w.strategy.send_offsets.slowest_s >= 0.45
 
 
+@pytest.mark.parametrize("left", [(2,), ()])
+def test_a_call_hung_while_a_broker_left_the_target_is_renewed_for_that_cause(monkeypatch, left):
+    """A slow send_offsets lately gives the next one HANG_FACTOR times as long; but while a
+    broker of the target has left its cluster, librdkafka may be waiting for it as the ledger
+    group's coordinator: the call counts as hung once asked (at CALL_HANG_S, or
+    AFTER_MEANWHILE_S after the acknowledgements), and the error says why."""
+    import threading
+
+    ledger = FakeLedger({("A.T", 0): 5})
+    hung = FakeProducer()
+    hung.left = left
+    blocked = threading.Event()
+    hung.send_offsets_to_transaction = lambda *a: blocked.wait(30)  # type: ignore[method-assign]
+    w, fresh, _made = _hanging_writer(monkeypatch, ledger, hung)
+    w.strategy.send_offsets.took(0.4)  # a slow call lately: hung only after 2.0 s
+    started = time.monotonic()
+    _renews(w, blocked)
+    assert w.producer is fresh and w.strategy.renewals == 1
+    if left:
+        assert "while broker 2 had left the cluster" in (w.trouble or "")
+    else:
+        assert time.monotonic() - started >= 2.0 and "left" not in (w.trouble or "")
+
+
 def _renewable_writer(monkeypatch, looks):
     """An exactly-once writer whose first producer acknowledges nothing and whose next one
     acknowledges everything; ``looks(stuck)`` is what the target's metadata shows at each
