@@ -1,7 +1,7 @@
 """The benchmark's command line: flags, the watchdog and signals, the order of the runs, output.
 
-The internal subcommands ``baseline`` and ``copier`` run one copy loop (``bench.loops``) in a
-subprocess of the benchmark.
+The internal subcommands ``baseline``, ``copier`` and ``eos-loop`` run one copy loop
+(``bench.loops``) in a subprocess of the benchmark (``eos-loop``: of bench/latency.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from bench import fanout, plots
 from bench import idle as idle_flow
 from bench.cases import peers, plan
 from bench.engine import ROOT, export_engine
-from bench.loops import baseline_main, copier_main
+from bench.loops import EOS_LOOP_TXN_MS, baseline_main, copier_main, eos_loop_main
 from bench.measure import make_subreaper, reap_all_orphans
 from bench.procs import log
 from bench.report import (
@@ -58,6 +58,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("--source", "--target", "--topic", "--state"):
         cop.add_argument(name, required=True)
     cop.add_argument("--delivery", default="exactly_once")
+    eos = sub.add_parser(
+        "eos-loop", help="(internal) a transactional consume-produce loop, until stopped"
+    )
+    for name in ("--source", "--target", "--topic", "--dest"):
+        eos.add_argument(name, required=True)
+    eos.add_argument("--txn-ms", type=int, default=EOS_LOOP_TXN_MS, help="a commit this often")
     parser.add_argument("--records", type=int, default=4_000_000, help="200 B records")
     parser.add_argument("--big-records", type=int, default=150_000, help="10 KB records")
     parser.add_argument("--steady-seconds", type=float, default=60)
@@ -209,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         return baseline_main(args)
     if args.command == "copier":
         return copier_main(args)
+    if args.command == "eos-loop":
+        return eos_loop_main(args)
     if args.mlflow:
         mlflow_experiment(args.mlflow_uri)  # a missing package or a bad store fails before the run
     make_subreaper()

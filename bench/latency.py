@@ -12,7 +12,9 @@ left out. The probe's floor (load and consumer on one broker, nothing copied) ru
 repetition too. Machine CPU, the tool's and the brokers' are taken over the measured window
 (``bench.measure``). For ours, the copy task writes its timing log
 (:mod:`mirror_lib.replication.copy.txn_timing`) and the records above the run's p99 are split
-into stages (``bench.tail``).
+into stages (``bench.tail``). ``loop-eos1`` is no tool: a hand-written transactional
+consume-produce loop (``bench.loops``, a commit every 20 ms), what the simplest exactly-once copy
+gets from the same brokers on the same machine.
 
 With ``--brokers 3`` each cluster is three KRaft nodes with replication factor 3 and
 ``min.insync.replicas = 2``; ``--roll`` restarts B's brokers one by one (``bench.roll``) from
@@ -48,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import probe, tail
 from bench.curves import table
+from bench.engine import SCRIPT
 from bench.kafka_data import PARTITIONS, TailWatch, create_topic, last_records, value_pool
 from bench.measure import Meter, broker_cpu_s, cpu_canary_ms, machine_cpu_and_steal_s
 from bench.methods import mirror_cmd
@@ -65,7 +68,9 @@ ROLL_MIN_SECONDS = 90  # three brokers in turn take 60-90 s here (bench/README.m
 
 @dataclass(frozen=True)
 class Contestant:
-    """One tool (``mm2`` or ``mirror``) on the properties of one of :data:`PAIRS`."""
+    """One tool (``mm2``, ``mirror``, or the bench's own transactional ``loop``) on the
+    properties of one of :data:`PAIRS` (the loop's are its own: it stands for the pair's
+    guarantee)."""
 
     name: str  # its --contestants name
     label: str
@@ -87,6 +92,9 @@ CONTESTANTS = (
     Contestant("ours-alo1", "ours at least once, tasks.max = 1", "mirror", "alo1"),
     Contestant("mm2-eos1", "MM2 exactly once, tasks.max = 1", "mm2", "eos1"),
     Contestant("ours-eos1", "ours exactly once, tasks.max = 1", "mirror", "eos1"),
+    Contestant(
+        "loop-eos1", "a transactional consume-produce loop (bench.loops, eos-loop)", "loop", "eos1"
+    ),
 )
 FLOOR = "floor"
 FLOOR_LABEL = "probe floor (one broker, nothing copied)"
@@ -445,6 +453,9 @@ def contestant_command(
     }
     if c.kind == "mm2":
         return mm2_command(props, work / "mm2"), signal.SIGTERM
+    if c.kind == "loop":
+        flags = ["--source", src, "--target", tgt, "--topic", TOPIC, "--dest", REMOTE]
+        return [sys.executable, str(SCRIPT), "eos-loop", *flags], signal.SIGTERM
     cfg = write_props(work / "mm2.properties", props)
     total_s = args.warm + args.seconds
     return mirror_cmd(cfg, "--duration", str(int(total_s + 600))), signal.SIGINT

@@ -1,15 +1,20 @@
-"""The two copy loops without Spark, run as internal subcommands in a subprocess of their own.
+"""The copy loops without Spark, run as internal subcommands in a subprocess of their own.
 
 ``baseline``: a hand-written confluent-kafka consume->produce loop, method (a); with ``--tuned``
 method (a'), the same loop with the engine's two prefetch settings and positional ``produce()``.
 ``copier``: the engine's copy loop ``copy_slice`` without Spark or the planner, method (c).
 Each prints one JSON line ``{"records", "bytes", "seconds"}`` at the end.
+``eos-loop``: a hand-written transactional consume->produce loop that runs until it is stopped,
+the latency bench's reference for an exactly-once copy (``loop-eos1`` in bench/latency.py); it
+prints ``{"records", "transactions", "seconds"}`` when stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -121,5 +126,130 @@ def copier_main(args: argparse.Namespace) -> int:
     ledger.close()
     result = copy_slice(ctx, "bench", 0, sorted(until), until=until, duration_s=3600)
     out = {"records": result.records, "bytes": result.bytes, "seconds": time.monotonic() - t0}
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+#: the eos-loop's transactions: one commit this often while records arrive, as our copy's default
+#: ``mirror.commit.interval.ms``
+EOS_LOOP_TXN_MS = 20
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """``topic`` with ``partitions`` and the cluster's default replication factor, unless it
+    exists (a tool creates its remote topics; this loop does it as they would)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics([NewTopic(topic, partitions, -1)])[topic]
+    try:
+        future.result(30)
+    except ck.KafkaException as exc:
+        if exc.args[0].code() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def _retrying(call: Any) -> None:
+    """``call`` again for as long as it fails with what librdkafka calls retriable."""
+    while True:
+        try:
+            call()
+            return
+        except ck.KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+
+
+def _eos_commit(
+    producer: ck.Producer,
+    source: ck.Consumer,
+    ledger: ck.Consumer,
+    topic: str,
+    dest: str,
+    partitions: list[int],
+) -> bool:
+    """Commit the open transaction with ``source``'s positions in ``topic``, sent to
+    ``ledger``'s group on the target under ``dest``'s name (a target's group coordinator refuses
+    offsets of a topic it does not have); False when it had to be aborted, ``source`` then
+    rewound to the positions the group holds, so that the aborted records are read again."""
+    parts = [ck.TopicPartition(topic, p) for p in partitions]
+    meta = ledger.consumer_group_metadata()
+    try:
+        read = source.position(parts)
+        positions = [ck.TopicPartition(dest, tp.partition, tp.offset) for tp in read]
+        _retrying(lambda: producer.send_offsets_to_transaction(positions, meta, 60))
+        _retrying(lambda: producer.commit_transaction(60))
+        return True
+    except ck.KafkaException as exc:
+        if not exc.args[0].txn_requires_abort():
+            raise
+    producer.abort_transaction(60)
+    held = ledger.committed([ck.TopicPartition(dest, tp.partition) for tp in parts], 60)
+    for tp in held:
+        source.seek(ck.TopicPartition(topic, tp.partition, max(tp.offset, 0)))
+    return False
+
+
+def eos_loop_main(args: argparse.Namespace) -> int:
+    """Copy ``topic`` from its start to the same partitions of ``dest`` in transactions, until
+    SIGINT or SIGTERM: Kafka's consume-transform-produce pattern as the simplest exactly-once
+    copy written with confluent-kafka would do it. A ``read_committed`` consumer; every record
+    with its key, value, headers and CreateTime; a commit every ``--txn-ms`` while records
+    arrive, with the consumer's positions sent to a group on the target in the transaction (as
+    the remote topic's); librdkafka's producer defaults otherwise. What a transactional client
+    of B gets on the same machine, beside the tools' exactly-once copies."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    name = f"bench-eos-loop-{uuid.uuid4().hex}"
+    consumer = ck.Consumer({
+        "bootstrap.servers": args.source, "group.id": name, "enable.auto.commit": False,
+        "isolation.level": "read_committed", "fetch.wait.max.ms": 50,
+    })  # fmt: skip
+    producer = ck.Producer({
+        "bootstrap.servers": args.target, "transactional.id": name, "linger.ms": 5,
+        "batch.size": 1_000_000,
+    })  # fmt: skip
+    ledger = ck.Consumer({"bootstrap.servers": args.target, "group.id": name})  # its group
+    producer.init_transactions(60)
+    parts = sorted(consumer.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
+    _create_topic(args.target, args.dest, len(parts))
+    consumer.assign([ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in parts])
+    txn_s, dest, t0 = args.txn_ms / 1000.0, args.dest, time.monotonic()
+    records = transactions = in_txn = 0
+    producer.begin_transaction()
+    opened = time.monotonic()
+    while True:
+        stopping = stop.is_set()  # then what was read is committed, and the loop ends
+        wait_s = max(0.001, opened + txn_s - time.monotonic())
+        for m in () if stopping else consumer.consume(10_000, wait_s):
+            if m.error() is not None:
+                if m.error().fatal():
+                    raise RuntimeError(str(m.error()))
+                continue  # a transient consumer event: librdkafka retries
+            ts = max(m.timestamp()[1], 0)
+            while True:
+                try:
+                    producer.produce(dest, m.value(), m.key(), m.partition(), None, None, ts,
+                                     m.headers())  # fmt: skip
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            in_txn += 1
+        producer.poll(0)
+        if in_txn and (stopping or time.monotonic() - opened >= txn_s):
+            if _eos_commit(producer, consumer, ledger, args.topic, dest, parts):
+                records, transactions = records + in_txn, transactions + 1
+            in_txn = 0
+            producer.begin_transaction()
+            opened = time.monotonic()
+        elif not in_txn:
+            opened = time.monotonic()  # a transaction's age counts from its first record
+        if stopping:
+            break
+    producer.abort_transaction(60)  # the one begun last, empty
+    consumer.close()
+    ledger.close()
+    out = {"records": records, "transactions": transactions, "seconds": time.monotonic() - t0}
     print(json.dumps(out), flush=True)
     return 0

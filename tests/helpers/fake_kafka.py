@@ -106,6 +106,25 @@ class CommittingConsumer:
         ]
 
 
+class ReadingConsumer(CommittingConsumer):
+    """A consumer that has read up to ``positions`` (partition -> next offset) and records
+    where it was sought (:attr:`seeks`)."""
+
+    def __init__(self, positions: dict[int, int], offsets: dict[int, int] | None = None) -> None:
+        super().__init__(offsets=offsets)
+        self.positions = positions
+        self.seeks: list[TopicPartition] = []
+
+    def position(self, parts: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(t.topic, t.partition, self.positions[t.partition]) for t in parts]
+
+    def seek(self, tp: TopicPartition) -> None:
+        self.seeks.append(tp)
+
+    def consumer_group_metadata(self) -> object:
+        return "group-metadata"
+
+
 class _Delivered:
     def __init__(self, offset: int) -> None:
         self._o = offset
@@ -136,6 +155,7 @@ class FakeProducer:
         #: written twice, reported at the second copy (a retry without idempotence)
         self.lost_acks = 0
         self.transactional = False  # init_transactions was called
+        self.commit_retries = 0  # the next commits fail this many times first, retriable
 
     def produce(
         self,
@@ -190,6 +210,9 @@ class FakeProducer:
     def commit_transaction(self, timeout: float = 0) -> None:
         """As librdkafka: records still queued are flushed first; when any fails delivery
         (``commit_fails_with``), the commit ends with an abortable error."""
+        if self.commit_retries:
+            self.commit_retries -= 1
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
         if self.commit_fails_with is not None and self.queue:
             failed, self.queue = self.queue, []
             for *_record, cb in failed:

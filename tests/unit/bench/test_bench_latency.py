@@ -4,6 +4,7 @@ stages, transaction markers in a log segment, the copy task's timing log."""
 from __future__ import annotations
 
 import json
+import signal
 import struct
 
 import pytest
@@ -266,3 +267,16 @@ def test_a_clusters_brokers_are_found_on_one_node_or_on_three():
     )
     assert latency.pids_of(three) == [0, 1, 2, 10, 11, 12]
     assert latency.pids_of(three, "target") == [10, 11, 12]
+
+
+def test_the_transactional_loop_runs_as_the_benchs_eos_loop_subcommand(tmp_path):
+    from bench import cli
+
+    args = latency.parse_args(["--contestants", "loop-eos1"])
+    cmd, stop = latency.contestant_command(args.chosen[0], args, "A:1", "B:2", tmp_path)
+    assert cmd[2:] == [
+        "eos-loop", "--source", "A:1", "--target", "B:2", "--topic", "probe", "--dest", "A.probe"
+    ]  # fmt: skip
+    assert stop == signal.SIGTERM
+    parsed = cli.parse_args(cmd[2:])
+    assert (parsed.command, parsed.txn_ms) == ("eos-loop", 20)
