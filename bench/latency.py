@@ -9,8 +9,9 @@ record per partition is on B), ``bench.probe`` loads ``--rate`` records/s of ``-
 for ``--warm`` + ``--seconds`` and times every record with its own one-record-a-poll
 ``read_committed`` consumer; both in processes of their own. The first ``--warm`` seconds are
 left out. The probe's floor (load and consumer on one broker, nothing copied) runs in each
-repetition too. Machine CPU, the tool's and the brokers' are taken over the measured window
-(``bench.measure``). For ours, the copy task writes its timing log
+repetition too; ``--floor-loaded`` adds one on B while A takes the same load and a consumer
+reads it, as in a contestant's run. Machine CPU, the tool's and the brokers' are taken over the
+measured window (``bench.measure``). For ours, the copy task writes its timing log
 (:mod:`mirror_lib.replication.copy.txn_timing`) and the records above the run's p99 are split
 into stages (``bench.tail``). ``loop-eos1`` is no tool: a hand-written transactional
 consume-produce loop (``bench.loops``, a commit every 20 ms), what the simplest exactly-once copy
@@ -99,6 +100,8 @@ CONTESTANTS = (
 FLOOR = "floor"
 FLOOR_LABEL = "probe floor (one broker, nothing copied)"
 FLOOR_LABEL_3 = "probe floor (on B, A beside it, nothing copied)"
+FLOOR_LOADED = "floor-loaded"
+FLOOR_LOADED_LABEL = "probe floor (on B, A loaded beside it, nothing copied)"
 FIGURES = (
     "p50_ms", "p99_ms", "max_ms", "machine_cores", "own_cores", "target_cores",
     "commits_per_s", "source_ack_p50_ms", "source_ack_p99_ms", "after_ack_p50_ms",
@@ -120,6 +123,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=60, help="the measured window")
     p.add_argument("--warm", type=float, default=15, help="seconds of load left out first")
     p.add_argument("--no-floor", action="store_true", help="skip the probe's floor")
+    p.add_argument(
+        "--floor-loaded",
+        action="store_true",
+        help="also the probe's floor with A taking the same load and read meanwhile, as in a "
+        "contestant's run (needs --brokers 3)",
+    )
     p.add_argument(
         "--brokers",
         type=int,
@@ -151,15 +160,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--{flag} {getattr(args, flag)}: must be above 0")
     if args.warm < 0:
         p.error(f"--warm {args.warm}: must be 0 or more")
-    if args.brokers not in (1, 3):
-        p.error(f"--brokers {args.brokers}: must be 1 or 3")
-    if args.roll and args.brokers != 3:
-        p.error(f"--roll needs --brokers 3 (a rolling restart of one broker); got {args.brokers}")
-    if args.roll and args.seconds < ROLL_MIN_SECONDS:
-        p.error(
-            f"--seconds {args.seconds:g} with --roll: at least {ROLL_MIN_SECONDS}, so the "
-            "window holds the whole roll"
-        )
+    _check_clusters(p, args)
     args.chosen = [c for c in CONTESTANTS if c.name in chosen]
     args.props = {}
     for item in args.set:
@@ -168,6 +169,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--set {item!r}: KEY=VALUE, e.g. mirror.commit.interval.ms=50")
         args.props[key.strip()] = value.strip()
     return args
+
+
+def _check_clusters(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--brokers`` and what needs three of them: ``--roll`` (with a window that holds it) and
+    ``--floor-loaded``."""
+    if args.brokers not in (1, 3):
+        p.error(f"--brokers {args.brokers}: must be 1 or 3")
+    for flag, why in (("roll", "a rolling restart of one broker"), ("floor_loaded", "A beside B")):
+        if getattr(args, flag) and args.brokers != 3:
+            name = "--" + flag.replace("_", "-")
+            p.error(f"{name} needs --brokers 3 ({why}); got {args.brokers}")
+    if args.roll and args.seconds < ROLL_MIN_SECONDS:
+        p.error(
+            f"--seconds {args.seconds:g} with --roll: at least {ROLL_MIN_SECONDS}, so the "
+            "window holds the whole roll"
+        )
 
 
 # -- the pure parts ---------------------------------------------------------------------------
@@ -398,25 +415,33 @@ def pids_of(brokers: Any, alias: str | None = None) -> list[int]:
     return [n.pid for n in nodes_of(brokers, alias)]
 
 
-def run_floor(args: argparse.Namespace, work: Path, rep: int) -> dict[str, Any]:
+def run_floor(
+    args: argparse.Namespace, work: Path, rep: int, *, loaded: bool = False
+) -> dict[str, Any]:
     """The probe alone, nothing copied: on one fresh broker; on three-broker clusters, load and
-    consumer both on B with A running beside it (the machine as a contestant has it), and
-    with ``--roll`` B restarted under them: what any client of B sees."""
+    consumer both on B with A running beside it, and with ``--roll`` B restarted under them:
+    what any client of B sees. ``loaded`` (``floor-loaded``): A takes the same load meanwhile,
+    read by a consumer of its own, as in a contestant's run."""
     three = args.brokers > 1
-    label = FLOOR_LABEL_3 if three else FLOOR_LABEL
+    name, label = FLOOR, FLOOR_LABEL_3 if three else FLOOR_LABEL
+    if loaded:
+        name, label = FLOOR_LOADED, FLOOR_LOADED_LABEL
     brokers = start_brokers(("source", "target") if three else ("source",), work, args.brokers)
     try:
         boot = brokers.bootstraps["target" if three else "source"]
         pids = pids_of(brokers)
         keep = set(pids)
         create_topic(boot, TOPIC, PARTITIONS)
+        beside = brokers.bootstraps["source"] if loaded else None
+        if beside is not None:
+            create_topic(beside, TOPIC, PARTITIONS)
         background = Meter.with_background(pids, keep).m.background_cores
         log(f"rep {rep + 1}: {label}")
         result, window = probe_window(
             args, brokers, CpuWindow(None, pids, args.warm, args.seconds), keep,
-            lambda on_load: probe.floor(boot, _load(args), work / "probe", on_load),
+            lambda on_load: probe.floor(boot, _load(args), work / "probe", on_load, beside),
         )  # fmt: skip
-        out = {"contestant": FLOOR, "label": label, **result.summary(), **window}
+        out = {"contestant": name, "label": label, **result.summary(), **window}
         return {**out, "background_cores": background}
     finally:
         brokers.stop()
@@ -625,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[tuple[str, Callable[[Path, int], dict[str, Any]]]] = []
     if not args.no_floor:
         steps.append((FLOOR, functools.partial(run_floor, args)))
+    if args.floor_loaded:
+        steps.append((FLOOR_LOADED, functools.partial(run_floor, args, loaded=True)))
     steps += [(c.name, functools.partial(run_contestant, c, args)) for c in args.chosen]
     started = time.monotonic()
     try:

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 TICK_S = 0.005
+_PY = [sys.executable, "-m", "bench.probe"]
+_ROOT = Path(__file__).resolve().parent.parent  # where `-m bench.probe` is found
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -173,16 +175,9 @@ def run(
     """Produce ``load`` on ``source`` and measure ``remote`` on ``target``; both in processes
     of their own. ``on_load`` is called as the load starts."""
     workdir.mkdir(parents=True, exist_ok=True)
-    total = int(load.rate * load.total_s)
     measured = workdir / f"probe-{load.topic}-measure.json"
     loaded = workdir / f"probe-{load.topic}-load.json"
-    py = [sys.executable, "-m", "bench.probe"]
-    root = Path(__file__).resolve().parent.parent  # where `-m bench.probe` is found
-    parts = str(load.partitions)
-    measure = subprocess.Popen([
-        *py, "measure", "--bootstrap", target, "--topic", remote, "--partitions", parts,
-        "--expect", str(total), "--timeout", str(load.total_s + 180), "--out", str(measured),
-    ], cwd=root)  # fmt: skip
+    measure = subprocess.Popen(_measure_cmd(target, remote, load, measured), cwd=_ROOT)
     try:
         ready = measured.with_suffix(".ready")
         deadline = time.monotonic() + 60
@@ -190,11 +185,9 @@ def run(
             time.sleep(0.05)
         if on_load is not None:
             on_load()
-        subprocess.run([
-            *py, "load", "--bootstrap", source, "--topic", load.topic, "--partitions", parts,
-            "--rate", str(load.rate), "--seconds", str(load.total_s), "--size", str(load.size),
-            "--out", str(loaded),
-        ], check=True, timeout=load.total_s + 300, cwd=root)  # fmt: skip
+        subprocess.run(
+            _load_cmd(source, load, loaded), check=True, timeout=load.total_s + 300, cwd=_ROOT
+        )
         measure.wait(load.total_s + 240)
     finally:
         if measure.poll() is None:
@@ -208,11 +201,58 @@ def run(
     return Result(data["created"], data["acked"], arrived, warm, data["offsets"], landed)
 
 
+def _measure_cmd(bootstrap: str, topic: str, load: Load, out: Path) -> list[str]:
+    """The ``measure`` process that follows ``topic`` through ``load``."""
+    total = int(load.rate * load.total_s)
+    return [
+        *_PY, "measure", "--bootstrap", bootstrap, "--topic", topic, "--partitions",
+        str(load.partitions), "--expect", str(total), "--timeout", str(load.total_s + 180),
+        "--out", str(out),
+    ]  # fmt: skip
+
+
+def _load_cmd(bootstrap: str, load: Load, out: Path) -> list[str]:
+    """The ``load`` process that produces ``load``."""
+    return [
+        *_PY, "load", "--bootstrap", bootstrap, "--topic", load.topic, "--partitions",
+        str(load.partitions), "--rate", str(load.rate), "--seconds", str(load.total_s),
+        "--size", str(load.size), "--out", str(out),
+    ]  # fmt: skip
+
+
 def floor(
-    bootstrap: str, load: Load, workdir: Path, on_load: Callable[[], None] | None = None
+    bootstrap: str,
+    load: Load,
+    workdir: Path,
+    on_load: Callable[[], None] | None = None,
+    beside: str | None = None,
 ) -> Result:
-    """The probe's own floor: the load and the consumer on one topic of one broker."""
-    return run(bootstrap, bootstrap, load.topic, load, workdir, on_load)
+    """The probe's own floor: the load and the consumer on one topic of one cluster. With
+    ``beside``, another cluster takes the same load meanwhile and a consumer of its own reads
+    it, as a copy's source and reader would: the machine as a copy's run has it."""
+    if beside is None:
+        return run(bootstrap, bootstrap, load.topic, load, workdir, on_load)
+    side: list[subprocess.Popen[bytes]] = []
+    out = workdir / "beside"
+
+    def start() -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        side.append(
+            subprocess.Popen(
+                _measure_cmd(beside, load.topic, load, out / "measure.json"), cwd=_ROOT
+            )
+        )
+        side.append(subprocess.Popen(_load_cmd(beside, load, out / "load.json"), cwd=_ROOT))
+        if on_load is not None:
+            on_load()
+
+    try:
+        return run(bootstrap, bootstrap, load.topic, load, workdir, start)
+    finally:
+        for proc in side:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
 
 
 def pct(sorted_values: list[float], q: float) -> float:

@@ -33,10 +33,11 @@ def test_the_warm_up_is_left_out_and_lost_records_are_counted():
     assert s["after_ack_p50_ms"] == 7.0  # the copy's share: arrival - acknowledgement
 
 
-def test_a_roll_needs_three_brokers_and_a_window_that_holds_it(capsys):
+def test_a_roll_and_a_loaded_floor_need_three_brokers_and_a_roll_a_window_that_holds_it(capsys):
     for argv, named in (
         (["--brokers", "2"], "--brokers 2"),
         (["--roll", "--seconds", "120"], "--roll needs --brokers 3"),
+        (["--floor-loaded"], "--floor-loaded needs --brokers 3"),
         (["--brokers", "3", "--roll", "--seconds", "60"], "--seconds 60 with --roll"),
     ):
         with pytest.raises(SystemExit):
@@ -280,3 +281,33 @@ def test_the_transactional_loop_runs_as_the_benchs_eos_loop_subcommand(tmp_path)
     assert stop == signal.SIGTERM
     parsed = cli.parse_args(cmd[2:])
     assert (parsed.command, parsed.txn_ms) == ("eos-loop", 20)
+
+
+def test_a_loaded_floor_loads_and_reads_the_other_cluster_from_when_the_load_starts(
+    monkeypatch, tmp_path
+):
+    started: list[list[str]] = []
+
+    class Proc:
+        def __init__(self, cmd: list[str], cwd: object) -> None:
+            started.append(cmd)
+
+        def poll(self) -> int:
+            return 0
+
+    def run(source, target, remote, load, workdir, on_load):
+        assert (source, target, remote) == ("B:1", "B:1", "probe")
+        on_load()
+        return "result"
+
+    monkeypatch.setattr(probe.subprocess, "Popen", Proc)
+    monkeypatch.setattr(probe, "run", run)
+    told: list[int] = []
+    load = probe.Load("probe", 4, 5000, 60, 15)
+    got = probe.floor("B:1", load, tmp_path, lambda: told.append(len(started)), beside="A:1")
+    assert got == "result"
+    assert [(c[3], c[5], c[7]) for c in started] == [
+        ("measure", "A:1", "probe"),
+        ("load", "A:1", "probe"),
+    ]
+    assert told == [2]  # the other cluster's load runs from the floor's own start
