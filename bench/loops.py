@@ -22,6 +22,7 @@ from typing import Any
 
 import confluent_kafka as ck
 
+from bench.kafka_data import create_topic
 from bench.procs import mirror_props
 
 
@@ -135,20 +136,6 @@ def copier_main(args: argparse.Namespace) -> int:
 EOS_LOOP_TXN_MS = 20
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """``topic`` with ``partitions`` and the cluster's default replication factor, unless it
-    exists (a tool creates its remote topics; this loop does it as they would)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    future = admin.create_topics([NewTopic(topic, partitions, -1)])[topic]
-    try:
-        future.result(30)
-    except ck.KafkaException as exc:
-        if exc.args[0].code() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-
-
 def _retrying(call: Any) -> None:
     """``call`` again for as long as it fails with what librdkafka calls retriable."""
     while True:
@@ -213,7 +200,7 @@ def eos_loop_main(args: argparse.Namespace) -> int:
     ledger = ck.Consumer({"bootstrap.servers": args.target, "group.id": name})  # its group
     producer.init_transactions(60)
     parts = sorted(consumer.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
-    _create_topic(args.target, args.dest, len(parts))
+    create_topic(args.target, args.dest, len(parts))  # as a tool creates its remote topics
     consumer.assign([ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in parts])
     txn_s, dest, t0 = args.txn_ms / 1000.0, args.dest, time.monotonic()
     records = transactions = in_txn = 0
