@@ -20,14 +20,13 @@ import importlib.util
 import logging
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
 
 from mirror_lib.config.global_settings import GLOBAL_BY_KEY
-from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorError
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.context import FlowContext
@@ -85,16 +84,17 @@ class MetricsEndpoint:
 
 
 def metrics_endpoint(
-    config: MirrorConfig, port: int | None = None, host: str | None = None
+    props: Mapping[str, str], port: int | None = None, host: str | None = None
 ) -> MetricsEndpoint | None:
-    """The validated endpoint from the flags (``port``/``host``) or the config keys; None: off."""
+    """The validated endpoint from the flags (``port``/``host``) or the keys of the
+    configuration's properties ``props``; None: off."""
     values = []
     for given, key, flag in (
         (port, PORT_KEY, "--metrics-port"),
         (host, HOST_KEY, "--metrics-host"),
     ):
         source = flag if given is not None else key
-        raw = str(given) if given is not None else config.properties.get(key)
+        raw = str(given) if given is not None else props.get(key)
         setting = GLOBAL_BY_KEY[key]
         values.append((setting.parse(source, setting.default if raw is None else raw), source))
     (port_value, port_key), (host_value, host_key) = values

@@ -16,6 +16,11 @@ def config(**extra: str):
     return parse_config({**props, "A->B.enabled": "true", **extra})
 
 
+def props(**extra: str):
+    """The properties of a valid configuration with ``extra``."""
+    return config(**extra).properties
+
+
 @pytest.mark.parametrize("value", ["abc", "70000", "-1", "80.5"])
 def test_bad_metrics_port_names_key_value_and_range(value):
     with pytest.raises(ConfigError) as err:
@@ -25,16 +30,16 @@ def test_bad_metrics_port_names_key_value_and_range(value):
 
 
 def test_metrics_endpoint_from_keys_flags_or_off():
-    assert metrics_endpoint(config()) is None
-    assert metrics_endpoint(config(**{"mirror.metrics.port": "0"})) is None
-    on = metrics_endpoint(config(**{"mirror.metrics.port": "9464"}))
+    assert metrics_endpoint(props()) is None
+    assert metrics_endpoint(props(**{"mirror.metrics.port": "0"})) is None
+    on = metrics_endpoint(props(**{"mirror.metrics.port": "9464"}))
     assert (on.host, on.port, on.url) == ("127.0.0.1", 9464, "http://127.0.0.1:9464/metrics")
-    flags = metrics_endpoint(config(**{"mirror.metrics.port": "9464"}), 9999, "::1")
+    flags = metrics_endpoint(props(**{"mirror.metrics.port": "9464"}), 9999, "::1")
     assert (flags.host, flags.port, flags.port_key) == ("::1", 9999, "--metrics-port")
     assert flags.url == "http://[::1]:9999/metrics"
-    assert metrics_endpoint(config(**{"mirror.metrics.port": "9464"}), 0) is None
+    assert metrics_endpoint(props(**{"mirror.metrics.port": "9464"}), 0) is None
     with pytest.raises(ConfigError) as err:
-        metrics_endpoint(config(), 65536)
+        metrics_endpoint(props(), 65536)
     assert err.value.key == "--metrics-port"
     with pytest.raises(ConfigError) as err:
         config(**{"mirror.metrics.host": " "})
@@ -46,7 +51,7 @@ def test_a_port_in_use_is_a_config_error_naming_it():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        endpoint = metrics_endpoint(config(**{"mirror.metrics.port": str(port)}))
+        endpoint = metrics_endpoint(props(**{"mirror.metrics.port": str(port)}))
         with pytest.raises(ConfigError) as err:
             endpoint.check_free()
     assert err.value.key == "mirror.metrics.port" and err.value.value == port
