@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError, is_transient_text
+from mirror_lib.kafka.clients import client_principal
 from mirror_lib.kafka.lookups import list_topic_partitions
-from mirror_lib.kafka.principal import client_principal
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions.heartbeats import emit_heartbeat
@@ -35,7 +35,6 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.metrics.metrics_endpoint import MetricsExporter, start_exporter
 from mirror_lib.replication.metrics.run_events import RunEvents
-from mirror_lib.spark.compute import check_compute, session_cores, slots_text
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.plan import RunPlan
@@ -46,7 +45,7 @@ from mirror_lib.spark.progress import (
     stop_query,
     unit_name,
 )
-from mirror_lib.spark.session import session_for_run
+from mirror_lib.spark.session import check_compute, session_cores, session_for_run, slots_text
 from mirror_lib.tables.location import tables_root
 from mirror_lib.tables.maintenance import maintain_if_due
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import BrokerError, UnsupportedOperationError
 from mirror_lib.kafka.admin_ops import AclBinding, AdminOps
-from mirror_lib.kafka.principal import client_principal
+from mirror_lib.kafka.clients import client_principal
 from mirror_lib.replication.context import FlowContext
 
 log = logging.getLogger(__name__)

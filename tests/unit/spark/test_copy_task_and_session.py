@@ -199,7 +199,7 @@ def _running(pid: int) -> bool:
 
 
 def test_more_copy_slots_than_the_session_has_cores_are_warned_about():
-    from mirror_lib.spark.compute import slots_text
+    from mirror_lib.spark.session import slots_text
 
     assert slots_text({"A->B": 2, "B->A": 2}, 6) is None
     assert slots_text({"A->B": 4}, None) is None  # Spark Connect does not say

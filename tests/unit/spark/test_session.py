@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirror_lib.errors import ConfigError
-from mirror_lib.spark.compute import CLASSIC, CONNECT, SERVERLESS, check_compute, compute_shape
+from mirror_lib.spark.session import CLASSIC, CONNECT, SERVERLESS, check_compute, compute_shape
 
 ON_SERVERLESS = {"DATABRICKS_RUNTIME_VERSION": "client.4.1"}
 ON_A_CLUSTER = {"DATABRICKS_RUNTIME_VERSION": "17.3"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_lib.kafka.principal import client_principal
+from mirror_lib.kafka.clients import client_principal
 
 
 @pytest.mark.parametrize(
