@@ -14,7 +14,7 @@ from typing import Any
 from mirror_lib.config.properties import BUILTIN_PROVIDERS, ConfigProvider, redact
 from mirror_lib.config.settings import FlowSettings
 from mirror_lib.errors import ConfigError
-from mirror_lib.mm2.policy import make_policy
+from mirror_lib.mm2.policy import ReplicationPolicy, make_policy
 
 ROLES = ("consumer", "producer", "admin")
 #: The keys that decide what a flow copies (which flows, topics and groups, and the remote names):
@@ -140,7 +140,7 @@ class FlowConfig:
         """The flow's name as MM2 writes it, e.g. ``A->B``."""
         return f"{self.source}->{self.target}"
 
-    def policy(self) -> Any:
+    def policy(self) -> ReplicationPolicy:
         """The flow's replication policy (:mod:`mirror_lib.mm2.policy`)."""
         s = self.settings
         return make_policy(

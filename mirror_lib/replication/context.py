@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mirror_lib.config.describe import internal_topics
-from mirror_lib.config.model import FlowConfig, MirrorConfig
+from mirror_lib.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_lib.config.parse import parse_config, resolved_flow_properties
 from mirror_lib.config.properties import has_reference, is_sensitive
 from mirror_lib.config.settings import FlowSettings
@@ -31,6 +31,9 @@ from mirror_lib.kafka.clients import (
 )
 from mirror_lib.mm2.filters import GroupFilter, TopicFilter, should_replicate_topic
 from mirror_lib.mm2.policy import ReplicationPolicy, is_cycle
+
+if TYPE_CHECKING:  # confluent-kafka is imported when a client is built
+    from mirror_lib.kafka.admin import KafkaAdminOps, NamedAdminClient
 
 #: Option carrying secret values resolved on the driver; Spark redacts options named like this.
 SECRET_OPTION = "secret.properties"
@@ -242,14 +245,14 @@ class FlowContext:
         servers = self.config.cluster(alias).bootstrap_servers
         return f"{role} cluster {alias} (bootstrap {servers})"
 
-    def admin(self, side: str) -> Any:
+    def admin(self, side: str) -> NamedAdminClient:
         """An AdminClient on ``side`` whose failures name the cluster and this flow
         (:mod:`mirror_lib.kafka.lookups` reads its ``mirror_where``)."""
         from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
 
         return admin_client(self.client(side, "admin"), f"{self.where(side)} for {self.label}")
 
-    def admin_ops(self, side: str, timeout_s: float | None = None) -> Any:
+    def admin_ops(self, side: str, timeout_s: float | None = None) -> KafkaAdminOps:
         """:class:`~mirror_lib.kafka.admin.KafkaAdminOps` on ``side``; each call may take
         ``admin.timeout.ms`` unless ``timeout_s`` says otherwise."""
         from mirror_lib.kafka.admin import KafkaAdminOps  # lazy: confluent-kafka
@@ -288,7 +291,9 @@ class FlowContext:
     def transactional_id(self, slot: int) -> str:
         return f"mirror-{self.flow.name}-{slot}"
 
-    def _cluster_overrides(self, cluster: str, role: str) -> tuple[Any, Any]:
+    def _cluster_overrides(
+        self, cluster: str, role: str
+    ) -> tuple[ClusterConfig, dict[str, tuple[str, str]] | None]:
         """(ClusterConfig, this flow's overrides of ``role`` there) for ``cluster``
         ("source"/"target" or an alias)."""
         alias = {"source": self.source, "target": self.target}.get(cluster, cluster)

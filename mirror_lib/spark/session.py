@@ -30,6 +30,7 @@ from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.global_settings import RunSettings
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError
+from mirror_lib.replication.metrics.metrics_endpoint import MetricsEndpoint
 from mirror_lib.spark.delta_source import DeltaRsDataSource
 from mirror_lib.spark.jvm import (
     LEAN_OPTIONS,
@@ -304,7 +305,7 @@ SERVERLESS = "serverless"
 
 def compute_shape(spark: Any, env: Mapping[str, str] | None = None) -> str:
     """:data:`CLASSIC`, :data:`CONNECT` or :data:`SERVERLESS` for ``spark`` (None: the session
-    :func:`~mirror_lib.spark.session.get_spark` would give)."""
+    :func:`get_spark` would give)."""
     env = os.environ if env is None else env
     # serverless notebooks and jobs report their client environment, e.g. "client.4.1"
     if env.get("DATABRICKS_RUNTIME_VERSION", "").startswith("client."):
@@ -314,13 +315,14 @@ def compute_shape(spark: Any, env: Mapping[str, str] | None = None) -> str:
 
 
 def check_compute(
-    spark: Any, *, once: bool, endpoint: Any = None, env: Mapping[str, str] | None = None
+    spark: Any,
+    *,
+    once: bool,
+    endpoint: MetricsEndpoint | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> None:
-    """Refuse (ConfigError) what the run's compute shape cannot host, naming what to use.
-
-    ``endpoint``: the run's :class:`~mirror_lib.replication.metrics.metrics_endpoint.
-    MetricsEndpoint`, if it serves one.
-    """
+    """Refuse (ConfigError) what the run's compute shape cannot host, naming what to use;
+    ``endpoint``: the metrics endpoint the run serves, if any."""
     shape = compute_shape(spark, env)
     if shape != SERVERLESS:
         return

@@ -142,7 +142,7 @@ class CompanionJob:
     def active(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def status(self) -> Any:
+    def status(self) -> FlowStatus:
 
         return FlowStatus(
             flow=self.name,

@@ -14,6 +14,7 @@ from confluent_kafka.admin import ClusterMetadata
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import TOPIC_GONE_CODES, admin_client
+from mirror_lib.kafka.admin_ops import ConfigEntry
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.clients import TRANSACTION_TIMEOUT_MS
 from mirror_lib.mm2.formats import TP
@@ -94,11 +95,17 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
             log.warning("%s: batch.size not checked against max.message.bytes: %s", ctx.label, exc)
         return None
     limits = [
-        (int(entry.value), topic)
+        (limit, topic)
         for topic, entries in configs.items()
-        if (entry := entries.get("max.message.bytes")) is not None and (entry.value or "").isdigit()
+        if (limit := _number(entries.get("max.message.bytes"))) is not None
     ]
     return min(limits) if limits else None
+
+
+def _number(entry: ConfigEntry | None) -> int | None:
+    """A described topic config's whole-number value; None where it is unset or not one."""
+    value = None if entry is None else entry.value
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
@@ -107,12 +114,11 @@ def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
         configs = ctx.admin_ops("target", timeout_s=LOOKUP_S).describe_topic_configs(topics)
     except BrokerError:
         return {}
-    out = {}
-    for topic, entries in configs.items():
-        entry = entries.get("min.insync.replicas")
-        if entry is not None and (entry.value or "").isdigit():
-            out[topic] = int(entry.value)
-    return out
+    return {
+        topic: needed
+        for topic, entries in configs.items()
+        if (needed := _number(entries.get("min.insync.replicas"))) is not None
+    }
 
 
 @dataclass(frozen=True)

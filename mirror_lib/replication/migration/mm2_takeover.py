@@ -66,7 +66,7 @@ def mm2_members(ctx: FlowContext, timeout_s: float = 30) -> list[str]:
             f"describing MirrorMaker 2's group {group} on {ctx.where('target')} failed: {exc}",
             transient=True,
         ) from exc
-    return sorted({m.client_id for g in found if g.id == group for m in g.members})
+    return sorted({str(m.client_id) for g in found if g.id == group for m in g.members})
 
 
 def refuse_running_mm2(ctx: FlowContext, wait_s: float = 30) -> None:

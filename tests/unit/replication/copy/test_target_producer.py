@@ -310,6 +310,17 @@ def _meta(**topics: dict[int, tuple[int, list[int]]]) -> dict:
     }
 
 
+def test_min_insync_reads_whole_numbers_and_leaves_out_the_rest(monkeypatch):
+    admin = RecordingAdminOps()
+    admin.add_topic("A.two", 1, {"min.insync.replicas": "2"})
+    admin.add_topic("A.odd", 1, {"min.insync.replicas": "two"})
+    admin.add_topic("A.unset", 1)
+    admin.default_configs.pop("min.insync.replicas", None)
+    ctx = FlowContext.create(parse_config(PROPS), "A->B")
+    monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: admin)
+    assert target_producer.min_insync(ctx, ["A.two", "A.odd", "A.unset"]) == {"A.two": 2}
+
+
 def test_replica_trouble_names_partitions_without_a_leader_or_below_min_insync():
     meta = _meta(**{"A.t": {0: (1, [1, 2]), 1: (-1, []), 2: (3, [3])}, "other": {0: (1, [1])}})
     problems = target_producer.replica_trouble(
