@@ -28,7 +28,6 @@ from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
-from mirror_lib.kafka.clients import client_config, librdkafka_logger
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 
@@ -53,14 +52,12 @@ def failure_text(query: Any) -> str | None:
     return None if exc is None else str(exc)
 
 
-def reachable(config: MirrorConfig, alias: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
-    """Whether ``alias`` answers a metadata request within ``timeout_s``."""
+def reachable(ctx: FlowContext, side: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether the flow's ``side`` cluster answers a metadata request within ``timeout_s``,
+    asked with the flow's own admin settings (its ``A->B.source.admin.*`` too)."""
     from confluent_kafka import KafkaException  # lazy: optional extra "kafka"
 
-    from mirror_lib.kafka.admin import admin_client  # lazy: confluent-kafka
-
-    quiet = librdkafka_logger()
-    admin = admin_client(client_config(config.cluster(alias), "admin", extra={"logger": quiet}))
+    admin = ctx.admin(side)
     try:
         return bool(admin.list_topics(timeout=timeout_s).brokers)
     except KafkaException:
@@ -71,7 +68,7 @@ def blamed_cluster(ctx: FlowContext, text: str) -> tuple[str, str, bool]:
     """(alias, role, answers) of the cluster an outage is on: the one that does not answer,
     else the one the error names, else the target."""
     for role, alias in (("source", ctx.source), ("target", ctx.target)):
-        if not reachable(ctx.config, alias):
+        if not reachable(ctx, role):
             return alias, role, False
     match = re.search(r"\b(source|target) cluster ([A-Za-z0-9_\-]+)", text)
     if match:

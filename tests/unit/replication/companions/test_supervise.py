@@ -89,6 +89,24 @@ def test_errors_name_cluster_role_bootstrap_and_unselected_heartbeat_pairs(tmp_p
     )
 
 
+def test_the_outage_probe_asks_with_the_flows_own_admin_settings(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from mirror_lib.kafka import admin
+
+    cfg = config(tmp_path, **{"A->B.source.admin.socket.timeout.ms": "1234"})
+    built: list[dict] = []
+
+    def admin_client(conf, where=""):
+        built.append(conf)
+        return SimpleNamespace(list_topics=lambda timeout: SimpleNamespace(brokers={1: "b"}))
+
+    monkeypatch.setattr(admin, "admin_client", admin_client)
+    assert supervise.reachable(FlowContext.create(cfg, "A->B"), "source")
+    assert built[0]["bootstrap.servers"] == "127.0.0.1:9"
+    assert str(built[0]["socket.timeout.ms"]) == "1234"
+
+
 class Harness:
     def __init__(self, tmp_path, monkeypatch, **extra: str) -> None:
         self.config = config(tmp_path, **extra)
@@ -96,7 +114,11 @@ class Harness:
         self.published: list[dict] = []
         self.lines: list[str] = []
         self.down = {"B"}
-        monkeypatch.setattr(supervise, "reachable", lambda _c, alias: alias not in self.down)
+        monkeypatch.setattr(
+            supervise,
+            "reachable",
+            lambda ctx, side: {"source": ctx.source, "target": ctx.target}[side] not in self.down,
+        )
         monkeypatch.setattr(
             supervise.events, "publish", lambda _ctx, evs, timeout_s=0: self.published.extend(evs)
         )
