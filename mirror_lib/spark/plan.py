@@ -102,9 +102,8 @@ class RunPlan:
             duration_s=duration_s,
             timeout_s=timeout_s,
             settings=settings,
-            endpoint=metrics_endpoint(
-                config.properties, metrics_port, metrics_host
-            ),  # None: no endpoint
+            # None: no endpoint
+            endpoint=metrics_endpoint(config.properties, metrics_port, metrics_host),
             session_conf=run_conf(settings.spark_master, once),
         )
 
