@@ -12,11 +12,14 @@ prints ``{"records", "transactions", "seconds"}`` when stopped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,45 +139,77 @@ def copier_main(args: argparse.Namespace) -> int:
 EOS_LOOP_TXN_MS = 20
 
 
-def _retrying(call: Any) -> None:
-    """``call`` again for as long as it fails with what librdkafka calls retriable."""
+def _retrying(call: Any, stop: threading.Event) -> None:
+    """``call`` again for as long as it fails with what librdkafka calls retriable, and the loop
+    is not told to stop: then the error is raised, so that a broker that keeps refusing cannot
+    hold the loop past its stop signal."""
     while True:
         try:
             call()
             return
         except ck.KafkaException as exc:
-            if not exc.args[0].retriable():
+            if not exc.args[0].retriable() or stop.is_set():
                 raise
 
 
-def _eos_commit(
-    producer: ck.Producer,
-    source: ck.Consumer,
-    ledger: ck.Consumer,
-    topic: str,
-    dest: str,
-    partitions: list[int],
-) -> bool:
-    """Commit the open transaction with ``source``'s positions in ``topic``, sent to
-    ``ledger``'s group on the target under ``dest``'s name (a target's group coordinator refuses
-    offsets of a topic it does not have); False when it had to be aborted, ``source`` then
-    rewound to the positions the group holds, so that the aborted records are read again."""
-    parts = [ck.TopicPartition(topic, p) for p in partitions]
-    meta = ledger.consumer_group_metadata()
-    try:
-        read = source.position(parts)
-        positions = [ck.TopicPartition(dest, tp.partition, tp.offset) for tp in read]
-        _retrying(lambda: producer.send_offsets_to_transaction(positions, meta, 60))
-        _retrying(lambda: producer.commit_transaction(60))
-        return True
-    except ck.KafkaException as exc:
-        if not exc.args[0].txn_requires_abort():
-            raise
-    producer.abort_transaction(60)
-    held = ledger.committed([ck.TopicPartition(dest, tp.partition) for tp in parts], 60)
-    for tp in held:
-        source.seek(ck.TopicPartition(topic, tp.partition, max(tp.offset, 0)))
-    return False
+@dataclass
+class EosCopy:
+    """What the eos-loop copies with: a ``read_committed`` reader of ``topic`` on A, a
+    transactional producer to ``dest`` on B and a consumer of the loop's group on B, whose
+    committed offsets say where a transaction that B aborted is read again from."""
+
+    producer: ck.Producer
+    source: ck.Consumer
+    ledger: ck.Consumer
+    topic: str
+    dest: str
+    partitions: list[int]
+    stop: threading.Event
+
+    def copy(self, messages: Iterable[ck.Message]) -> int:
+        """Produce each record read with its key, value, headers and CreateTime to the same
+        partition of ``dest``; how many were."""
+        n = 0
+        for m in messages:
+            if m.error() is not None:
+                if m.error().fatal():
+                    raise RuntimeError(str(m.error()))
+                continue  # a transient consumer event: librdkafka retries
+            ts = max(m.timestamp()[1], 0)
+            while True:
+                try:
+                    self.producer.produce(self.dest, m.value(), m.key(), m.partition(), None,
+                                          None, ts, m.headers())  # fmt: skip
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+            n += 1
+        return n
+
+    def commit(self) -> bool:
+        """Commit the open transaction with ``source``'s positions, sent to ``ledger``'s group
+        under ``dest``'s name (a target's group coordinator refuses offsets of a topic it does
+        not have); False when it had to be aborted, ``source`` then rewound to the positions
+        the group holds, so that the aborted records are read again. Retriable errors are
+        retried until ``stop`` is set."""
+        parts = [ck.TopicPartition(self.topic, p) for p in self.partitions]
+        meta = self.ledger.consumer_group_metadata()
+        producer = self.producer
+        try:
+            read = self.source.position(parts)
+            positions = [ck.TopicPartition(self.dest, tp.partition, tp.offset) for tp in read]
+            _retrying(lambda: producer.send_offsets_to_transaction(positions, meta, 60), self.stop)
+            _retrying(lambda: producer.commit_transaction(60), self.stop)
+            return True
+        except ck.KafkaException as exc:
+            if not exc.args[0].txn_requires_abort():
+                raise
+        producer.abort_transaction(60)
+        asked = [ck.TopicPartition(self.dest, tp.partition) for tp in parts]
+        held = self.ledger.committed(asked, 60)
+        for tp in held:
+            self.source.seek(ck.TopicPartition(self.topic, tp.partition, max(tp.offset, 0)))
+        return False
 
 
 def eos_loop_main(args: argparse.Namespace) -> int:
@@ -202,30 +237,24 @@ def eos_loop_main(args: argparse.Namespace) -> int:
     parts = sorted(consumer.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
     create_topic(args.target, args.dest, len(parts))  # as a tool creates its remote topics
     consumer.assign([ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in parts])
-    txn_s, dest, t0 = args.txn_ms / 1000.0, args.dest, time.monotonic()
+    loop = EosCopy(producer, consumer, ledger, args.topic, args.dest, parts, stop)
+    txn_s, t0 = args.txn_ms / 1000.0, time.monotonic()
     records = transactions = in_txn = 0
     producer.begin_transaction()
     opened = time.monotonic()
     while True:
         stopping = stop.is_set()  # then what was read is committed, and the loop ends
         wait_s = max(0.001, opened + txn_s - time.monotonic())
-        for m in () if stopping else consumer.consume(10_000, wait_s):
-            if m.error() is not None:
-                if m.error().fatal():
-                    raise RuntimeError(str(m.error()))
-                continue  # a transient consumer event: librdkafka retries
-            ts = max(m.timestamp()[1], 0)
-            while True:
-                try:
-                    producer.produce(dest, m.value(), m.key(), m.partition(), None, None, ts,
-                                     m.headers())  # fmt: skip
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            in_txn += 1
+        in_txn += loop.copy(() if stopping else consumer.consume(10_000, wait_s))
         producer.poll(0)
         if in_txn and (stopping or time.monotonic() - opened >= txn_s):
-            if _eos_commit(producer, consumer, ledger, args.topic, dest, parts):
+            try:
+                done = loop.commit()
+            except ck.KafkaException:
+                if not stop.is_set():
+                    raise
+                break  # told to stop while B refused the commit: it is not counted
+            if done:
                 records, transactions = records + in_txn, transactions + 1
             in_txn = 0
             producer.begin_transaction()
@@ -234,7 +263,8 @@ def eos_loop_main(args: argparse.Namespace) -> int:
             opened = time.monotonic()  # a transaction's age counts from its first record
         if stopping:
             break
-    producer.abort_transaction(60)  # the one begun last, empty
+    with contextlib.suppress(ck.KafkaException):  # the one begun last, or one B did not commit
+        producer.abort_transaction(60)
     consumer.close()
     ledger.close()
     out = {"records": records, "transactions": transactions, "seconds": time.monotonic() - t0}

@@ -1,16 +1,39 @@
-"""The latency bench's transactional loop (``bench.loops``, ``eos-loop``): how it commits."""
+"""The latency bench's transactional loop (``bench.loops`` ``eos-loop``): copy and commit."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from bench import loops
-from tests.helpers.fake_kafka import FakeProducer, ReadingConsumer
+from tests.helpers.fake_kafka import FakeErrorEvent, FakeMessage, FakeProducer, ReadingConsumer
 
 
-def commit(producer: FakeProducer, source: ReadingConsumer, ledger: ReadingConsumer) -> bool:
-    return loops._eos_commit(producer, source, ledger, "probe", "A.probe", [0, 1])
+def commit(
+    producer: FakeProducer,
+    source: ReadingConsumer,
+    ledger: ReadingConsumer,
+    stop: threading.Event | None = None,
+) -> bool:
+    stop = threading.Event() if stop is None else stop
+    return loops.EosCopy(producer, source, ledger, "probe", "A.probe", [0, 1], stop).commit()
+
+
+def test_records_go_to_the_same_partition_of_the_remote_topic_and_transient_events_are_skipped():
+    producer, source, ledger = FakeProducer(), ReadingConsumer({}), ReadingConsumer({})
+    loop = loops.EosCopy(producer, source, ledger, "probe", "A.probe", [0, 1], threading.Event())
+    read = [
+        FakeMessage("probe", 1, 4),
+        FakeErrorEvent("probe", 0, KafkaError._TRANSPORT),
+        FakeMessage("probe", 0, 9),
+    ]
+    assert loop.copy(read) == 2
+    assert [q[:4] for q in producer.queue] == [
+        ("A.probe", 1, b"k4", b"v4"),
+        ("A.probe", 0, b"k9", b"v9"),
+    ]
 
 
 def test_a_commit_sends_the_positions_read_as_the_remote_topics_and_retries_the_retriable():
@@ -46,3 +69,16 @@ def test_an_error_that_neither_retries_nor_aborts_ends_the_loop():
     with pytest.raises(KafkaException):
         commit(producer, source, ledger)
     assert producer.aborts == 0
+
+
+def test_a_retriable_commit_error_is_raised_once_the_loop_is_told_to_stop():
+    """A broker that keeps refusing must not hold the loop past SIGTERM: the bench's grace ends
+    in SIGKILL, and the loop's closing figures would be lost."""
+    producer, source, ledger = FakeProducer(), ReadingConsumer({0: 1, 1: 1}), ReadingConsumer({})
+    producer.commit_retries = 1_000_000  # as good as never
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(KafkaException) as refused:
+        commit(producer, source, ledger, stop)
+    assert refused.value.args[0].retriable()
+    assert producer.commit_retries == 1_000_000 - 1  # tried once, not again
