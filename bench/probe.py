@@ -249,10 +249,15 @@ def floor(
     try:
         return run(bootstrap, bootstrap, load.topic, load, workdir, start)
     finally:
-        for proc in side:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        running = [proc for proc in side if proc.poll() is None]
+        for proc in running:  # all told first, so that one slow to stop cannot spare another
+            proc.send_signal(signal.SIGTERM)
+        for proc in running:
+            try:
                 proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def pct(sorted_values: list[float], q: float) -> float:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import signal
 import struct
+import subprocess
+from typing import Any
 
 import pytest
 
@@ -311,3 +313,39 @@ def test_a_loaded_floor_loads_and_reads_the_other_cluster_from_when_the_load_sta
         ("load", "A:1", "probe"),
     ]
     assert told == [2]  # the other cluster's load runs from the floor's own start
+
+
+def test_a_loaded_floor_stops_both_side_processes_when_one_ignores_sigterm(monkeypatch, tmp_path):
+    """The other cluster's reader and load each get SIGTERM before either is waited for, and one
+    that outlives its wait is killed: neither is left running into the next measure."""
+    procs: list[Any] = []
+
+    class Proc:
+        def __init__(self, cmd: list[str], cwd: object) -> None:
+            self.signals: list[int] = []
+            self.stubborn = not procs  # the first one ignores SIGTERM
+            procs.append(self)
+
+        def poll(self) -> int | None:
+            return None
+
+        def send_signal(self, sig: int) -> None:
+            self.signals.append(sig)
+
+        def wait(self, timeout: float | None = None) -> int:
+            if self.stubborn and timeout is not None:
+                raise subprocess.TimeoutExpired("proc", timeout)
+            return 0
+
+        def kill(self) -> None:
+            self.signals.append(signal.SIGKILL)
+
+    def run(source, target, remote, load, workdir, on_load):
+        on_load()
+        return "result"
+
+    monkeypatch.setattr(probe.subprocess, "Popen", Proc)
+    monkeypatch.setattr(probe, "run", run)
+    load = probe.Load("probe", 4, 5000, 60, 15)
+    assert probe.floor("B:1", load, tmp_path, beside="A:1") == "result"
+    assert [p.signals for p in procs] == [[signal.SIGTERM, signal.SIGKILL], [signal.SIGTERM]]
