@@ -25,7 +25,6 @@ from typing import Any, Protocol
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import ConfigError, MirrorRuntimeError, is_transient_text
 from mirror_lib.kafka.clients import client_principal
-from mirror_lib.kafka.lookups import list_topic_partitions
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication.companions.checkpoint_job import SavedCheckpoints
 from mirror_lib.replication.companions.heartbeats import emit_heartbeat
@@ -72,7 +71,7 @@ def _check_matches(ctx: FlowContext, matched: dict[TP, int], once: bool, report:
     """
     if any(ctx.topic_filter.should_replicate_topic(topic) for topic, _p in matched):
         return
-    names = sorted(t for t in list_topic_partitions(ctx.admin("source")) if not t.startswith("__"))
+    names = sorted(t for t in ctx.admin_ops("source").list_topics() if not t.startswith("__"))
     shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") or "no topics"
     principal, _how = client_principal(ctx.client("source", "admin"))
     who = principal or "the flow's principal"  # an authorizer hides the topics it may not see
