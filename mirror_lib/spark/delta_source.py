@@ -1,7 +1,7 @@
 """Delta tables in Spark: the exactly-once ``foreachBatch`` writer over delta-rs
 (:func:`delta_rs_batch`), the ``deltars`` batch source that Spark SQL reads the tables through
 (:func:`register_tables`), and Delta's Spark writer: the same rows appended once
-(:func:`append_spark`) and the empty tables the views need (:func:`ensure_spark_tables`).
+(:func:`append_spark`).
 
 The files and commits themselves are :mod:`mirror_lib.tables.delta_rs` (no Spark there).
 """
@@ -214,18 +214,6 @@ def register_tables(
         )
         names.append(view)
     return names
-
-
-def ensure_spark_tables(spark: Any, config: MirrorConfig) -> list[str]:
-    """With Delta's Spark writer: create every missing table empty (views need all of them)."""
-    created = []
-    for name, schema in SCHEMAS.items():
-        if spark_table_exists(spark, config, name):
-            continue
-        empty = spark.createDataFrame(schema.empty_table())
-        save_table(empty.write.format("delta").mode("ignore"), spark, config, name)
-        created.append(spark_table_name(config, name))
-    return created
 
 
 def spark_positions(

@@ -26,7 +26,6 @@ from mirror_lib.kafka.lookups import list_topic_partitions, settled_bounds
 from mirror_lib.spark.delta_source import (
     append_spark,
     delta_rs_batch,
-    ensure_spark_tables,
     streaming_query_id,
 )
 from mirror_lib.spark.progress import drive_until, end_offsets, raise_query_error, stop_query
@@ -42,6 +41,7 @@ from mirror_lib.tables.catch_up import (
 from mirror_lib.tables.decode import RawRecord, decode_records
 from mirror_lib.tables.delta_rs import ensure_tables, maintain
 from mirror_lib.tables.location import (
+    ensure_spark_tables,
     spark_table_exists,
     spark_table_name,
     spark_writes_tables,

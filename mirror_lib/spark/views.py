@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.spark.delta_source import ensure_spark_tables, register_tables
+from mirror_lib.spark.delta_source import register_tables
 from mirror_lib.tables.failover_reads import FAILOVER_VIEWS
 from mirror_lib.tables.location import (
     catalog_tables,
+    ensure_spark_tables,
     spark_table_name,
     spark_writes_tables,
     tables_root,

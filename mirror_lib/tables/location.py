@@ -1,7 +1,9 @@
 """Where the tables live and which writer holds them: delta-rs files or Delta's Spark writer.
 
 Read by materialization, the command-written tables, health, views and the dashboards; a Spark
-session, where one matters, is handed in (this module never imports pyspark).
+session, where one matters, is handed in (this module never imports pyspark). With Delta's Spark
+writer it also saves a table (:func:`save_table`) and creates the missing ones empty
+(:func:`ensure_spark_tables`).
 
 Delta's Spark writer keeps the tables in a catalog where there is one to keep them in
 (``mirror.tables.schema`` set, or Databricks). Elsewhere (a local session with delta-spark) it
@@ -19,6 +21,7 @@ from mirror_lib.config.databricks import on_databricks
 from mirror_lib.config.global_settings import global_setting
 from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorRuntimeError
+from mirror_lib.tables.schemas import SCHEMAS
 
 
 def _conf(spark: Any, key: str) -> str:
@@ -104,6 +107,20 @@ def save_table(writer: Any, spark: Any, config: MirrorConfig, name: str) -> None
         writer.saveAsTable(spark_table_name(config, name))
     else:
         writer.save(table_folder(config, name))
+
+
+def ensure_spark_tables(spark: Any, config: MirrorConfig) -> list[str]:
+    """With Delta's Spark writer: create every missing table empty (the views need all of them,
+    and materialization takes their schemas from :data:`~mirror_lib.tables.schemas.SCHEMAS`,
+    not from a first batch); returns the names of those created."""
+    created = []
+    for name, schema in SCHEMAS.items():
+        if spark_table_exists(spark, config, name):
+            continue
+        empty = spark.createDataFrame(schema.empty_table())
+        save_table(empty.write.format("delta").mode("ignore"), spark, config, name)
+        created.append(spark_table_name(config, name))
+    return created
 
 
 def tables_root(config: MirrorConfig) -> str:

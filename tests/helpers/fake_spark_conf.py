@@ -1,4 +1,5 @@
-"""A stand-in for ``spark.conf``: set values, or Databricks serverless' refusal of unset ones."""
+"""Stand-ins for a Spark session: its ``spark.conf`` (set values, or Databricks serverless' refusal
+of unset ones), and one that records the Delta tables it is asked to write."""
 
 from __future__ import annotations
 
@@ -28,3 +29,41 @@ class FakeSpark:
 
     def __init__(self, serverless: bool = False, **conf: str) -> None:
         self.conf = FakeConf(conf, serverless)
+
+
+class _Writer:
+    """``df.write.format(f).mode(m)`` that records where ``save``/``saveAsTable`` wrote."""
+
+    def __init__(self, saved: list[tuple[str, str, str, int]], rows: int) -> None:
+        self.saved, self.rows, self.how = saved, rows, ("", "")
+
+    def format(self, name: str) -> _Writer:
+        self.how = (name, self.how[1])
+        return self
+
+    def mode(self, name: str) -> _Writer:
+        self.how = (self.how[0], name)
+        return self
+
+    def save(self, path: str) -> None:
+        self.saved.append((*self.how, path, self.rows))
+
+    def saveAsTable(self, name: str) -> None:
+        self.saved.append((*self.how, name, self.rows))
+
+
+class _Frame:
+    def __init__(self, saved: list[tuple[str, str, str, int]], rows: int) -> None:
+        self.write = _Writer(saved, rows)
+
+
+class SavingSpark(FakeSpark):
+    """A session with ``conf`` and ``createDataFrame`` of Arrow tables, whose writes are
+    recorded in ``saved`` as (format, mode, folder or table, rows)."""
+
+    def __init__(self, **conf: str) -> None:
+        super().__init__(**conf)
+        self.saved: list[tuple[str, str, str, int]] = []
+
+    def createDataFrame(self, table: Any) -> _Frame:
+        return _Frame(self.saved, table.num_rows)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mirror_lib.config.parse import parse_config
-from mirror_lib.tables.location import spark_writer_expected, spark_writes_tables
-from tests.helpers.fake_spark_conf import FakeSpark
+from mirror_lib.tables.location import (
+    ensure_spark_tables,
+    spark_table_name,
+    spark_writer_expected,
+    spark_writes_tables,
+    table_folder,
+)
+from mirror_lib.tables.schemas import SCHEMAS
+from tests.helpers.fake_spark_conf import FakeSpark, SavingSpark
 
 BASE = {"clusters": "A,B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"}
 DELTA = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}
@@ -34,3 +43,17 @@ def test_a_command_without_a_session_expects_spark_where_the_config_or_databrick
     assert spark_writer_expected(parse_config({**BASE, "mirror.state.dir": "/Volumes/c/s/v"}))
     forced = {**BASE, "mirror.tables.writer": "delta-rs", "mirror.state.dir": "/Volumes/c/s/v"}
     assert not spark_writer_expected(parse_config(forced))
+
+
+def test_with_sparks_writer_only_the_missing_tables_are_created_and_empty(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The views read every table; one a run already wrote is left as it is."""
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    config = parse_config({**BASE, "mirror.state.dir": str(tmp_path)})
+    (Path(table_folder(config, "heartbeats")) / "_delta_log").mkdir(parents=True)
+    spark = SavingSpark(**DELTA)
+    created = ensure_spark_tables(spark, config)
+    missing = [name for name in SCHEMAS if name != "heartbeats"]
+    assert created == [spark_table_name(config, n) for n in missing]
+    assert spark.saved == [("delta", "ignore", table_folder(config, n), 0) for n in missing]
