@@ -31,9 +31,9 @@ from mirror_lib.replication.companions.heartbeats import emit_heartbeat
 from mirror_lib.replication.companions.supervise import Supervisor, Unit, failure_text
 from mirror_lib.replication.companions.threads import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.events import RunEvents
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.metrics.metrics_endpoint import MetricsExporter, start_exporter
-from mirror_lib.replication.metrics.run_events import RunEvents
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.materialize import materialize_now, start_materialization
 from mirror_lib.spark.plan import RunPlan

@@ -1,4 +1,4 @@
-"""A run's start/stop/error events: which are written, once, and a target that fails them."""
+"""Flow events: a run's start/stop/error, which are written, once, and a target that fails them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from mirror_lib.config.parse import parse_config
 from mirror_lib.errors import BrokerError, MirrorRuntimeError
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.metrics import run_events
-from mirror_lib.replication.metrics.run_events import RunEvents
+from mirror_lib.replication.events import RunEvents
 
 CONFIG = parse_config(
     {
@@ -76,7 +75,7 @@ def test_a_target_that_fails_is_not_waited_for_again(monkeypatch: pytest.MonkeyP
     run = run_events_of(["A->B", "C->B"], "once")
     run.error(ValueError("boom"))  # never raises: the run's own error is what counts
     assert calls == ["A->B"]  # both flows write to B
-    assert run_events.PUBLISH_TIMEOUT_S <= 5
+    assert events.PUBLISH_TIMEOUT_S <= 5
 
 
 def test_the_end_of_a_run_waits_a_bounded_time_for_a_target_that_hangs(
@@ -88,7 +87,7 @@ def test_the_end_of_a_run_waits_a_bounded_time_for_a_target_that_hangs(
     release = threading.Event()
     monkeypatch.setattr(events, "ensure_metrics_topic", lambda ctx, timeout_s=30: None)
     monkeypatch.setattr(events, "publish", lambda ctx, evs, timeout_s=30: release.wait(30))
-    monkeypatch.setattr(run_events, "END_WAIT_S", 0.3)
+    monkeypatch.setattr(events, "END_WAIT_S", 0.3)
     run = run_events_of(["A->B"], "continuous")
     try:
         run.start()
