@@ -1,13 +1,16 @@
 """The one admin layer over confluent-kafka: every CreateTopics/CreatePartitions/config/ACL call
 goes through :class:`KafkaAdminOps` (the interface and its dataclasses are in
-:mod:`mirror_lib.kafka.admin_ops`), every admin future through :func:`future_result`.
+:mod:`mirror_lib.kafka.admin_ops`), every admin future through :func:`future_result`. And what a
+cluster's metadata says of writes to its partitions (:func:`replica_trouble`,
+:func:`lost_brokers`), asked of each bootstrap address (:func:`first_answer`): the copy task's
+and supervision's diagnosis of a target that does not acknowledge.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import astuple
 from typing import Any, cast
 
@@ -29,6 +32,7 @@ from mirror_lib.kafka.admin_ops import (
     default_entry,
     kafka_error_name,
 )
+from mirror_lib.mm2.formats import TP
 
 # fmt: off
 AUTH_ERRORS = frozenset({  # credentials or ACLs: never worth retrying
@@ -148,6 +152,78 @@ def where_from(conf: Mapping[str, Any]) -> str:
     if match:
         return f"{match.group(1)} cluster {match.group(2)} (bootstrap {servers})"
     return f"cluster at bootstrap {servers}"
+
+
+def first_answer(
+    conf: Mapping[str, Any], timeout_s: float, skip: Collection[str] = ()
+) -> tuple[ka.ClusterMetadata | None, list[str]]:
+    """The cluster's metadata from the first of its bootstrap addresses (``conf``, a client
+    config) that answers within ``timeout_s``, and the addresses that did not answer. Each is
+    asked by a client of its own, all at once: one client waits on a broker that does not
+    answer. Those of ``skip`` count as silent without being asked, unless no other is left."""
+    every = [a.strip() for a in str(conf["bootstrap.servers"]).split(",") if a.strip()]
+    addresses = [a for a in every if a not in skip] or every
+
+    def ask(address: str) -> ka.ClusterMetadata | None:
+        try:
+            admin = admin_client({**conf, "bootstrap.servers": address, "log_level": 0})
+            return admin.list_topics(timeout=timeout_s)
+        except KafkaException:
+            return None
+
+    with concurrent.futures.ThreadPoolExecutor(len(addresses) or 1) as pool:
+        answers = list(pool.map(ask, addresses))
+    silent = [a for a in every if a not in addresses]
+    silent += [a for a, meta in zip(addresses, answers, strict=True) if meta is None]
+    return next((m for m in answers if m is not None), None), silent
+
+
+def _held(
+    meta: Mapping[str, ka.TopicMetadata], partitions: Iterable[TP]
+) -> Iterator[tuple[str, int, ka.PartitionMetadata]]:
+    """``(topic, partition, its metadata)`` of each of ``partitions`` the topic metadata
+    ``meta`` holds; the others are passed over."""
+    for topic, p in partitions:
+        found = meta.get(topic)
+        part = found.partitions.get(p) if found is not None else None
+        if part is not None:
+            yield topic, p, part
+
+
+def replica_trouble(
+    meta: Mapping[str, ka.TopicMetadata], partitions: Iterable[TP], min_isr: Mapping[str, int]
+) -> list[str]:
+    """What keeps each of ``partitions`` from taking writes in the topic metadata ``meta``: no
+    leader, or fewer in-sync replicas than its ``min.insync.replicas`` (``min_isr``, 1 where
+    missing). Partitions ``meta`` does not hold are passed over."""
+    problems = []
+    for topic, p, part in _held(meta, partitions):
+        needed = min_isr.get(topic, 1)
+        if part.leader < 0:
+            problems.append(f"{topic}[{p}] has no leader")
+        elif len(part.isrs) < needed:
+            problems.append(
+                f"{topic}[{p}] has {len(part.isrs)} in-sync replica(s), fewer than its "
+                f"min.insync.replicas = {needed}, so the target refuses its writes "
+                "(NOT_ENOUGH_REPLICAS) until a replica returns"
+            )
+    return problems
+
+
+def lost_brokers(
+    meta: Mapping[str, ka.TopicMetadata], live: Collection[int], partitions: Iterable[TP]
+) -> tuple[int, ...]:
+    """Ids of the brokers that hold replicas of ``partitions`` in the topic metadata ``meta``
+    but are not among the cluster's ``live`` brokers: a broker the controllers fenced (its
+    session ended) or that is gone leaves the metadata's broker list, not the replica lists."""
+    lost = {r for _t, _p, part in _held(meta, partitions) for r in part.replicas if r not in live}
+    return tuple(sorted(lost))
+
+
+def first_few(problems: Sequence[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``problems``, joined by ``; ``, and how many more there are."""
+    more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+    return "; ".join(problems[:shown]) + more
 
 
 class KafkaAdminOps(AdminOps):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
+from mirror_lib.errors import BrokerError, MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 
@@ -36,6 +36,13 @@ log = logging.getLogger(__name__)
 BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 10.0
 PROBE_TIMEOUT_S = 3.0
+#: A diagnosis of a refusing target waits this long for its metadata (each bootstrap address),
+#: then for its topics' configs.
+DIAGNOSIS_METADATA_S = 2.0
+DIAGNOSIS_CONFIGS_S = 5.0
+#: Kafka's own logs that a transactional copy writes through its coordinators: with too few
+#: in-sync replicas they answer COORDINATOR_NOT_AVAILABLE, which hides the cause.
+COORDINATOR_LOGS = ("__transaction_state", "__consumer_offsets")
 OUTAGES_GLOB = "outages-*.json"  # one file per running process (job tasks share a state dir)
 
 
@@ -92,6 +99,39 @@ def outage_cause(text: str, answers: bool = True) -> str:
     if not answers:
         return "unreachable"
     return next((cause for cause, marks in CAUSES if any(m in text for m in marks)), "other")
+
+
+def target_refusal(ctx: FlowContext) -> str | None:
+    """Why the target refuses the flow's writes now, as its metadata shows it from whichever
+    bootstrap address answers: partitions of the flow's remote topics, its metrics topic or
+    the coordinators' logs without a leader or below ``min.insync.replicas``. For an outage
+    that outlasts the first look: the controllers shrink the in-sync replicas only once they
+    fence a lost broker, after the copy task first gave up. None: nothing seen (or no
+    broker answered, which the outage says already)."""
+    # here, not at the top: `mirror status` reads this module and starts without Kafka
+    from mirror_lib.kafka import admin
+
+    cluster, _silent = admin.first_answer(ctx.client("target", "admin"), DIAGNOSIS_METADATA_S)
+    if cluster is None:
+        return None
+    meta = cluster.topics
+    source = ctx.flow.mm2_source
+    topics = sorted(
+        t
+        for t in meta
+        if t in COORDINATOR_LOGS or t == ctx.metrics_topic or ctx.policy.topic_source(t) == source
+    )
+    try:
+        needed = ctx.admin_ops("target", timeout_s=DIAGNOSIS_CONFIGS_S).whole_numbers(
+            topics, "min.insync.replicas"
+        )
+    except BrokerError:  # unknown: each partition needs one in-sync replica
+        needed = {}
+    partitions = [(t, p) for t in topics for p in meta[t].partitions]
+    problems = admin.replica_trouble(meta, partitions, needed)
+    if not problems:
+        return None
+    return f"{ctx.where('target')} refuses writes: {admin.first_few(problems)}"
 
 
 @dataclass
@@ -261,9 +301,6 @@ class Supervisor:
         replaces the first."""
         refusal = None
         if outage.role == "target" and outage.cause != "unreachable":
-            # here, not at the top: `mirror status` reads this module and starts without Kafka
-            from mirror_lib.replication.copy.target_producer import target_refusal
-
             try:
                 refusal = target_refusal(unit.ctx)
             except Exception as exc:  # a diagnosis never ends a run

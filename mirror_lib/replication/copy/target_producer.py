@@ -5,16 +5,20 @@ through (transient) or a fault that ends it. Used by :mod:`mirror_lib.replicatio
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import ClusterMetadata
 
 from mirror_lib.errors import BrokerError, RecordTooLargeError
-from mirror_lib.kafka.admin import TOPIC_GONE_CODES, admin_client
-from mirror_lib.kafka.admin_ops import ConfigEntry
+from mirror_lib.kafka.admin import (
+    TOPIC_GONE_CODES,
+    first_answer,
+    first_few,
+    lost_brokers,
+    replica_trouble,
+)
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.clients import TRANSACTION_TIMEOUT_MS
 from mirror_lib.mm2.formats import TP
@@ -89,36 +93,22 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
         return None
     try:
         admin = ctx.admin_ops("target", timeout_s=LOOKUP_S)
-        configs = admin.describe_topic_configs(sorted(remote_topics))
+        limits = admin.whole_numbers(sorted(remote_topics), "max.message.bytes")
     except BrokerError as exc:
         if _first_time(ctx.label, "unchecked", str(exc)):
             log.warning("%s: batch.size not checked against max.message.bytes: %s", ctx.label, exc)
         return None
-    limits = [
-        (limit, topic)
-        for topic, entries in configs.items()
-        if (limit := _number(entries.get("max.message.bytes"))) is not None
-    ]
-    return min(limits) if limits else None
-
-
-def _number(entry: ConfigEntry | None) -> int | None:
-    """A described topic config's whole-number value; None where it is unset or not one."""
-    value = None if entry is None else entry.value
-    return int(value) if value is not None and value.isdigit() else None
+    return min((limit, topic) for topic, limit in limits.items()) if limits else None
 
 
 def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
     """``min.insync.replicas`` of each of ``topics`` on the target (missing where unknown)."""
     try:
-        configs = ctx.admin_ops("target", timeout_s=LOOKUP_S).describe_topic_configs(topics)
+        return ctx.admin_ops("target", timeout_s=LOOKUP_S).whole_numbers(
+            topics, "min.insync.replicas"
+        )
     except BrokerError:
         return {}
-    return {
-        topic: needed
-        for topic, entries in configs.items()
-        if (needed := _number(entries.get("min.insync.replicas"))) is not None
-    }
 
 
 @dataclass(frozen=True)
@@ -148,8 +138,7 @@ class Trouble:
         return bool(self.lost) and not self.refusals
 
     def __str__(self) -> str:
-        more = f" (and {len(self.refusals) - 3} more)" if len(self.refusals) > 3 else ""
-        said = ["; ".join(self.refusals[:3]) + more] if self.refusals else []
+        said = [first_few(self.refusals)] if self.refusals else []
         if self.silent:
             said.append(f"{', '.join(self.silent)} did not answer")
         if self.lost:
@@ -180,7 +169,8 @@ def target_trouble(
     try:
         cluster = producer.list_topics(timeout=TROUBLE_LOOKUP_S)
     except KafkaException:
-        answered, silent = _ask_each(ctx, silent_before)
+        conf = ctx.client("target", "admin")
+        answered, silent = first_answer(conf, TROUBLE_LOOKUP_S, silent_before)
         if answered is None:
             return Trouble((
                 f"no broker of {ctx.where('target')} answered a metadata request in "
@@ -208,101 +198,6 @@ def left_cluster(producer: Producer) -> str | None:
     every = [(topic, p) for topic, found in meta.items() for p in found.partitions]
     lost = lost_brokers(meta, cluster.brokers, every)
     return f"{_brokers(lost)} had left the cluster" if lost else None
-
-
-def lost_brokers(
-    meta: Mapping[str, Any], live: Collection[int], partitions: Iterable[TP]
-) -> tuple[int, ...]:
-    """Ids of the brokers that hold replicas of ``partitions`` in the topic metadata ``meta``
-    but are not among the cluster's ``live`` brokers: a broker the controllers fenced (its
-    session ended) or that is gone leaves the metadata's broker list, not the replica lists."""
-    lost = {r for _t, _p, part in _held(meta, partitions) for r in part.replicas if r not in live}
-    return tuple(sorted(lost))
-
-
-def _held(meta: Mapping[str, Any], partitions: Iterable[TP]) -> Iterator[tuple[str, int, Any]]:
-    """``(topic, partition, its metadata)`` of each of ``partitions`` the topic metadata
-    ``meta`` holds; the others are passed over."""
-    for topic, p in partitions:
-        found = meta.get(topic)
-        part = found.partitions.get(p) if found is not None else None
-        if part is not None:
-            yield topic, p, part
-
-
-def replica_trouble(
-    meta: Mapping[str, Any], partitions: Iterable[TP], min_isr: Mapping[str, int]
-) -> list[str]:
-    """What keeps each of ``partitions`` from taking writes in the topic metadata ``meta``: no
-    leader, or fewer in-sync replicas than its ``min.insync.replicas`` (``min_isr``, 1 where
-    missing). Partitions ``meta`` does not hold are passed over."""
-    problems = []
-    for topic, p, part in _held(meta, partitions):
-        needed = min_isr.get(topic, 1)
-        if part.leader < 0:
-            problems.append(f"{topic}[{p}] has no leader")
-        elif len(part.isrs) < needed:
-            problems.append(
-                f"{topic}[{p}] has {len(part.isrs)} in-sync replica(s), fewer than its "
-                f"min.insync.replicas = {needed}, so the target refuses its writes "
-                "(NOT_ENOUGH_REPLICAS) until a replica returns"
-            )
-    return problems
-
-
-#: Kafka's own logs that a transactional copy writes through its coordinators: with too few
-#: in-sync replicas they answer COORDINATOR_NOT_AVAILABLE, which hides the cause.
-COORDINATOR_LOGS = ("__transaction_state", "__consumer_offsets")
-
-
-def target_refusal(ctx: FlowContext) -> str | None:
-    """Why the target refuses the flow's writes now, as its metadata shows it from whichever
-    bootstrap address answers: partitions of the flow's remote topics, its metrics topic or
-    the coordinators' logs without a leader or below ``min.insync.replicas``. For an outage
-    that outlasts the first look: the controllers shrink the in-sync replicas only once they
-    fence a lost broker, after the copy task first gave up. None: nothing seen (or no
-    broker answered, which the outage says already)."""
-    cluster, _silent = _ask_each(ctx)
-    if cluster is None:
-        return None
-    meta = cluster.topics
-    source = ctx.flow.mm2_source
-    topics = sorted(
-        t
-        for t in meta
-        if t in COORDINATOR_LOGS or t == ctx.metrics_topic or ctx.policy.topic_source(t) == source
-    )
-    partitions = [(t, p) for t in topics for p in meta[t].partitions]
-    problems = replica_trouble(meta, partitions, min_insync(ctx, topics))
-    if not problems:
-        return None
-    return f"{ctx.where('target')} refuses writes: {Trouble(tuple(problems))}"
-
-
-def _ask_each(
-    ctx: FlowContext, skip: Collection[str] = ()
-) -> tuple[ClusterMetadata | None, list[str]]:
-    """Metadata from the first bootstrap address of the target that answers (each asked on its
-    own, at once), and the addresses that did not answer in time; those of ``skip`` are taken
-    as silent without asking, unless no other is left."""
-    from concurrent.futures import ThreadPoolExecutor  # one small pool, only when diagnosing
-
-    conf = ctx.client("target", "admin")
-    every = [a.strip() for a in str(conf["bootstrap.servers"]).split(",") if a.strip()]
-    addresses = [a for a in every if a not in skip] or every
-
-    def ask(address: str) -> ClusterMetadata | None:
-        try:
-            admin = admin_client({**conf, "bootstrap.servers": address, "log_level": 0})
-            return admin.list_topics(timeout=TROUBLE_LOOKUP_S)
-        except KafkaException:
-            return None
-
-    with ThreadPoolExecutor(len(addresses) or 1) as pool:
-        answers = list(pool.map(ask, addresses))
-    silent = [a for a in every if a not in addresses]
-    silent += [a for a, meta in zip(addresses, answers, strict=True) if meta is None]
-    return next((m for m in answers if m is not None), None), silent
 
 
 def make_producer(

@@ -10,7 +10,15 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import admin as ka
 
 from mirror_lib.errors import BrokerError, UnsupportedOperationError
-from mirror_lib.kafka.admin import KafkaAdminOps, map_kafka_error
+from mirror_lib.kafka import admin as kafka_admin
+from mirror_lib.kafka.admin import (
+    KafkaAdminOps,
+    first_answer,
+    first_few,
+    lost_brokers,
+    map_kafka_error,
+    replica_trouble,
+)
 from mirror_lib.kafka.admin_ops import (
     AclBinding,
     ConfigEntry,
@@ -23,6 +31,7 @@ from mirror_lib.kafka.admin_ops import (
     unknown_topic_config,
 )
 from tests.helpers.fake_admin import RecordingAdminOps
+from tests.helpers.fake_metadata import FakeCluster, FakePartition, FakeTopic, topics_of
 
 # --- error mapping -----------------------------------------------------------------------
 
@@ -430,3 +439,72 @@ def test_an_admin_future_failing_before_the_leaders_are_known_is_transient() -> 
     assert caught.value.transient
     other = map_kafka_error(KafkaError(KafkaError._NOENT, "no such entry"), "reading")
     assert not other.transient  # a _NOENT about anything else stays terminal
+
+
+def test_whole_numbers_reads_a_config_of_each_topic_and_leaves_out_the_rest() -> None:
+    admin = RecordingAdminOps()
+    admin.add_topic("A.two", 1, {"min.insync.replicas": "2"})
+    admin.add_topic("A.odd", 1, {"min.insync.replicas": "two"})
+    admin.add_topic("A.unset", 1)
+    admin.default_configs.pop("min.insync.replicas", None)
+    wanted = ["A.two", "A.odd", "A.unset"]
+    assert admin.whole_numbers(wanted, "min.insync.replicas") == {"A.two": 2}
+    assert admin.calls_of("describe_topic_configs") == [(wanted,)]
+
+
+def test_replica_trouble_names_partitions_without_a_leader_or_below_min_insync() -> None:
+    meta = topics_of(**{"A.t": {0: (1, [1, 2]), 1: (-1, []), 2: (3, [3])}, "other": {0: (1, [1])}})
+    problems = replica_trouble(meta, [("A.t", 0), ("A.t", 1), ("A.t", 2), ("gone", 0)], {"A.t": 2})
+    assert problems == [
+        "A.t[1] has no leader",
+        "A.t[2] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2, so the target "
+        "refuses its writes (NOT_ENOUGH_REPLICAS) until a replica returns",
+    ]
+    assert replica_trouble(meta, [("A.t", 2)], {}) == []  # min.insync.replicas unknown: 1
+
+
+def test_lost_brokers_hold_replicas_of_the_partitions_but_left_the_broker_list() -> None:
+    meta = {
+        "A.T": FakeTopic({0: FakePartition(1, [1, 3]), 1: FakePartition(3, [3, 1])}),
+        "A.U": FakeTopic({0: FakePartition(1, [1], replicas=[1, 4])}),
+    }
+    assert lost_brokers(meta, [1, 3], [("A.T", 1), ("gone", 0)]) == (2,)
+    assert lost_brokers(meta, [1, 3], [("A.U", 0)]) == (4,)
+    assert lost_brokers(meta, [1, 2, 3], [("A.T", 0)]) == ()
+
+
+def test_first_few_says_how_many_more_there_are() -> None:
+    assert first_few(["a", "b"]) == "a; b"
+    assert first_few(["a", "b", "c", "d", "e"]) == "a; b; c (and 2 more)"
+
+
+def test_first_answer_asks_each_address_and_names_the_silent_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each bootstrap address is asked on its own; one named in ``skip`` is silent unasked,
+    unless it is the only one."""
+    asked: list[str] = []
+    answer = FakeCluster(topics_of(t={0: (1, [1])}))
+
+    class Admin:
+        def __init__(self, conf: dict[str, Any]) -> None:
+            self.address = conf["bootstrap.servers"]
+            asked.append(self.address)
+            assert conf["log_level"] == 0 and conf["client.id"] == "probe"
+
+        def list_topics(self, timeout: float = 0) -> FakeCluster:
+            if self.address != "c:3":
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+            return answer
+
+    monkeypatch.setattr(kafka_admin, "admin_client", Admin)
+    conf = {"bootstrap.servers": "a:1, b:2,c:3", "client.id": "probe"}
+    assert first_answer(conf, 1.0) == (answer, ["a:1", "b:2"])
+    assert sorted(asked) == ["a:1", "b:2", "c:3"]
+    asked.clear()
+    assert first_answer(conf, 1.0, skip=("b:2",)) == (answer, ["b:2", "a:1"])
+    assert sorted(asked) == ["a:1", "c:3"]
+    asked.clear()
+    alone = {"bootstrap.servers": "a:1", "client.id": "probe"}
+    assert first_answer(alone, 1.0, skip=("a:1",)) == (None, ["a:1"])
+    assert asked == ["a:1"]  # the only address is asked all the same

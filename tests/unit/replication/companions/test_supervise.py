@@ -15,6 +15,7 @@ from mirror_lib.errors import (
     RecordTooLargeError,
     is_transient_text,
 )
+from mirror_lib.kafka import admin as kafka_admin
 from mirror_lib.replication.companions import supervise
 from mirror_lib.replication.companions.supervise import (
     Supervisor,
@@ -23,7 +24,8 @@ from mirror_lib.replication.companions.supervise import (
     current_outages,
 )
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.copy import target_producer
+from tests.helpers.fake_admin import RecordingAdminOps
+from tests.helpers.fake_metadata import FakeCluster, topics_of
 from tests.helpers.fake_query import FakeQuery
 
 
@@ -251,7 +253,7 @@ def test_a_later_diagnosis_of_the_target_replaces_the_first_cause(tmp_path, monk
     h = Harness(tmp_path, monkeypatch)
     h.down.clear()  # B answers, but refuses writes
     seen: list[str | None] = [None]
-    monkeypatch.setattr(target_producer, "target_refusal", lambda _ctx: seen[0])
+    monkeypatch.setattr(supervise, "target_refusal", lambda _ctx: seen[0])
     first = "target cluster B did not acknowledge records in 30s: b:2, b:3 did not answer"
     h.query.fail(text_of(BrokerError(first, transient=True)))
     h.watch()
@@ -290,7 +292,7 @@ def test_the_diagnosed_cause_is_in_mirror_status_while_the_restart_runs(tmp_path
         "replica(s), fewer than its min.insync.replicas = 2, so the target refuses its writes "
         "(NOT_ENOUGH_REPLICAS) until a replica returns"
     )
-    monkeypatch.setattr(target_producer, "target_refusal", lambda _ctx: refusal)
+    monkeypatch.setattr(supervise, "target_refusal", lambda _ctx: refusal)
     shown: list[str] = []
 
     def restart() -> FakeQuery:
@@ -302,3 +304,33 @@ def test_the_diagnosed_cause_is_in_mirror_status_while_the_restart_runs(tmp_path
     h.watch()
     assert shown == ["not_enough_replicas"]
     assert "restart failed" in h.lines[-1]
+
+
+def test_target_refusal_looks_at_the_flows_remote_topics_and_the_coordinators_logs(
+    tmp_path, monkeypatch
+):
+    """Two brokers of three cut off: the transaction log falls below its min.insync.replicas,
+    init_transactions answers COORDINATOR_NOT_AVAILABLE, and only the metadata says why."""
+    ctx = FlowContext.create(config(tmp_path), "A->B")
+    meta = topics_of(**{
+        "A.t": {0: (1, [1, 2])},
+        "__transaction_state": {0: (1, [1])},
+        "B.elsewhere": {0: (1, [1])},  # another flow's remote topic: not this flow's
+        "local": {0: (1, [1])},
+    })  # fmt: skip
+    target = RecordingAdminOps()
+    for topic in meta:
+        target.add_topic(topic, 1, {"min.insync.replicas": "2"})
+    monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: target)
+    answer: list[FakeCluster | None] = [FakeCluster(meta)]
+    monkeypatch.setattr(kafka_admin, "first_answer", lambda _conf, _s, _skip=(): (answer[0], []))
+    said = supervise.target_refusal(ctx)
+    assert target.calls_of("describe_topic_configs") == [(["A.t", "__transaction_state"],)]
+    assert said is not None and said.startswith(
+        "target cluster B (bootstrap 127.0.0.1:10) refuses writes: "
+    )
+    assert "__transaction_state[0] has 1 in-sync replica(s)" in said and "A.t[0]" not in said
+    meta["__transaction_state"].partitions[0].isrs = [1, 2]
+    assert supervise.target_refusal(ctx) is None
+    answer[0] = None  # no broker answered: the outage says so already
+    assert supervise.target_refusal(ctx) is None

@@ -12,12 +12,20 @@ import pytest
 from confluent_kafka import KafkaError
 
 from mirror_lib.config.parse import parse_config
+from mirror_lib.kafka import admin as kafka_admin
 from mirror_lib.kafka.admin_ops import broker_error
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy import target_producer
 from mirror_lib.replication.copy.target_producer import commit_error, record_error, timed_out_error
 from tests.helpers.fake_admin import RecordingAdminOps
 from tests.helpers.fake_kafka import FakeProducer
+from tests.helpers.fake_metadata import (
+    FakeCluster,
+    FakeMetaProducer,
+    FakePartition,
+    FakeTopic,
+    topics_of,
+)
 
 PROPS = {
     "clusters": "A, B",
@@ -183,53 +191,23 @@ def test_the_producer_reports_the_users_transaction_timeout(monkeypatch):
     assert made[1]["transaction.timeout.ms"] == "5000"
 
 
-class _Partition:
-    def __init__(self, leader: int, isrs: list[int], replicas: list[int] | None = None) -> None:
-        self.leader, self.isrs = leader, isrs
-        self.replicas = [1, 2, 3] if replicas is None else replicas
-
-
-class _Topic:
-    def __init__(self, parts: dict[int, _Partition]) -> None:
-        self.partitions = parts
-
-
-class _Meta:
-    def __init__(self, topics: dict[str, _Topic], live: tuple[int, ...] = (1, 2, 3)) -> None:
-        self.topics = topics
-        self.brokers = dict.fromkeys(live)
-
-
-class _MetaProducer:
-    def __init__(self, meta: _Meta | None) -> None:
-        self.meta = meta
-
-    def list_topics(self, timeout: float = 0) -> _Meta:
-        if self.meta is None:
-            raise confluent_kafka.KafkaException(
-                confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
-            )
-        return self.meta
-
-
 def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
     from mirror_lib.replication.copy.target_producer import target_trouble
 
-    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2, 3]), 1: _Partition(1, [1]),
-                                 2: _Partition(-1, [])})})  # fmt: skip
+    meta = FakeCluster(topics_of(**{"A.T": {0: (1, [1, 2, 3]), 1: (1, [1]), 2: (-1, [])}}))
     written = [("A.T", 0), ("A.T", 1), ("A.T", 2)]
     ctx = FlowContext.create(
         parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B"
     )
-    found = target_trouble(ctx, _MetaProducer(meta), written, {"A.T": 2})
+    found = target_trouble(ctx, FakeMetaProducer(meta), written, {"A.T": 2})
     assert found is not None and found.refuses
     text = str(found)
     assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
     assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
     assert "A.T[0]" not in text
-    assert target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None
+    assert target_trouble(ctx, FakeMetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None
     # the producer asked a broker that does not answer: each bootstrap address is asked itself
-    silent = target_trouble(ctx, _MetaProducer(None), written, {})
+    silent = target_trouble(ctx, FakeMetaProducer(None), written, {})
     assert silent is not None and silent.refuses
     assert str(silent).startswith("no broker of target cluster B")
 
@@ -239,31 +217,33 @@ def test_a_broker_gone_from_the_cluster_under_the_written_partitions_is_named():
     (``moved``), which tells a connection held to it from a target that refuses writes."""
     from mirror_lib.replication.copy.target_producer import target_trouble
 
-    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 3]), 1: _Partition(3, [3, 1])}),
-                  "A.U": _Topic({0: _Partition(1, [1, 2], replicas=[1, 2])})},
-                 live=(1, 3))  # fmt: skip
+    topics = {
+        "A.T": FakeTopic({0: FakePartition(1, [1, 3]), 1: FakePartition(3, [3, 1])}),
+        "A.U": FakeTopic({0: FakePartition(1, [1, 2], replicas=[1, 2])}),
+    }
+    meta = FakeCluster(topics, live=(1, 3))
     ctx = FlowContext.create(
         parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "127.0.0.1:9"}), "A->B"
     )
-    found = target_trouble(ctx, _MetaProducer(meta), [("A.T", 0), ("A.T", 1)], {"A.T": 2})
+    found = target_trouble(ctx, FakeMetaProducer(meta), [("A.T", 0), ("A.T", 1)], {"A.T": 2})
     assert found is not None and found.lost == (2,) and found.moved and not found.refuses
     assert str(found) == "broker 2 left the cluster (fenced by its controllers)"
-    refused = target_trouble(ctx, _MetaProducer(meta), [("A.T", 0)], {"A.T": 3})
+    refused = target_trouble(ctx, FakeMetaProducer(meta), [("A.T", 0)], {"A.T": 3})
     assert refused is not None and refused.refuses and not refused.moved
     # every broker of the written partitions is live: nothing to say
-    assert target_trouble(ctx, _MetaProducer(_Meta(meta.topics)), [("A.T", 0)], {}) is None
-    assert target_producer.lost_brokers(meta.topics, [1, 3], [("A.T", 1), ("gone", 0)]) == (2,)
+    assert target_trouble(ctx, FakeMetaProducer(FakeCluster(topics)), [("A.T", 0)], {}) is None
 
 
 def test_a_broker_gone_from_any_topics_replicas_is_said_to_have_left_the_cluster():
     """A hung transactional call's cause: any broker the metadata's replicas name but its
     broker list does not (the coordinators' topics included), not only the written ones'."""
-    offsets = _Topic({0: _Partition(2, [2, 3], replicas=[2, 3, 4])})
-    meta = _Meta({"A.T": _Topic({0: _Partition(1, [1, 2])}), "__consumer_offsets": offsets},
-                 live=(1, 2, 3))  # fmt: skip
-    assert target_producer.left_cluster(_MetaProducer(meta)) == "broker 4 had left the cluster"
-    assert target_producer.left_cluster(_MetaProducer(_Meta(meta.topics, (1, 2, 3, 4)))) is None
-    assert target_producer.left_cluster(_MetaProducer(None)) is None  # no metadata: no cause
+    offsets = FakeTopic({0: FakePartition(2, [2, 3], replicas=[2, 3, 4])})
+    topics = {"A.T": FakeTopic({0: FakePartition(1, [1, 2])}), "__consumer_offsets": offsets}
+    meta = FakeCluster(topics, live=(1, 2, 3))
+    assert target_producer.left_cluster(FakeMetaProducer(meta)) == "broker 4 had left the cluster"
+    every_live = FakeCluster(topics, (1, 2, 3, 4))
+    assert target_producer.left_cluster(FakeMetaProducer(every_live)) is None
+    assert target_producer.left_cluster(FakeMetaProducer(None)) is None  # no metadata: no cause
 
 
 def test_a_later_look_does_not_ask_an_address_that_was_silent_before(monkeypatch):
@@ -273,41 +253,27 @@ def test_a_later_look_does_not_ask_an_address_that_was_silent_before(monkeypatch
         parse_config({**EXACTLY_ONCE, "B.bootstrap.servers": "a:1,b:2,c:3"}), "A->B"
     )
     asked: list[str] = []
-    meta = _Meta({"A.T": _Topic({0: _Partition(2, [2, 3])})}, live=(2, 3))
+    meta = FakeCluster({"A.T": FakeTopic({0: FakePartition(2, [2, 3])})}, live=(2, 3))
 
     class Admin:
         def __init__(self, conf: dict) -> None:
             self.address = conf["bootstrap.servers"]
             asked.append(self.address)
 
-        def list_topics(self, timeout: float = 0) -> _Meta:
+        def list_topics(self, timeout: float = 0) -> FakeCluster:
             if self.address == "a:1":
                 raise confluent_kafka.KafkaException(
                     confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
                 )
             return meta
 
-    monkeypatch.setattr(target_producer, "admin_client", Admin)
-    first = target_producer.target_trouble(ctx, _MetaProducer(None), [("A.T", 0)], {})
+    monkeypatch.setattr(kafka_admin, "admin_client", Admin)
+    first = target_producer.target_trouble(ctx, FakeMetaProducer(None), [("A.T", 0)], {})
     assert first is not None and first.silent == ("a:1",) and sorted(asked) == ["a:1", "b:2", "c:3"]
     assert first.lost == (1,) and first.moved  # broker 1 holds a replica and left
     asked.clear()
-    again = target_producer.target_trouble(ctx, _MetaProducer(None), [("A.T", 0)], {}, ("a:1",))
+    again = target_producer.target_trouble(ctx, FakeMetaProducer(None), [("A.T", 0)], {}, ("a:1",))
     assert again == first and sorted(asked) == ["b:2", "c:3"]
-
-
-def _meta(**topics: dict[int, tuple[int, list[int]]]) -> dict:
-    """Topic metadata as confluent-kafka's list_topics gives it: partition -> (leader, isrs)."""
-    from types import SimpleNamespace
-
-    return {
-        name: SimpleNamespace(
-            partitions={
-                p: SimpleNamespace(leader=lead, isrs=isrs) for p, (lead, isrs) in parts.items()
-            }
-        )
-        for name, parts in topics.items()
-    }
 
 
 def test_min_insync_reads_whole_numbers_and_leaves_out_the_rest(monkeypatch):
@@ -319,45 +285,3 @@ def test_min_insync_reads_whole_numbers_and_leaves_out_the_rest(monkeypatch):
     ctx = FlowContext.create(parse_config(PROPS), "A->B")
     monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: admin)
     assert target_producer.min_insync(ctx, ["A.two", "A.odd", "A.unset"]) == {"A.two": 2}
-
-
-def test_replica_trouble_names_partitions_without_a_leader_or_below_min_insync():
-    meta = _meta(**{"A.t": {0: (1, [1, 2]), 1: (-1, []), 2: (3, [3])}, "other": {0: (1, [1])}})
-    problems = target_producer.replica_trouble(
-        meta, [("A.t", 0), ("A.t", 1), ("A.t", 2), ("gone", 0)], {"A.t": 2}
-    )
-    assert problems == [
-        "A.t[1] has no leader",
-        "A.t[2] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2, so the target "
-        "refuses its writes (NOT_ENOUGH_REPLICAS) until a replica returns",
-    ]
-    assert target_producer.replica_trouble(meta, [("A.t", 2)], {}) == []  # min.isr unknown: 1
-
-
-def test_target_refusal_looks_at_the_flows_remote_topics_and_the_coordinators_logs(monkeypatch):
-    """Two brokers of three cut off: the transaction log falls below its min.insync.replicas,
-    init_transactions answers COORDINATOR_NOT_AVAILABLE, and only the metadata says why."""
-    ctx = FlowContext.create(parse_config(PROPS), "A->B")
-    meta = _meta(**{
-        "A.t": {0: (1, [1, 2])},
-        "__transaction_state": {0: (1, [1])},
-        "B.elsewhere": {0: (1, [1])},  # another flow's remote topic: not this flow's
-        "local": {0: (1, [1])},
-    })  # fmt: skip
-    asked: list[list[str]] = []
-    cluster = _Meta(meta)  # type: ignore[arg-type]
-    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx, _skip=(): (cluster, ["b:1"]))
-
-    def min_insync(_ctx, topics):
-        asked.append(list(topics))
-        return dict.fromkeys(topics, 2)
-
-    monkeypatch.setattr(target_producer, "min_insync", min_insync)
-    said = target_producer.target_refusal(ctx)
-    assert asked == [["A.t", "__transaction_state"]]
-    assert said is not None and said.startswith("target cluster B (bootstrap b:1) refuses writes: ")
-    assert "__transaction_state[0] has 1 in-sync replica(s)" in said and "A.t[0]" not in said
-    meta["__transaction_state"].partitions[0].isrs = [1, 2]
-    assert target_producer.target_refusal(ctx) is None
-    monkeypatch.setattr(target_producer, "_ask_each", lambda _ctx, _skip=(): (None, ["b:1"]))
-    assert target_producer.target_refusal(ctx) is None
