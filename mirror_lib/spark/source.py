@@ -137,7 +137,7 @@ class KafkaPlanningParts:
     ) -> int:
         return self._gaps.handle(ctx, topic, p, pos, lo, hi, reason)
 
-    def lost_entry(self, ctx: FlowContext, topic: str, p: int, planned: object) -> int | None:
+    def lost_entry(self, ctx: FlowContext, topic: str, p: int, planned: int | None) -> int | None:
         return lost_entry(ctx, topic, p, planned)
 
     def recorded_topic_ids(self, ctx: FlowContext, topics: set[str]) -> Mapping[str, str | None]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from confluent_kafka import KafkaError
 
 from mirror_lib.errors import BrokerError
@@ -22,9 +23,11 @@ from mirror_lib.offsets.segments import Segment
 #: counts what is above the last (:mod:`mirror_lib.replication.metrics.prometheus` exposes it).
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
 NO_END = 2**63 - 1  # the ``until`` end of a partition that has none (no ``--once``)
+#: Milliseconds, one value a record: latencies and ages (numpy arrays).
+Millis = npt.NDArray[np.float64]
 
 
-def bucket_counts(values: Any) -> list[int]:
+def bucket_counts(values: npt.ArrayLike) -> list[int]:
     """Counts of ``values`` per bucket of :data:`LATENCY_BUCKETS_MS` (value <= bound), plus one
     for the values above the last bound."""
     a = np.asarray(values, dtype=np.float64)
@@ -42,7 +45,7 @@ class Rewound(Exception):
     read from there again."""
 
 
-def summary(values: Any) -> dict[str, float]:
+def summary(values: npt.ArrayLike) -> dict[str, float]:
     """min/avg/max/p50/p99 of a sequence of numbers (empty: {}).
 
     The percentiles are numpy's default (linear between the closest ranks), taken from one sort:
@@ -60,7 +63,7 @@ def summary(values: Any) -> dict[str, float]:
     }
 
 
-def _rank(ordered: Any, q: float) -> float:
+def _rank(ordered: Millis, q: float) -> float:
     """The ``q`` quantile of sorted ``ordered``, linear between the closest ranks."""
     pos = (ordered.size - 1) * q
     lo = int(pos)
@@ -148,7 +151,7 @@ class PartState:
         else:
             self.acked.append(msg.offset())
 
-    def latency_and_age(self, acked_ms: float) -> tuple[Any, Any]:
+    def latency_and_age(self, acked_ms: float) -> tuple[Millis, Millis]:
         """Every record's acknowledgement time and consume time minus its CreateTime (consume
         time for records without one), in ms, as numpy arrays."""
         ts = np.frombuffer(self.ts, dtype=np.float64)

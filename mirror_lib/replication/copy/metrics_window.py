@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import events
-from mirror_lib.replication.copy.copy_state import bucket_counts, summary
+from mirror_lib.replication.copy.copy_state import Millis, bucket_counts, summary
 
 if TYPE_CHECKING:
     from mirror_lib.offsets.segments import Segment
@@ -46,10 +47,10 @@ class Spread:
     high: float = float("-inf")
     total: float = 0.0
     stride: int = 1
-    samples: list[Any] = field(default_factory=list)  # numpy arrays
+    samples: list[Millis] = field(default_factory=list)
 
     @classmethod
-    def of(cls, values: Any) -> Spread:
+    def of(cls, values: Millis) -> Spread:
         out = cls()
         if values.size:
             out.count, out.total = int(values.size), float(values.sum())
@@ -97,7 +98,7 @@ class PartMetrics:
     lag: int | None
     latency: Spread
     age: Spread
-    buckets: Any  # numpy counts per latency bucket
+    buckets: npt.NDArray[np.int64]  # counts per latency bucket
 
     @classmethod
     def of(

@@ -24,7 +24,6 @@ import json
 import logging
 import time
 from collections.abc import Collection
-from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -121,7 +120,7 @@ def ends_before(
     return ends
 
 
-def lost_entry(ctx: FlowContext, topic: str, p: int, planned: Any) -> int | None:
+def lost_entry(ctx: FlowContext, topic: str, p: int, planned: int | None) -> int | None:
     """The last plan's position of a partition whose ledger entry is gone: the broker expires
     a group's offset not committed for ``offsets.retention.minutes``, or the group was deleted.
     Never more than was delivered, and exact when the partition stayed idle since."""

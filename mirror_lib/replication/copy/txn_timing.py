@@ -15,7 +15,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from mirror_lib.replication.copy.copy_state import PartState
 
 DIR_ENV = "MIRROR_TXN_TIMING_DIR"
 _out: dict[tuple[int, str], TextIO] = {}  # (pid, folder) -> its log (a forked worker: its own)
@@ -30,7 +33,7 @@ def now_ms() -> float:
     return time.time() * 1000.0
 
 
-def write(slot: int, started_ms: float, acked_ms: float, parts: list[Any]) -> None:
+def write(slot: int, started_ms: float, acked_ms: float, parts: list[PartState]) -> None:
     """One line for a transaction that has just landed (``parts``: its partitions' states,
     :class:`~mirror_lib.replication.copy.copy_state.PartState`, before they are reset)."""
     key = (os.getpid(), os.environ[DIR_ENV])
