@@ -1,9 +1,10 @@
 """The one admin layer over confluent-kafka: every CreateTopics/CreatePartitions/config/ACL call
 goes through :class:`KafkaAdminOps` (the interface and its dataclasses are in
 :mod:`mirror_lib.kafka.admin_ops`), every admin future through :func:`future_result`. And what a
-cluster's metadata says of writes to its partitions (:func:`replica_trouble`,
-:func:`lost_brokers`), asked of each bootstrap address (:func:`first_answer`): the copy task's
-and supervision's diagnosis of a target that does not acknowledge.
+cluster's metadata says of writes to its partitions (:func:`replica_trouble` against
+:func:`min_insync`, :func:`lost_brokers`), asked of each bootstrap address
+(:func:`first_answer`): the copy task's and supervision's diagnosis of a target that does not
+acknowledge.
 """
 
 from __future__ import annotations
@@ -188,6 +189,15 @@ def _held(
         part = found.partitions.get(p) if found is not None else None
         if part is not None:
             yield topic, p, part
+
+
+def min_insync(admin: AdminOps, topics: Iterable[str]) -> dict[str, int]:
+    """``min.insync.replicas`` of each of ``topics``; missing where unknown, the cluster's answer
+    too (:func:`replica_trouble` then needs one in-sync replica)."""
+    try:
+        return admin.whole_numbers(topics, "min.insync.replicas")
+    except BrokerError:
+        return {}
 
 
 def replica_trouble(

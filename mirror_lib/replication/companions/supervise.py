@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror_lib.config.model import MirrorConfig
-from mirror_lib.errors import BrokerError, MirrorError, MirrorRuntimeError, is_transient_text
+from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
 
@@ -121,12 +121,7 @@ def target_refusal(ctx: FlowContext) -> str | None:
         for t in meta
         if t in COORDINATOR_LOGS or t == ctx.metrics_topic or ctx.policy.topic_source(t) == source
     )
-    try:
-        needed = ctx.admin_ops("target", timeout_s=DIAGNOSIS_CONFIGS_S).whole_numbers(
-            topics, "min.insync.replicas"
-        )
-    except BrokerError:  # unknown: each partition needs one in-sync replica
-        needed = {}
+    needed = admin.min_insync(ctx.admin_ops("target", timeout_s=DIAGNOSIS_CONFIGS_S), topics)
     partitions = [(t, p) for t in topics for p in meta[t].partitions]
     problems = admin.replica_trouble(meta, partitions, needed)
     if not problems:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from mirror_lib.errors import BrokerError, HungCallError
+from mirror_lib.kafka.admin import min_insync
 from mirror_lib.mm2.formats import TP, OffsetSync
 from mirror_lib.replication import events
 from mirror_lib.replication.context import PlainProducer
@@ -24,9 +25,9 @@ from mirror_lib.replication.copy import txn_timing
 from mirror_lib.replication.copy.copy_state import PartState
 from mirror_lib.replication.copy.metrics_window import PartMetrics, batch_events, merged
 from mirror_lib.replication.copy.target_producer import (
+    LOOKUP_S,
     Trouble,
     commit_error,
-    min_insync,
     target_trouble,
 )
 from mirror_lib.replication.copy.txn_events import (
@@ -338,7 +339,8 @@ class Lander:
         when it shows something); ``before``: the last look's."""
         w = self.w
         if self._min_isr is None:
-            self._min_isr = min_insync(w.ctx, sorted({t for t, _p in self._written()}))
+            target = w.ctx.admin_ops("target", timeout_s=LOOKUP_S)
+            self._min_isr = min_insync(target, sorted({t for t, _p in self._written()}))
         silent = before.silent if before is not None else ()
         trouble = target_trouble(w.ctx, w.producer, self._written(), self._min_isr, silent)
         w.trouble = str(trouble) if trouble is not None else w.trouble

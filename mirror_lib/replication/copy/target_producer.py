@@ -101,16 +101,6 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
     return min((limit, topic) for topic, limit in limits.items()) if limits else None
 
 
-def min_insync(ctx: FlowContext, topics: Collection[str]) -> dict[str, int]:
-    """``min.insync.replicas`` of each of ``topics`` on the target (missing where unknown)."""
-    try:
-        return ctx.admin_ops("target", timeout_s=LOOKUP_S).whole_numbers(
-            topics, "min.insync.replicas"
-        )
-    except BrokerError:
-        return {}
-
-
 @dataclass(frozen=True)
 class Trouble:
     """What the target's metadata shows about writes the copy waits for: reasons it refuses

@@ -17,6 +17,7 @@ from mirror_lib.kafka.admin import (
     first_few,
     lost_brokers,
     map_kafka_error,
+    min_insync,
     replica_trouble,
 )
 from mirror_lib.kafka.admin_ops import (
@@ -441,15 +442,28 @@ def test_an_admin_future_failing_before_the_leaders_are_known_is_transient() -> 
     assert not other.transient  # a _NOENT about anything else stays terminal
 
 
-def test_whole_numbers_reads_a_config_of_each_topic_and_leaves_out_the_rest() -> None:
+def _insync_configs() -> RecordingAdminOps:
+    """Topics whose min.insync.replicas is a whole number, not one, and unset."""
     admin = RecordingAdminOps()
     admin.add_topic("A.two", 1, {"min.insync.replicas": "2"})
     admin.add_topic("A.odd", 1, {"min.insync.replicas": "two"})
     admin.add_topic("A.unset", 1)
     admin.default_configs.pop("min.insync.replicas", None)
+    return admin
+
+
+def test_whole_numbers_reads_a_config_of_each_topic_and_leaves_out_the_rest() -> None:
+    admin = _insync_configs()
     wanted = ["A.two", "A.odd", "A.unset"]
     assert admin.whole_numbers(wanted, "min.insync.replicas") == {"A.two": 2}
     assert admin.calls_of("describe_topic_configs") == [(wanted,)]
+
+
+def test_min_insync_is_unknown_where_the_cluster_does_not_say() -> None:
+    admin = _insync_configs()
+    assert min_insync(admin, ["A.two", "A.odd", "A.unset"]) == {"A.two": 2}
+    admin.failures["describe_topic_configs"] = broker_error("no answer", "_TIMED_OUT")
+    assert min_insync(admin, ["A.two"]) == {}  # replica_trouble then needs one in-sync replica
 
 
 def test_replica_trouble_names_partitions_without_a_leader_or_below_min_insync() -> None:

@@ -274,14 +274,3 @@ def test_a_later_look_does_not_ask_an_address_that_was_silent_before(monkeypatch
     asked.clear()
     again = target_producer.target_trouble(ctx, FakeMetaProducer(None), [("A.T", 0)], {}, ("a:1",))
     assert again == first and sorted(asked) == ["b:2", "c:3"]
-
-
-def test_min_insync_reads_whole_numbers_and_leaves_out_the_rest(monkeypatch):
-    admin = RecordingAdminOps()
-    admin.add_topic("A.two", 1, {"min.insync.replicas": "2"})
-    admin.add_topic("A.odd", 1, {"min.insync.replicas": "two"})
-    admin.add_topic("A.unset", 1)
-    admin.default_configs.pop("min.insync.replicas", None)
-    ctx = FlowContext.create(parse_config(PROPS), "A->B")
-    monkeypatch.setattr(FlowContext, "admin_ops", lambda self, side, timeout_s=None: admin)
-    assert target_producer.min_insync(ctx, ["A.two", "A.odd", "A.unset"]) == {"A.two": 2}
