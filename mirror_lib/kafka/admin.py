@@ -191,11 +191,23 @@ def _held(
             yield topic, p, part
 
 
+def whole_numbers(admin: AdminOps, topics: Iterable[str], name: str) -> dict[str, int]:
+    """Each of ``topics``' config ``name`` (``min.insync.replicas``, ``max.message.bytes``) as a
+    whole number; a topic where it is unset or not one is left out."""
+    return {
+        topic: int(value)
+        for topic, entries in admin.describe_topic_configs(topics).items()
+        if (entry := entries.get(name)) is not None
+        and (value := entry.value) is not None
+        and value.isdigit()
+    }
+
+
 def min_insync(admin: AdminOps, topics: Iterable[str]) -> dict[str, int]:
     """``min.insync.replicas`` of each of ``topics``; missing where unknown, the cluster's answer
     too (:func:`replica_trouble` then needs one in-sync replica)."""
     try:
-        return admin.whole_numbers(topics, "min.insync.replicas")
+        return whole_numbers(admin, topics, "min.insync.replicas")
     except BrokerError:
         return {}
 

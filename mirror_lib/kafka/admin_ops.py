@@ -199,17 +199,6 @@ class AdminOps(ABC):
     @abstractmethod
     def describe_cluster(self) -> ClusterInfo: ...
 
-    def whole_numbers(self, topics: Iterable[str], name: str) -> dict[str, int]:
-        """Each of ``topics``' config ``name`` (``min.insync.replicas``, ``max.message.bytes``)
-        as a whole number; a topic where it is unset or not one is left out."""
-        return {
-            topic: int(value)
-            for topic, entries in self.describe_topic_configs(topics).items()
-            if (entry := entries.get(name)) is not None
-            and (value := entry.value) is not None
-            and value.isdigit()
-        }
-
     def create_compacted_topic(
         self, name: str, replication_factor: int = -1, *, fit_to_cluster: bool = False
     ) -> CreateOutcome:

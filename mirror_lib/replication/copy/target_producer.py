@@ -18,6 +18,7 @@ from mirror_lib.kafka.admin import (
     first_few,
     lost_brokers,
     replica_trouble,
+    whole_numbers,
 )
 from mirror_lib.kafka.bounded import bounded
 from mirror_lib.kafka.clients import TRANSACTION_TIMEOUT_MS
@@ -93,7 +94,7 @@ def batch_limit(ctx: FlowContext, remote_topics: Collection[str]) -> tuple[int, 
         return None
     try:
         admin = ctx.admin_ops("target", timeout_s=LOOKUP_S)
-        limits = admin.whole_numbers(sorted(remote_topics), "max.message.bytes")
+        limits = whole_numbers(admin, sorted(remote_topics), "max.message.bytes")
     except BrokerError as exc:
         if _first_time(ctx.label, "unchecked", str(exc)):
             log.warning("%s: batch.size not checked against max.message.bytes: %s", ctx.label, exc)

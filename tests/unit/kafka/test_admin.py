@@ -19,6 +19,7 @@ from mirror_lib.kafka.admin import (
     map_kafka_error,
     min_insync,
     replica_trouble,
+    whole_numbers,
 )
 from mirror_lib.kafka.admin_ops import (
     AclBinding,
@@ -455,7 +456,7 @@ def _insync_configs() -> RecordingAdminOps:
 def test_whole_numbers_reads_a_config_of_each_topic_and_leaves_out_the_rest() -> None:
     admin = _insync_configs()
     wanted = ["A.two", "A.odd", "A.unset"]
-    assert admin.whole_numbers(wanted, "min.insync.replicas") == {"A.two": 2}
+    assert whole_numbers(admin, wanted, "min.insync.replicas") == {"A.two": 2}
     assert admin.calls_of("describe_topic_configs") == [(wanted,)]
 
 
