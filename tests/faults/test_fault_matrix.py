@@ -117,6 +117,8 @@ def test_sigkill_of_a_leader_of_a(clusters, tmp_path, unique_name, subprocess_en
         node = a.busiest_leader(flow.topic)
         flow.kill(a, node)
         flow.conclude()
+        for told in flow.figures.get("told", []):  # the source's fault, not the target's
+            assert "the target acknowledged late" not in told["reason"], told
     finally:
         flow.stop()
         flow.report("SIGKILL of A's busiest leader")

@@ -348,6 +348,5 @@ def assert_told(flow: FaultFlow, fault_ms: float, took_s: float, timeout_s: floa
         flow.alive,
         detail=lambda: str(flow.events("resumed")),
     )
-    flow.figures.setdefault("told", []).append(
-        {"waited_s": found[0]["waited_s"], "reason": found[0]["reason"]}
-    )
+    told = {k: found[0][k] for k in ("waited_s", "source_s", "reason") if k in found[0]}
+    flow.figures.setdefault("told", []).append(told)

@@ -116,6 +116,8 @@ class Lander:
         self.waits = UsualWait()  # how long the slot's records usually wait to be copied
         self._min_isr: dict[str, int] | None = None  # of the remote topics, asked once a slice
         self._landing: Landing | None = None  # the one land() prepared, once it did
+        #: when the last commit completed (epoch ms): from then on the task was free to read
+        self.free_ms: float | None = None
 
     # -- what a strategy that holds or seals nothing says ----------------------------------------
     @property
@@ -201,7 +203,7 @@ class Lander:
         evs = segments_events(w, moved, segments) + skip_events(w)
         if told:
             evs += batch_events(w, merged(w.metrics.parts, staged))
-        evs += resumed_events(w, moved, acked_ms, self.waits)
+        evs += resumed_events(w, moved, acked_ms, self.waits, self.free_ms)
         out = [(ctx.metrics_topic, *events.encode(e)) for e in evs]
         syncs = sync_records(ctx.settings, segments)
         if ctx.offset_syncs_on_target:
@@ -238,6 +240,7 @@ class Lander:
             live = w.parts.get(tp)
             if live is not None and live is not part:  # it rolled on: its successor's base
                 live.committed, live.d_next = part.committed, part.d_next
+        self.free_ms = time.time() * 1000.0
         w.skips.commit()
 
     def landed(self, landing: Landing) -> bool:

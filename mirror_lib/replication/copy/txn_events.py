@@ -115,7 +115,11 @@ def segments_events(
 
 
 def resumed_events(
-    w: TargetWriter, parts: Mapping[TP, PartState], acked_ms: float, usual: UsualWait
+    w: TargetWriter,
+    parts: Mapping[TP, PartState],
+    acked_ms: float,
+    usual: UsualWait,
+    free_ms: float | None = None,
 ) -> list[dict[str, Any]]:
     """A ``resumed`` event when records of writer ``w``'s transaction waited at least
     :data:`RESUMED_AFTER_S` to be copied (without a cause the task saw, as long as ``usual``
@@ -126,6 +130,10 @@ def resumed_events(
     partition that never committed before (a new flow's backlog) does not count, nor, unless the
     task saw a cause or started again, one whose last commit left records behind on the source
     (a backlog, whose records wait for the copy to come round to them: the lag shows that).
+
+    Without such a cause, the wait is the source's when the copy task, free to read since
+    ``free_ms`` (its last commit), read the longest-waiting records only in its second half;
+    else the target's, which acknowledged late.
     """
     waits: list[tuple[float, float, PartState]] = []
     explained = w.trouble is not None or w.restarted
@@ -143,12 +151,16 @@ def resumed_events(
     waited = [wait for wait in waits if wait[0] >= told_from_s * 1000]
     if not waited:
         return []
-    longest = max(ms for ms, _since, _p in waited)
-    cause = w.trouble or (
-        "the slot's copy task started again (the query or its slice restarted)"
-        if w.restarted
-        else "the target acknowledged late"
-    )
+    longest, began, part = max(waited, key=lambda wait: wait[0])
+    judged: dict[str, float] = {}  # without a cause the task saw: what the cause is judged from
+    if w.trouble is not None:
+        cause = w.trouble
+    elif w.restarted:
+        cause = "the slot's copy task started again (the query or its slice restarted)"
+    else:
+        source_ms = _read_late_ms(part, began, free_ms)
+        judged["source_s"] = round(source_ms / 1000, 3)
+        cause = _unexplained(w.ctx.source, longest, source_ms)
     return [
         events.flow_event(
             w.ctx,
@@ -156,6 +168,7 @@ def resumed_events(
             slot=w.slot,
             batch_id=w.batch_id,
             waited_s=round(longest / 1000, 3),
+            **judged,
             since_ms=int(min(since for _ms, since, _p in waited)),
             partitions=sorted(f"{p.remote}[{p.partition}]" for _ms, _s, p in waited),
             records=sum(p.n for _ms, _s, p in waited),
@@ -163,3 +176,23 @@ def resumed_events(
             action="resumed",
         )
     ]
+
+
+def _read_late_ms(part: PartState, since: float, free_ms: float | None) -> float:
+    """How long into a wait that began at ``since`` the copy task read the partition's first
+    record, counted from when it was free to read (``free_ms``, its last commit, if later)."""
+    if not part.consumed:
+        return 0.0
+    return max(0.0, part.consumed[0][0] - max(since, free_ms or since))
+
+
+def _unexplained(source: str, waited_ms: float, source_ms: float) -> str:
+    """The cause of a wait the task saw no cause for: records the task, free to read, read late
+    were held on the source side; others, read at once, were acknowledged late."""
+    if source_ms * 2 >= waited_ms:
+        return (
+            f"source cluster {source} held them: the copy task, free to read, read them "
+            f"{source_ms / 1000:.1f}s into the wait (a leader of {source} lost, or its "
+            "producers retrying)"
+        )
+    return "the target acknowledged late"

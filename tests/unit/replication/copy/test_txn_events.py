@@ -40,8 +40,12 @@ def _writer(
                            slot=1, batch_id=7)  # fmt: skip
 
 
-def _part(partition: int, n: int, first_ts: int) -> SimpleNamespace:
-    return SimpleNamespace(remote="A.t", partition=partition, n=n, ts=[first_ts])
+def _part(partition: int, n: int, first_ts: int, read_ms: float | None = None) -> SimpleNamespace:
+    """A partition's open transaction: its first record created at ``first_ts`` and read by
+    the copy task at ``read_ms`` (at once when not given)."""
+    read = first_ts if read_ms is None else read_ms
+    return SimpleNamespace(remote="A.t", partition=partition, n=n, ts=[first_ts],
+                           consumed=[(read, n)])  # fmt: skip
 
 
 def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
@@ -60,6 +64,7 @@ def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
     held = _writer({("A.t", 0): 10_000}, restarted=False, trouble="B refused the writes")
     (told,) = resumed_events(held, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert told["reason"].endswith(": B refused the writes")
+    assert "source_s" not in event and "source_s" not in told  # a cause the task saw
     assert resumed_events(held, parts, acked_ms=12_900.0, usual=UsualWait()) == []  # type: ignore[arg-type]
 
 
@@ -105,3 +110,27 @@ def test_a_slot_whose_records_usually_wait_little_tells_a_second():
     for waited_s in (0.1, 0.2, 0.6, 0.1, 0.3):
         usual.learn(waited_s)
     assert usual.told_from_s() == 1.0
+
+
+def test_records_the_task_free_to_read_read_late_were_held_by_the_source():
+    """A leader of A killed under load (the fault matrix): its producers held the records 11 s
+    before A took them, the copy task read them at once, and the event said "the target
+    acknowledged late". A wait the task, free since its last commit, spent mostly before it
+    read the records is the source's; one it spent busy with a slow commit is not."""
+    w = _writer({("A.t", 0): 10_000}, restarted=False)
+    held = {("t", 0): _part(0, 40, 10_100, read_ms=21_000)}
+    (event,) = resumed_events(w, held, 21_300.0, UsualWait(), free_ms=10_050)  # type: ignore[arg-type]
+    assert (event["waited_s"], event["source_s"]) == (11.2, 10.9)
+    assert event["reason"] == (
+        "copying resumed after 11.2s: source cluster A held them: the copy task, free to read, "
+        "read them 10.9s into the wait (a leader of A lost, or its producers retrying)"
+    )
+    (busy,) = resumed_events(w, held, 21_300.0, UsualWait(), free_ms=20_900)  # type: ignore[arg-type]
+    assert busy["source_s"] == 0.1
+    assert busy["reason"] == "copying resumed after 11.2s: the target acknowledged late"
+    read_at_once = {("t", 0): _part(0, 40, 10_100, read_ms=10_200)}
+    (late,) = resumed_events(w, read_at_once, 21_300.0, UsualWait(), free_ms=10_050)  # type: ignore[arg-type]
+    assert (late["source_s"], late["reason"]) == (
+        0.1,
+        "copying resumed after 11.2s: the target acknowledged late",
+    )

@@ -550,6 +550,31 @@ def test_records_that_waited_across_a_restart_are_told_in_a_resumed_event(monkey
     assert len(_metrics(producer, "resumed")) == 1  # the next commit waited for nothing
 
 
+def test_a_wait_before_the_free_task_read_the_records_is_told_as_the_sources(monkeypatch):
+    """Each commit marks the task free to read; records it read 11.6 s into a 12 s wait that
+    began after that (created when their partition's last commit was long done) were held on
+    the source side. Read as soon as the task was free again, they were not."""
+    now = time.time() * 1000
+    w, producer = _stamped_writer(monkeypatch, now - 30_000)
+    w.accept(("T", 0), [FakeMessage("T", 0, 0, ts=int(now))], 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert now <= w.strategy.free_ms <= time.time() * 1000  # type: ignore[attr-defined]
+    w.strategy.free_ms = w.ledger.landed_ms[("A.T", 0)] = now - 12_000  # type: ignore[attr-defined]
+    late = [FakeMessage("T", 0, o, ts=int(now - 11_900)) for o in range(1, 4)]
+    w.accept(("T", 0), late, now - 300)
+    assert w.commit(_no_watermarks, wait=True)
+    (event,) = _metrics(producer, "resumed")
+    assert 11.5 < event["source_s"] < 11.7 and event["waited_s"] >= 11.9
+    assert "source cluster A held them" in event["reason"]
+    # the same records, but the task was busy with a commit until just before it read them
+    w.strategy.free_ms, w.ledger.landed_ms[("A.T", 0)] = now - 400, now - 12_000  # type: ignore[attr-defined]
+    late = [FakeMessage("T", 0, o, ts=int(now - 11_900)) for o in range(4, 7)]
+    w.accept(("T", 0), late, now - 300)
+    assert w.commit(_no_watermarks, wait=True)
+    busy = _metrics(producer, "resumed")[-1]
+    assert busy["source_s"] == 0.1 and busy["reason"].endswith("the target acknowledged late")
+
+
 @pytest.mark.parametrize(
     ("stamp_ago_s", "created_ago_s"),
     [(None, 3600), (0.1, 0.05), (3600, 0.2)],
