@@ -45,6 +45,9 @@ _FENCED = {
     KafkaError.INVALID_PRODUCER_ID_MAPPING,
 }
 _PASSING = {  # delivery failures an outage causes: the run retries them
+    # a request still out to a broker that left the cluster (fenced, so gone from the metadata
+    # librdkafka follows): its handle is destroyed and the request fails with this, abortable
+    KafkaError._DESTROY_BROKER,
     KafkaError._MSG_TIMED_OUT,
     KafkaError._TIMED_OUT,
     KafkaError._TRANSPORT,

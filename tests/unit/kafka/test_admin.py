@@ -409,9 +409,14 @@ def test_a_moving_leaders_answer_in_a_failed_querys_text_is_transient() -> None:
 
     text = 'KafkaError{code=OFFSET_NOT_AVAILABLE,val=78,str="Broker: Leader high watermark..."}'
     assert is_transient_text(text)
+    gone = 'KafkaError{code=_DESTROY_BROKER,val=-137,str="Local: Broker handle destroyed..."}'
+    assert is_transient_text(gone)
 
 
-@pytest.mark.parametrize("code", [KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH])
+@pytest.mark.parametrize(
+    "code",
+    [KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError._DESTROY_BROKER],
+)
 def test_an_admin_future_failing_on_a_moving_leader_is_transient(code: int) -> None:
     """Listing offsets while two brokers of three were cut off failed on these, and the
     tables thread took them as terminal: the run ended."""

@@ -147,6 +147,19 @@ def test_a_topic_deleted_on_the_target_is_retried_so_the_planner_creates_it_agai
     assert record_error(KafkaError(code), "T[0] offset 5", "B").transient  # type: ignore[union-attr]
 
 
+def test_a_commit_cut_short_by_a_broker_leaving_the_cluster_is_retried():
+    """The fault matrix's one broker of B cut off: the ledger's TxnOffsetCommit was out to the
+    group coordinator on that broker when its controllers fenced it, librdkafka destroyed the
+    broker's handle, and the abortable error ended the run for good."""
+    text = (
+        "Failed to commit offsets to transaction on broker 127.0.0.1:34409/3: Local: Broker "
+        "handle destroyed without termination (after 0 ms)"
+    )
+    err = KafkaError(KafkaError._DESTROY_BROKER, text, txn_requires_abort=True)
+    error = commit_error(err, [], "target cluster B")
+    assert error.transient and "Broker handle destroyed" in str(error)
+
+
 @pytest.mark.parametrize(
     "code", [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.INVALID_PRODUCER_EPOCH]
 )
