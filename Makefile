@@ -136,10 +136,10 @@ test-kafka44: kafka ## the spark40-marked replication and checkpoint tests on Ka
 		-m spark40 $(KAFKA44_FILES)
 
 # Every fault of docs/testing.md#the-fault-matrix on three-broker clusters under a steady load,
-# then the one-slot variants of the integration tier's fault tests (about 45 minutes on 2 cores);
+# then the one-slot variants of the integration tier's fault tests (about 20 minutes on 2 cores);
 # each three-broker fault's figures go to $(FAULTS_DIR)/fault-figures.jsonl.
 FAULTS_DIR ?= $(HOME)/.cache/mirror_lib/fault-matrix
-fault-matrix: kafka delta ## the whole fault matrix, and the one-slot fault tests (about 45 minutes)
+fault-matrix: kafka delta ## the whole fault matrix, and the one-slot fault tests (about 20 minutes)
 	rm -rf $(FAULTS_DIR) && mkdir -p $(FAULTS_DIR)
 	MIRROR_FAULT_MATRIX=1 MIRROR_FAULT_FIGURES=$(FAULTS_DIR)/fault-figures.jsonl \
 		$(BIN)/pytest -p no:cacheprovider -v tests/faults --basetemp=$(FAULTS_DIR)/runs
