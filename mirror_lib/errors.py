@@ -17,11 +17,11 @@ TRANSIENT_NOTE = "mirror_lib: transient (retrying may succeed)"
 #: librdkafka / Kafka error codes that mean "try again" in a text without our own error.
 _TRANSIENT_CODES = re.compile(
     r"\b(_TRANSPORT|_ALL_BROKERS_DOWN|_TIMED_OUT|_MSG_TIMED_OUT|_RESOLVE|_WAIT_COORD|"
-    r"_DESTROY_BROKER|REQUEST_TIMED_OUT|NOT_LEADER_FOR_PARTITION|NOT_LEADER_OR_FOLLOWER|LEADER_NOT_AVAILABLE|"
+    r"REQUEST_TIMED_OUT|NOT_LEADER_FOR_PARTITION|NOT_LEADER_OR_FOLLOWER|LEADER_NOT_AVAILABLE|"
     r"COORDINATOR_LOAD_IN_PROGRESS|COORDINATOR_NOT_AVAILABLE|NOT_COORDINATOR|"
     r"NETWORK_EXCEPTION|BROKER_NOT_AVAILABLE|REPLICA_NOT_AVAILABLE|NOT_ENOUGH_REPLICAS\w*|"
     r"CONCURRENT_TRANSACTIONS|UNKNOWN_TOPIC_OR_PART|OFFSET_NOT_AVAILABLE|FENCED_LEADER_EPOCH|"
-    r"UNKNOWN_LEADER_EPOCH)\b"
+    r"UNKNOWN_LEADER_EPOCH|_DESTROY_BROKER)\b"
     # Spark could not start a Python worker in time (a busy machine), or lost one while another
     # task of the run was interrupted: a restarted query gets fresh workers.
     r"|Python worker failed to connect back|SocketTimeoutException"
