@@ -104,6 +104,9 @@ def test_sigkill_of_a_broker_of_b_mid_transaction(
             node = b.coordinator_of(ctx.transactional_id(0))
         flow.kill(b, node)
         flow.conclude()
+        for told in flow.figures.get("told", []):  # the broker killed, by its id
+            assert f"broker {node} " in told["reason"], told
+            assert "left the cluster" in told["reason"], told
     finally:
         flow.stop()
         flow.report(f"SIGKILL of the {victim}")

@@ -217,11 +217,12 @@ class ExactlyOnce(Lander):
             w.aborts_unreported += 1
         init_s, took = inited - started, time.monotonic() - started
         how = f"{took:.1f}s (init_transactions {init_s:.1f}s, the ledger {took - init_s:.1f}s)"
-        w.trouble = f"{cause}; a new producer took over in {how}"
-        log.warning(
-            "%s: slot %d: %s; a new producer took over in %s and continues from the ledger",
-            w.ctx.label, w.slot, cause, how,
-        )  # fmt: skip
+        # a broker killed leaves the metadata only once its controllers fenced it, which is
+        # what the new producer waited for: the hang's cause, asked sooner, could not name it
+        left = None if "left the cluster" in str(cause) else left_cluster(w.producer)
+        told = f"{cause};" if left is None else f"{cause}; {left}, and"
+        w.trouble = f"{told} a new producer took over in {how}"
+        log.warning("%s: slot %d: %s and continues from the ledger", w.ctx.label, w.slot, w.trouble)
         raise Rewound(f"{w.name}: slot {w.slot} continues from its ledger")
 
 

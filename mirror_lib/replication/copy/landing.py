@@ -323,7 +323,7 @@ class Lander:
             if moved_since is not None:
                 ends.append(moved_since + MOVED_GRACE_S)
             if self.flush(max(min(ends) - now, 0.0)) == 0:
-                self._acked(started)
+                self._acked(started, looked=True)
                 return
             trouble = self._look(trouble)
         if self.flush(max(started + limit - time.monotonic(), 0.0)) > 0:
@@ -332,10 +332,15 @@ class Lander:
             if self._look(trouble) is None:
                 w.trouble = None
             raise self.unacknowledged("records")
-        self._acked(started)
+        self._acked(started, looked=True)
 
-    def _acked(self, started: float) -> None:
+    def _acked(self, started: float, looked: bool = False) -> None:
+        """The records, waited for since ``started``, were acknowledged. When late enough to be
+        ``looked`` for and no look showed a cause, look once more: a lost leader shows in the
+        metadata only once its controllers fenced it, which is what let them be acknowledged."""
         self.acks.took(time.monotonic() - started)
+        if looked and self.w.trouble is None:
+            self._look(None)
 
     def _look(self, before: Trouble | None) -> Trouble | None:
         """What the target's metadata shows about the writes now (kept as the writer's trouble

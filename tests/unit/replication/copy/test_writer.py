@@ -575,6 +575,39 @@ def test_a_wait_before_the_free_task_read_the_records_is_told_as_the_sources(mon
     assert busy["source_s"] == 0.1 and busy["reason"].endswith("the target acknowledged late")
 
 
+@pytest.mark.parametrize("after", [Trouble((), (), (3,)), None], ids=["fenced", "nothing"])
+def test_a_late_acknowledgement_is_told_by_what_the_target_shows_once_it_came(monkeypatch, after):
+    """A leader's broker killed: the metadata shows nothing wrong while its controllers wait
+    out its session, and once they fence it, its partitions' new leaders acknowledge at once.
+    So the looks while the records waited saw nothing; the one after they came names the
+    broker. When that look shows nothing either, the target acknowledged late."""
+    monkeypatch.setattr(landing, "SLOW_ACK_S", 0.05)
+    monkeypatch.setattr(landing, "RELOOK_S", 0.05)
+    monkeypatch.setattr(landing, "min_insync", lambda *_a: {})
+    now = time.time() * 1000
+    w, producer = _stamped_writer(monkeypatch, now - 30_000)
+    w.accept(("T", 0), [FakeMessage("T", 0, 0, ts=int(now))], now)
+    assert w.commit(_no_watermarks, wait=True)  # the task's first commit: it started again
+    w.ledger.landed_ms[("A.T", 0)] = now - 30_000
+    looks: list[bool] = []  # whether the records were acknowledged when the target was looked at
+
+    def look(*_a: object) -> Trouble | None:
+        looks.append(producer.acking)
+        producer.acking = len(looks) >= 2  # fenced after the second look: acknowledged
+        return after if producer.acking and len(looks) > 2 else None
+
+    monkeypatch.setattr(landing, "target_trouble", look)
+    producer.acking = False
+    late = [FakeMessage("T", 0, o, ts=int(now - 5_000)) for o in range(1, 4)]
+    w.accept(("T", 0), late, now - 4_900)  # read at once: not the source's wait
+    assert w.commit(_no_watermarks, wait=True)
+    assert looks == [False, False, True]
+    (event,) = _metrics(producer, "resumed")
+    expected = "broker 3 left the cluster (fenced by" if after else "the target acknowledged late"
+    assert expected in event["reason"] and event["waited_s"] >= 5
+    assert w.trouble is None  # told: the next wait is judged afresh
+
+
 @pytest.mark.parametrize(
     ("stamp_ago_s", "created_ago_s"),
     [(None, 3600), (0.1, 0.05), (3600, 0.2)],
@@ -753,6 +786,31 @@ def test_a_call_hung_while_a_broker_left_the_target_is_renewed_for_that_cause(mo
         assert "while broker 2 had left the cluster" in (w.trouble or "")
     else:
         assert time.monotonic() - started >= 2.0 and "left" not in (w.trouble or "")
+
+
+@pytest.mark.parametrize("hung_left", [(), (2,)], ids=["not yet", "already"])
+def test_a_renewal_names_the_broker_that_had_left_once_the_new_producer_took_over(
+    monkeypatch, hung_left
+):
+    """A coordinator's broker killed: the hung call's cause, asked at CALL_HANG_S, sees every
+    broker still there (its controllers fence it only when its session ends); the new
+    producer's init_transactions waited for that, and then the metadata names it. A cause that
+    named it already is not told twice."""
+    import threading
+
+    hung = FakeProducer()
+    hung.left = hung_left
+    blocked = threading.Event()
+    hung.commit_transaction = lambda *a: blocked.wait(30)  # type: ignore[method-assign]
+    w, fresh, _made = _hanging_writer(monkeypatch, FakeLedger({("A.T", 0): 5}), hung)
+    fresh.left = (2,)
+    w.strategy.commits.took(0.4)  # hung at 2.0 s, its cause asked at CALL_HANG_S
+    _renews(w, blocked)
+    assert w.producer is fresh and (w.trouble or "").count("broker 2 had left the cluster") == 1
+    if not hung_left:
+        assert "; broker 2 had left the cluster, and a new producer took over in" in (
+            w.trouble or ""
+        )
 
 
 def _renewable_writer(monkeypatch, looks):
