@@ -81,9 +81,15 @@ class BrokerError(MirrorRuntimeError):
 
 class HungCallError(BrokerError):
     """A client call did not return within its deadline and its client is given up (librdkafka
-    can hang inside a transactional call: :mod:`mirror_lib.kafka.bounded`). Transient."""
+    can hang inside a transactional call: :mod:`mirror_lib.kafka.bounded`). Transient.
+    ``cause_named``: the message names why (a broker that left the cluster), so whoever tells
+    it need not look for a cause again."""
 
     transient = True
+
+    def __init__(self, message: str, *, cause_named: bool = False) -> None:
+        super().__init__(message)
+        self.cause_named = cause_named
 
 
 class UnsupportedOperationError(BrokerError):

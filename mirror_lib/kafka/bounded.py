@@ -106,7 +106,8 @@ def bounded(
             why = f"while {reason} (librdkafka can wait there for a coordinator that left)"
         raise HungCallError(
             f"{what} did not return within {waited:.1f}s {why}; this producer is abandoned, "
-            "and a new one fences it and replays what was not committed"
+            "and a new one fences it and replays what was not committed",
+            cause_named=reason is not None,
         )
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]

@@ -219,7 +219,7 @@ class ExactlyOnce(Lander):
         how = f"{took:.1f}s (init_transactions {init_s:.1f}s, the ledger {took - init_s:.1f}s)"
         # a broker killed leaves the metadata only once its controllers fenced it, which is
         # what the new producer waited for: the hang's cause, asked sooner, could not name it
-        left = None if "left the cluster" in str(cause) else left_cluster(w.producer)
+        left = None if cause.cause_named else left_cluster(w.producer)
         told = f"{cause};" if left is None else f"{cause}; {left}, and"
         w.trouble = f"{told} a new producer took over in {how}"
         log.warning("%s: slot %d: %s and continues from the ledger", w.ctx.label, w.slot, w.trouble)

@@ -414,7 +414,8 @@ def hung_error(
         return HungCallError(
             f"{where} acknowledged none of {waiting} records for {now - started:.0f}s; its "
             f"metadata shows {trouble}, and every partition led and in sync on the others: "
-            "they are held on a connection to the broker that left"
+            "they are held on a connection to the broker that left",
+            cause_named=True,
         )
     if stuck is not None and now >= started + stuck:
         silent = ""
