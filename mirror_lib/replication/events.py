@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from mirror_lib.kafka.admin_ops import NewTopicSpec
@@ -39,6 +40,30 @@ LEFT_OUT_S = 3.0  # what telling a fan-out target's failure may hold up the othe
 PUBLISH_TIMEOUT_S = 5.0  # a run event, per target: creating the metrics topic, then the write
 END_WAIT_S = 10.0  # what the end of a run waits for start and its stop/error, in all
 _told_left_out: set[tuple[str, str]] = set()
+
+
+#: The data source option of a query started again through an outage (:class:`QueryRestart`)
+RESTART_OPTION = "restart"
+
+
+@dataclass(frozen=True)
+class QueryRestart:
+    """Why a replication query was started again: the outage the run's supervisor restarted
+    it through. Its copy tasks tell it in the ``resumed`` event of records that waited since
+    before the restart, which then names the outage's cause rather than only a restart."""
+
+    at_ms: int  # when the query was started again
+    outage_id: str  # as in the outage's outage_started and outage_ended events
+    why: str  # e.g. "an outage of target cluster B: <its last diagnosis>"
+
+    def option(self) -> str:
+        """The value of :data:`RESTART_OPTION`."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def of_option(cls, text: str | None) -> QueryRestart | None:
+        """From :meth:`option`'s text (None: the query was not started again so)."""
+        return cls(**json.loads(text)) if text else None
 
 
 def now_ms() -> int:

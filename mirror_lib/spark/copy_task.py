@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from mirror_lib.replication.copy.copier import CopyResult, copy_slice
 from mirror_lib.replication.copy.read_group import ReadGroup
+from mirror_lib.replication.events import RESTART_OPTION, QueryRestart
 from mirror_lib.spark.slot_work import SlotWork
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,10 @@ _WATCH_LOCK = threading.Lock()
 
 def read_group(options: dict[str, str]) -> tuple[ReadGroup, str]:
     """The flow (or fan-out group) of these data source options and its cache key, cached per
-    worker process."""
-    key = hashlib.sha1(json.dumps(options, sort_keys=True).encode()).hexdigest()
+    worker process. A query started again through an outage keeps its key (and so the group
+    and the skips it counts): its options differ only by :data:`RESTART_OPTION`."""
+    same = {k: v for k, v in options.items() if k != RESTART_OPTION}
+    key = hashlib.sha1(json.dumps(same, sort_keys=True).encode()).hexdigest()
     if key not in _GROUPS:
         _GROUPS[key] = ReadGroup.from_options(options)
     return _GROUPS[key], key
@@ -94,6 +97,7 @@ def copy_slot(options: dict[str, str], work: SlotWork) -> CopyResult:
         busy=work.busy,
         shared=work.shared,
         slots=work.slots,
+        restart=QueryRestart.of_option(options.get(RESTART_OPTION)),
     )
     for flow, why in result.detached.items():  # its lag shows in the ledger
         log.warning("slice %d: %s fell behind and catches up later: %s", batch_id, flow, why)

@@ -22,6 +22,7 @@ from mirror_lib.replication.context import FlowContext, flow_dir
 from mirror_lib.replication.copy.ledger import LedgerView, flow_bounds, flow_ends
 from mirror_lib.replication.copy.read_group import ReadGroup, split_group_name
 from mirror_lib.replication.copy.target_producer import fence_slots
+from mirror_lib.replication.events import RESTART_OPTION, QueryRestart
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.planning.slices import flows_short_of, format_until
 from mirror_lib.replication.planning.stall import StallWatch, stall_text
@@ -89,6 +90,7 @@ class FlowRunner:
         self._unread: set[str] = set()  # targets whose last ledger read failed
         self._sample: tuple[int, int, float] | None = None
         self._until: dict[TP, int] | None = None
+        self._restart: QueryRestart | None = None  # the outage the query was started again after
         self._parts: list[TP] = []
         self._stall = StallWatch(stall_limit_s)
 
@@ -133,6 +135,7 @@ class FlowRunner:
             self._parts = list(snapshot)
         done = sum(self.delivered(snapshot).values())
         self._sample = (done, done, time.monotonic())  # progress() counts from here
+        self._restart = None
         return self._start_query(until)
 
     def _start_query(self, until: dict[TP, int] | None) -> Any:
@@ -141,6 +144,8 @@ class FlowRunner:
         options = self.group.to_options()
         if until is not None:
             options["until"] = format_until(until)
+        if self._restart is not None:
+            options[RESTART_OPTION] = self._restart.option()
         self._until = until
         df = self.spark.readStream.format("mirror").options(**options).load()
         writer = (
@@ -193,14 +198,16 @@ class FlowRunner:
         self._parts = list(ends)
         return ends
 
-    def restart(self) -> Any:
-        """Start the query again as it was started (``--once`` keeps its snapshot).
+    def restart(self, after: QueryRestart | None = None) -> Any:
+        """Start the query again as it was started (``--once`` keeps its snapshot), ``after``
+        an outage, which its copy tasks then tell (:class:`QueryRestart`).
 
         Nothing is read from the clusters here, and progress counts on from the first start:
         in an outage of the target a read of its ledger waits out its timeout, slot by slot,
         with the run's loop (and ``mirror status``) held meanwhile; the query's tasks read the
         ledger anyway.
         """
+        self._restart = after
         return self._start_query(self._until)
 
     def delivered_total(self, timeout_s: float = 3.0) -> int:

@@ -31,7 +31,7 @@ from mirror_lib.replication.companions.heartbeats import emit_heartbeat
 from mirror_lib.replication.companions.supervise import Supervisor, Unit, failure_text
 from mirror_lib.replication.companions.threads import PARTS, CompanionJob, TablesJob
 from mirror_lib.replication.context import FlowContext
-from mirror_lib.replication.events import RunEvents
+from mirror_lib.replication.events import QueryRestart, RunEvents
 from mirror_lib.replication.metrics.flow_status import FlowStatus
 from mirror_lib.replication.metrics.metrics_endpoint import MetricsExporter, start_exporter
 from mirror_lib.spark.flow_runner import FlowRunner
@@ -102,7 +102,7 @@ def _table_unit(run: _Run, i: int, cluster: str) -> Unit:
     the flow the plan chose for it."""
     tables = run.tables
 
-    def restart() -> Any:
+    def restart(_after: QueryRestart) -> Any:  # its tasks copy nothing, so tell nothing
         tables[i] = start_materialization(run.spark, run.config, cluster, writer=run.writer)
         return tables[i]
 

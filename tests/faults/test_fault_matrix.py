@@ -104,7 +104,8 @@ def test_sigkill_of_a_broker_of_b_mid_transaction(
             node = b.coordinator_of(ctx.transactional_id(0))
         flow.kill(b, node)
         flow.conclude()
-        for told in flow.figures.get("told", []):  # the broker killed, by its id
+        assert flow.figures.get("told"), "the kill held the copy up, but nothing told it"
+        for told in flow.figures["told"]:  # the broker killed, by its id
             assert f"broker {node} " in told["reason"], told
             assert "left the cluster" in told["reason"], told
     finally:
@@ -243,6 +244,11 @@ def test_two_brokers_of_b_cut_off_the_flow_waits_says_why_and_resumes(
             for e in ended
         ), ended
         assert_told(flow, fault, took)
+        # the wait is told by its cause: the outage the query was started again through, or
+        # what its first commit after the restart saw, never the restart alone
+        (told,) = flow.figures["told"]
+        assert "copy task started again" not in told["reason"], told
+        assert told.get("outage_id", ended[0]["outage_id"]) in {e["outage_id"] for e in ended}
         flow.figures["status"] = shown[:300]
     finally:
         flow.stop()

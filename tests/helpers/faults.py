@@ -348,5 +348,6 @@ def assert_told(flow: FaultFlow, fault_ms: float, took_s: float, timeout_s: floa
         flow.alive,
         detail=lambda: str(flow.events("resumed")),
     )
-    told = {k: found[0][k] for k in ("waited_s", "source_s", "reason") if k in found[0]}
+    kept = ("waited_s", "source_s", "reason", "outage_id")
+    told = {k: found[0][k] for k in kept if k in found[0]}
     flow.figures.setdefault("told", []).append(told)

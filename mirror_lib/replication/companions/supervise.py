@@ -30,6 +30,7 @@ from mirror_lib.config.model import MirrorConfig
 from mirror_lib.errors import MirrorError, MirrorRuntimeError, is_transient_text
 from mirror_lib.replication import events
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.events import QueryRestart
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,11 @@ class Outage:
     started: float = field(default_factory=time.monotonic)
     restarted: bool = False
 
+    def restart(self) -> QueryRestart:
+        """What a query started again now, through this outage, tells its copy tasks."""
+        why = f"an outage of {self.role} cluster {self.cluster}: {self.reason}"
+        return QueryRestart(events.now_ms(), self.outage_id, why)
+
     def line(self) -> str:
         """One line for the run's output and ``mirror status``."""
         waited = time.monotonic() - self.started
@@ -166,7 +172,7 @@ class Unit:
     name: str
     ctx: FlowContext
     get: Callable[[], Any]
-    restart: Callable[[], Any]
+    restart: Callable[[QueryRestart], Any]  # starts the query again after the outage given
     progress_count: Callable[[Any], int] = lambda q: len(q.recentProgress) if q else 0
 
 
@@ -273,7 +279,7 @@ class Supervisor:
         self._diagnose(unit, outage, text)
         self._write_status()  # the cause as diagnosed, while the restart is under way
         try:
-            query = unit.restart()
+            query = unit.restart(outage.restart())
         except MirrorError as exc:
             if not exc.transient:
                 raise

@@ -35,6 +35,7 @@ from mirror_lib.replication.copy.fanout_targets import TARGET_ERRORS, Targets
 from mirror_lib.replication.copy.source_reader import CONSUME_BATCH, Reader, Record
 from mirror_lib.replication.copy.source_watch import SourceWatch
 from mirror_lib.replication.copy.writer import CopyResult, TargetWriter
+from mirror_lib.replication.events import QueryRestart
 from mirror_lib.replication.planning.plan_changes import PlanChanges
 from mirror_lib.replication.planning.slot_tasks import SharedTaskGate
 from mirror_lib.replication.planning.stall import idle_slice_text
@@ -95,8 +96,10 @@ class SliceCopy:
         busy: Collection[str] | None = None,
         shared: Sequence[int] = (),
         slots: int = 0,
+        restart: QueryRestart | None = None,
     ) -> None:
         self.contexts = [contexts] if isinstance(contexts, FlowContext) else list(contexts)
+        self.restart = restart  # the outage the query was started again through, if it was
         self.ctx = ctx = self.contexts[0]
         self.slot, self.batch_id, self.query_id = slot, batch_id, query_id
         self.options_key = options_key
@@ -159,6 +162,7 @@ class SliceCopy:
                     topic_ids=self.changes.ids,
                     shared=self.shared,
                     slots=self.slots,
+                    restart=self.restart,
                 )
                 self.writers.append(writer)
                 writer.start()

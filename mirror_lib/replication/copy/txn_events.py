@@ -131,9 +131,11 @@ def resumed_events(
     task saw a cause or started again, one whose last commit left records behind on the source
     (a backlog, whose records wait for the copy to come round to them: the lag shows that).
 
-    Without such a cause, the wait is the source's when the copy task, free to read since
-    ``free_ms`` (its last commit), read the longest-waiting records only in its second half;
-    else the target's, which acknowledged late.
+    A wait since before the run's supervisor started the query again through an outage
+    (``w.restart``) is told by that outage. Without such a cause, the wait is the source's
+    when the copy task, free to read since ``free_ms`` (its last commit), read the
+    longest-waiting records only in its second half; else the target's, which acknowledged
+    late.
     """
     waits: list[tuple[float, float, PartState]] = []
     explained = w.trouble is not None or w.restarted
@@ -152,9 +154,13 @@ def resumed_events(
     if not waited:
         return []
     longest, began, part = max(waited, key=lambda wait: wait[0])
-    judged: dict[str, float] = {}  # without a cause the task saw: what the cause is judged from
+    # the cause's own fields: the outage's id, or what a cause the task did not see is judged by
+    judged: dict[str, float | str] = {}
     if w.trouble is not None:
         cause = w.trouble
+    elif w.restarted and w.restart is not None and began <= w.restart.at_ms:
+        cause = f"the query was started again after {w.restart.why}"
+        judged["outage_id"] = w.restart.outage_id
     elif w.restarted:
         cause = "the slot's copy task started again (the query or its slice restarted)"
     else:

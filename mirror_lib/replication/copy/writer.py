@@ -58,6 +58,7 @@ from mirror_lib.replication.copy.target_producer import (
     timed_out_error,
 )
 from mirror_lib.replication.copy.txn_events import Watermarks
+from mirror_lib.replication.events import QueryRestart
 
 BEHIND_FACTOR = 10  # behind the head, a transaction may last this many commit intervals
 BEHIND_MIN_S = 1.0  # ... and at least this long: a backlog is not copied in small commits
@@ -121,8 +122,10 @@ class TargetWriter:
         topic_ids: dict[str, str] | None = None,
         shared: Sequence[int] = (),
         slots: int = 0,
+        restart: QueryRestart | None = None,
     ) -> None:
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
+        self.restart = restart  # the outage the query was started again through, if it was
         self.topic_ids = topic_ids or {}  # source topic -> id as planned, in segments events
         s = ctx.settings
         self.partitions = list(partitions)

@@ -3,13 +3,16 @@ stopped (its producers fenced where its tasks cannot be seen ending)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mirror_lib.config.parse import parse_config
 from mirror_lib.replication.copy.read_group import ReadGroup
+from mirror_lib.replication.events import RESTART_OPTION, QueryRestart
 from mirror_lib.spark import flow_runner
+from mirror_lib.spark.copy_task import read_group
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.progress import stop_query
 
@@ -33,6 +36,48 @@ def test_a_restart_reads_neither_cluster_and_progress_counts_on(
     runner.restart()
     assert started == [{("t", 0): 5}]
     assert runner._sample == (10, 50, 1.0)
+
+
+class _Streams:
+    """A session's ``readStream`` and ``writeStream``: each call returns it; the data source
+    options of every query started are kept."""
+
+    def __init__(self) -> None:
+        self.given: list[dict[str, str]] = []
+        self.readStream = self.writeStream = self
+
+    def options(self, **options: str) -> _Streams:
+        self.given.append(options)
+        return self
+
+    def __getattr__(self, _name: str) -> Any:  # format, load, option, queryName, trigger
+        return lambda *_a, **_k: self
+
+    def start(self) -> str:
+        return "query"
+
+
+def test_a_query_started_again_through_an_outage_tells_its_tasks_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its copy tasks name the outage in the resumed event of the records it held; a start
+    that is not a restart tells nothing, and the tasks keep the group's cache key."""
+    config = parse_config({
+        "clusters": "A, B", "A->B.enabled": "true", "A.bootstrap.servers": "a:9092",
+        "B.bootstrap.servers": "b:9092", "mirror.state.dir": str(tmp_path),
+    })  # fmt: skip
+    streams = _Streams()
+    runner = FlowRunner(streams, ReadGroup.create(config, "A->B"))
+    monkeypatch.setattr(flow_runner, "register_sources", lambda _spark: None)
+    monkeypatch.setattr(flow_runner, "_claim_checkpoint", lambda *_a: None)
+    monkeypatch.setattr(FlowRunner, "snapshot", lambda _self: {("t", 0): 5})
+    monkeypatch.setattr(FlowRunner, "delivered", lambda _self, parts, *_a: dict.fromkeys(parts, 0))
+    runner.start()
+    after = QueryRestart(1_000, "0123456789ab", "an outage of target cluster B: NOT_ENOUGH_...")
+    runner.restart(after)
+    runner.start()
+    assert [o.get(RESTART_OPTION) for o in streams.given] == [None, after.option(), None]
+    assert read_group(streams.given[1])[1] == read_group(streams.given[0])[1]
 
 
 def test_the_lag_is_measured_against_the_ends_alone(monkeypatch: pytest.MonkeyPatch) -> None:

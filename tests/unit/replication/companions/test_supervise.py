@@ -24,6 +24,7 @@ from mirror_lib.replication.companions.supervise import (
     current_outages,
 )
 from mirror_lib.replication.context import FlowContext
+from mirror_lib.replication.events import QueryRestart
 from tests.helpers.fake_admin import RecordingAdminOps
 from tests.helpers.fake_metadata import FakeCluster, topics_of
 from tests.helpers.fake_query import FakeQuery
@@ -126,9 +127,11 @@ class Harness:
         )
         self.query = FakeQuery()
         self.restarts = 0
+        self.told: list[QueryRestart] = []  # what each restart told the query's copy tasks
 
-        def restart() -> FakeQuery:
+        def restart(after: QueryRestart) -> FakeQuery:
             self.restarts += 1
+            self.told.append(after)
             self.query = FakeQuery()
             return self.query
 
@@ -167,6 +170,9 @@ def test_a_transient_failure_restarts_the_query_and_records_the_outage(tmp_path,
     assert ended["records_behind"] == 42 and ended["restarts"] == 2
     assert ended["duration_s"] >= 0 and started["outage_id"] == ended["outage_id"]
     assert "listing topics failed" in ended["last_error"] and ended["cause"] == started["cause"]
+    # each restart told the query's copy tasks the outage, for their resumed events
+    assert [t.outage_id for t in h.told] == [started["outage_id"]] * 2
+    assert h.told[-1].why == f"an outage of target cluster B: {ended['last_error']}"
     assert current_outages(h.config) == []
     assert "outage over" in h.lines[-1]
 
@@ -295,7 +301,7 @@ def test_the_diagnosed_cause_is_in_mirror_status_while_the_restart_runs(tmp_path
     monkeypatch.setattr(supervise, "target_refusal", lambda _ctx: refusal)
     shown: list[str] = []
 
-    def restart() -> FakeQuery:
+    def restart(_after: QueryRestart) -> FakeQuery:
         shown.extend(o["cause"] for o in current_outages(h.config))
         raise BrokerError("reading the ledger on target cluster B timed out", transient=True)
 

@@ -11,6 +11,7 @@ from mirror_lib.mm2.formats import OffsetSync
 from mirror_lib.offsets.segments import Segment
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.txn_events import UsualWait, resumed_events, sync_records
+from mirror_lib.replication.events import QueryRestart
 
 PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
          "A->B.enabled": "true"}  # fmt: skip
@@ -33,11 +34,16 @@ def test_offset_syncs_follow_the_segments_only_where_the_flow_emits_them():
 
 
 def _writer(
-    landed: dict, *, restarted: bool, trouble: str | None = None, behind: frozenset = frozenset()
+    landed: dict,
+    *,
+    restarted: bool,
+    trouble: str | None = None,
+    behind: frozenset = frozenset(),
+    restart: QueryRestart | None = None,
 ) -> SimpleNamespace:
     ledger = SimpleNamespace(landed_ms=landed, left_behind=set(behind))
     return SimpleNamespace(ctx=_ctx(), ledger=ledger, trouble=trouble, restarted=restarted,
-                           slot=1, batch_id=7)  # fmt: skip
+                           slot=1, batch_id=7, restart=restart)  # fmt: skip
 
 
 def _part(partition: int, n: int, first_ts: int, read_ms: float | None = None) -> SimpleNamespace:
@@ -66,6 +72,24 @@ def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
     assert told["reason"].endswith(": B refused the writes")
     assert "source_s" not in event and "source_s" not in told  # a cause the task saw
     assert resumed_events(held, parts, acked_ms=12_900.0, usual=UsualWait()) == []  # type: ignore[arg-type]
+
+
+def test_a_wait_since_before_the_query_was_started_again_through_an_outage_names_it():
+    """Two brokers of B cut off: the run's supervisor started the query again until B took
+    writes, and the wait was told only as "the slot's copy task started again", with the
+    cause in the outage events alone. A later slice of that query tells its own waits."""
+    why = "an outage of target cluster B: B.t[0] has 1 in-sync replica(s) (NOT_ENOUGH_REPLICAS)"
+    restart = QueryRestart.of_option(QueryRestart(13_000, "0123456789ab", why).option())
+    assert restart == QueryRestart(13_000, "0123456789ab", why)  # as the option carries it
+    parts = {("t", 0): _part(0, 5, 12_000)}
+    w = _writer({("A.t", 0): 10_000}, restarted=True, restart=restart)
+    (event,) = resumed_events(w, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
+    assert event["reason"] == f"copying resumed after 3.0s: the query was started again after {why}"
+    assert event["outage_id"] == "0123456789ab"
+    later = _writer({("A.t", 0): 10_000}, restarted=True, restart=QueryRestart(11_000, "x", why))
+    (event,) = resumed_events(later, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
+    assert "outage" not in event["reason"] and "outage_id" not in event
+    assert QueryRestart.of_option(None) is None
 
 
 def test_a_backlog_copied_in_turns_is_not_a_wait_unless_a_fault_held_it():
