@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import astuple
 from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import admin as ka
 
 from mirror_lib.errors import BrokerError
@@ -240,6 +240,28 @@ def lost_brokers(
     session ended) or that is gone leaves the metadata's broker list, not the replica lists."""
     lost = {r for _t, _p, part in _held(meta, partitions) for r in part.replicas if r not in live}
     return tuple(sorted(lost))
+
+
+def broker_names(ids: Sequence[int]) -> str:
+    """``broker 3``, or ``brokers 1, 3``."""
+    return f"broker{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
+
+
+def left_cluster(
+    client: Producer | Consumer, timeout_s: float, partitions: Iterable[TP] | None = None
+) -> str | None:
+    """The brokers that left the cluster of ``client`` (a producer or a consumer), as its
+    metadata shows now (:func:`lost_brokers`) for ``partitions`` (default: every partition, the
+    coordinators' internal topics included), named for a cause: ``broker 3 had left the
+    cluster``. None when none left or the metadata does not come in ``timeout_s``."""
+    try:
+        cluster = client.list_topics(timeout=timeout_s)
+    except KafkaException:
+        return None
+    meta = cluster.topics
+    every = [(topic, p) for topic, found in meta.items() for p in found.partitions]
+    lost = lost_brokers(meta, cluster.brokers, every if partitions is None else partitions)
+    return f"{broker_names(lost)} had left the cluster" if lost else None
 
 
 def first_few(problems: Sequence[str], shown: int = 3) -> str:

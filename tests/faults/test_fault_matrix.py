@@ -121,8 +121,10 @@ def test_sigkill_of_a_leader_of_a(clusters, tmp_path, unique_name, subprocess_en
         node = a.busiest_leader(flow.topic)
         flow.kill(a, node)
         flow.conclude()
-        for told in flow.figures.get("told", []):  # the source's fault, not the target's
+        assert flow.figures.get("told"), "the kill held the copy up, but nothing told it"
+        for told in flow.figures["told"]:  # the source's fault, by the broker killed
             assert "the target acknowledged late" not in told["reason"], told
+            assert f"broker {node} had left the cluster" in told["reason"], told
     finally:
         flow.stop()
         flow.report("SIGKILL of A's busiest leader")

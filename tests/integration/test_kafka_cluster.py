@@ -16,8 +16,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import ConfigResource, OffsetSpec
 
-from mirror_lib.kafka.admin import admin_client
-from mirror_lib.replication.copy.target_producer import left_cluster
+from mirror_lib.kafka.admin import admin_client, left_cluster
 from mirror_lib.testing.kafka_cluster import PRODUCTION, KafkaCluster, start_cluster
 from mirror_lib.testing.kafka_io import commit_group, consume_all, create_topic, produce_exact
 from tests.helpers.waiting import wait_for
@@ -90,22 +89,29 @@ def test_one_broker_cut_off_is_fenced_and_writes_go_on_two_cannot_write(cluster)
     assert set(produce(cluster.client_bootstrap, "cut", 30)) == {"ok"}
 
 
-def test_a_stopped_broker_is_named_as_gone_from_a_producers_metadata(cluster) -> None:
-    """What a hung transactional call is told by (``left_cluster``): Kafka's own metadata, as a
-    producer gets it, keeps a stopped broker among the replicas and not among the brokers, and
-    names nothing once it is back."""
+def test_a_stopped_broker_is_named_as_gone_from_a_clients_metadata(cluster) -> None:
+    """What a hung transactional call, and a wait the source held, are told by
+    (``left_cluster``): Kafka's own metadata, as a producer and a consumer get it, keeps a
+    stopped broker among the replicas and not among the brokers, and names nothing once it is
+    back."""
     create_topic(cluster.client_bootstrap, "left", 3)
     producer = ck.Producer({"bootstrap.servers": cluster.client_bootstrap, "log_level": 0})
-    assert left_cluster(producer) is None
+    consumer = ck.Consumer(
+        {"bootstrap.servers": cluster.client_bootstrap, "group.id": "left", "log_level": 0}
+    )
+    assert left_cluster(producer, 5) is None and left_cluster(consumer, 5) is None
     victim = cluster.busiest_leader("left")
+    led = [("left", p) for p in range(3)]
     cluster.stop_node(victim)
     try:
         said = f"broker {victim} had left the cluster"
-        wait_for(lambda: left_cluster(producer) == said, 60, said)
+        wait_for(lambda: left_cluster(producer, 5) == said, 60, said)
+        assert left_cluster(consumer, 5, led) == said
     finally:
         cluster.start_node(victim)
+        consumer.close()
     cluster.wait_in_sync()
-    wait_for(lambda: left_cluster(producer) is None, 60, "no broker gone")
+    wait_for(lambda: left_cluster(producer, 5) is None, 60, "no broker gone")
 
 
 def test_the_active_controllers_loss_elects_another(cluster) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from mirror_lib.errors import BrokerError, HungCallError
+from mirror_lib.kafka.admin import left_cluster
 from mirror_lib.kafka.bounded import HangCause, bounded
 from mirror_lib.mm2.formats import TP
 from mirror_lib.replication import testhooks
@@ -38,8 +39,8 @@ from mirror_lib.replication.copy.landing import (
     Landing,
 )
 from mirror_lib.replication.copy.target_producer import (
+    TROUBLE_LOOKUP_S,
     commit_error,
-    left_cluster,
     make_producer,
 )
 from mirror_lib.replication.copy.txn_events import Watermarks
@@ -182,7 +183,7 @@ class ExactlyOnce(Lander):
         producer = self.w.producer
         bounded(
             run, 60, what, meanwhile=meanwhile, hang_s=times.hang_s(CALL_HANG_S),
-            cause=HangCause(CALL_HANG_S, lambda: left_cluster(producer)),
+            cause=HangCause(CALL_HANG_S, lambda: left_cluster(producer, TROUBLE_LOOKUP_S)),
         )  # fmt: skip
 
     def renew(self, cause: HungCallError) -> NoReturn:
@@ -219,7 +220,7 @@ class ExactlyOnce(Lander):
         how = f"{took:.1f}s (init_transactions {init_s:.1f}s, the ledger {took - init_s:.1f}s)"
         # a broker killed leaves the metadata only once its controllers fenced it, which is
         # what the new producer waited for: the hang's cause, asked sooner, could not name it
-        left = None if cause.cause_named else left_cluster(w.producer)
+        left = None if cause.cause_named else left_cluster(w.producer, TROUBLE_LOOKUP_S)
         told = f"{cause};" if left is None else f"{cause}; {left}, and"
         w.trouble = f"{told} a new producer took over in {how}"
         log.warning("%s: slot %d: %s and continues from the ledger", w.ctx.label, w.slot, w.trouble)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from mirror_lib.kafka.admin import left_cluster
 from mirror_lib.mm2.formats import TP
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ HEAD_LAG_RECORDS = CONSUME_BATCH  # fewer records than this to the high watermar
 HEAD_CALM_S = 2.0  # ... for this long before the consumer is swapped for a paced one
 LAG_CHECK_S = 1.0
 FETCH_WAIT_MS = 1000  # twice MirrorMaker 2's: see make_consumer
+LEFT_LOOKUP_S = 2.0  # a look at the source's brokers, after it held records, may take this long
 
 #: A record's headers, as confluent-kafka gives and takes them.
 Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
@@ -108,6 +111,13 @@ class Reader:
         self.paced = False
         self.calm_since: float | None = None  # since when the lag is below HEAD_LAG_RECORDS
         self.next_check = time.monotonic() + LAG_CHECK_S
+        for w in writers:  # a wait the source held is told by what this reader's consumer sees
+            w.source_lost = self.left_cluster
+
+    def left_cluster(self, partitions: Iterable[TP]) -> str | None:
+        """The brokers that left the source's cluster, of those holding replicas of
+        ``partitions``, as this reader's consumer sees them now (None: none, or no answer)."""
+        return left_cluster(self.consumer, LEFT_LOOKUP_S, partitions)
 
     def positions(self) -> dict[TP, int]:
         """Where each open partition continues: the lowest position of the writers."""

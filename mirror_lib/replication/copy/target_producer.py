@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from mirror_lib.errors import BrokerError, RecordTooLargeError
 from mirror_lib.kafka.admin import (
     TOPIC_GONE_CODES,
+    broker_names,
     first_answer,
     first_few,
     lost_brokers,
@@ -136,12 +137,8 @@ class Trouble:
         if self.silent:
             said.append(f"{', '.join(self.silent)} did not answer")
         if self.lost:
-            said.append(f"{_brokers(self.lost)} left the cluster (fenced by its controllers)")
+            said.append(f"{broker_names(self.lost)} left the cluster (fenced by its controllers)")
         return "; ".join(said)
-
-
-def _brokers(ids: Sequence[int]) -> str:
-    return f"broker{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
 
 
 def target_trouble(
@@ -178,20 +175,6 @@ def target_trouble(
         lost_brokers(meta, cluster.brokers, written),
     )
     return found if found.refusals or found.silent or found.lost else None
-
-
-def left_cluster(producer: Producer) -> str | None:
-    """The brokers that left the target's cluster, as its metadata shows now (any topic's
-    replicas, the coordinators' internal topics included), named for a hung call's error; None
-    when none left or the metadata does not come."""
-    try:
-        cluster = producer.list_topics(timeout=TROUBLE_LOOKUP_S)
-    except KafkaException:
-        return None
-    meta = cluster.topics
-    every = [(topic, p) for topic, found in meta.items() for p in found.partitions]
-    lost = lost_brokers(meta, cluster.brokers, every)
-    return f"{_brokers(lost)} had left the cluster" if lost else None
 
 
 def make_producer(

@@ -166,7 +166,8 @@ def resumed_events(
     else:
         source_ms = _read_late_ms(part, began, free_ms)
         judged["source_s"] = round(source_ms / 1000, 3)
-        cause = _unexplained(w.ctx.source, longest, source_ms)
+        held = [(p.topic, p.partition) for _ms, _s, p in waited]
+        cause = _unexplained(w, held, longest, source_ms)
     return [
         events.flow_event(
             w.ctx,
@@ -192,13 +193,15 @@ def _read_late_ms(part: PartState, since: float, free_ms: float | None) -> float
     return max(0.0, part.consumed[0][0] - max(since, free_ms or since))
 
 
-def _unexplained(source: str, waited_ms: float, source_ms: float) -> str:
+def _unexplained(w: TargetWriter, held: list[TP], waited_ms: float, source_ms: float) -> str:
     """The cause of a wait the task saw no cause for: records the task, free to read, read late
-    were held on the source side; others, read at once, were acknowledged late."""
+    were held on the source side (by a broker that left the source's cluster, where one holding
+    a replica of ``held`` did); others, read at once, were acknowledged late."""
     if source_ms * 2 >= waited_ms:
+        source = w.ctx.source
+        why = w.source_lost(held) or f"a leader of {source} lost, or its producers retrying"
         return (
             f"source cluster {source} held them: the copy task, free to read, read them "
-            f"{source_ms / 1000:.1f}s into the wait (a leader of {source} lost, or its "
-            "producers retrying)"
+            f"{source_ms / 1000:.1f}s into the wait ({why})"
         )
     return "the target acknowledged late"

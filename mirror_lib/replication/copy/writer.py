@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -125,12 +125,9 @@ class TargetWriter:
         restart: QueryRestart | None = None,
     ) -> None:
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
-        self.restart = restart  # the outage the query was started again through, if it was
         self.topic_ids = topic_ids or {}  # source topic -> id as planned, in segments events
         s = ctx.settings
-        self.partitions = list(partitions)
-        self.until = until
-        self.fanout = fanout
+        self.partitions, self.until, self.fanout = list(partitions), until, fanout
         self.eos = s.exactly_once
         self.timing = CommitTiming.of(s)
         self.behind = False  # the copy loop says at each commit_due whether it is behind
@@ -159,6 +156,9 @@ class TargetWriter:
         self.source_syncs: PlainProducer | None = None
         self.trouble: str | None = None  # what held the copy up, told with the next resumed event
         self.restarted = True  # no commit since the ledger was read: a (re)started copy
+        self.restart = restart  # the outage the query was started again through, if it was
+        # the brokers that left the source's cluster, of some partitions (its reader sets it)
+        self.source_lost: Callable[[Iterable[TP]], str | None] = lambda _partitions: None
         self.commit_started_ms = 0.0  # the timing log's (txn_timing): when the commit started
         self.strategy: CommitStrategy = commit_strategy(self)
 

@@ -15,6 +15,7 @@ from mirror_lib.kafka.admin import (
     KafkaAdminOps,
     first_answer,
     first_few,
+    left_cluster,
     lost_brokers,
     map_kafka_error,
     min_insync,
@@ -33,7 +34,13 @@ from mirror_lib.kafka.admin_ops import (
     unknown_topic_config,
 )
 from tests.helpers.fake_admin import RecordingAdminOps
-from tests.helpers.fake_metadata import FakeCluster, FakePartition, FakeTopic, topics_of
+from tests.helpers.fake_metadata import (
+    FakeCluster,
+    FakeMetaProducer,
+    FakePartition,
+    FakeTopic,
+    topics_of,
+)
 
 # --- error mapping -----------------------------------------------------------------------
 
@@ -491,6 +498,22 @@ def test_lost_brokers_hold_replicas_of_the_partitions_but_left_the_broker_list()
     assert lost_brokers(meta, [1, 3], [("A.T", 1), ("gone", 0)]) == (2,)
     assert lost_brokers(meta, [1, 3], [("A.U", 0)]) == (4,)
     assert lost_brokers(meta, [1, 2, 3], [("A.T", 0)]) == ()
+
+
+def test_a_broker_that_left_the_cluster_is_named_from_any_client_s_metadata() -> None:
+    """A hung transactional call's cause: any broker the replicas name but the broker list
+    does not (the coordinators' topics included); a wait the source held asks only about the
+    partitions that waited."""
+    offsets = FakeTopic({0: FakePartition(2, [2, 3], replicas=[2, 3, 4])})
+    topics = {"A.T": FakeTopic({0: FakePartition(1, [1, 2])}), "__consumer_offsets": offsets}
+    meta = FakeCluster(topics, live=(1, 2, 3))
+    assert left_cluster(FakeMetaProducer(meta), 1) == "broker 4 had left the cluster"
+    assert left_cluster(FakeMetaProducer(meta), 1, [("A.T", 0)]) is None
+    gone = FakeCluster(topics, live=(1, 3))
+    assert left_cluster(FakeMetaProducer(gone), 1) == "brokers 2, 4 had left the cluster"
+    every_live = FakeCluster(topics, (1, 2, 3, 4))
+    assert left_cluster(FakeMetaProducer(every_live), 1) is None
+    assert left_cluster(FakeMetaProducer(None), 1) is None
 
 
 def test_first_few_says_how_many_more_there_are() -> None:

@@ -8,6 +8,7 @@ from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy import source_reader
 from mirror_lib.replication.copy.source_reader import Reader
 from tests.helpers.fake_kafka import FakeConsumer
+from tests.helpers.fake_metadata import FakeCluster, FakeMetaProducer, FakePartition, FakeTopic
 from tests.unit.replication.copy.test_writer import PROPS, _writer
 
 
@@ -75,3 +76,16 @@ def test_quiet_partitions_are_asked_once_a_second(monkeypatch):
     source_reader.make_consumer(own)
     source_reader.make_consumer(own, to_end=True)
     assert [int(c["fetch.wait.max.ms"]) for c in confs] == [1000, 100, 100, 250, 250]
+
+
+def test_a_reader_tells_the_writers_it_feeds_which_brokers_left_the_source(monkeypatch):
+    """A wait the source held names the broker that left its cluster, as the reader's consumer
+    of the moment (a paced swap replaces it) sees the partitions that waited."""
+    monkeypatch.setattr(source_reader, "make_consumer", lambda _ctx, *, paced=False: FakeConsumer())
+    w, _producer = _writer(monkeypatch, start=100, fanout=False)
+    assert w.source_lost([("T", 0)]) is None  # no reader feeds it yet
+    reader = Reader(w.ctx, [w])
+    held = FakeTopic({0: FakePartition(1, [1], replicas=[1, 2]), 1: FakePartition(3, [3], [3])})
+    reader.consumer = FakeMetaProducer(FakeCluster({"T": held}, live=(1, 3)))
+    assert w.source_lost([("T", 0)]) == "broker 2 had left the cluster"
+    assert w.source_lost([("T", 1)]) is None

@@ -247,18 +247,6 @@ def test_a_broker_gone_from_the_cluster_under_the_written_partitions_is_named():
     assert target_trouble(ctx, FakeMetaProducer(FakeCluster(topics)), [("A.T", 0)], {}) is None
 
 
-def test_a_broker_gone_from_any_topics_replicas_is_said_to_have_left_the_cluster():
-    """A hung transactional call's cause: any broker the metadata's replicas name but its
-    broker list does not (the coordinators' topics included), not only the written ones'."""
-    offsets = FakeTopic({0: FakePartition(2, [2, 3], replicas=[2, 3, 4])})
-    topics = {"A.T": FakeTopic({0: FakePartition(1, [1, 2])}), "__consumer_offsets": offsets}
-    meta = FakeCluster(topics, live=(1, 2, 3))
-    assert target_producer.left_cluster(FakeMetaProducer(meta)) == "broker 4 had left the cluster"
-    every_live = FakeCluster(topics, (1, 2, 3, 4))
-    assert target_producer.left_cluster(FakeMetaProducer(every_live)) is None
-    assert target_producer.left_cluster(FakeMetaProducer(None)) is None  # no metadata: no cause
-
-
 def test_a_later_look_does_not_ask_an_address_that_was_silent_before(monkeypatch):
     """A client for a broker that does not answer is slow to go (its connection is held): a
     look after the first asks only the other addresses, and still names the silent one."""

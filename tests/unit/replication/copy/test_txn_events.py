@@ -4,6 +4,7 @@ and its partitions are stand-ins)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 
 from mirror_lib.config.parse import parse_config
@@ -40,17 +41,19 @@ def _writer(
     trouble: str | None = None,
     behind: frozenset = frozenset(),
     restart: QueryRestart | None = None,
+    source_lost: Callable[[list], str | None] = lambda _held: None,
 ) -> SimpleNamespace:
     ledger = SimpleNamespace(landed_ms=landed, left_behind=set(behind))
     return SimpleNamespace(ctx=_ctx(), ledger=ledger, trouble=trouble, restarted=restarted,
-                           slot=1, batch_id=7, restart=restart)  # fmt: skip
+                           slot=1, batch_id=7, restart=restart,
+                           source_lost=source_lost)  # fmt: skip
 
 
 def _part(partition: int, n: int, first_ts: int, read_ms: float | None = None) -> SimpleNamespace:
     """A partition's open transaction: its first record created at ``first_ts`` and read by
     the copy task at ``read_ms`` (at once when not given)."""
     read = first_ts if read_ms is None else read_ms
-    return SimpleNamespace(remote="A.t", partition=partition, n=n, ts=[first_ts],
+    return SimpleNamespace(topic="t", remote="A.t", partition=partition, n=n, ts=[first_ts],
                            consumed=[(read, n)])  # fmt: skip
 
 
@@ -158,3 +161,25 @@ def test_records_the_task_free_to_read_read_late_were_held_by_the_source():
         0.1,
         "copying resumed after 11.2s: the target acknowledged late",
     )
+
+
+def test_a_wait_the_source_held_names_the_broker_that_left_its_cluster():
+    """The fault matrix's leader of A killed: the event said only "a leader of A lost, or its
+    producers retrying". The reader's consumer sees which broker holding the partitions that
+    waited had left A's cluster; the target's side is never asked."""
+    asked: list[list] = []
+
+    def lost(held: list) -> str:
+        asked.append(held)
+        return "broker 2 had left the cluster"
+
+    w = _writer({("A.t", 0): 10_000, ("A.t", 1): 20_000}, restarted=False, source_lost=lost)
+    held = {("t", 0): _part(0, 40, 10_100, read_ms=21_000), ("t", 1): _part(1, 2, 21_000)}
+    (event,) = resumed_events(w, held, 21_300.0, UsualWait(), free_ms=10_050)  # type: ignore[arg-type]
+    assert event["reason"] == (
+        "copying resumed after 11.2s: source cluster A held them: the copy task, free to read, "
+        "read them 10.9s into the wait (broker 2 had left the cluster)"
+    )
+    assert asked == [[("t", 0)]]  # the partitions that waited, by their source names
+    resumed_events(w, held, 21_300.0, UsualWait(), free_ms=20_900)  # type: ignore[arg-type]
+    assert len(asked) == 1  # acknowledged late: the source is not asked
