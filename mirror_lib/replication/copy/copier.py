@@ -99,13 +99,10 @@ class SliceCopy:
         restart: QueryRestart | None = None,
     ) -> None:
         self.contexts = [contexts] if isinstance(contexts, FlowContext) else list(contexts)
-        self.restart = restart  # the outage the query was started again through, if it was
         self.ctx = ctx = self.contexts[0]
         self.slot, self.batch_id, self.query_id = slot, batch_id, query_id
-        self.options_key = options_key
-        self.partitions = list(partitions)
-        self.until = until or {}
-        self.counts = counts
+        self.options_key, self.partitions = options_key, list(partitions)
+        self.until, self.counts = until or {}, counts
         self.changes = PlanChanges(self.contexts, ids or {}, counts)
         self.duration_s = ctx.settings.batch_duration if duration_s is None else duration_s
         self.fanout = len(self.contexts) > 1
@@ -117,6 +114,7 @@ class SliceCopy:
         self.end_early = False
         self.client_threads = ClientThreads(ctx.settings.client_threads_nice)
         self.shared, self.slots = list(shared), slots  # the slots that share this task
+        self.restart = restart  # the outage the query was started again through, if it was
         # a shared task ends its slice once the flow got busy: the next runs a task a slot
         self.gate = (
             SharedTaskGate(ctx.settings.slots_shared_below, time.monotonic())
@@ -189,10 +187,7 @@ class SliceCopy:
             self._close()
         self.targets.raise_if_only_failed_left()
         for w in self.writers:
-            self.result.records += w.result.records
-            self.result.bytes += w.result.bytes
-            self.result.transactions += w.result.transactions
-            self.result.unreported += w.result.unreported
+            self.result.add(w.result)
         if self.until and not self.result.records and self.writers and not self.end_early:
             positions = {tp: part.expect for w in self.writers for tp, part in w.parts.items()}
             log.warning("%s", idle_slice_text(self.slot, positions, self.until))

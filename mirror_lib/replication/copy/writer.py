@@ -78,6 +78,13 @@ class CopyResult:
     #: without transactions: records the target holds twice (a retried request's first copy)
     unreported: int = 0
 
+    def add(self, other: CopyResult) -> None:
+        """Count in what ``other`` (a target's share of the slice) copied."""
+        self.records += other.records
+        self.bytes += other.bytes
+        self.transactions += other.transactions
+        self.unreported += other.unreported
+
 
 @dataclass(frozen=True)
 class CommitTiming:

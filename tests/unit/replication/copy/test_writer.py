@@ -1020,3 +1020,12 @@ def test_a_task_of_shared_slots_keeps_each_partitions_entry_in_its_own_slots_gro
         written = {s: {tp.partition: tp.offset for tp in ledger.commits[-1]}
                    for s, ledger in ledgers.items()}  # fmt: skip
     assert written == {s: {q: 10 * q + 5 for q in range(4) if slot_of[q] == s} for s in (0, 1)}
+
+
+def test_a_slices_result_counts_in_every_targets_share():
+    """The query's row of a fan-out slice: every target's records, bytes, transactions and the
+    records a target without transactions holds twice."""
+    total = CopyResult(3)
+    total.add(CopyResult(3, records=5, bytes=50, transactions=2, unreported=1))
+    total.add(CopyResult(3, records=1, bytes=10, transactions=1))
+    assert (total.records, total.bytes, total.transactions, total.unreported) == (6, 60, 3, 1)
