@@ -251,12 +251,27 @@ def left_cluster(
     client: Producer | Consumer, timeout_s: float, partitions: Iterable[TP] | None = None
 ) -> str | None:
     """The brokers that left the cluster of ``client`` (a producer or a consumer), as its
-    metadata shows now (:func:`lost_brokers`) for ``partitions`` (default: every partition, the
-    coordinators' internal topics included), named for a cause: ``broker 3 had left the
-    cluster``. None when none left or the metadata does not come in ``timeout_s``."""
+    metadata shows now (:func:`left_in`); None also when the metadata does not come in
+    ``timeout_s``."""
+    return left_in(metadata_now(client, timeout_s), partitions)
+
+
+def metadata_now(client: Producer | Consumer, timeout_s: float) -> ka.ClusterMetadata | None:
+    """The metadata of the cluster of ``client``, every topic, as a broker answers now; None
+    when none answers in ``timeout_s``."""
     try:
-        cluster = client.list_topics(timeout=timeout_s)
+        return client.list_topics(timeout=timeout_s)
     except KafkaException:
+        return None
+
+
+def left_in(
+    cluster: ka.ClusterMetadata | None, partitions: Iterable[TP] | None = None
+) -> str | None:
+    """The brokers the metadata ``cluster`` shows gone (:func:`lost_brokers`) for ``partitions``
+    (default: every partition, the coordinators' internal topics included), named for a cause:
+    ``broker 3 had left the cluster``. None when none left, or without metadata."""
+    if cluster is None:
         return None
     meta = cluster.topics
     every = [(topic, p) for topic, found in meta.items() for p in found.partitions]

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import admin as ka
 
-from mirror_lib.kafka.admin import left_cluster
+from mirror_lib.kafka.admin import left_in, metadata_now
 from mirror_lib.mm2.formats import TP
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ HEAD_CALM_S = 2.0  # ... for this long before the consumer is swapped for a pace
 LAG_CHECK_S = 1.0
 FETCH_WAIT_MS = 1000  # twice MirrorMaker 2's: see make_consumer
 LEFT_LOOKUP_S = 2.0  # a look at the source's brokers, after it held records, may take this long
+#: ... and its answer serves this long: a source whose producers hold records back (a long
+#: linger.ms over many quiet partitions) may have a wait told at every commit
+LEFT_REUSE_S = 2.0
 
 #: A record's headers, as confluent-kafka gives and takes them.
 Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
@@ -111,13 +115,20 @@ class Reader:
         self.paced = False
         self.calm_since: float | None = None  # since when the lag is below HEAD_LAG_RECORDS
         self.next_check = time.monotonic() + LAG_CHECK_S
+        self._source_seen: tuple[float, ka.ClusterMetadata | None] = (float("-inf"), None)
         for w in writers:  # a wait the source held is told by what this reader's consumer sees
             w.source_lost = self.left_cluster
 
     def left_cluster(self, partitions: Iterable[TP]) -> str | None:
         """The brokers that left the source's cluster, of those holding replicas of
-        ``partitions``, as this reader's consumer sees them now (None: none, or no answer)."""
-        return left_cluster(self.consumer, LEFT_LOOKUP_S, partitions)
+        ``partitions``, as this reader's consumer saw them at most :data:`LEFT_REUSE_S` ago
+        (None: none, or no answer)."""
+        at, cluster = self._source_seen
+        now = time.monotonic()
+        if now - at >= LEFT_REUSE_S:
+            cluster = metadata_now(self.consumer, LEFT_LOOKUP_S)
+            self._source_seen = (now, cluster)
+        return left_in(cluster, partitions)
 
     def positions(self) -> dict[TP, int]:
         """Where each open partition continues: the lowest position of the writers."""

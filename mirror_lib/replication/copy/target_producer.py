@@ -18,6 +18,7 @@ from mirror_lib.kafka.admin import (
     first_answer,
     first_few,
     lost_brokers,
+    metadata_now,
     replica_trouble,
     whole_numbers,
 )
@@ -157,17 +158,15 @@ def target_trouble(
     earlier look's) left out: a client for a broker that does not answer is slow to go. None:
     nothing seen."""
     silent: list[str] = []
-    try:
-        cluster = producer.list_topics(timeout=TROUBLE_LOOKUP_S)
-    except KafkaException:
+    cluster = metadata_now(producer, TROUBLE_LOOKUP_S)
+    if cluster is None:
         conf = ctx.client("target", "admin")
-        answered, silent = first_answer(conf, TROUBLE_LOOKUP_S, silent_before)
-        if answered is None:
+        cluster, silent = first_answer(conf, TROUBLE_LOOKUP_S, silent_before)
+        if cluster is None:
             return Trouble((
                 f"no broker of {ctx.where('target')} answered a metadata request in "
                 f"{TROUBLE_LOOKUP_S:g}s",
             ))  # fmt: skip
-        cluster = answered
     meta = cluster.topics
     found = Trouble(
         tuple(replica_trouble(meta, written, min_isr)),

@@ -80,12 +80,28 @@ def test_quiet_partitions_are_asked_once_a_second(monkeypatch):
 
 def test_a_reader_tells_the_writers_it_feeds_which_brokers_left_the_source(monkeypatch):
     """A wait the source held names the broker that left its cluster, as the reader's consumer
-    of the moment (a paced swap replaces it) sees the partitions that waited."""
+    of the moment (a paced swap replaces it) sees the partitions that waited. One answer serves
+    LEFT_REUSE_S: waits told at every commit do not ask the source at each."""
     monkeypatch.setattr(source_reader, "make_consumer", lambda _ctx, *, paced=False: FakeConsumer())
+    clock = [100.0]
+    monkeypatch.setattr(source_reader.time, "monotonic", lambda: clock[0])
     w, _producer = _writer(monkeypatch, start=100, fanout=False)
     assert w.source_lost([("T", 0)]) is None  # no reader feeds it yet
     reader = Reader(w.ctx, [w])
     held = FakeTopic({0: FakePartition(1, [1], replicas=[1, 2]), 1: FakePartition(3, [3], [3])})
-    reader.consumer = FakeMetaProducer(FakeCluster({"T": held}, live=(1, 3)))
+    asked: list[float] = []
+
+    class Counted(FakeMetaProducer):
+        def list_topics(self, timeout: float = 0) -> FakeCluster:
+            asked.append(clock[0])
+            return super().list_topics(timeout)
+
+    reader.consumer = Counted(FakeCluster({"T": held}, live=(1, 3)))
     assert w.source_lost([("T", 0)]) == "broker 2 had left the cluster"
     assert w.source_lost([("T", 1)]) is None
+    clock[0] += source_reader.LEFT_REUSE_S - 0.1
+    reader.consumer = Counted(FakeCluster({"T": held}, live=(1, 2, 3)))  # broker 2 is back
+    assert w.source_lost([("T", 0)]) == "broker 2 had left the cluster"  # the answer reused
+    clock[0] += 0.1
+    assert w.source_lost([("T", 0)]) is None
+    assert asked == [100.0, 100.0 + source_reader.LEFT_REUSE_S]
