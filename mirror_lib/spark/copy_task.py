@@ -97,7 +97,7 @@ def copy_slot(options: dict[str, str], work: SlotWork) -> CopyResult:
         busy=work.busy,
         shared=work.shared,
         slots=work.slots,
-        restart=QueryRestart.of_option(options.get(RESTART_OPTION)),
+        query_restart=QueryRestart.of_option(options.get(RESTART_OPTION)),
     )
     for flow, why in result.detached.items():  # its lag shows in the ledger
         log.warning("slice %d: %s fell behind and catches up later: %s", batch_id, flow, why)

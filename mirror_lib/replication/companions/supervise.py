@@ -152,8 +152,10 @@ class Outage:
 
     def restart(self) -> QueryRestart:
         """What a query started again now, through this outage, tells its copy tasks."""
-        why = f"an outage of {self.role} cluster {self.cluster}: {self.reason}"
-        return QueryRestart(events.now_ms(), self.outage_id, why)
+        named = f"{self.role} cluster {self.cluster}"
+        # a diagnosis of the target (target_refusal) names the cluster itself
+        of = "" if self.reason.startswith(named) else f" of {named}"
+        return QueryRestart(events.now_ms(), self.outage_id, f"an outage{of}: {self.reason}")
 
     def line(self) -> str:
         """One line for the run's output and ``mirror status``."""

@@ -96,7 +96,7 @@ class SliceCopy:
         busy: Collection[str] | None = None,
         shared: Sequence[int] = (),
         slots: int = 0,
-        restart: QueryRestart | None = None,
+        query_restart: QueryRestart | None = None,
     ) -> None:
         self.contexts = [contexts] if isinstance(contexts, FlowContext) else list(contexts)
         self.ctx = ctx = self.contexts[0]
@@ -114,7 +114,7 @@ class SliceCopy:
         self.end_early = False
         self.client_threads = ClientThreads(ctx.settings.client_threads_nice)
         self.shared, self.slots = list(shared), slots  # the slots that share this task
-        self.restart = restart  # the outage the query was started again through, if it was
+        self.query_restart = query_restart  # the outage the query was started again through
         # a shared task ends its slice once the flow got busy: the next runs a task a slot
         self.gate = (
             SharedTaskGate(ctx.settings.slots_shared_below, time.monotonic())
@@ -160,7 +160,7 @@ class SliceCopy:
                     topic_ids=self.changes.ids,
                     shared=self.shared,
                     slots=self.slots,
-                    restart=self.restart,
+                    query_restart=self.query_restart,
                 )
                 self.writers.append(writer)
                 writer.start()

@@ -224,7 +224,7 @@ class Lander:
         w = self.w
         w.ledger.fresh = True
         self.settle(landing)
-        w.restarted = False
+        w.fresh_start = False
         w.trouble = None
         for tp, part in landing.moved.items():
             remote = (part.remote, part.partition)

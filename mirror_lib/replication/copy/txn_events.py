@@ -132,13 +132,13 @@ def resumed_events(
     (a backlog, whose records wait for the copy to come round to them: the lag shows that).
 
     A wait since before the run's supervisor started the query again through an outage
-    (``w.restart``) is told by that outage. Without such a cause, the wait is the source's
+    (``w.query_restart``) is told by that outage. Without such a cause, the wait is the source's
     when the copy task, free to read since ``free_ms`` (its last commit), read the
     longest-waiting records only in its second half; else the target's, which acknowledged
     late.
     """
     waits: list[tuple[float, float, PartState]] = []
-    explained = w.trouble is not None or w.restarted
+    explained = w.trouble is not None or w.fresh_start
     for part in parts.values():
         remote = (part.remote, part.partition)
         last = w.ledger.landed_ms.get(remote)
@@ -158,10 +158,10 @@ def resumed_events(
     judged: dict[str, float | str] = {}
     if w.trouble is not None:
         cause = w.trouble
-    elif w.restarted and w.restart is not None and began <= w.restart.at_ms:
-        cause = f"the query was started again after {w.restart.why}"
-        judged["outage_id"] = w.restart.outage_id
-    elif w.restarted:
+    elif w.fresh_start and w.query_restart is not None and began <= w.query_restart.at_ms:
+        cause = f"the query was started again after {w.query_restart.why}"
+        judged["outage_id"] = w.query_restart.outage_id
+    elif w.fresh_start:
         cause = "the slot's copy task started again (the query or its slice restarted)"
     else:
         source_ms = _read_late_ms(part, began, free_ms)

@@ -129,7 +129,7 @@ class TargetWriter:
         topic_ids: dict[str, str] | None = None,
         shared: Sequence[int] = (),
         slots: int = 0,
-        restart: QueryRestart | None = None,
+        query_restart: QueryRestart | None = None,
     ) -> None:
         self.ctx, self.slot, self.batch_id, self.query_id = ctx, slot, batch_id, query_id
         self.topic_ids = topic_ids or {}  # source topic -> id as planned, in segments events
@@ -162,8 +162,8 @@ class TargetWriter:
         # offset syncs on the source go out after each commit, from one producer per slice
         self.source_syncs: PlainProducer | None = None
         self.trouble: str | None = None  # what held the copy up, told with the next resumed event
-        self.restarted = True  # no commit since the ledger was read: a (re)started copy
-        self.restart = restart  # the outage the query was started again through, if it was
+        self.fresh_start = True  # no commit since the ledger was read: a (re)started copy
+        self.query_restart = query_restart  # the outage the query was started again through
         # the brokers that left the source's cluster, of some partitions (its reader sets it)
         self.source_lost: Callable[[Iterable[TP]], str | None] = lambda _partitions: None
         self.commit_started_ms = 0.0  # the timing log's (txn_timing): when the commit started
@@ -176,7 +176,7 @@ class TargetWriter:
     # -- positions ---------------------------------------------------------------------------
     def start(self) -> None:
         """Read the ledger: where each partition continues (the truth about what was delivered)."""
-        self.restarted = True
+        self.fresh_start = True
         self.parts = {}
         self.parts = self.ledger.positions(self.partitions, self.until, self.init_s)
 

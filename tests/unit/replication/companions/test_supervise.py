@@ -278,6 +278,8 @@ def test_a_later_diagnosis_of_the_target_replaces_the_first_cause(tmp_path, monk
     outage.next_retry = 0
     h.watch()
     assert outage.cause == "not_enough_replicas" and outage.reason == seen[0]
+    # the restart tells the diagnosis, which names the cluster, once
+    assert h.told[-1].why == f"an outage: {seen[0]}"
     (shown,) = current_outages(h.config)
     assert shown["cause"] == "not_enough_replicas"
     seen[0] = None  # the diagnosis sees nothing: the failure's own line, not Spark's first

@@ -37,15 +37,15 @@ def test_offset_syncs_follow_the_segments_only_where_the_flow_emits_them():
 def _writer(
     landed: dict,
     *,
-    restarted: bool,
+    fresh_start: bool,
     trouble: str | None = None,
     behind: frozenset = frozenset(),
-    restart: QueryRestart | None = None,
+    query_restart: QueryRestart | None = None,
     source_lost: Callable[[list], str | None] = lambda _held: None,
 ) -> SimpleNamespace:
     ledger = SimpleNamespace(landed_ms=landed, left_behind=set(behind))
-    return SimpleNamespace(ctx=_ctx(), ledger=ledger, trouble=trouble, restarted=restarted,
-                           slot=1, batch_id=7, restart=restart,
+    return SimpleNamespace(ctx=_ctx(), ledger=ledger, trouble=trouble, fresh_start=fresh_start,
+                           slot=1, batch_id=7, query_restart=query_restart,
                            source_lost=source_lost)  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
     """From the later of the partition's last commit and the first record's CreateTime to the
     acknowledgement; a partition that never committed (a new backlog) does not count."""
     parts = {("t", 0): _part(0, 5, 12_000), ("t", 1): _part(1, 3, 1_000), ("t", 2): _part(2, 2, 0)}
-    w = _writer({("A.t", 0): 10_000, ("A.t", 1): 14_500}, restarted=True)
+    w = _writer({("A.t", 0): 10_000, ("A.t", 1): 14_500}, fresh_start=True)
     (event,) = resumed_events(w, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert (event["type"], event["slot"], event["batch_id"]) == ("resumed", 1, 7)
     assert (event["waited_s"], event["since_ms"], event["records"]) == (3.0, 12_000, 5)
@@ -70,7 +70,7 @@ def test_records_that_waited_a_second_tell_how_long_copying_stopped_and_why():
         "copying resumed after 3.0s: the slot's copy task started again (the query or its "
         "slice restarted)"
     )
-    held = _writer({("A.t", 0): 10_000}, restarted=False, trouble="B refused the writes")
+    held = _writer({("A.t", 0): 10_000}, fresh_start=False, trouble="B refused the writes")
     (told,) = resumed_events(held, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert told["reason"].endswith(": B refused the writes")
     assert "source_s" not in event and "source_s" not in told  # a cause the task saw
@@ -85,11 +85,13 @@ def test_a_wait_since_before_the_query_was_started_again_through_an_outage_names
     restart = QueryRestart.of_option(QueryRestart(13_000, "0123456789ab", why).option())
     assert restart == QueryRestart(13_000, "0123456789ab", why)  # as the option carries it
     parts = {("t", 0): _part(0, 5, 12_000)}
-    w = _writer({("A.t", 0): 10_000}, restarted=True, restart=restart)
+    w = _writer({("A.t", 0): 10_000}, fresh_start=True, query_restart=restart)
     (event,) = resumed_events(w, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert event["reason"] == f"copying resumed after 3.0s: the query was started again after {why}"
     assert event["outage_id"] == "0123456789ab"
-    later = _writer({("A.t", 0): 10_000}, restarted=True, restart=QueryRestart(11_000, "x", why))
+    later = _writer(
+        {("A.t", 0): 10_000}, fresh_start=True, query_restart=QueryRestart(11_000, "x", why)
+    )
     (event,) = resumed_events(later, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert "outage" not in event["reason"] and "outage_id" not in event
     assert QueryRestart.of_option(None) is None
@@ -101,12 +103,12 @@ def test_a_backlog_copied_in_turns_is_not_a_wait_unless_a_fault_held_it():
     events said "the target acknowledged late" nine times in one run that had no fault."""
     parts = {("t", 0): _part(0, 124, 0), ("t", 1): _part(1, 5, 0)}
     landed = {("A.t", 0): 10_000, ("A.t", 1): 10_000}
-    w = _writer(landed, restarted=False, behind=frozenset({("A.t", 0)}))
+    w = _writer(landed, fresh_start=False, behind=frozenset({("A.t", 0)}))
     (event,) = resumed_events(w, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
     assert event["partitions"] == ["A.t[1]"]  # at the head at its last commit: a wait
     for explained in (
-        _writer(landed, restarted=True, behind=frozenset({("A.t", 0)})),
-        _writer(landed, restarted=False, trouble="B refused", behind=frozenset({("A.t", 0)})),
+        _writer(landed, fresh_start=True, behind=frozenset({("A.t", 0)})),
+        _writer(landed, fresh_start=False, trouble="B refused", behind=frozenset({("A.t", 0)})),
     ):
         (told,) = resumed_events(explained, parts, acked_ms=15_000.0, usual=UsualWait())  # type: ignore[arg-type]
         assert told["partitions"] == ["A.t[0]", "A.t[1]"]
@@ -117,7 +119,7 @@ def test_a_wait_no_longer_than_twice_the_slots_usual_is_not_told_without_a_cause
     "copying resumed after 1.0s: the target acknowledged late", one event a second, though the
     copy never stopped; a wait past twice the usual, or 1.5 s, is still told."""
     parts = {("t", 0): _part(0, 5, 0)}
-    w = _writer({("A.t", 0): 10_000}, restarted=False)
+    w = _writer({("A.t", 0): 10_000}, fresh_start=False)
     usual = UsualWait()
     first = resumed_events(w, parts, acked_ms=11_000.0, usual=usual)  # type: ignore[arg-type]
     assert [e["waited_s"] for e in first] == [1.0]  # nothing usual yet: a second is told
@@ -127,7 +129,7 @@ def test_a_wait_no_longer_than_twice_the_slots_usual_is_not_told_without_a_cause
     assert resumed_events(w, parts, acked_ms=11_400.0, usual=usual) == []  # type: ignore[arg-type]
     (told,) = resumed_events(w, parts, acked_ms=11_500.0, usual=usual)  # type: ignore[arg-type]
     assert told["waited_s"] == 1.5
-    seen = _writer({("A.t", 0): 10_000}, restarted=False, trouble="B refused the writes")
+    seen = _writer({("A.t", 0): 10_000}, fresh_start=False, trouble="B refused the writes")
     (caused,) = resumed_events(seen, parts, acked_ms=11_000.0, usual=usual)  # type: ignore[arg-type]
     assert caused["reason"] == "copying resumed after 1.0s: B refused the writes"
 
@@ -144,7 +146,7 @@ def test_records_the_task_free_to_read_read_late_were_held_by_the_source():
     before A took them, the copy task read them at once, and the event said "the target
     acknowledged late". A wait the task, free since its last commit, spent mostly before it
     read the records is the source's; one it spent busy with a slow commit is not."""
-    w = _writer({("A.t", 0): 10_000}, restarted=False)
+    w = _writer({("A.t", 0): 10_000}, fresh_start=False)
     held = {("t", 0): _part(0, 40, 10_100, read_ms=21_000)}
     (event,) = resumed_events(w, held, 21_300.0, UsualWait(), free_ms=10_050)  # type: ignore[arg-type]
     assert (event["waited_s"], event["source_s"]) == (11.2, 10.9)
@@ -173,7 +175,7 @@ def test_a_wait_the_source_held_names_the_broker_that_left_its_cluster():
         asked.append(held)
         return "broker 2 had left the cluster"
 
-    w = _writer({("A.t", 0): 10_000, ("A.t", 1): 20_000}, restarted=False, source_lost=lost)
+    w = _writer({("A.t", 0): 10_000, ("A.t", 1): 20_000}, fresh_start=False, source_lost=lost)
     held = {("t", 0): _part(0, 40, 10_100, read_ms=21_000), ("t", 1): _part(1, 2, 21_000)}
     (event,) = resumed_events(w, held, 21_300.0, UsualWait(), free_ms=10_050)  # type: ignore[arg-type]
     assert event["reason"] == (
