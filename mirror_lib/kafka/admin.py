@@ -215,21 +215,35 @@ def min_insync(admin: AdminOps, topics: Iterable[str]) -> dict[str, int]:
 def replica_trouble(
     meta: Mapping[str, ka.TopicMetadata], partitions: Iterable[TP], min_isr: Mapping[str, int]
 ) -> list[str]:
-    """What keeps each of ``partitions`` from taking writes in the topic metadata ``meta``: no
-    leader, or fewer in-sync replicas than its ``min.insync.replicas`` (``min_isr``, 1 where
-    missing). Partitions ``meta`` does not hold are passed over."""
-    problems = []
+    """What keeps ``partitions`` from taking writes in the topic metadata ``meta``, one line per
+    kind of trouble with the partitions it holds (the first few, and how many more): no leader,
+    or fewer in-sync replicas than ``min.insync.replicas`` (``min_isr``, 1 where missing).
+    Partitions ``meta`` does not hold are passed over."""
+    held: dict[tuple[int, int], list[str]] = {}  # (in-sync replicas, needed); (-1, 0): no leader
     for topic, p, part in _held(meta, partitions):
         needed = min_isr.get(topic, 1)
         if part.leader < 0:
-            problems.append(f"{topic}[{p}] has no leader")
+            held.setdefault((-1, 0), []).append(f"{topic}[{p}]")
         elif len(part.isrs) < needed:
-            problems.append(
-                f"{topic}[{p}] has {len(part.isrs)} in-sync replica(s), fewer than its "
-                f"min.insync.replicas = {needed}, so the target refuses its writes "
-                "(NOT_ENOUGH_REPLICAS) until a replica returns"
-            )
-    return problems
+            held.setdefault((len(part.isrs), needed), []).append(f"{topic}[{p}]")
+    return [_trouble_line(names, in_sync, needed) for (in_sync, needed), names in held.items()]
+
+
+def _trouble_line(names: Sequence[str], in_sync: int, needed: int) -> str:
+    """``A.t[1] has no leader``, or ``A.t[0], A.t[2] and 5 more partitions have 1 in-sync
+    replica, fewer than their min.insync.replicas = 2, ...``."""
+    shown = 3
+    which = ", ".join(names[:shown])
+    if len(names) > shown:
+        which += f" and {len(names) - shown} more partitions"
+    has, its = ("has", "its") if len(names) == 1 else ("have", "their")
+    if in_sync < 0:
+        return f"{which} {has} no leader"
+    return (
+        f"{which} {has} {in_sync} in-sync replica{'' if in_sync == 1 else 's'}, fewer than "
+        f"{its} min.insync.replicas = {needed}, so the target refuses {its} writes "
+        "(NOT_ENOUGH_REPLICAS) until a replica returns"
+    )
 
 
 def lost_brokers(

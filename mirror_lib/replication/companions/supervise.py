@@ -87,8 +87,8 @@ def blamed_cluster(ctx: FlowContext, text: str) -> tuple[str, str, bool]:
 #: What an outage is, for alerts (the ``cause`` of events, ``mirror status --json`` and the
 #: ``mirror_outage_seconds`` metric), from the failure's text; first match wins.
 CAUSES = (
-    ("not_enough_replicas", ("NOT_ENOUGH_REPLICAS", "fewer than its min.insync.replicas")),
-    ("no_leader", ("has no leader", "LEADER_NOT_AVAILABLE", "NOT_LEADER")),
+    ("not_enough_replicas", ("NOT_ENOUGH_REPLICAS",)),
+    ("no_leader", ("has no leader", "have no leader", "LEADER_NOT_AVAILABLE", "NOT_LEADER")),
     ("coordinator", ("COORDINATOR", "send_offsets_to_transaction", "init_transactions")),
     ("timed_out", ("did not acknowledge", "TIMED_OUT", "did not answer")),
 )

@@ -484,10 +484,28 @@ def test_replica_trouble_names_partitions_without_a_leader_or_below_min_insync()
     problems = replica_trouble(meta, [("A.t", 0), ("A.t", 1), ("A.t", 2), ("gone", 0)], {"A.t": 2})
     assert problems == [
         "A.t[1] has no leader",
-        "A.t[2] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2, so the target "
+        "A.t[2] has 1 in-sync replica, fewer than its min.insync.replicas = 2, so the target "
         "refuses its writes (NOT_ENOUGH_REPLICAS) until a replica returns",
     ]
     assert replica_trouble(meta, [("A.t", 2)], {}) == []  # min.insync.replicas unknown: 1
+
+
+def test_replica_trouble_tells_each_kind_of_trouble_once_with_its_partitions() -> None:
+    """Two brokers of three cut off: every partition of the flow's topics and of the internal
+    ones has one in-sync replica. One line tells them all, and how many, not one line each."""
+    meta = topics_of(**{"A.t": {p: (1, [1]) for p in range(5)}, "A.u": {0: (2, [])}})
+    written = [("A.t", p) for p in range(5)] + [("A.u", 0)]
+    assert replica_trouble(meta, written, {"A.t": 2, "A.u": 2}) == [
+        "A.t[0], A.t[1], A.t[2] and 2 more partitions have 1 in-sync replica, fewer than their "
+        "min.insync.replicas = 2, so the target refuses their writes (NOT_ENOUGH_REPLICAS) "
+        "until a replica returns",
+        "A.u[0] has 0 in-sync replicas, fewer than its min.insync.replicas = 2, so the target "
+        "refuses its writes (NOT_ENOUGH_REPLICAS) until a replica returns",
+    ]
+    no_leader = topics_of(**{"A.t": {0: (-1, []), 1: (-1, [])}})
+    assert replica_trouble(no_leader, [("A.t", 0), ("A.t", 1)], {}) == [
+        "A.t[0], A.t[1] have no leader"
+    ]
 
 
 def test_lost_brokers_hold_replicas_of_the_partitions_but_left_the_broker_list() -> None:

@@ -215,7 +215,7 @@ def test_slow_acknowledgements_are_explained_from_the_targets_metadata():
     found = target_trouble(ctx, FakeMetaProducer(meta), written, {"A.T": 2})
     assert found is not None and found.refuses
     text = str(found)
-    assert "A.T[1] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2" in text
+    assert "A.T[1] has 1 in-sync replica, fewer than its min.insync.replicas = 2" in text
     assert "NOT_ENOUGH_REPLICAS" in text and "A.T[2] has no leader" in text
     assert "A.T[0]" not in text
     assert target_trouble(ctx, FakeMetaProducer(meta), [("A.T", 0)], {"A.T": 2}) is None

@@ -81,7 +81,7 @@ def test_a_wait_since_before_the_query_was_started_again_through_an_outage_names
     """Two brokers of B cut off: the run's supervisor started the query again until B took
     writes, and the wait was told only as "the slot's copy task started again", with the
     cause in the outage events alone. A later slice of that query tells its own waits."""
-    why = "an outage of target cluster B: B.t[0] has 1 in-sync replica(s) (NOT_ENOUGH_REPLICAS)"
+    why = "an outage of target cluster B: B.t[0] has 1 in-sync replica (NOT_ENOUGH_REPLICAS)"
     restart = QueryRestart.of_option(QueryRestart(13_000, "0123456789ab", why).option())
     assert restart == QueryRestart(13_000, "0123456789ab", why)  # as the option carries it
     parts = {("t", 0): _part(0, 5, 12_000)}

@@ -903,7 +903,7 @@ def test_a_target_that_starts_refusing_writes_while_acks_are_late_is_not_renewed
     the target and names the cause instead of renewing at STUCK_ACK_S."""
     monkeypatch.setattr(landing, "STUCK_ACK_S", 0.3)
     monkeypatch.setattr(landing, "FLUSH_S", 0.6)
-    said = "A.T[0] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2"
+    said = "A.T[0] has 1 in-sync replica, fewer than its min.insync.replicas = 2"
     seen = iter([None])
     w, _fresh = _renewable_writer(monkeypatch, lambda _stuck: next(seen, Trouble((said,))))
     with pytest.raises(BrokerError, match=r"fewer than its min\.insync\.replicas") as caught:
@@ -918,7 +918,7 @@ def test_a_target_that_refuses_writes_is_waited_for_not_renewed(monkeypatch):
     monkeypatch.setattr(landing, "STUCK_ACK_S", 0.1)
     monkeypatch.setattr(landing, "FLUSH_S", 0.3)
     monkeypatch.setattr(landing, "min_insync", lambda *_a: {})
-    said = "A.T[0] has 1 in-sync replica(s), fewer than its min.insync.replicas = 2"
+    said = "A.T[0] has 1 in-sync replica, fewer than its min.insync.replicas = 2"
     monkeypatch.setattr(landing, "target_trouble", lambda *_a: Trouble((said,)))
     w, producer = _stamped_writer(monkeypatch, None)
     producer.acking = False
