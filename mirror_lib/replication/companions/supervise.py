@@ -218,13 +218,21 @@ class Supervisor:
                 outage = self._begin(unit, text)
             self._retry(unit, outage, text)
         elif (
-            outage is not None
-            and query is not None
-            and query.isActive
-            and unit.progress_count(query) > self._progress_at_restart.get(unit.name, 0)
+            outage is not None and query is not None and query.isActive and self._moved(unit, query)
         ):
             self._end(unit, outage)
         self.flush_events()
+
+    def _moved(self, unit: Unit, query: Any) -> bool:
+        """Whether the restarted ``query`` of ``unit`` made progress since its restart. A count
+        not known then (-1: the target's ledger did not answer) is taken from the first look
+        that reads one: the ledger answering again is not the query copying again."""
+        count = unit.progress_count(query)
+        before = self._progress_at_restart.get(unit.name, 0)
+        if before < 0 <= count:
+            self._progress_at_restart[unit.name] = count
+            return False
+        return count > before
 
     def waiting(self) -> dict[str, str]:
         """Query name -> outage line of every query waiting through an outage."""

@@ -177,6 +177,28 @@ def test_a_transient_failure_restarts_the_query_and_records_the_outage(tmp_path,
     assert "outage over" in h.lines[-1]
 
 
+def test_an_outage_does_not_end_when_the_ledger_only_answers_again(tmp_path, monkeypatch):
+    """Two brokers of B cut off: at the restart the ledger on B did not answer (-1), and once
+    it did, the outage ended 5 s in, though B refused writes 70 s more. Only the ledger moving
+    past what it first read ends it."""
+    h = Harness(tmp_path, monkeypatch)
+    delivered = [-1]  # the target's ledger does not answer yet
+    h.unit = Unit(h.unit.name, h.ctx, lambda: h.query, h.unit.restart, lambda _q: delivered[0])
+    h.query.fail(text_of(BrokerError("committing to B failed: Timed out", transient=True)))
+    h.watch()
+    assert h.restarts == 1 and h.sup.outages
+    h.watch()
+    assert h.sup.outages, "the ledger still does not answer"
+    delivered[0] = 500  # it answers: what the query had copied before the outage
+    h.watch()
+    h.watch()
+    assert h.sup.outages, "the ledger answered, but nothing was copied since the restart"
+    delivered[0] = 501
+    h.watch()
+    assert not h.sup.outages
+    assert [e["type"] for e in h.published] == ["outage_started", "outage_ended"]
+
+
 def test_a_terminal_failure_stops_at_once(tmp_path, monkeypatch):
     h = Harness(tmp_path, monkeypatch)
     h.query.fail(text_of(RecordTooLargeError("record t[0] offset 3 is larger than B accepts")))
