@@ -54,7 +54,7 @@ class QueryRestart:
 
     at_ms: int  # when the query was started again
     outage_id: str  # as in the outage's outage_started and outage_ended events
-    why: str  # "an outage of target cluster B: <its last error>", or "an outage: <diagnosis>"
+    why: str  # "an outage of target cluster B: <last error>", or "an outage: <what names B>"
 
     def option(self) -> str:
         """The value of :data:`RESTART_OPTION`."""

@@ -153,8 +153,9 @@ class Outage:
     def restart(self) -> QueryRestart:
         """What a query started again now, through this outage, tells its copy tasks."""
         named = f"{self.role} cluster {self.cluster}"
-        # a diagnosis of the target (target_refusal) names the cluster itself
-        of = "" if self.reason.startswith(named) else f" of {named}"
+        # a diagnosis (target_refusal) or a failure line (BrokerError: ...) may name it already
+        told = re.search(rf"\b{re.escape(named)}\b", self.reason) is not None
+        of = "" if told else f" of {named}"
         return QueryRestart(events.now_ms(), self.outage_id, f"an outage{of}: {self.reason}")
 
     def line(self) -> str:

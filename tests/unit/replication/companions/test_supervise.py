@@ -177,6 +177,19 @@ def test_a_transient_failure_restarts_the_query_and_records_the_outage(tmp_path,
     assert "outage over" in h.lines[-1]
 
 
+def test_a_restart_tells_the_outages_cluster_once(tmp_path, monkeypatch):
+    """A failure line that names the cluster is told as it is; one that does not is told with
+    the cluster; another alias that merely begins with it (B2) is not the cluster."""
+    h = Harness(tmp_path, monkeypatch)
+    h.query.fail(text_of(BrokerError("target cluster B (bootstrap ...) timed out", transient=True)))
+    h.watch()
+    outage = h.sup.outages["replication of A->B"]
+    assert h.told[-1].why == f"an outage: {outage.reason}"
+    assert outage.reason.startswith("BrokerError: target cluster B (bootstrap")
+    outage.reason = "BrokerError: target cluster B2 (bootstrap ...) timed out"
+    assert outage.restart().why == f"an outage of target cluster B: {outage.reason}"
+
+
 def test_an_outage_does_not_end_when_the_ledger_only_answers_again(tmp_path, monkeypatch):
     """Two brokers of B cut off: at the restart the ledger on B did not answer (-1), and once
     it did, the outage ended 5 s in, though B refused writes 70 s more. Only the ledger moving
