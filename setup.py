@@ -45,6 +45,9 @@ EXTRAS = {
         "nbval>=0.11",
         "pyyaml>=6",
         "cryptography>=42",
+        # CRC-32C of record batches in C: the raw reader of the exactly-once checks
+        # (tests/helpers/kafka_raw.py) spent half its time on it in Python
+        "google-crc32c>=1.5",
     ],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})

@@ -10,6 +10,7 @@ exactly-once test reads the target with :func:`committed_records`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import socket
 import struct
@@ -17,6 +18,8 @@ import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+import google_crc32c
 
 API_FETCH, API_METADATA, API_VERSIONS = 1, 3, 18
 FETCH_VERSION = 4
@@ -71,6 +74,11 @@ class Batch:
 
 
 # -- primitive decoding ------------------------------------------------------------------------
+@functools.cache
+def _struct(fmt: str) -> struct.Struct:
+    return struct.Struct(">" + fmt)
+
+
 class _Reader:
     def __init__(self, data: bytes, pos: int = 0) -> None:
         self.data, self.pos = data, pos
@@ -83,8 +91,12 @@ class _Reader:
         return out
 
     def unpack(self, fmt: str) -> tuple:
-        s = struct.Struct(">" + fmt)
-        return s.unpack(self.take(s.size))
+        s = _struct(fmt)
+        if self.pos + s.size > len(self.data):
+            raise RawKafkaError(f"truncated: need {s.size} bytes at {self.pos} of {len(self.data)}")
+        out = s.unpack_from(self.data, self.pos)
+        self.pos += s.size
+        return out
 
     def int8(self) -> int:
         return self.unpack("b")[0]
@@ -108,11 +120,16 @@ class _Reader:
 
     def varint(self) -> int:
         """A zigzag varint/varlong (record fields)."""
+        data, pos = self.data, self.pos
         shift = result = 0
         while True:
-            b = self.take(1)[0]
+            if pos >= len(data):
+                raise RawKafkaError(f"truncated: a varint at {self.pos} of {len(data)} bytes")
+            b = data[pos]
+            pos += 1
             result |= (b & 0x7F) << shift
             if not b & 0x80:
+                self.pos = pos
                 return (result >> 1) ^ -(result & 1)
             shift += 7
             if shift > 63:
@@ -160,7 +177,7 @@ def parse_batch(data: bytes) -> Batch:
      producer_id, producer_epoch, _base_seq, count) = _BATCH_HEADER.unpack_from(data)  # fmt: skip
     if magic != 2:
         raise RawKafkaError(f"batch at offset {base_offset}: magic {magic}, only 2 is supported")
-    if _crc32c(data[21:]) != crc:
+    if google_crc32c.value(data[21:]) != crc:
         raise RawKafkaError(f"batch at offset {base_offset}: CRC mismatch")
     body = data[_BATCH_HEADER.size :]
     codec = attributes & _ATTR_COMPRESSION
@@ -404,25 +421,3 @@ def iter_all(records: dict[int, list[RawRecord]]) -> Iterator[tuple[int, RawReco
     for p in sorted(records):
         for r in records[p]:
             yield p, r
-
-
-# -- CRC-32C (Castagnoli), as record batches use ------------------------------------------------
-def _crc_table() -> list[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC_TABLE = _crc_table()
-
-
-def _crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    table = _CRC_TABLE
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
