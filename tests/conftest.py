@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from mirror_lib.testing import embedded
-from mirror_lib.testing.clusters import BROKER_ENV, broker_kind, start_clusters
+from mirror_lib.testing import embedded, kafka_jvm
+from mirror_lib.testing.clusters import BROKER_ENV, broker_kind, kafka_version, start_clusters
 from tests.helpers.clean_tree import left_behind, tree_entries
 
 # Property tests assert what they compute, never how fast: a per-example deadline fails them on
@@ -64,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
             )
     if embedded.external_clusters_from_env() is not None:  # clusters this run does not own
         os.environ.setdefault(EXTERNAL_ENV, "1")
+    # Kafka JVMs that start on a third of the CPU (docs/testing.md#brokers)
+    os.environ.setdefault(kafka_jvm.JVM_ENV, "lean")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -138,6 +140,26 @@ def tree_stays_clean() -> Iterator[None]:
     if before is not None and after is not None:
         new = left_behind(before, after)
         assert not new, f"the tests left files in the working tree: {new}"
+
+
+#: Test files that start no broker: a session of these only writes no class archive.
+NO_BROKERS = ("unit", "tools", "docs")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kafka_class_archive(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The first session on a machine that starts Apache Kafka writes the class archive its lean
+    JVMs map (about 10 s); while another worker writes it, this one goes on without."""
+    here = Path(__file__).parent
+    starts = any(
+        Path(str(item.path)).relative_to(here).parts[0] not in NO_BROKERS
+        for item in request.session.items
+        if here in Path(str(item.path)).parents
+    )
+    if starts and broker_kind() == "kafka" and kafka_jvm.lean_jvms():
+        kafka_jvm.write_class_archive(tmp_path_factory.mktemp("class-archive"), kafka_version())
 
 
 @pytest.fixture(scope="session")

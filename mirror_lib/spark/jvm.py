@@ -31,7 +31,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +106,11 @@ def lean_spark_home(spark_home: str, folder: Path | None = None) -> str:
     return str(home) if (home / "jars").is_dir() else spark_home
 
 
-def archive_key(java: str, spark_home: str) -> str:
-    """The archive is only valid for this JVM build, this class path and these Spark jars."""
-    parts = [os.path.realpath(java), os.path.abspath(spark_home)]
-    jars = Path(spark_home) / "jars"
-    names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
-    for path in [Path(parts[0]), *(jars / n for n in names)]:
+def files_key(java: str, label: str, files: Sequence[Path]) -> str:
+    """A key of this JVM build, ``label`` and ``files`` (name, size and time of each): an archive
+    is only valid for the JVM and the class path that wrote it."""
+    parts = [os.path.realpath(java), label]
+    for path in [Path(parts[0]), *files]:
         try:
             st = path.stat()
         except OSError:
@@ -120,7 +119,14 @@ def archive_key(java: str, spark_home: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _usable(java: str, archive: Path) -> bool:
+def archive_key(java: str, spark_home: str) -> str:
+    """The archive is only valid for this JVM build, this class path and these Spark jars."""
+    jars = Path(spark_home) / "jars"
+    names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
+    return files_key(java, os.path.abspath(spark_home), [jars / n for n in names])
+
+
+def archive_usable(java: str, archive: Path) -> bool:
     """``java -version`` maps the archive: a truncated one kills it (SIGBUS)."""
     check = [java, f"-XX:SharedArchiveFile={archive}", QUIET_CDS, "-XX:ErrorFile=/dev/null"]
     try:
@@ -149,21 +155,21 @@ def _promote(java: str, archive: Path) -> None:
         try:
             if not _settled(partial):
                 continue
-            if _usable(java, partial):
+            if archive_usable(java, partial):
                 os.replace(partial, archive)
-                _marker(archive).unlink(missing_ok=True)
+                dump_marker(archive).unlink(missing_ok=True)
                 return
             partial.unlink()
         except OSError:
             continue
 
 
-def _marker(archive: Path) -> Path:
+def dump_marker(archive: Path) -> Path:
     """Exists while a JVM is to write ``archive`` at its exit."""
     return archive.with_suffix(".dumping")
 
 
-def _may_dump(marker: Path) -> bool:
+def may_dump(marker: Path) -> bool:
     """One dumping JVM at a time (others would each spend seconds at exit writing the same)."""
     try:
         if time.time() - marker.stat().st_mtime < DUMP_STALE_S:
@@ -195,7 +201,7 @@ def driver_java_options(java: str, spark_home: str) -> str:
         _promote(java, archive)
     if archive.exists():
         options += [f"-XX:SharedArchiveFile={archive}", QUIET_CDS]
-    elif _may_dump(_marker(archive)):
+    elif may_dump(dump_marker(archive)):
         partial = archive.parent / f"{archive.name}.{os.getpid()}.partial"
         options += [f"-XX:ArchiveClassesAtExit={partial}", QUIET_CDS]
     return " ".join(options)

@@ -127,6 +127,8 @@ class KafkaOptions:
     proxy, so every connection of such a client goes through it, while the first listener stays
     direct. ``settings``: any other broker setting. ``version``: the Apache Kafka release to run
     (``kafka_jars.RELEASES``; ``"2.8"`` runs in ZooKeeper mode, without a secure listener).
+    ``dump_classes``: the broker's JVM writes the classes it loaded to this file at exit
+    (:func:`~mirror_lib.testing.kafka_jvm.write_class_archive`).
     """
 
     secure: SecureListener | None = None
@@ -136,6 +138,7 @@ class KafkaOptions:
     settings: Mapping[str, str] = dataclasses.field(default_factory=dict)
     heap_mb: int | None = None
     version: str = kafka_jars.KAFKA_VERSION
+    dump_classes: Path | None = None
 
     @property
     def release(self) -> kafka_jars.Release:
@@ -286,9 +289,11 @@ def _write_settings(broker: KafkaBroker) -> Path:
     return path
 
 
-def _java_cmd(broker: KafkaBroker, main: str, *args: str) -> list[str]:
+def _java_cmd(broker: KafkaBroker, main: str, *args: str, dump_to: Path | None = None) -> list[str]:
     opts = broker.options
-    return java_command(broker.workdir, opts.heap_mb, main, *args, version=opts.version)
+    return java_command(
+        broker.workdir, opts.heap_mb, main, *args, version=opts.version, dump_to=dump_to
+    )
 
 
 def _format(broker: KafkaBroker) -> None:
@@ -316,7 +321,8 @@ def _format(broker: KafkaBroker) -> None:
 
 def _launch(broker: KafkaBroker) -> None:
     config = _write_settings(broker)
-    broker.spawn(_java_cmd(broker, "kafka.Kafka", str(config)), f"java for Kafka {broker.alias!r}")
+    command = _java_cmd(broker, "kafka.Kafka", str(config), dump_to=broker.options.dump_classes)
+    broker.spawn(command, f"java for Kafka {broker.alias!r}")
 
 
 def _port_lost(broker: KafkaBroker) -> bool:

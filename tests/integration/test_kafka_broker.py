@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.errors import EmbeddedBrokerError
-from mirror_lib.testing import kafka_broker, processes
+from mirror_lib.spark import jvm
+from mirror_lib.testing import kafka_broker, kafka_jvm, processes
 from mirror_lib.testing.kafka_io import consume_all, create_topic, produce_exact
 
 pytestmark = pytest.mark.real_kafka
@@ -66,3 +67,31 @@ def test_a_broker_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None:
         kafka_broker.start_kafka(["bad"], tmp_path, bad)
     assert "bad" in str(info.value) and "num.partitions" in str(info.value)
     assert set(processes._LIVE) == live
+
+
+def test_a_lean_broker_maps_the_class_archive_written_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive is written by one broker's exit, checked, then mapped by the next lean JVM,
+    which serves records; a second writer finds it and starts nothing."""
+    monkeypatch.setenv(jvm.CDS_ENV, str(tmp_path / "cds"))
+    monkeypatch.setenv(kafka_jvm.JVM_ENV, "lean")
+    archive = kafka_jvm.write_class_archive(tmp_path / "write")
+    assert archive is not None and archive.is_file() and archive.parent == tmp_path / "cds"
+    assert sorted(p.name for p in archive.parent.iterdir()) == [archive.name]  # no marker left
+    live = set(processes._LIVE)
+    assert kafka_jvm.write_class_archive(tmp_path / "again") == archive
+    assert set(processes._LIVE) == live and not (tmp_path / "again").exists()
+    (broker,) = kafka_broker.start_kafka(["lean"], tmp_path / "run")
+    try:
+        with open(f"/proc/{broker.pid}/cmdline") as f:
+            options = f.read().split("\0")
+        assert f"-XX:SharedArchiveFile={archive}" in options
+        assert "-XX:TieredStopAtLevel=1" in options
+        with open(f"/proc/{broker.pid}/maps") as f:
+            assert str(archive) in f.read()  # mapped, not skipped as unusable
+        create_topic(broker.bootstrap_servers, "lean", partitions=1)
+        produce_exact(broker.bootstrap_servers, "lean", [{"value": b"v", "partition": 0}])
+        assert [r.value for r in consume_all(broker.bootstrap_servers, "lean")] == [b"v"]
+    finally:
+        kafka_broker.stop_kafka([broker])

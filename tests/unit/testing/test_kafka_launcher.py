@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from mirror_lib.errors import EmbeddedBrokerError
+from mirror_lib.spark import jvm
 from mirror_lib.testing import kafka_broker, kafka_jars, kafka_jvm
 
 
@@ -73,13 +74,64 @@ def test_the_broker_runs_with_kafkas_own_jvm_options(
     monkeypatch.setattr(kafka_jars, "classpath", lambda *_names, **_release: "/jars/*")
     monkeypatch.setattr(kafka_jvm, "java_binary", lambda: "java")
     monkeypatch.delenv(kafka_jvm.HEAP_ENV, raising=False)
+    monkeypatch.delenv(kafka_jvm.JVM_ENV, raising=False)
     command = kafka_broker._java_cmd(_broker(kafka_broker.KafkaOptions()), "kafka.Kafka", "c")
     assert command[1:3] == ["-Xms512m", "-Xmx512m"]
     assert "-XX:MaxGCPauseMillis=20" in command and "-XX:+UseG1GC" in command
+    assert not [o for o in command if "Tiered" in o or "Archive" in o]  # as Kafka's scripts
     assert command[-2:] == ["kafka.Kafka", "c"]
     monkeypatch.setenv(kafka_jvm.HEAP_ENV, "1024")
     command = kafka_broker._java_cmd(_broker(kafka_broker.KafkaOptions()), "kafka.Kafka")
     assert command[1:3] == ["-Xms1024m", "-Xmx1024m"]
+
+
+def _archive_options(command: list[str]) -> list[str]:
+    return [o for o in command if "Archive" in o]
+
+
+def test_lean_jvms_compile_with_c1_and_map_the_class_archive_once_it_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MIRROR_KAFKA_JVM=lean (the tests'): C1 only; the archive of this java and class path is
+    mapped once it exists, and a JVM asked to write it writes it instead of mapping it."""
+    monkeypatch.setattr(kafka_jars, "classpath", lambda *_names, **_release: "/jars/*")
+    monkeypatch.setattr(kafka_jvm, "java_binary", lambda: "java")
+    monkeypatch.setenv(jvm.CDS_ENV, str(tmp_path))
+    monkeypatch.setenv(kafka_jvm.JVM_ENV, "lean")
+    broker = _broker(kafka_broker.KafkaOptions())
+    command = kafka_broker._java_cmd(broker, "kafka.Kafka")
+    assert "-XX:TieredStopAtLevel=1" in command and not _archive_options(command)
+    archive = kafka_jvm.class_archive("java", "/jars/*")
+    assert archive is not None and archive.parent == tmp_path
+    archive.write_bytes(b"classes")
+    command = kafka_broker._java_cmd(broker, "kafka.Kafka")
+    assert _archive_options(command) == [f"-XX:SharedArchiveFile={archive}"]
+    dump = tmp_path / "new.jsa"
+    command = kafka_broker._java_cmd(broker, "kafka.Kafka", dump_to=dump)
+    assert _archive_options(command) == [f"-XX:ArchiveClassesAtExit={dump}"]
+    monkeypatch.setenv(jvm.CDS_ENV, "off")
+    assert kafka_jvm.class_archive("java", "/jars/*") is None
+    assert not _archive_options(kafka_broker._java_cmd(broker, "kafka.Kafka"))
+    monkeypatch.setenv(kafka_jvm.JVM_ENV, "fast")
+    with pytest.raises(EmbeddedBrokerError) as info:
+        kafka_broker._java_cmd(broker, "kafka.Kafka")
+    assert all(w in str(info.value) for w in (kafka_jvm.JVM_ENV, "'fast'", "'kafka'", "'lean'"))
+
+
+def test_a_class_archive_belongs_to_its_jars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A jar replaced (another release in the same folder) means another archive: the JVM would
+    refuse the old one."""
+    monkeypatch.setenv(jvm.CDS_ENV, str(tmp_path / "cds"))
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "kafka.jar").write_bytes(b"1")
+    first = kafka_jvm.class_archive("java", f"{jars}/*")
+    assert first == kafka_jvm.class_archive("java", f"{jars}/*")
+    (jars / "kafka.jar").write_bytes(b"22")
+    assert kafka_jvm.class_archive("java", f"{jars}/*") != first
+    assert kafka_jvm.class_archive("java", f"{jars}/*:{tmp_path}/other.jar") != first
 
 
 def test_mm2_gets_the_heap_of_kafkas_own_start_script(
