@@ -76,7 +76,6 @@ def _sorted_rows(table) -> list[str]:
     return sorted(repr(row) for row in table.to_pyarrow_table().to_pylist())
 
 
-@pytest.mark.spark40
 def _per_origin(table, column: str) -> dict[tuple, int]:
     """``column`` summed per origin (cluster, topic, partition of the record it came from)."""
     keys = ["cluster", "kafka_topic", "kafka_partition"]
@@ -89,6 +88,7 @@ def _per_origin(table, column: str) -> dict[tuple, int]:
 COUNTED = {"metrics_per_minute": "records", "heartbeats_per_minute": "heartbeats"}
 
 
+@pytest.mark.spark40
 def test_both_writers_hold_the_same_rows_and_schemas(written):
     from mirror_lib.tables.schemas import TABLES
 
