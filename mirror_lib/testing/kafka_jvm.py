@@ -209,10 +209,9 @@ def jvm_command(
     is one. ``dump_to`` has it write the classes it loaded there at exit instead."""
     java, lean = java_binary(), lean_jvms()
     options = ["-XX:TieredStopAtLevel=1"] if lean else []
-    archive = class_archive(java, classpath) if lean else None
     if dump_to is not None:
         options += [f"-XX:ArchiveClassesAtExit={dump_to}", jvm.QUIET_CDS]
-    elif archive is not None and archive.exists():
+    elif lean and (archive := class_archive(java, classpath)) is not None and archive.exists():
         options += [f"-XX:SharedArchiveFile={archive}", jvm.QUIET_CDS]
     return [
         java,
