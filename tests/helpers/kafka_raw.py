@@ -83,20 +83,21 @@ class _Reader:
     def __init__(self, data: bytes, pos: int = 0) -> None:
         self.data, self.pos = data, pos
 
-    def take(self, n: int) -> bytes:
+    def _advance(self, n: int) -> int:
+        """Where the next ``n`` bytes start; the reader is then past them."""
         if n < 0 or self.pos + n > len(self.data):
             raise RawKafkaError(f"truncated: need {n} bytes at {self.pos} of {len(self.data)}")
-        out = self.data[self.pos : self.pos + n]
+        start = self.pos
         self.pos += n
-        return out
+        return start
+
+    def take(self, n: int) -> bytes:
+        start = self._advance(n)
+        return self.data[start : start + n]
 
     def unpack(self, fmt: str) -> tuple:
         s = _struct(fmt)
-        if self.pos + s.size > len(self.data):
-            raise RawKafkaError(f"truncated: need {s.size} bytes at {self.pos} of {len(self.data)}")
-        out = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return out
+        return s.unpack_from(self.data, self._advance(s.size))
 
     def int8(self) -> int:
         return self.unpack("b")[0]
