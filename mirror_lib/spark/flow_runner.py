@@ -9,6 +9,7 @@ snapshot (availableNow semantics on Spark 4.1).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -29,6 +30,8 @@ from mirror_lib.replication.planning.stall import StallWatch, stall_text
 from mirror_lib.spark.plan import RunPlan
 from mirror_lib.spark.progress import drive_until, raise_query_error, stop_query
 from mirror_lib.spark.session import register_sources
+
+log = logging.getLogger(__name__)
 
 
 def _claim_checkpoint(ctx: FlowContext, folder: Path, name: str | None = None) -> None:
@@ -168,7 +171,12 @@ class FlowRunner:
         if stop_query(self.spark, self.query) or not self.ctx.settings.exactly_once:
             return
         for ctx in self.group:
-            fence_slots(ctx, range(ctx.settings.tasks))
+            failed = fence_slots(ctx, range(ctx.settings.tasks))
+            if failed:  # the next run's own fencing takes them
+                log.warning(
+                    "%s: slots %s were not fenced after the stop: %s",
+                    ctx.label, sorted(failed), failed[min(failed)],
+                )  # fmt: skip
 
     def status(self) -> FlowStatus:
         q = self.query

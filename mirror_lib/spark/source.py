@@ -38,7 +38,7 @@ from mirror_lib.replication.copy.source_gaps import (
     lost_entry,
     recorded_topic_ids,
 )
-from mirror_lib.replication.copy.target_producer import fence_slot
+from mirror_lib.replication.copy.target_producer import fence_slots
 from mirror_lib.replication.migration import mm2_takeover
 from mirror_lib.replication.planning.slices import (
     Plan,
@@ -164,8 +164,9 @@ class KafkaPlanningParts:
 
     def fence(self, ctx: FlowContext, slots: range) -> None:
         if ctx.settings.exactly_once:
-            for slot in slots:
-                fence_slot(ctx, slot, FENCE_S)
+            failed = fence_slots(ctx, slots, FENCE_S)
+            if failed:
+                raise failed[min(failed)]
 
 
 class SliceReader(DataSourceStreamReader):

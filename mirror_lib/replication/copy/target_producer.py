@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,9 @@ FRAMING = 512
 #: The limits' look-up may not hold a slot's set-up longer (a target that does not answer
 #: fails the producer's own set-up anyway; a fan-out group waits FANOUT_INIT_S for it).
 LOOKUP_S = 5.0
+#: Slots :func:`fence_slots` fences at once: a producer each, for as long as its coordinator
+#: takes to abort what the slot left open.
+FENCE_THREADS = 16
 TROUBLE_LOOKUP_S = 2.0  # a diagnosis of slow acknowledgements may hold the copy this long
 
 _FENCED = {
@@ -224,28 +228,45 @@ def make_producer(
     return producer, int(timeout) if timeout.isdigit() else TRANSACTION_TIMEOUT_MS
 
 
-def fence_slots(ctx: FlowContext, slots: Iterable[int], timeout_s: float = 10.0) -> None:
-    """Fence the producers of ``ctx``'s copy tasks in ``slots`` and abort what they left open.
+def fence_slots(
+    ctx: FlowContext, slots: Iterable[int], timeout_s: float = 10.0
+) -> dict[int, BrokerError]:
+    """Fence the producers of ``ctx``'s copy tasks in ``slots``, all at once, and abort what
+    they left open; returns the slots that were not fenced (the target is out), with why.
 
-    A stopped query's copy task can go on copying until Spark kills its Python worker, seconds
-    later (``spark.python.task.killTimeout``), and on Spark Connect the driver cannot see when
-    that happened. ``init_transactions`` on each slot's ``transactional.id`` bumps its epoch:
-    such a task commits nothing more, and what it wrote uncommitted is aborted and copied
-    again, with its metrics, by the next run. A fence that fails (the target is out) is
-    logged, and the slots left are not tried: the next run's own fencing takes them."""
-    for slot in slots:
-        try:
-            fence_slot(ctx, slot, timeout_s)
-        except BrokerError as exc:
-            log.warning(
-                "%s: slots from %d on were not fenced after the stop: %s", ctx.label, slot, exc
-            )
-            return
+    ``init_transactions`` on a slot's ``transactional.id`` bumps its epoch: a copy task still
+    running with an older one commits nothing more, and what it wrote uncommitted is aborted
+    and copied again, with its metrics, by the next slice. The planner fences every slot
+    before a query's first slice and whenever the slices' tasks change; a stopped query is
+    fenced where the end of its tasks cannot be seen (Spark Connect, or Spark not killing
+    them in time). Each fence waits for its coordinator to abort what the slot left open,
+    which is why they run together (docs/how-it-works.md#task-slots). Once one fails, slots
+    not begun yet are not tried (failed with that error): a target that is out fails them
+    all, and a stop or a plan waits one fence's time for it, as slot by slot."""
+    slots = list(slots)
+    if not slots:
+        return {}
+    with ThreadPoolExecutor(min(len(slots), FENCE_THREADS), thread_name_prefix="fence") as pool:
+        futures = {slot: pool.submit(fence_slot, ctx, slot, timeout_s) for slot in slots}
+        wait(futures.values(), return_when=FIRST_EXCEPTION)
+        pool.shutdown(cancel_futures=True)
+    failed: dict[int, BrokerError] = {}
+    for slot, future in futures.items():
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, BrokerError):
+            failed[slot] = exc
+        elif exc is not None:
+            raise exc
+    first = next(iter(failed.values()), None)
+    for slot, future in futures.items():
+        if future.cancelled() and first is not None:  # not tried: the first failure says why
+            failed[slot] = first
+    return dict(sorted(failed.items()))
 
 
 def fence_slot(ctx: FlowContext, slot: int, timeout_s: float = 10.0) -> None:
-    """Fence the producer of ``ctx``'s copy task in ``slot`` (see :func:`fence_slots`); a
-    failure is a transient BrokerError."""
+    """Fence the producer of ``ctx``'s copy task in ``slot`` (:func:`fence_slots` fences
+    several at once); a failure is a transient BrokerError."""
     try:  # the slot's own producer, as its copy task makes it: its init_transactions fences
         producer, _timeout_ms = make_producer(ctx, slot, init_timeout_s=timeout_s)
     except KafkaException as exc:

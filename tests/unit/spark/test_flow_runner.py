@@ -3,12 +3,15 @@ stopped (its producers fenced where its tasks cannot be seen ending)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import BrokerError
+from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.read_group import ReadGroup
 from mirror_lib.replication.events import RESTART_OPTION, QueryRestart
 from mirror_lib.spark import flow_runner
@@ -126,8 +129,13 @@ def test_a_stop_says_whether_the_tasks_were_seen_ending() -> None:
     (False, "at_least_once", []),  # no producer to fence
 ])  # fmt: skip
 def test_a_stop_fences_every_slot_when_the_tasks_were_not_seen_ending(
-    monkeypatch: pytest.MonkeyPatch, seen: bool, delivery: str, fenced: list[str]
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    seen: bool,
+    delivery: str,
+    fenced: list[str],
 ) -> None:
+    """Slots that were not fenced (the target is out) are named; the next run fences them."""
     config = parse_config({
         "clusters": "A, B, C", "A->B.enabled": "true", "A->C.enabled": "true",
         "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
@@ -136,10 +144,22 @@ def test_a_stop_fences_every_slot_when_the_tasks_were_not_seen_ending(
     runner = FlowRunner(None, ReadGroup.create(config, "A->B,C"))
     done: list[str] = []
     monkeypatch.setattr(flow_runner, "stop_query", lambda *_a: seen)
-    monkeypatch.setattr(
-        flow_runner,
-        "fence_slots",
-        lambda ctx, slots: done.extend(f"{ctx.flow.name}:{s}" for s in slots),
-    )
-    runner.stop()
+
+    def fence_slots(ctx: FlowContext, slots: range) -> dict[int, BrokerError]:
+        done.extend(f"{ctx.flow.name}:{s}" for s in slots)
+        out = BrokerError("fencing mirror-A->C-1 on target cluster C failed", transient=True)
+        return {1: out} if ctx.flow.name == "A->C" else {}
+
+    monkeypatch.setattr(flow_runner, "fence_slots", fence_slots)
+    with caplog.at_level(logging.WARNING, logger=flow_runner.__name__):
+        runner.stop()
     assert done == fenced
+    told = [r.getMessage() for r in caplog.records if "not fenced" in r.getMessage()]
+    assert told == (
+        [
+            "flow A->C: slots [1] were not fenced after the stop: fencing mirror-A->C-1 on target "
+            "cluster C failed"
+        ]
+        if fenced
+        else []
+    )

@@ -3,7 +3,12 @@ hands each slice's partitions to."""
 
 from __future__ import annotations
 
-from mirror_lib.replication.context import stable_slot
+import pytest
+
+from mirror_lib.config.parse import parse_config
+from mirror_lib.errors import BrokerError
+from mirror_lib.replication.context import FlowContext, stable_slot
+from mirror_lib.spark import source
 from tests.helpers.fake_planner import Clusters, fake_clusters, planner, spark_reader
 
 PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
@@ -70,3 +75,24 @@ def test_a_shared_slice_hands_every_slot_to_one_task_which_knows_each_partitions
     assert sorted(work.partitions) == [("orders", q) for q in range(4)]
     split = spark_reader(p).partitions(start, dict(end, t=4))
     assert [(w.slot, w.shared) for w in split] == [(s, []) for s in sorted(own)]
+
+
+def test_the_planners_fence_raises_for_the_first_slot_not_fenced(monkeypatch):
+    """Every slot is fenced at once (target_producer.fence_slots); the first that was not stops
+    the plan with its error (a fan-out group leaves that target out). At least once: none is."""
+    asked: list[tuple[str, list[int], float]] = []
+    errors = {s: BrokerError(f"fencing slot {s} failed", transient=True) for s in (3, 1)}
+
+    def fence_slots(ctx, slots, timeout_s):
+        asked.append((ctx.flow.name, list(slots), timeout_s))
+        return errors
+
+    monkeypatch.setattr(source, "fence_slots", fence_slots)
+    parts = source.KafkaPlanningParts({})
+    with pytest.raises(BrokerError) as raised:
+        parts.fence(FlowContext.create(parse_config(PROPS), "A->B"), range(4))
+    assert raised.value is errors[1]
+    assert asked == [("A->B", [0, 1, 2, 3], source.FENCE_S)]
+    once = parse_config({**PROPS, "mirror.delivery": "at_least_once"})
+    parts.fence(FlowContext.create(once, "A->B"), range(4))
+    assert len(asked) == 1

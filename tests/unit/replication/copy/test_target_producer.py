@@ -5,6 +5,7 @@ transaction. Its requests in flight and linger: ours, unless the user sets them.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import confluent_kafka
@@ -275,3 +276,69 @@ def test_a_later_look_does_not_ask_an_address_that_was_silent_before(monkeypatch
     asked.clear()
     again = target_producer.target_trouble(ctx, FakeMetaProducer(None), [("A.T", 0)], {}, ("a:1",))
     assert again == first and sorted(asked) == ["b:2", "c:3"]
+
+
+class _FencingProducer(FakeProducer):
+    """A producer whose ``init_transactions`` waits until every slot's producer called it, as
+    each waits on a target whose coordinators abort what the slots left open."""
+
+    def __init__(self, conf: dict[str, Any], gate: threading.Barrier, refused: str) -> None:
+        super().__init__()
+        self.conf, self.gate, self.refused = conf, gate, refused
+
+    def init_transactions(self, timeout: float) -> None:
+        self.gate.wait()
+        if self.conf["transactional.id"] == self.refused:
+            raise confluent_kafka.KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out"))
+
+
+def test_slots_are_fenced_at_once_and_those_not_fenced_are_named(monkeypatch):
+    """The planner fences every slot before a query's first slice. One after another, a
+    restart through an outage fenced its four slots in turn once the target took writes
+    again; now they wait for the target together (a fence waiting for the others' is a
+    broken barrier here). A slot that was not fenced is returned with why, and the others are
+    fenced all the same."""
+    ctx = FlowContext.create(parse_config(EXACTLY_ONCE), "A->B")
+    slots = range(4)
+    gate = threading.Barrier(len(slots), timeout=10)
+    refused = ctx.transactional_id(2)
+    made: list[str] = []
+
+    def producer(conf: dict[str, Any]) -> _FencingProducer:
+        made.append(conf["transactional.id"])
+        return _FencingProducer(conf, gate, refused)
+
+    monkeypatch.setattr(target_producer, "Producer", producer)
+    monkeypatch.setattr(target_producer, "batch_limit", lambda *a: None)
+    failed = target_producer.fence_slots(ctx, slots, timeout_s=5)
+    assert sorted(made) == sorted(ctx.transactional_id(s) for s in slots)
+    assert list(failed) == [2]
+    assert failed[2].transient and f"fencing {refused} on target cluster B" in str(failed[2])
+    assert target_producer.fence_slots(ctx, [], timeout_s=5) == {}
+
+
+def test_once_a_fence_failed_the_slots_not_begun_are_not_tried(monkeypatch):
+    """A target that is out fails every fence after its timeout: the slots queued behind the
+    threads are not tried, so a stop or a plan waits one fence's time, as slot by slot."""
+    ctx = FlowContext.create(parse_config(EXACTLY_ONCE), "A->B")
+    made: list[str] = []
+
+    class Slow(FakeProducer):
+        def __init__(self, conf: dict[str, Any]) -> None:
+            super().__init__()
+            self.txn_id = conf["transactional.id"]
+            made.append(self.txn_id)
+
+        def init_transactions(self, timeout: float) -> None:
+            if self.txn_id == ctx.transactional_id(0):
+                raise confluent_kafka.KafkaException(KafkaError(KafkaError._TIMED_OUT, "out"))
+            threading.Event().wait(2.0)  # the other fences still running meanwhile
+
+    monkeypatch.setattr(target_producer, "Producer", Slow)
+    monkeypatch.setattr(target_producer, "batch_limit", lambda *a: None)
+    monkeypatch.setattr(target_producer, "FENCE_THREADS", 2)
+    failed = target_producer.fence_slots(ctx, range(6), timeout_s=5)
+    assert len(made) < 6, made
+    assert 1 not in failed and {0, 3, 4, 5} <= set(failed)
+    assert all(failed[s] is failed[0] for s in failed)
+    assert list(failed) == sorted(failed)
