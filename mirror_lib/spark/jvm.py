@@ -149,7 +149,13 @@ def _settled(partial: Path) -> bool:
     return not alive or time.time() - partial.stat().st_mtime > PARTIAL_SETTLED_S
 
 
-def _promote(java: str, archive: Path) -> None:
+def partial_archive(archive: Path) -> Path:
+    """Where this process has a JVM write ``archive`` at its exit; :func:`promote_partial`
+    puts it in place once it is settled and maps."""
+    return archive.with_name(f"{archive.name}.{os.getpid()}.partial")
+
+
+def promote_partial(java: str, archive: Path) -> None:
     """Turn a settled, working partial archive into ``archive``; remove broken ones."""
     for partial in sorted(archive.parent.glob(archive.name + ".*.partial")):
         try:
@@ -198,12 +204,11 @@ def driver_java_options(java: str, spark_home: str) -> str:
         return " ".join(options)
     archive = folder / f"spark-{archive_key(java, spark_home)}.jsa"
     if not archive.exists():
-        _promote(java, archive)
+        promote_partial(java, archive)
     if archive.exists():
         options += [f"-XX:SharedArchiveFile={archive}", QUIET_CDS]
     elif may_dump(dump_marker(archive)):
-        partial = archive.parent / f"{archive.name}.{os.getpid()}.partial"
-        options += [f"-XX:ArchiveClassesAtExit={partial}", QUIET_CDS]
+        options += [f"-XX:ArchiveClassesAtExit={partial_archive(archive)}", QUIET_CDS]
     return " ".join(options)
 
 

@@ -174,10 +174,13 @@ def write_class_archive(
     if archive is None or archive.exists() or not lean_jvms():
         return archive if archive is not None and archive.exists() else None
     archive.parent.mkdir(parents=True, exist_ok=True)
+    jvm.promote_partial(java, archive)  # one whose writer was killed before it could check it
+    if archive.exists():
+        return archive
     marker = jvm.dump_marker(archive)
     if not jvm.may_dump(marker):
         return None
-    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
+    partial = jvm.partial_archive(archive)
     try:
         options = KafkaOptions(version=version, dump_classes=partial)
         brokers = start_kafka(["classes"], workdir, options)

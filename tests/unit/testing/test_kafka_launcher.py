@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -132,6 +134,35 @@ def test_a_class_archive_belongs_to_its_jars(
     (jars / "kafka.jar").write_bytes(b"22")
     assert kafka_jvm.class_archive("java", f"{jars}/*") != first
     assert kafka_jvm.class_archive("java", f"{jars}/*:{tmp_path}/other.jar") != first
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs java")
+def test_an_archive_left_by_a_killed_writer_is_checked_and_put_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test worker killed after its broker wrote the archive, before it could check it,
+    leaves ``<archive>.<pid>.partial``: the next writer checks that one and puts it in place
+    (a truncated one would be removed) instead of leaving it and starting a broker."""
+    java = str(shutil.which("java"))
+    monkeypatch.setattr(kafka_jars, "classpath", lambda *_names, **_release: "/jars/*")
+    monkeypatch.setattr(kafka_jvm, "java_binary", lambda: java)
+    monkeypatch.setenv(jvm.CDS_ENV, str(tmp_path))
+    monkeypatch.setenv(kafka_jvm.JVM_ENV, "lean")
+    monkeypatch.setattr(kafka_broker, "start_kafka", _no_broker)
+    archive = kafka_jvm.class_archive(java, "/jars/*")
+    assert archive is not None
+    left = archive.with_name(f"{archive.name}.{2**31 - 1}.partial")  # no such process
+    subprocess.run(
+        [java, f"-XX:ArchiveClassesAtExit={left}", jvm.QUIET_CDS, "-version"],
+        check=True,
+        capture_output=True,
+    )
+    assert kafka_jvm.write_class_archive(tmp_path / "work") == archive
+    assert archive.is_file() and not left.exists()
+
+
+def _no_broker(*_args: object, **_kwargs: object) -> None:
+    raise AssertionError("a broker was started to write an archive already written")
 
 
 def test_mm2_gets_the_heap_of_kafkas_own_start_script(
