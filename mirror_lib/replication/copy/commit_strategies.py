@@ -69,6 +69,11 @@ CALL_HANG_S = 3.0
 #: producers a writer may replace in a slice (a rolling restart of three brokers moved the ledger
 #: group's coordinator three times in one slice); past that the slice ends
 MAX_RENEWALS = 8
+#: A renewal's init_transactions waits at most what records wait for their acknowledgement: a
+#: target whose coordinators cannot write (too few in-sync replicas) answers it
+#: COORDINATOR_NOT_AVAILABLE until a replica returns, and the outage shows only once it fails
+#: (with two brokers of three cut off, 70-91 s after the cut while it waited a slot's 60 s)
+RENEW_INIT_S = FLUSH_S
 _abandoned: list[Producer | Consumer] = []  # hung clients: never freed under the thread in them
 
 
@@ -207,7 +212,7 @@ class ExactlyOnce(Lander):
         started = time.monotonic()
         w.producer, w.txn_timeout_ms = make_producer(
             w.ctx, w.slot, remote_topics={part.remote for part in w.parts.values()},
-            init_timeout_s=w.init_s,
+            init_timeout_s=min(w.init_s, RENEW_INIT_S),
         )  # fmt: skip
         inited = time.monotonic()
         w.ledger.fresh = False

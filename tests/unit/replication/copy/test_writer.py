@@ -736,6 +736,28 @@ def test_a_hung_commit_gets_a_new_producer_and_the_ledger_says_whether_it_landed
     assert w.result.records == 8
 
 
+def test_a_renewals_init_transactions_waits_what_acknowledgements_wait(monkeypatch):
+    """Two brokers of three cut off: a slot renewed its producer before the controllers had
+    fenced them, and the new producer's init_transactions, answered COORDINATOR_NOT_AVAILABLE,
+    held the slot for its set-up's 60 s before the outage showed. A renewal waits FLUSH_S."""
+    import threading
+
+    ledger = FakeLedger({("A.T", 0): 5})
+    hung = FakeProducer()
+    blocked = threading.Event()
+    hung.send_offsets_to_transaction = lambda *a: blocked.wait(30)  # type: ignore[method-assign]
+    w, fresh, _made = _hanging_writer(monkeypatch, ledger, hung)
+    waits: list[float] = []
+
+    def renewed(*_a: object, init_timeout_s: float, **_k: object) -> tuple[FakeProducer, int]:
+        waits.append(init_timeout_s)
+        return fresh, 60_000
+
+    monkeypatch.setattr(strategies, "make_producer", renewed)
+    _renews(w, blocked)
+    assert w.init_s == 60.0 and waits == [landing.FLUSH_S] == [30.0]
+
+
 def test_renewals_past_the_limit_end_the_slice(monkeypatch):
     from mirror_lib.errors import HungCallError
 
