@@ -51,16 +51,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def open_transactions(ctx: Any, slots: int) -> list[Any]:
-    """A producer per slot with a transaction left open on ``TOPIC`` (kept alive by the
+    """Each slot's own producer with a transaction left open on ``TOPIC`` (kept alive by the
     caller until the fence took over)."""
-    from confluent_kafka import Producer
+    from mirror_lib.replication.copy.target_producer import make_producer
 
     producers = []
     for slot in range(slots):
-        producer = Producer(ctx.client("target", "producer", **{
-            "transactional.id": ctx.transactional_id(slot), "log_level": 0,
-        }))  # fmt: skip
-        producer.init_transactions(FENCE_S)
+        producer, _timeout_ms = make_producer(ctx, slot, init_timeout_s=FENCE_S)
         producer.begin_transaction()
         producer.produce(TOPIC, b"left open", partition=slot % 4)
         producer.flush(FENCE_S)
