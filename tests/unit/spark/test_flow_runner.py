@@ -14,10 +14,11 @@ from mirror_lib.errors import BrokerError
 from mirror_lib.replication.context import FlowContext
 from mirror_lib.replication.copy.read_group import ReadGroup
 from mirror_lib.replication.events import RESTART_OPTION, QueryRestart
-from mirror_lib.spark import flow_runner
+from mirror_lib.spark import flow_runner, progress
 from mirror_lib.spark.copy_task import read_group
 from mirror_lib.spark.flow_runner import FlowRunner
 from mirror_lib.spark.progress import stop_query
+from tests.helpers.fake_query import FakeSession, FakeSparkContext, MissedStopQuery
 
 
 def test_a_restart_reads_neither_cluster_and_progress_counts_on(
@@ -121,6 +122,32 @@ def test_a_stop_says_whether_the_tasks_were_seen_ending() -> None:
     running = _Query(active=True)
     assert not stop_query(_ConnectSession(), running)  # stopped, its tasks unseen
     assert running.stopped
+
+
+def test_a_stop_cancels_a_job_the_query_started_after_the_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(progress, "CANCEL_EVERY_S", 0.02)
+    context = FakeSparkContext([("FAILED", 0)])
+    query = MissedStopQuery(context)
+    assert stop_query(FakeSession(context), query)
+    assert not query.isActive and context.cancelled[0] == "run-1"
+
+
+def test_a_stop_waits_for_a_task_the_status_store_has_not_counted_yet() -> None:
+    """A task that started just after its stage counts 0 active while its job runs; the stop
+    waits until the job has ended and then until its task has."""
+    context = FakeSparkContext([("RUNNING", 0), ("RUNNING", 0), ("FAILED", 1), ("FAILED", 0)])
+    query = MissedStopQuery(context)
+    context.cancelled.append("Spark's own")  # this query's stop returns at once
+    assert stop_query(FakeSession(context), query)
+    assert context.looks == 4
+
+
+def test_a_stop_says_so_when_the_tasks_outlive_its_wait() -> None:
+    context = FakeSparkContext([("FAILED", 1)])
+    context.cancelled.append("Spark's own")
+    assert not stop_query(FakeSession(context), MissedStopQuery(context), timeout_s=0.3)
 
 
 @pytest.mark.parametrize(("seen", "delivery", "fenced"), [
