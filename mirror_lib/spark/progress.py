@@ -162,8 +162,8 @@ def _stop_and_wait(spark: Any, query: Any, timeout_s: float) -> bool:
         return False
     group = str(query.runId)
     _stop_cancelling(query, context, group)
-    _drain_listeners(context, timeout_s)
     deadline = time.monotonic() + timeout_s
+    _drain_listeners(context, timeout_s)
     while time.monotonic() < deadline:
         if tasks_ended(tracker, group):
             return True
