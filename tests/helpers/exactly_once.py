@@ -28,12 +28,17 @@ def committed_rows(bootstrap: str, topic: str, partitions: int) -> Rows:
     }
 
 
+def committed_so_far(bootstrap: str, topic: str, partitions: int) -> Rows:
+    """:func:`committed_rows`, or none while the topic does not exist yet."""
+    try:
+        return committed_rows(bootstrap, topic, partitions)
+    except (RawKafkaError, OSError):
+        return {}
+
+
 def committed_count(bootstrap: str, topic: str, partitions: int) -> int:
     """Committed records of ``topic`` (0 while it does not exist yet)."""
-    try:
-        return sum(len(v) for v in committed_rows(bootstrap, topic, partitions).values())
-    except (RawKafkaError, OSError):
-        return 0
+    return sum(len(v) for v in committed_so_far(bootstrap, topic, partitions).values())
 
 
 def exactly_once_problems(source: Rows, target: Rows) -> list[str]:
@@ -68,20 +73,23 @@ def wait_exactly_once(
     total = sum(len(v) for v in source.values())
     deadline = time.monotonic() + timeout_s
     seen = 0
+    target: Rows = {}  # the read that saw every record, checked as it is
     ends = ListedEnds(target_bootstrap, remote, partitions) if broker_kind() == "kafka" else None
     try:
         while time.monotonic() < deadline:
             if callable(alive):
                 alive()
             if ends is None or ends.moved_past(total):
-                seen = committed_count(target_bootstrap, remote, partitions)
+                rows = committed_so_far(target_bootstrap, remote, partitions)
+                seen = sum(len(v) for v in rows.values())
                 if seen >= total:
+                    target = rows
                     break
             time.sleep(0.5)
     finally:
         if ends is not None:
             ends.close()
-    target = committed_rows(target_bootstrap, remote, partitions)
+    target = target or committed_rows(target_bootstrap, remote, partitions)
     problems = exactly_once_problems(source, target) + broker_view_problems(
         target_bootstrap, remote, target
     )
