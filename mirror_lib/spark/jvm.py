@@ -50,6 +50,11 @@ LOCAL_CONF: dict[str, bool | float | int | str | None] = {
     # died, and the next query's task failed on it ("Python worker exited unexpectedly").
     # Copy tasks live for a slice, so a fresh worker per task costs nothing measurable.
     "spark.python.worker.reuse": "false",
+    # A copy task does not end when Spark kills it: Spark's monitor kills its Python worker
+    # this long after it saw the kill (it looks every 2 s). Nothing ends the task more
+    # gracefully meanwhile, so waiting the default 2 s only prolonged every stop
+    # (bench/stopping.py).
+    "spark.python.task.killTimeout": "0s",
     "spark.python.worker.faulthandler.enabled": "true",
     "spark.driver.memory": "1g",
     "spark.sql.session.timeZone": "UTC",
