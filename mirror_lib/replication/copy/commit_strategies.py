@@ -2,7 +2,8 @@
 
 - :class:`ExactlyOnce` (``mirror.delivery = exactly_once``): the records, what goes with them and
   the ledger's entries commit in one Kafka transaction (docs/design.md#d3-exactly-once). A call
-  that hangs gets a new producer, which fences the old one (:meth:`ExactlyOnce.renew`).
+  that hangs, or that fails because its broker left the target's cluster, gets a new producer,
+  which fences the old one (:meth:`ExactlyOnce.renew`).
 - :class:`RollingAtLeastOnce`: once the target acknowledged a transaction's records, what goes
   with them is produced, then the ledger moves. In the copy loop the writer does not wait for
   that: the transaction is sealed and the next one copied while it lands
@@ -191,8 +192,9 @@ class ExactlyOnce(Lander):
             cause=HangCause(CALL_HANG_S, lambda: left_cluster(producer, TROUBLE_LOOKUP_S)),
         )  # fmt: skip
 
-    def renew(self, cause: HungCallError) -> NoReturn:
-        """Go on with a new producer after a call hung in the old one (``cause``).
+    def renew(self, cause: BrokerError) -> NoReturn:
+        """Go on with a new producer after a call hung in the old one, or failed because the
+        broker it was out to left the target's cluster (``cause``).
 
         The new producer's ``init_transactions`` on the same ``transactional.id`` fences the old
         one, and its coordinator aborts what the old one left open, or completes a commit it
@@ -225,7 +227,8 @@ class ExactlyOnce(Lander):
         how = f"{took:.1f}s (init_transactions {init_s:.1f}s, the ledger {took - init_s:.1f}s)"
         # a broker killed leaves the metadata only once its controllers fenced it, which is
         # what the new producer waited for: the hang's cause, asked sooner, could not name it
-        left = None if cause.cause_named else left_cluster(w.producer, TROUBLE_LOOKUP_S)
+        named = isinstance(cause, HungCallError) and cause.cause_named
+        left = None if named else left_cluster(w.producer, TROUBLE_LOOKUP_S)
         told = f"{cause};" if left is None else f"{cause}; {left}, and"
         w.trouble = f"{told} a new producer took over in {how}"
         log.warning("%s: slot %d: %s and continues from the ledger", w.ctx.label, w.slot, w.trouble)

@@ -161,7 +161,10 @@ class Lander:
             landing = self.transfer(moved, ledger, watermarks, wait)
         except KafkaException as exc:
             err, where = exc.args[0], w.ctx.where("target")
-            raise w.timed_out(err) or commit_error(err, self._failed(), where) from exc
+            error = w.timed_out(err) or commit_error(err, self._failed(), where)
+            if err.code() == KafkaError._DESTROY_BROKER and not err.fatal():
+                self.renew(error)  # a call was out to a broker that left: a coordinator moved
+            raise error from exc
         except HungCallError as exc:
             self.renew(exc)
         w.in_txn = False
@@ -178,8 +181,9 @@ class Lander:
         calls) and the ``ledger`` entries."""
         raise NotImplementedError
 
-    def renew(self, cause: HungCallError) -> NoReturn:
-        """A call hung: without a producer to replace, ``cause`` ends the slice."""
+    def renew(self, cause: BrokerError) -> NoReturn:
+        """A call hung, or failed as its broker left the target's cluster: without a producer
+        to replace, ``cause`` ends the slice."""
         raise cause
 
     def prepare(self, moved: dict[TP, PartState], watermarks: Watermarks) -> Landing:

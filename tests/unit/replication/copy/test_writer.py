@@ -835,6 +835,39 @@ def test_a_renewal_names_the_broker_that_had_left_once_the_new_producer_took_ove
         )
 
 
+def test_a_commit_failed_by_a_broker_leaving_the_target_gets_a_new_producer(monkeypatch):
+    """The fault matrix's one broker of B cut off: the ledger's TxnOffsetCommit was out to the
+    group coordinator on that broker when its controllers fenced it, and librdkafka failed it
+    with _DESTROY_BROKER. The slot goes on with a new producer, which finds the coordinator
+    anew, instead of failing the query (started again 10 s later)."""
+    from mirror_lib.replication.copy.copy_state import Rewound
+
+    text = (
+        "Failed to commit offsets to transaction on broker 127.0.0.1:35571/2: Local: Broker "
+        "handle destroyed without termination (after 0 ms)"
+    )
+    gone = confluent_kafka.KafkaError(
+        confluent_kafka.KafkaError._DESTROY_BROKER, text, txn_requires_abort=True
+    )
+
+    def destroyed(*_a: object) -> None:
+        raise confluent_kafka.KafkaException(gone)
+
+    failing = FakeProducer()
+    failing.send_offsets_to_transaction = destroyed  # type: ignore[method-assign]
+    w, fresh, made = _hanging_writer(monkeypatch, FakeLedger({("A.T", 0): 5}), failing)
+    fresh.left = (2,)
+    with pytest.raises(Rewound):
+        w.commit(_no_watermarks, wait=True)
+    assert w.producer is fresh and not made and w.strategy.renewals == 1
+    assert w.parts[("T", 0)].expect == 5 and not w.in_txn  # the ledger's position
+    assert "Broker handle destroyed" in (w.trouble or "")
+    assert "; broker 2 had left the cluster, and a new producer took over in" in (w.trouble or "")
+    w.accept(("T", 0), _records(5, 9), 0.0)
+    assert w.commit(_no_watermarks, wait=True)
+    assert [tp.offset for tp in fresh.committed[0]] == [10]
+
+
 def _renewable_writer(monkeypatch, looks):
     """An exactly-once writer whose first producer acknowledges nothing and whose next one
     acknowledges everything; ``looks(stuck)`` is what the target's metadata shows at each
