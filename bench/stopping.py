@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.curves import table
 from bench.kafka_data import high_watermark
-from bench.procs import log
+from bench.procs import log, mirror_props
 
 TOPIC = "stopped"
 WAIT_S = 120.0  # for a copy task to copy its record
@@ -59,13 +59,9 @@ def stop_times(timeout: str, a: str, b: str, stops: int) -> list[float]:
     from mirror_lib.spark.session import local_spark_session
     from mirror_lib.testing.kafka_io import produce_exact
 
-    config = parse_config({
-        "clusters": "A, B", "A.bootstrap.servers": a, "B.bootstrap.servers": b,
-        "A->B.enabled": "true", "topics": TOPIC, "replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1", "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1", "tasks.max": "1",
-        "mirror.state.dir": tempfile.mkdtemp(prefix="stopping-"), "mirror.tables.enabled": "false",
-    })  # fmt: skip
+    state = Path(tempfile.mkdtemp(prefix="stopping-"))
+    extra = {"tasks.max": "1", "mirror.tables.enabled": "false"}
+    config = parse_config(mirror_props(a, b, state, TOPIC, **extra))
     spark = local_spark_session("bench-stopping", **{"spark.python.task.killTimeout": timeout})
     took = []
     try:
